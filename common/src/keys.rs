@@ -1,0 +1,481 @@
+//! Row-key layout for every table: the only module that knows where each byte goes.
+//!
+//! Layouts (DESIGN.md §2; all integers big-endian, as Java's `Bytes.toBytes`):
+//!
+//! | table | key |
+//! |---|---|
+//! | `user`, `seller`, `product`, `order` | id(10) |
+//! | `comment` | orderId(10) productId(10) |
+//! | `user-comment` | userId(10) revTs(8) [tie(20)] |
+//! | `product-comment` | productId(10) `c` revTs(8) revLen(4) [tie(20)] |
+//! | `product-comment-rank` | productId(10) `r` rank(2) |
+//!
+//! Everything this project writes carries the 20-byte `tie` (the comment's own
+//! row key) so two comments in one millisecond never share an index row. The
+//! parsers also accept the seed's shorter keys, because rows written by the
+//! original Java service have them.
+
+use crate::ids::{Id, ID_LEN};
+
+/// The width of a comment row key: orderId then productId.
+pub const COMMENT_KEY_LEN: usize = 2 * ID_LEN;
+/// The separator byte between a product id and its comment index entries.
+pub const PRODUCT_COMMENT_TAG: u8 = b'c';
+/// The separator byte between a product id and its rank slots.
+pub const RANK_TAG: u8 = b'r';
+/// The highest rank slot the ranker writes.
+pub const MAX_RANK: u16 = 10;
+
+const REVERSE_TS_LEN: usize = 8;
+const REVERSE_LEN_LEN: usize = 4;
+const RANK_LEN: usize = 2;
+
+/// `user-comment` key length without the tie (the seed's layout).
+pub const USER_COMMENT_SEED_KEY_LEN: usize = ID_LEN + REVERSE_TS_LEN;
+/// `user-comment` key length with the tie (this project's layout).
+pub const USER_COMMENT_KEY_LEN: usize = USER_COMMENT_SEED_KEY_LEN + COMMENT_KEY_LEN;
+/// `product-comment` prefix length: productId and the `c` tag.
+pub const PRODUCT_COMMENT_PREFIX_LEN: usize = ID_LEN + 1;
+/// `product-comment` key length without the tie (the seed's layout).
+pub const PRODUCT_COMMENT_SEED_KEY_LEN: usize = PRODUCT_COMMENT_PREFIX_LEN + REVERSE_TS_LEN + REVERSE_LEN_LEN;
+/// `product-comment` key length with the tie (this project's layout).
+pub const PRODUCT_COMMENT_KEY_LEN: usize = PRODUCT_COMMENT_SEED_KEY_LEN + COMMENT_KEY_LEN;
+/// `product-comment-rank` key length.
+pub const RANK_KEY_LEN: usize = ID_LEN + 1 + RANK_LEN;
+
+/// A key whose bytes do not follow the table's layout.
+#[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]
+#[error("{table} key of {length} bytes does not follow the layout: {reason}")]
+pub struct KeyError {
+    /// The table whose layout was expected.
+    pub table: &'static str,
+    /// The length of the offending key.
+    pub length: usize,
+    /// What was wrong.
+    pub reason: &'static str,
+}
+
+/// A comment's row key: orderId(10) then productId(10).
+#[derive(Clone, Copy, PartialEq, Eq, Hash, PartialOrd, Ord)]
+pub struct CommentKey([u8; COMMENT_KEY_LEN]);
+
+impl CommentKey {
+    /// The key of the comment left for `product` on `order`.
+    pub fn new(order: &Id, product: &Id) -> CommentKey {
+        let mut bytes = [0; COMMENT_KEY_LEN];
+        bytes[..ID_LEN].copy_from_slice(order.as_bytes());
+        bytes[ID_LEN..].copy_from_slice(product.as_bytes());
+        CommentKey(bytes)
+    }
+
+    /// Parses a comment row key, as found in the value of an index row.
+    pub fn parse(bytes: &[u8]) -> Result<CommentKey, KeyError> {
+        let error = |reason| KeyError { table: "comment", length: bytes.len(), reason };
+        let array: [u8; COMMENT_KEY_LEN] = bytes.try_into().map_err(|_| error("expected 20 bytes"))?;
+        Id::from_bytes("orderId", &array[..ID_LEN]).map_err(|_| error("orderId is not an id"))?;
+        Id::from_bytes("productId", &array[ID_LEN..]).map_err(|_| error("productId is not an id"))?;
+        Ok(CommentKey(array))
+    }
+
+    /// The order half of the key.
+    pub fn order_id(&self) -> Id {
+        Id::from_bytes("orderId", &self.0[..ID_LEN]).unwrap_or_else(|_| unreachable!("validated at construction"))
+    }
+
+    /// The product half of the key.
+    pub fn product_id(&self) -> Id {
+        Id::from_bytes("productId", &self.0[ID_LEN..]).unwrap_or_else(|_| unreachable!("validated at construction"))
+    }
+
+    /// The key's bytes.
+    pub fn as_bytes(&self) -> &[u8; COMMENT_KEY_LEN] {
+        &self.0
+    }
+}
+
+impl std::fmt::Debug for CommentKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "CommentKey({}:{})", self.order_id(), self.product_id())
+    }
+}
+
+impl std::fmt::Display for CommentKey {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "{}{}", self.order_id(), self.product_id())
+    }
+}
+
+/// `i64::MAX - timestamp_ms`, big-endian: newer timestamps sort first.
+///
+/// Timestamps are milliseconds since the epoch and never negative; the write
+/// path refuses negative ones, so saturation here only guards against overflow.
+pub fn reverse_timestamp(timestamp_ms: i64) -> [u8; REVERSE_TS_LEN] {
+    i64::MAX.saturating_sub(timestamp_ms.max(0)).to_be_bytes()
+}
+
+fn timestamp_from_reverse(bytes: [u8; REVERSE_TS_LEN]) -> i64 {
+    i64::MAX - i64::from_be_bytes(bytes).max(0)
+}
+
+/// `i32::MAX - content_len`, big-endian: at one millisecond, longer comments sort first.
+pub fn reverse_length(content_utf8_len: usize) -> [u8; REVERSE_LEN_LEN] {
+    let length = i32::try_from(content_utf8_len).unwrap_or(i32::MAX);
+    (i32::MAX - length).to_be_bytes()
+}
+
+/// The row key of an entity table (`user`, `seller`, `product`, `order`).
+pub fn entity_key(id: &Id) -> Vec<u8> {
+    id.as_bytes().to_vec()
+}
+
+/// The `user-comment` prefix holding every comment of `user`.
+pub fn user_comment_prefix(user: &Id) -> Vec<u8> {
+    user.as_bytes().to_vec()
+}
+
+/// The `user-comment` key of one comment (with the tie).
+pub fn user_comment_key(user: &Id, timestamp_ms: i64, comment: &CommentKey) -> Vec<u8> {
+    let mut key = Vec::with_capacity(USER_COMMENT_KEY_LEN);
+    key.extend_from_slice(user.as_bytes());
+    key.extend_from_slice(&reverse_timestamp(timestamp_ms));
+    key.extend_from_slice(comment.as_bytes());
+    key
+}
+
+/// The `product-comment` prefix holding every comment of `product`.
+pub fn product_comment_prefix(product: &Id) -> Vec<u8> {
+    let mut key = Vec::with_capacity(PRODUCT_COMMENT_PREFIX_LEN);
+    key.extend_from_slice(product.as_bytes());
+    key.push(PRODUCT_COMMENT_TAG);
+    key
+}
+
+/// The `product-comment` key of one comment (with the tie).
+pub fn product_comment_key(product: &Id, timestamp_ms: i64, content_utf8_len: usize, comment: &CommentKey) -> Vec<u8> {
+    let mut key = product_comment_prefix(product);
+    key.reserve(PRODUCT_COMMENT_KEY_LEN - PRODUCT_COMMENT_PREFIX_LEN);
+    key.extend_from_slice(&reverse_timestamp(timestamp_ms));
+    key.extend_from_slice(&reverse_length(content_utf8_len));
+    key.extend_from_slice(comment.as_bytes());
+    key
+}
+
+/// The `user-comment` range of every row of `user` written in one millisecond.
+///
+/// The write path deletes a comment's index rows by scanning this range and
+/// matching values, because the key alone cannot be rebuilt for rows in the
+/// seed's layout or for comments whose content changed since they were indexed.
+pub fn user_comment_millisecond_prefix(user: &Id, timestamp_ms: i64) -> Vec<u8> {
+    let mut key = user_comment_prefix(user);
+    key.extend_from_slice(&reverse_timestamp(timestamp_ms));
+    key
+}
+
+/// The `product-comment` range of every row of `product` written in one millisecond.
+pub fn product_comment_millisecond_prefix(product: &Id, timestamp_ms: i64) -> Vec<u8> {
+    let mut key = product_comment_prefix(product);
+    key.extend_from_slice(&reverse_timestamp(timestamp_ms));
+    key
+}
+
+/// The `product-comment-rank` prefix holding the rank slots of `product`.
+pub fn rank_prefix(product: &Id) -> Vec<u8> {
+    let mut key = Vec::with_capacity(ID_LEN + 1);
+    key.extend_from_slice(product.as_bytes());
+    key.push(RANK_TAG);
+    key
+}
+
+/// The `product-comment-rank` key of slot `rank` (1 is best) of `product`.
+pub fn rank_key(product: &Id, rank: u16) -> Vec<u8> {
+    let mut key = rank_prefix(product);
+    let rank = i16::try_from(rank).unwrap_or(i16::MAX);
+    key.extend_from_slice(&rank.to_be_bytes());
+    key
+}
+
+/// A parsed `user-comment` key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct UserCommentKey {
+    /// Whose comment it is.
+    pub user: Id,
+    /// When the comment was written, in epoch milliseconds.
+    pub timestamp_ms: i64,
+    /// The comment's row key, absent in the seed's layout.
+    pub tie: Option<CommentKey>,
+}
+
+/// Parses a `user-comment` key in either layout (18 or 38 bytes).
+pub fn parse_user_comment_key(key: &[u8]) -> Result<UserCommentKey, KeyError> {
+    let error = |reason| KeyError { table: "user-comment", length: key.len(), reason };
+    if key.len() != USER_COMMENT_SEED_KEY_LEN && key.len() != USER_COMMENT_KEY_LEN {
+        return Err(error("expected 18 or 38 bytes"));
+    }
+    let user = Id::from_bytes("userId", &key[..ID_LEN]).map_err(|_| error("userId is not an id"))?;
+    let timestamp_ms = timestamp_from_reverse(fixed(&key[ID_LEN..USER_COMMENT_SEED_KEY_LEN]));
+    let tie = parse_tie(&key[USER_COMMENT_SEED_KEY_LEN..]).map_err(|_| error("tie is not a comment key"))?;
+    Ok(UserCommentKey { user, timestamp_ms, tie })
+}
+
+/// A parsed `product-comment` key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ProductCommentKey {
+    /// The product commented on.
+    pub product: Id,
+    /// When the comment was written, in epoch milliseconds.
+    pub timestamp_ms: i64,
+    /// The UTF-8 byte length of the content when the comment was indexed.
+    pub content_utf8_len: u32,
+    /// The comment's row key, absent in the seed's layout.
+    pub tie: Option<CommentKey>,
+}
+
+/// Parses a `product-comment` key in either layout (23 or 43 bytes).
+pub fn parse_product_comment_key(key: &[u8]) -> Result<ProductCommentKey, KeyError> {
+    let error = |reason| KeyError { table: "product-comment", length: key.len(), reason };
+    if key.len() != PRODUCT_COMMENT_SEED_KEY_LEN && key.len() != PRODUCT_COMMENT_KEY_LEN {
+        return Err(error("expected 23 or 43 bytes"));
+    }
+    let product = Id::from_bytes("productId", &key[..ID_LEN]).map_err(|_| error("productId is not an id"))?;
+    if key[ID_LEN] != PRODUCT_COMMENT_TAG {
+        return Err(error("the byte after productId is not 'c'"));
+    }
+    let timestamp_start = PRODUCT_COMMENT_PREFIX_LEN;
+    let length_start = timestamp_start + REVERSE_TS_LEN;
+    let timestamp_ms = timestamp_from_reverse(fixed(&key[timestamp_start..length_start]));
+    let reverse_len = i32::from_be_bytes(fixed(&key[length_start..PRODUCT_COMMENT_SEED_KEY_LEN]));
+    let content_utf8_len = u32::try_from(i32::MAX - reverse_len.max(0)).unwrap_or(0);
+    let tie = parse_tie(&key[PRODUCT_COMMENT_SEED_KEY_LEN..]).map_err(|_| error("tie is not a comment key"))?;
+    Ok(ProductCommentKey { product, timestamp_ms, content_utf8_len, tie })
+}
+
+/// A parsed `product-comment-rank` key.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RankKey {
+    /// The ranked product.
+    pub product: Id,
+    /// The slot, 1 (best) to [`MAX_RANK`].
+    pub rank: u16,
+}
+
+/// Parses a `product-comment-rank` key; slots outside `1..=MAX_RANK` are refused.
+pub fn parse_rank_key(key: &[u8]) -> Result<RankKey, KeyError> {
+    let error = |reason| KeyError { table: "product-comment-rank", length: key.len(), reason };
+    if key.len() != RANK_KEY_LEN {
+        return Err(error("expected 13 bytes"));
+    }
+    let product = Id::from_bytes("productId", &key[..ID_LEN]).map_err(|_| error("productId is not an id"))?;
+    if key[ID_LEN] != RANK_TAG {
+        return Err(error("the byte after productId is not 'r'"));
+    }
+    let rank = i16::from_be_bytes(fixed(&key[ID_LEN + 1..]));
+    match u16::try_from(rank) {
+        Ok(rank) if (1..=MAX_RANK).contains(&rank) => Ok(RankKey { product, rank }),
+        _ => Err(error("rank is outside 1..=10")),
+    }
+}
+
+/// The smallest key greater than every key that starts with `prefix`: a scan's stop row.
+///
+/// `None` means no such key exists (the prefix is empty or all `0xff`), so the
+/// scan must run to the end of the table.
+pub fn prefix_successor(prefix: &[u8]) -> Option<Vec<u8>> {
+    let last_incrementable = prefix.iter().rposition(|&byte| byte != u8::MAX)?;
+    let mut successor = prefix[..=last_incrementable].to_vec();
+    successor[last_incrementable] += 1;
+    Some(successor)
+}
+
+/// The smallest key strictly greater than `key`: where a scan resumes after it.
+pub fn key_successor(key: &[u8]) -> Vec<u8> {
+    let mut successor = Vec::with_capacity(key.len() + 1);
+    successor.extend_from_slice(key);
+    successor.push(0);
+    successor
+}
+
+fn parse_tie(bytes: &[u8]) -> Result<Option<CommentKey>, KeyError> {
+    if bytes.is_empty() {
+        Ok(None)
+    } else {
+        CommentKey::parse(bytes).map(Some)
+    }
+}
+
+fn fixed<const N: usize>(bytes: &[u8]) -> [u8; N] {
+    let mut array = [0; N];
+    array.copy_from_slice(bytes);
+    array
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use serde::Deserialize;
+
+    #[derive(Deserialize)]
+    struct Vectors {
+        cases: Vec<Case>,
+    }
+
+    #[derive(Deserialize)]
+    struct Input {
+        #[serde(rename = "orderId")]
+        order_id: String,
+        #[serde(rename = "productId")]
+        product_id: String,
+        #[serde(rename = "userId")]
+        user_id: String,
+        content_utf8_bytes: usize,
+        timestamp_ms: i64,
+    }
+
+    #[derive(Deserialize)]
+    struct Case {
+        input: Input,
+        comment_row_key_hex: String,
+        user_comment_key_seed_hex: String,
+        user_comment_key_hex: String,
+        product_comment_key_seed_hex: String,
+        product_comment_key_hex: String,
+        product_comment_prefix_hex: String,
+        rank_keys_hex: std::collections::BTreeMap<u16, String>,
+    }
+
+    /// The vectors were computed independently of this code (with Java's
+    /// `Bytes.toBytes`), so they catch a layout mistake that a round-trip would not.
+    fn vectors() -> Vectors {
+        let path = concat!(env!("CARGO_MANIFEST_DIR"), "/testdata/keys.json");
+        let text = std::fs::read_to_string(path).expect("read keys.json");
+        serde_json::from_str(&text).expect("parse keys.json")
+    }
+
+    #[test]
+    fn builders_match_the_independent_vectors_byte_for_byte() {
+        let vectors = vectors();
+        assert!(vectors.cases.len() >= 3);
+        for case in vectors.cases {
+            let input = &case.input;
+            let order = Id::parse("orderId", &input.order_id).expect("order id");
+            let product = Id::parse("productId", &input.product_id).expect("product id");
+            let user = Id::parse("userId", &input.user_id).expect("user id");
+            let comment = CommentKey::new(&order, &product);
+            let ts = input.timestamp_ms;
+            let len = input.content_utf8_bytes;
+
+            assert_eq!(hex::encode(comment.as_bytes()), case.comment_row_key_hex);
+            assert_eq!(hex::encode(user_comment_key(&user, ts, &comment)), case.user_comment_key_hex);
+            assert_eq!(hex::encode(user_comment_millisecond_prefix(&user, ts)), case.user_comment_key_seed_hex);
+            assert_eq!(hex::encode(product_comment_key(&product, ts, len, &comment)), case.product_comment_key_hex);
+            assert_eq!(hex::encode(product_comment_prefix(&product)), case.product_comment_prefix_hex);
+            let seed_product_key = &product_comment_key(&product, ts, len, &comment)[..PRODUCT_COMMENT_SEED_KEY_LEN];
+            assert_eq!(hex::encode(seed_product_key), case.product_comment_key_seed_hex);
+            for (rank, expected) in &case.rank_keys_hex {
+                assert_eq!(&hex::encode(rank_key(&product, *rank)), expected);
+            }
+        }
+    }
+
+    #[test]
+    fn parsers_read_both_layouts_of_the_vectors() {
+        for case in vectors().cases {
+            let input = &case.input;
+            let comment =
+                CommentKey::parse(&hex::decode(&case.comment_row_key_hex).expect("hex")).expect("comment key");
+            assert_eq!(comment.order_id().as_str(), input.order_id);
+            assert_eq!(comment.product_id().as_str(), input.product_id);
+
+            let full =
+                parse_user_comment_key(&hex::decode(&case.user_comment_key_hex).expect("hex")).expect("user key");
+            assert_eq!(
+                (full.user.as_str(), full.timestamp_ms, full.tie),
+                (input.user_id.as_str(), input.timestamp_ms, Some(comment))
+            );
+            let seed = parse_user_comment_key(&hex::decode(&case.user_comment_key_seed_hex).expect("hex"))
+                .expect("seed user key");
+            assert_eq!((seed.timestamp_ms, seed.tie), (input.timestamp_ms, None));
+
+            let full = parse_product_comment_key(&hex::decode(&case.product_comment_key_hex).expect("hex"))
+                .expect("product key");
+            assert_eq!(full.product.as_str(), input.product_id);
+            assert_eq!(full.timestamp_ms, input.timestamp_ms);
+            assert_eq!(full.content_utf8_len as usize, input.content_utf8_bytes);
+            assert_eq!(full.tie, Some(comment));
+            let seed = parse_product_comment_key(&hex::decode(&case.product_comment_key_seed_hex).expect("hex"))
+                .expect("seed key");
+            assert_eq!((seed.timestamp_ms, seed.tie), (input.timestamp_ms, None));
+
+            for (rank, key_hex) in &case.rank_keys_hex {
+                let parsed = parse_rank_key(&hex::decode(key_hex).expect("hex")).expect("rank key");
+                assert_eq!((parsed.product.as_str(), parsed.rank), (input.product_id.as_str(), *rank));
+            }
+        }
+    }
+
+    #[test]
+    fn newer_and_then_longer_comments_sort_first() {
+        let product = Id::parse("productId", "PRODUCT001").expect("id");
+        let comment = CommentKey::new(&Id::parse("orderId", "ORDER00001").expect("id"), &product);
+        let older = product_comment_key(&product, 1_000, 500, &comment);
+        let newer_short = product_comment_key(&product, 2_000, 5, &comment);
+        let newer_long = product_comment_key(&product, 2_000, 50, &comment);
+        assert!(newer_long < newer_short && newer_short < older);
+    }
+
+    #[test]
+    fn parsers_refuse_wrong_lengths_and_tags() {
+        assert!(parse_product_comment_key(&[b'a'; 22]).is_err());
+        let mut wrong_tag = product_comment_prefix(&Id::parse("p", "PRODUCT001").expect("id"));
+        wrong_tag[10] = b'r';
+        wrong_tag.resize(PRODUCT_COMMENT_SEED_KEY_LEN, 0);
+        assert!(parse_product_comment_key(&wrong_tag).is_err());
+        assert!(parse_user_comment_key(&[b'a'; 19]).is_err());
+        let mut rank_zero = rank_prefix(&Id::parse("p", "PRODUCT001").expect("id"));
+        rank_zero.extend_from_slice(&0i16.to_be_bytes());
+        assert!(parse_rank_key(&rank_zero).is_err());
+        assert!(CommentKey::parse(b"short").is_err());
+    }
+
+    #[test]
+    fn successors_bound_a_prefix_scan() {
+        assert_eq!(prefix_successor(b"ab"), Some(b"ac".to_vec()));
+        assert_eq!(prefix_successor(&[b'a', 0xff, 0xff]), Some(b"b".to_vec()));
+        assert_eq!(prefix_successor(&[0xff]), None);
+        assert_eq!(prefix_successor(b""), None);
+        assert_eq!(key_successor(b"ab"), b"ab\0".to_vec());
+    }
+
+    proptest::proptest! {
+        #[test]
+        fn parsers_never_panic(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..64)) {
+            let _ = parse_user_comment_key(&bytes);
+            let _ = parse_product_comment_key(&bytes);
+            let _ = parse_rank_key(&bytes);
+            let _ = CommentKey::parse(&bytes);
+        }
+
+        #[test]
+        fn every_key_with_the_prefix_sorts_below_its_successor(
+            prefix in proptest::collection::vec(proptest::num::u8::ANY, 1..12),
+            suffix in proptest::collection::vec(proptest::num::u8::ANY, 0..12),
+        ) {
+            if let Some(stop) = prefix_successor(&prefix) {
+                let mut key = prefix.clone();
+                key.extend_from_slice(&suffix);
+                proptest::prop_assert!(key < stop);
+                proptest::prop_assert!(prefix < stop);
+            }
+        }
+
+        #[test]
+        fn built_keys_parse_back(ts in 0i64..=i64::MAX, len in 0usize..=(i32::MAX as usize)) {
+            let product = Id::parse("p", "PRODUCT001").expect("id");
+            let user = Id::parse("u", "USER000001").expect("id");
+            let comment = CommentKey::new(&Id::parse("o", "ORDER00001").expect("id"), &product);
+            let parsed = parse_product_comment_key(&product_comment_key(&product, ts, len, &comment)).expect("parse");
+            proptest::prop_assert_eq!((parsed.timestamp_ms, parsed.content_utf8_len as usize, parsed.tie), (ts, len, Some(comment)));
+            let parsed = parse_user_comment_key(&user_comment_key(&user, ts, &comment)).expect("parse");
+            proptest::prop_assert_eq!((parsed.timestamp_ms, parsed.tie), (ts, Some(comment)));
+        }
+    }
+}

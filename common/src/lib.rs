@@ -1,0 +1,25 @@
+//! `common`: everything the ranker and the query service share about the data.
+//!
+//! - [`ids`] validates entity ids, [`keys`] is the only place that knows the
+//!   byte layout of row keys, [`cursor`] encodes page cursors, and [`model`] is
+//!   the JSON of every stored record.
+//! - [`hbase`] is the storage layer over HBase's Thrift1 gateway (pool, retries,
+//!   async bridge); no other crate sees Thrift.
+//! - [`store`] maps tables to models, skips rows that do not decode, and holds
+//!   the write path; [`schema`] creates the tables; [`demo`] generates data.
+//! - [`config`] holds the flags and logging setup every binary shares.
+
+pub mod config;
+pub mod cursor;
+pub mod demo;
+pub mod error;
+pub mod hbase;
+pub mod ids;
+pub mod keys;
+pub mod model;
+pub mod schema;
+pub mod store;
+pub mod tables;
+
+pub use error::{Error, Result};
+pub use ids::Id;

@@ -1,0 +1,240 @@
+//! Typed access to the tables: records, index pages, rank slots, and the write path.
+//!
+//! [`Store`] turns rows into models and models into rows, and is where the
+//! "survive what a real table holds" rules live: an index row with a key of the
+//! wrong layout, a value that is not a comment key, a comment that is gone or
+//! does not decode: each is skipped, counted in
+//! `reviews_skipped_rows_total{table,reason}` and logged, never an error.
+
+mod rank;
+mod write;
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+pub use rank::RankSlot;
+pub use write::{NewComment, MAX_CONTENT_BYTES};
+
+use crate::error::{Error, Result};
+use crate::hbase::{Hbase, Retry, Row, RowMutation, ScanSpec, COLUMN_VALUE};
+use crate::ids::Id;
+use crate::keys::{self, CommentKey};
+use crate::model::{Comment, Record};
+use crate::tables::Tables;
+
+/// Rows fetched per round trip when paging through an index.
+const INDEX_PAGE_ROWS: usize = 1_000;
+
+/// Typed access to one set of tables; cheap to clone and share.
+#[derive(Debug, Clone)]
+pub struct Store {
+    hbase: Hbase,
+    tables: Arc<Tables>,
+}
+
+/// Which index a page comes from; decides how its keys are checked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum IndexKind {
+    /// `user-comment`: userId revTs [tie].
+    User,
+    /// `product-comment`: productId `c` revTs revLen [tie].
+    Product,
+}
+
+/// One index row: where it sits, and the comment it names.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct IndexEntry {
+    /// The index row's key.
+    pub index_key: Vec<u8>,
+    /// The comment's row key (the index row's value).
+    pub comment: CommentKey,
+}
+
+/// A page of an index, and where the next page starts.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct IndexPage {
+    /// The page's entries, in key order (newest first).
+    pub entries: Vec<IndexEntry>,
+    /// The key of the first row after this page, if there is one.
+    pub next: Option<Vec<u8>>,
+}
+
+/// Counts and logs a row that was skipped because it does not decode.
+pub(crate) fn skip_row(table: &str, reason: &'static str, key: &[u8], detail: &dyn std::fmt::Display) {
+    metrics::counter!("reviews_skipped_rows_total", "table" => table.to_owned(), "reason" => reason).increment(1);
+    tracing::warn!(table, reason, key = %escape(key), %detail, "skipped a row");
+}
+
+/// Renders a row key for a log line: printable ASCII as is, other bytes as `\xNN`.
+pub fn escape(key: &[u8]) -> String {
+    key.escape_ascii().to_string()
+}
+
+impl Store {
+    /// A store over `tables` reached through `hbase`.
+    pub fn new(hbase: Hbase, tables: Tables) -> Store {
+        Store { hbase, tables: Arc::new(tables) }
+    }
+
+    /// The pool this store uses.
+    pub fn hbase(&self) -> &Hbase {
+        &self.hbase
+    }
+
+    /// The tables this store reads and writes.
+    pub fn tables(&self) -> &Tables {
+        &self.tables
+    }
+
+    /// Writes records (users, sellers, products, orders) in one batch, replacing
+    /// any with the same id.
+    pub async fn put_records<R: Record>(&self, records: &[R]) -> Result<()> {
+        let table = R::table(&self.tables).to_owned();
+        let mutations: Vec<RowMutation> = records
+            .iter()
+            .map(|record| RowMutation::Put {
+                key: record.row_key(),
+                cells: vec![(COLUMN_VALUE.to_vec(), record.to_json())],
+            })
+            .collect();
+        self.hbase.run(Retry::Idempotent, move |connection| connection.mutate_rows(&table, mutations.clone())).await
+    }
+
+    /// Reads one record; a row that does not decode is [`Error::BadData`].
+    pub async fn get_record<R: Record>(&self, key: Vec<u8>) -> Result<Option<R>> {
+        let table = R::table(&self.tables).to_owned();
+        let rows = {
+            let table = table.clone();
+            let keys = vec![key];
+            self.hbase
+                .run(Retry::Idempotent, move |connection| connection.get_rows(&table, &keys, &[COLUMN_VALUE.to_vec()]))
+                .await?
+        };
+        let Some(value) = rows.first().and_then(|row| row.value(COLUMN_VALUE)) else {
+            return Ok(None);
+        };
+        R::from_json(value)
+            .map(Some)
+            .map_err(|error| Error::BadData { table, reason: format!("{} does not decode: {error}", R::KIND) })
+    }
+
+    /// Reads comments by key in one multi-get. The result lines up with `keys`:
+    /// `None` where the comment is gone or does not decode (skipped and counted).
+    pub async fn get_comments(&self, keys: &[CommentKey]) -> Result<Vec<Option<Comment>>> {
+        let table = self.tables.comment.clone();
+        let row_keys: Vec<Vec<u8>> = keys.iter().map(|key| key.as_bytes().to_vec()).collect();
+        let rows = {
+            let table = table.clone();
+            self.hbase
+                .run(Retry::Idempotent, move |connection| {
+                    connection.get_rows(&table, &row_keys, &[COLUMN_VALUE.to_vec()])
+                })
+                .await?
+        };
+        Ok(decode_comments(&table, keys, rows))
+    }
+
+    /// Reads a page of `limit` entries of an index, starting at `start` (a key
+    /// inside `prefix`, or the prefix's first row when `None`). Never reads past
+    /// the prefix; rows that do not decode are skipped.
+    pub async fn index_page(
+        &self,
+        kind: IndexKind,
+        prefix: Vec<u8>,
+        start: Option<Vec<u8>>,
+        limit: usize,
+    ) -> Result<IndexPage> {
+        let table = match kind {
+            IndexKind::User => self.tables.user_comment.clone(),
+            IndexKind::Product => self.tables.product_comment.clone(),
+        };
+        let spec = ScanSpec {
+            start: start.unwrap_or_else(|| prefix.clone()),
+            stop: keys::prefix_successor(&prefix),
+            // One row more than asked: its key is where the next page starts.
+            limit: limit.saturating_add(1),
+            page_size: limit.saturating_add(1).min(INDEX_PAGE_ROWS),
+            columns: vec![COLUMN_VALUE.to_vec()],
+        };
+        let mut rows = {
+            let table = table.clone();
+            self.hbase.run(Retry::Idempotent, move |connection| connection.scan(&table, &spec)).await?
+        };
+        let next = (rows.len() > limit).then(|| rows.swap_remove(limit).key);
+        rows.truncate(limit);
+        let entries = rows.iter().filter_map(|row| index_entry(&table, kind, row)).collect();
+        Ok(IndexPage { entries, next })
+    }
+
+    /// A page of `product`'s comments index, newest first.
+    pub async fn product_comment_page(&self, product: &Id, start: Option<Vec<u8>>, limit: usize) -> Result<IndexPage> {
+        self.index_page(IndexKind::Product, keys::product_comment_prefix(product), start, limit).await
+    }
+
+    /// A page of `user`'s comments index, newest first.
+    pub async fn user_comment_page(&self, user: &Id, start: Option<Vec<u8>>, limit: usize) -> Result<IndexPage> {
+        self.index_page(IndexKind::User, keys::user_comment_prefix(user), start, limit).await
+    }
+
+    /// Reads the comments an index page names, in page order, leaving out the
+    /// ones that are gone or do not decode.
+    pub async fn comments_of(&self, page: &IndexPage) -> Result<Vec<Comment>> {
+        let keys: Vec<CommentKey> = page.entries.iter().map(|entry| entry.comment).collect();
+        let comments = self.get_comments(&keys).await?;
+        Ok(comments.into_iter().flatten().collect())
+    }
+}
+
+/// Checks an index row's key layout and value; `None` (counted) when either is wrong.
+pub(crate) fn index_entry(table: &str, kind: IndexKind, row: &Row) -> Option<IndexEntry> {
+    let layout = match kind {
+        IndexKind::User => keys::parse_user_comment_key(&row.key).map(|parsed| parsed.tie),
+        IndexKind::Product => keys::parse_product_comment_key(&row.key).map(|parsed| parsed.tie),
+    };
+    if let Err(error) = layout {
+        skip_row(table, "bad_key", &row.key, &error);
+        return None;
+    }
+    let Some(value) = row.value(COLUMN_VALUE) else {
+        skip_row(table, "no_value", &row.key, &"the row has no cf:q");
+        return None;
+    };
+    match CommentKey::parse(value) {
+        Ok(comment) => Some(IndexEntry { index_key: row.key.clone(), comment }),
+        Err(error) => {
+            skip_row(table, "bad_value", &row.key, &error);
+            None
+        }
+    }
+}
+
+/// Matches multi-get results to `keys` by row key (Thrift1 drops missing rows,
+/// so positions do not line up) and decodes each comment.
+pub(crate) fn decode_comments(table: &str, keys: &[CommentKey], rows: Vec<Row>) -> Vec<Option<Comment>> {
+    let by_key: HashMap<Vec<u8>, Row> = rows.into_iter().map(|row| (row.key.clone(), row)).collect();
+    keys.iter()
+        .map(|key| {
+            let Some(row) = by_key.get(key.as_bytes().as_slice()) else {
+                skip_row(table, "missing", key.as_bytes(), &"an index row points at a comment that is gone");
+                return None;
+            };
+            let value = row.value(COLUMN_VALUE)?;
+            match Comment::from_json(value) {
+                Ok(comment) if comment.row_key() == *key => Some(comment),
+                Ok(comment) => {
+                    skip_row(
+                        table,
+                        "key_mismatch",
+                        key.as_bytes(),
+                        &format_args!("the JSON names {}", comment.row_key()),
+                    );
+                    None
+                }
+                Err(error) => {
+                    skip_row(table, "bad_json", key.as_bytes(), &error);
+                    None
+                }
+            }
+        })
+        .collect()
+}
