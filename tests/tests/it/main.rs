@@ -1,0 +1,9 @@
+//! One integration-test binary (compiled once) against the real HBase that the
+//! README's test command starts. Every test creates its own tables under a
+//! unique prefix, so tests run in parallel without seeing each other's rows.
+
+mod api;
+mod cron;
+mod foundation;
+mod ranker;
+mod reliability;
