@@ -59,3 +59,51 @@ pub fn test_id(prefix: &str, number: u64) -> common::Id {
     let text = format!("{prefix}{number:0width$}", width = 10 - prefix.len());
     common::Id::parse("id", &text).expect("test ids are valid")
 }
+
+/// A private Thrift gateway on its own port, against the shared HBase, that a
+/// test may stop and restart to simulate an outage without disturbing the
+/// shared gateway other tests use. Stopped when dropped.
+#[derive(Debug)]
+pub struct PrivateGateway {
+    port: u16,
+}
+
+impl PrivateGateway {
+    /// Starts a gateway on a free port and waits until it answers.
+    pub fn start() -> PrivateGateway {
+        let port = std::net::TcpListener::bind("127.0.0.1:0")
+            .and_then(|listener| listener.local_addr())
+            .map(|address| address.port())
+            .expect("find a free port");
+        let gateway = PrivateGateway { port };
+        gateway.resume();
+        gateway
+    }
+
+    /// The gateway's `host:port`.
+    pub fn address(&self) -> String {
+        format!("127.0.0.1:{}", self.port)
+    }
+
+    /// Stops the gateway (connections to it are refused until [`Self::resume`]).
+    pub fn stop(&self) {
+        hbasectl(&["stop-gateway", &self.port.to_string()]);
+    }
+
+    /// Starts the gateway again on the same port and waits until it answers.
+    pub fn resume(&self) {
+        hbasectl(&["start-gateway", &self.port.to_string()]);
+    }
+}
+
+impl Drop for PrivateGateway {
+    fn drop(&mut self) {
+        self.stop();
+    }
+}
+
+fn hbasectl(arguments: &[&str]) {
+    let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../hbase/hbasectl");
+    let status = std::process::Command::new(script).args(arguments).status().expect("run hbase/hbasectl");
+    assert!(status.success(), "hbase/hbasectl {arguments:?} failed with {status}");
+}

@@ -1,0 +1,144 @@
+//! Reads for batch jobs that visit every product (the ranker): listing the
+//! products present in an index table, and paging through one product's
+//! comment index while counting the rows that had to be skipped.
+//!
+//! HBase cannot list distinct key prefixes, so listing walks the table: it
+//! reads a page of rows, collects the product ids at their front and, when the
+//! page is full, jumps past the last product's remaining rows by resuming at
+//! the successor of its id. A product with a million index rows therefore costs
+//! one short read, and a long tail of small products is read a page at a time.
+
+use super::{index_entry, skip_row, IndexEntry, IndexKind, Store};
+use crate::error::Result;
+use crate::hbase::{Retry, Row, ScanSpec, COLUMN_VALUE};
+use crate::ids::{Id, ID_LEN};
+use crate::keys;
+
+/// An index table keyed by product id first.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProductIndex {
+    /// `product-comment`: products that have comments. Listing skips each
+    /// product's rows after the first page that reaches them.
+    Comments,
+    /// `product-comment-rank`: products that have rank slots. Listing reads
+    /// every row (at most ten per product) and notes which slots each product has.
+    RankSlots,
+}
+
+/// One product found by a listing.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ListedProduct {
+    /// The product.
+    pub product: Id,
+    /// The rank slots seen in this listing: bit `r - 1` is set when slot `r`
+    /// exists (always 0 for [`ProductIndex::Comments`]).
+    pub slot_mask: u16,
+}
+
+/// A page of a product listing.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct ProductListing {
+    /// Products in key order. For [`ProductIndex::RankSlots`] the last product
+    /// of one page may continue on the next: callers merge equal neighbours.
+    pub products: Vec<ListedProduct>,
+    /// Where the next page starts; `None` when the range is exhausted.
+    pub next: Option<Vec<u8>>,
+}
+
+/// A page of one product's comment index, with the rows that were skipped.
+#[derive(Debug, Clone, PartialEq, Eq, Default)]
+pub struct CountedIndexPage {
+    /// The usable entries, in key order (newest first).
+    pub entries: Vec<IndexEntry>,
+    /// Index rows in the page that were skipped (bad key layout or value).
+    pub skipped: u64,
+    /// The key of the first row after this page, if there is one.
+    pub next: Option<Vec<u8>>,
+}
+
+impl Store {
+    /// Lists the products with rows in `index` within `[start, stop)`, reading
+    /// at most `rows` rows. Keys whose first ten bytes are not an id are skipped and counted.
+    pub async fn list_products(
+        &self,
+        index: ProductIndex,
+        start: Vec<u8>,
+        stop: Option<Vec<u8>>,
+        rows: usize,
+    ) -> Result<ProductListing> {
+        let table = match index {
+            ProductIndex::Comments => self.tables().product_comment.clone(),
+            ProductIndex::RankSlots => self.tables().product_comment_rank.clone(),
+        };
+        let rows = rows.max(1);
+        let spec =
+            ScanSpec { start, stop: stop.clone(), limit: rows, page_size: rows, columns: vec![COLUMN_VALUE.to_vec()] };
+        let page = {
+            let table = table.clone();
+            self.hbase().run(Retry::Idempotent, move |connection| connection.scan(&table, &spec)).await?
+        };
+        let mut listing = ProductListing::default();
+        for row in &page {
+            let Ok(product) = Id::from_bytes("productId", row.key.get(..ID_LEN).unwrap_or(&row.key)) else {
+                skip_row(&table, "bad_key", &row.key, &"the key does not start with a product id");
+                continue;
+            };
+            let slot = match index {
+                ProductIndex::RankSlots => keys::parse_rank_key(&row.key).map_or(0, |slot| 1 << (slot.rank - 1)),
+                ProductIndex::Comments => 0,
+            };
+            match listing.products.last_mut() {
+                Some(last) if last.product == product => last.slot_mask |= slot,
+                _ => listing.products.push(ListedProduct { product, slot_mask: slot }),
+            }
+        }
+        if page.len() == rows {
+            listing.next = page
+                .last()
+                .and_then(|last| resume_after(index, last))
+                .filter(|next| stop.as_ref().is_none_or(|stop| next < stop));
+        }
+        Ok(listing)
+    }
+
+    /// Reads up to `limit` entries of `product`'s comment index from `start`
+    /// (the prefix's first row when `None`), counting the rows it skips.
+    pub async fn product_comment_page_counted(
+        &self,
+        product: &Id,
+        start: Option<Vec<u8>>,
+        limit: usize,
+    ) -> Result<CountedIndexPage> {
+        let table = self.tables().product_comment.clone();
+        let prefix = keys::product_comment_prefix(product);
+        let limit = limit.max(1);
+        let spec = ScanSpec {
+            start: start.unwrap_or_else(|| prefix.clone()),
+            stop: keys::prefix_successor(&prefix),
+            // One row more than asked: its key is where the next page starts.
+            limit: limit + 1,
+            page_size: limit + 1,
+            columns: vec![COLUMN_VALUE.to_vec()],
+        };
+        let mut rows = {
+            let table = table.clone();
+            self.hbase().run(Retry::Idempotent, move |connection| connection.scan(&table, &spec)).await?
+        };
+        let next = (rows.len() > limit).then(|| rows.swap_remove(limit).key);
+        rows.truncate(limit);
+        let entries: Vec<IndexEntry> =
+            rows.iter().filter_map(|row| index_entry(&table, IndexKind::Product, row)).collect();
+        let skipped = (rows.len() - entries.len()) as u64;
+        Ok(CountedIndexPage { entries, skipped, next })
+    }
+}
+
+/// Where a listing resumes after a full page ending at `last`.
+fn resume_after(index: ProductIndex, last: &Row) -> Option<Vec<u8>> {
+    match index {
+        // Jump over the rest of the last product's rows (or of the ten bytes
+        // that are not an id: no valid product can start with them either).
+        ProductIndex::Comments if last.key.len() >= ID_LEN => keys::prefix_successor(&last.key[..ID_LEN]),
+        _ => Some(keys::key_successor(&last.key)),
+    }
+}

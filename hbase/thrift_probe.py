@@ -1,0 +1,238 @@
+#!/usr/bin/env python3
+"""Dependency-free HBase Thrift1 client, just enough for hbasectl.
+
+Why hand-rolled: the readiness probe must run on a bare machine (no pip
+install, no thrift package). It speaks what the Rust client speaks:
+TBinaryProtocol (strict, versioned messages) over a buffered (unframed)
+TCP transport, against the thread-pool Thrift1 gateway.
+
+Usage:
+  thrift_probe.py [--host H] [--port P] [--timeout S] tables
+      One getTableNames() call. Exit 0 and print the names when the gateway
+      answered with a real reply (which needs the master and hbase:meta up);
+      exit 1 otherwise. An open port alone is not readiness: the gateway binds
+      before HBase is reachable.
+  thrift_probe.py [...] smoke [TABLE]
+      createTable (if missing), mutateRow, getRow, and check the value read
+      back; exit 0 on success. Used to check a fresh install end to end.
+  thrift_probe.py [...] get TABLE ROW
+      Print the cells of one row (to check data survived a restart).
+"""
+
+import argparse
+import socket
+import struct
+import sys
+import time
+
+# Thrift type ids (TType).
+T_STOP, T_BOOL, T_BYTE, T_DOUBLE = 0, 2, 3, 4
+T_I16, T_I32, T_I64, T_STRING = 6, 8, 10, 11
+T_STRUCT, T_MAP, T_SET, T_LIST = 12, 13, 14, 15
+
+VERSION_1 = 0x80010000
+CALL, REPLY, EXCEPTION = 1, 2, 3
+
+
+class ThriftError(Exception):
+    """A Thrift-level failure: declared exception or TApplicationException."""
+
+
+class Conn:
+    """One blocking connection; one request at a time, like the gateway expects."""
+
+    def __init__(self, host, port, timeout):
+        self.sock = socket.create_connection((host, port), timeout=timeout)
+        self.sock.settimeout(timeout)
+        self.sock.setsockopt(socket.IPPROTO_TCP, socket.TCP_NODELAY, 1)
+        self.rbuf = b""
+        self.seqid = 0
+
+    def close(self):
+        self.sock.close()
+
+    # ---- reading -----------------------------------------------------------
+    def _read(self, n):
+        while len(self.rbuf) < n:
+            chunk = self.sock.recv(65536)
+            if not chunk:
+                raise ConnectionError("gateway closed the connection")
+            self.rbuf += chunk
+        out, self.rbuf = self.rbuf[:n], self.rbuf[n:]
+        return out
+
+    def _i8(self):
+        return struct.unpack("!b", self._read(1))[0]
+
+    def _i16(self):
+        return struct.unpack("!h", self._read(2))[0]
+
+    def _i32(self):
+        return struct.unpack("!i", self._read(4))[0]
+
+    def _i64(self):
+        return struct.unpack("!q", self._read(8))[0]
+
+    def _bin(self):
+        return self._read(self._i32())
+
+    def _value(self, ttype):
+        """Decode any value generically; structs become {field_id: value}."""
+        if ttype == T_BOOL:
+            return self._i8() != 0
+        if ttype == T_BYTE:
+            return self._i8()
+        if ttype == T_DOUBLE:
+            return struct.unpack("!d", self._read(8))[0]
+        if ttype == T_I16:
+            return self._i16()
+        if ttype == T_I32:
+            return self._i32()
+        if ttype == T_I64:
+            return self._i64()
+        if ttype == T_STRING:
+            return self._bin()
+        if ttype == T_STRUCT:
+            out = {}
+            while True:
+                ftype = self._i8()
+                if ftype == T_STOP:
+                    return out
+                fid = self._i16()
+                out[fid] = self._value(ftype)
+        if ttype == T_MAP:
+            ktype, vtype, size = self._i8(), self._i8(), self._i32()
+            return [(self._value(ktype), self._value(vtype)) for _ in range(size)]
+        if ttype in (T_LIST, T_SET):
+            etype, size = self._i8(), self._i32()
+            return [self._value(etype) for _ in range(size)]
+        raise ThriftError("unknown thrift type %d" % ttype)
+
+    # ---- calling -----------------------------------------------------------
+    def call(self, name, args_payload=b""):
+        """Send one CALL (args struct body given pre-encoded) and decode the result struct."""
+        self.seqid += 1
+        bname = name.encode()
+        msg = struct.pack("!I", VERSION_1 | CALL) + struct.pack("!i", len(bname)) + bname
+        msg += struct.pack("!i", self.seqid) + args_payload + bytes([T_STOP])
+        self.sock.sendall(msg)
+
+        head = self._i32() & 0xFFFFFFFF
+        if head & 0xFFFF0000 != VERSION_1:
+            raise ThriftError("bad reply header 0x%08x (framed/compact server?)" % head)
+        mtype = head & 0xFF
+        rname = self._bin().decode(errors="replace")
+        rseq = self._i32()
+        body = self._value(T_STRUCT)
+        if rseq != self.seqid or rname != name:
+            raise ThriftError("out-of-step reply %s/%d for %s/%d" % (rname, rseq, name, self.seqid))
+        if mtype == EXCEPTION:
+            raise ThriftError("TApplicationException: %s" % body.get(1, b"").decode(errors="replace"))
+        if mtype != REPLY:
+            raise ThriftError("unexpected message type %d" % mtype)
+        for fid, val in body.items():
+            if fid != 0:  # a declared exception (IOError, IllegalArgument, AlreadyExists)
+                msg = val.get(1, b"") if isinstance(val, dict) else val
+                raise ThriftError("declared exception field %d: %s" % (fid, msg.decode(errors="replace")))
+        return body.get(0)
+
+
+# ---- encoding helpers (field header + value) ------------------------------
+def f_hdr(ttype, fid):
+    return struct.pack("!bh", ttype, fid)
+
+
+def f_bin(fid, data):
+    if isinstance(data, str):
+        data = data.encode()
+    return f_hdr(T_STRING, fid) + struct.pack("!i", len(data)) + data
+
+
+def f_bool(fid, v):
+    return f_hdr(T_BOOL, fid) + struct.pack("!b", 1 if v else 0)
+
+
+def f_i32(fid, v):
+    return f_hdr(T_I32, fid) + struct.pack("!i", v)
+
+
+def f_list_struct(fid, items):
+    """items: pre-encoded struct bodies (without T_STOP)."""
+    out = f_hdr(T_LIST, fid) + struct.pack("!bi", T_STRUCT, len(items))
+    return out + b"".join(i + bytes([T_STOP]) for i in items)
+
+
+def f_empty_map(fid):
+    return f_hdr(T_MAP, fid) + struct.pack("!bbi", T_STRING, T_STRING, 0)
+
+
+def column_descriptor(name):
+    # Every field explicit: the gateway rejects a default-constructed one.
+    return (f_bin(1, name) + f_i32(2, 1) + f_bin(3, "NONE") + f_bool(4, False)
+            + f_bin(5, "NONE") + f_i32(6, 0) + f_i32(7, 0) + f_bool(8, True)
+            + f_i32(9, 2147483647))
+
+
+def mutation(column, value):
+    return f_bool(1, False) + f_bin(2, column) + f_bin(3, value) + f_bool(4, True)
+
+
+def get_table_names(conn):
+    return [n.decode(errors="replace") for n in conn.call("getTableNames") or []]
+
+
+def get_row(conn, table, row):
+    results = conn.call("getRow", f_bin(1, table) + f_bin(2, row) + f_empty_map(3)) or []
+    cells = {}
+    for res in results:  # TRowResult {1: row, 2: map<col, TCell{1: value, 2: ts}>}
+        for col, cell in res.get(2, []):
+            cells[col.decode(errors="replace")] = cell.get(1, b"")
+    return cells
+
+
+def main():
+    ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
+    ap.add_argument("--host", default="127.0.0.1")
+    ap.add_argument("--port", type=int, default=9090)
+    ap.add_argument("--timeout", type=float, default=10.0, help="socket timeout per call, seconds")
+    ap.add_argument("cmd", choices=["tables", "smoke", "get"])
+    ap.add_argument("rest", nargs="*")
+    a = ap.parse_args()
+
+    try:
+        conn = Conn(a.host, a.port, a.timeout)
+    except OSError as e:
+        print("probe: cannot connect to %s:%d: %s" % (a.host, a.port, e), file=sys.stderr)
+        return 1
+    try:
+        if a.cmd == "tables":
+            names = get_table_names(conn)
+            shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
+            print("%d tables%s" % (len(names), ": " + shown if names else ""))
+        elif a.cmd == "get":
+            table, row = a.rest
+            for col, val in sorted(get_row(conn, table, row).items()):
+                print("%s = %s" % (col, val.decode(errors="replace")))
+        else:
+            table = a.rest[0] if a.rest else "hbasectl_smoke"
+            if table not in get_table_names(conn):
+                conn.call("createTable", f_bin(1, table) + f_list_struct(2, [column_descriptor("cf:")]))
+                print("smoke: created table %s" % table)
+            value = "v-%d" % int(time.time())
+            conn.call("mutateRow", f_bin(1, table) + f_bin(2, "row1")
+                      + f_list_struct(3, [mutation("cf:q", value)]) + f_empty_map(4))
+            got = get_row(conn, table, "row1").get("cf:q", b"").decode(errors="replace")
+            if got != value:
+                print("smoke: wrote %r but read back %r" % (value, got), file=sys.stderr)
+                return 1
+            print("smoke: put/get %s row1 cf:q=%s ok" % (table, value))
+        return 0
+    except (OSError, ThriftError, ValueError, struct.error) as e:
+        print("probe: %s failed: %s" % (a.cmd, e), file=sys.stderr)
+        return 1
+    finally:
+        conn.close()
+
+
+if __name__ == "__main__":
+    sys.exit(main())

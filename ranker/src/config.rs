@@ -1,0 +1,216 @@
+//! The ranker's configuration file (TOML): how comments are scored and how a
+//! run is paced. Every field has the default of DESIGN.md §4.1, so an empty
+//! file (or no file) gives the documented ranking; `ranker.example.toml` at the
+//! crate root lists every field with its default.
+
+use std::path::Path;
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+
+use crate::RankerError;
+
+/// The whole configuration file.
+#[derive(Debug, Clone, Default, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RankerConfig {
+    /// How a comment's score is computed (`[scoring]`).
+    pub scoring: ScoringConfig,
+    /// How a run is paced (`[run]`); command-line flags override these.
+    pub run: RunSettings,
+}
+
+/// The terms of the default score (DESIGN.md §4.1) and their parameters.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct ScoringConfig {
+    /// Comments with fewer characters (Unicode scalar values of the trimmed
+    /// content) are not eligible.
+    pub min_chars: usize,
+    /// The length at which `substance` reaches 1; longer comments score no higher.
+    pub length_cap_chars: usize,
+    /// The normal quantile of the Wilson lower bound (1.96: 95 % confidence).
+    pub wilson_z: f64,
+    /// After this many days a comment's recency term halves.
+    pub recency_half_life_days: f64,
+    /// Photos beyond this many add nothing.
+    pub photo_cap: u32,
+    /// How much each term counts (`[scoring.weights]`).
+    pub weights: Weights,
+}
+
+/// The weight of each term in the score.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct Weights {
+    /// Weight of `substance` (length, on a log scale).
+    pub substance: f64,
+    /// Weight of `helpfulness` (Wilson lower bound of helpful votes).
+    pub helpfulness: f64,
+    /// Weight of `recency` (exponential decay with the half-life).
+    pub recency: f64,
+    /// Weight of `photo` (attached photos, capped).
+    pub photo: f64,
+}
+
+/// Pacing of a run.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct RunSettings {
+    /// Products ranked at once.
+    pub concurrency: usize,
+    /// Attempts per product before it is reported as failed (1 = no retry).
+    pub product_attempts: u32,
+    /// Pause before a product's second attempt, in milliseconds; doubles for each further attempt.
+    pub retry_backoff_ms: u64,
+    /// Index rows (and comments) read per round trip while ranking one product.
+    pub page_rows: usize,
+}
+
+impl Default for ScoringConfig {
+    fn default() -> Self {
+        ScoringConfig {
+            min_chars: 10,
+            length_cap_chars: 1000,
+            wilson_z: 1.96,
+            recency_half_life_days: 180.0,
+            photo_cap: 3,
+            weights: Weights::default(),
+        }
+    }
+}
+
+impl Default for Weights {
+    fn default() -> Self {
+        Weights { substance: 0.45, helpfulness: 0.30, recency: 0.15, photo: 0.10 }
+    }
+}
+
+impl Default for RunSettings {
+    fn default() -> Self {
+        RunSettings { concurrency: 8, product_attempts: 3, retry_backoff_ms: 500, page_rows: 1_000 }
+    }
+}
+
+impl RunSettings {
+    /// The pause before a product's second attempt.
+    pub fn retry_backoff(&self) -> Duration {
+        Duration::from_millis(self.retry_backoff_ms)
+    }
+}
+
+impl ScoringConfig {
+    /// Refuses parameters that would make scores meaningless (NaN, negative, or
+    /// an ordering that depends on float accidents).
+    pub fn validate(&self) -> Result<(), RankerError> {
+        let invalid = |message: String| Err(RankerError::InvalidConfig(message));
+        if self.length_cap_chars == 0 {
+            return invalid("scoring.length_cap_chars must be at least 1".to_owned());
+        }
+        if !(self.wilson_z.is_finite() && self.wilson_z >= 0.0) {
+            return invalid(format!("scoring.wilson_z must be a finite number >= 0, got {}", self.wilson_z));
+        }
+        if !(self.recency_half_life_days.is_finite() && self.recency_half_life_days > 0.0) {
+            return invalid(format!(
+                "scoring.recency_half_life_days must be a finite number > 0, got {}",
+                self.recency_half_life_days
+            ));
+        }
+        if self.photo_cap == 0 {
+            return invalid("scoring.photo_cap must be at least 1".to_owned());
+        }
+        let weights = &self.weights;
+        for (name, weight) in [
+            ("substance", weights.substance),
+            ("helpfulness", weights.helpfulness),
+            ("recency", weights.recency),
+            ("photo", weights.photo),
+        ] {
+            if !(weight.is_finite() && weight >= 0.0) {
+                return invalid(format!("scoring.weights.{name} must be a finite number >= 0, got {weight}"));
+            }
+        }
+        Ok(())
+    }
+}
+
+impl RankerConfig {
+    /// Parses and validates a configuration file's text.
+    pub fn from_toml(text: &str) -> Result<RankerConfig, RankerError> {
+        let config: RankerConfig =
+            toml::from_str(text).map_err(|error| RankerError::InvalidConfig(error.to_string()))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Reads, parses and validates the configuration file at `path`.
+    pub fn load(path: &Path) -> Result<RankerConfig, RankerError> {
+        let text = std::fs::read_to_string(path)
+            .map_err(|error| RankerError::InvalidConfig(format!("cannot read {}: {error}", path.display())))?;
+        RankerConfig::from_toml(&text)
+            .map_err(|error| RankerError::InvalidConfig(format!("{}: {error}", path.display())))
+    }
+
+    /// Checks every section.
+    pub fn validate(&self) -> Result<(), RankerError> {
+        self.scoring.validate()?;
+        if self.run.concurrency == 0 {
+            return Err(RankerError::InvalidConfig("run.concurrency must be at least 1".to_owned()));
+        }
+        if self.run.product_attempts == 0 {
+            return Err(RankerError::InvalidConfig("run.product_attempts must be at least 1".to_owned()));
+        }
+        if self.run.page_rows == 0 {
+            return Err(RankerError::InvalidConfig("run.page_rows must be at least 1".to_owned()));
+        }
+        Ok(())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn an_empty_file_gives_the_designs_defaults() {
+        let config = RankerConfig::from_toml("").expect("empty config");
+        assert_eq!(config, RankerConfig::default());
+        assert_eq!(config.scoring.min_chars, 10);
+        assert_eq!(config.scoring.length_cap_chars, 1000);
+        assert_eq!(config.scoring.wilson_z, 1.96);
+        assert_eq!(config.scoring.recency_half_life_days, 180.0);
+        assert_eq!(config.scoring.weights, Weights { substance: 0.45, helpfulness: 0.30, recency: 0.15, photo: 0.10 });
+    }
+
+    #[test]
+    fn the_committed_example_parses_to_the_defaults() {
+        let text = include_str!("../ranker.example.toml");
+        assert_eq!(RankerConfig::from_toml(text).expect("example config"), RankerConfig::default());
+    }
+
+    #[test]
+    fn a_partial_file_overrides_only_what_it_names() {
+        let config =
+            RankerConfig::from_toml("[scoring.weights]\nphoto = 0.5\n[run]\nconcurrency = 2\n").expect("config");
+        assert_eq!(config.scoring.weights.photo, 0.5);
+        assert_eq!(config.scoring.weights.substance, 0.45);
+        assert_eq!(config.run.concurrency, 2);
+        assert_eq!(config.run.product_attempts, 3);
+    }
+
+    #[test]
+    fn refuses_unknown_fields_and_meaningless_values() {
+        for bad in [
+            "[scoring]\nmin_char = 3\n",
+            "[scoring]\nwilson_z = -1.0\n",
+            "[scoring]\nrecency_half_life_days = 0.0\n",
+            "[scoring]\nlength_cap_chars = 0\n",
+            "[scoring.weights]\nrecency = -0.1\n",
+            "[scoring.weights]\nrecency = nan\n",
+            "[run]\nconcurrency = 0\n",
+            "[run]\nproduct_attempts = 0\n",
+        ] {
+            assert!(RankerConfig::from_toml(bad).is_err(), "accepted {bad:?}");
+        }
+    }
+}

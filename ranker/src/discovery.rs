@@ -1,0 +1,205 @@
+//! Finding the products a run must rank: every product with rows in
+//! `product-comment` plus every product that still has rank slots (its
+//! comments may all be gone, and its slots must then be cleared), each once.
+//!
+//! Two listers walk the two tables in key order on their own tasks, ahead of
+//! the ranking, through bounded channels; [`Discovery::next`] merges their
+//! sorted streams, so a product in both tables comes out once and memory does
+//! not grow with the number of products.
+
+use std::time::Duration;
+
+use common::store::products::{ListedProduct, ProductIndex};
+use common::store::Store;
+use common::Id;
+use tokio::sync::mpsc;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::shard::KeyRange;
+use crate::ProductFailure;
+
+/// Rows per listing step in `product-comment`: small, because each step jumps
+/// past the last product's other rows anyway.
+const COMMENT_LISTING_ROWS: usize = 256;
+/// Rows per listing step in `product-comment-rank` (at most ten per product).
+const SLOT_LISTING_ROWS: usize = 1_000;
+/// Products each lister may run ahead of the ranking.
+const LOOKAHEAD: usize = 512;
+
+/// A product to rank, and the slots it has now.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub(crate) struct DiscoveredProduct {
+    pub product: Id,
+    /// Bit `r - 1` set when slot `r` exists.
+    pub slot_mask: u16,
+}
+
+type Listed = Result<ListedProduct, ProductFailure>;
+
+/// The merged, sorted stream of products in a key range.
+pub(crate) struct Discovery {
+    comments: Source,
+    slots: Source,
+    /// Owns the lister tasks: dropping the discovery stops them.
+    _listers: JoinSet<()>,
+}
+
+struct Source {
+    receiver: mpsc::Receiver<Listed>,
+    head: Option<Listed>,
+    done: bool,
+}
+
+impl Source {
+    async fn peek(&mut self) -> Option<&Listed> {
+        if self.head.is_none() && !self.done {
+            self.head = self.receiver.recv().await;
+            self.done = self.head.is_none();
+        }
+        self.head.as_ref()
+    }
+}
+
+/// How listing steps are retried.
+#[derive(Debug, Clone, Copy)]
+pub(crate) struct ListingRetry {
+    pub attempts: u32,
+    pub backoff: Duration,
+}
+
+impl Discovery {
+    /// Starts listing the products in `range`.
+    pub(crate) fn start(store: &Store, range: &KeyRange, retry: ListingRetry, stop: &CancellationToken) -> Discovery {
+        let mut listers = JoinSet::new();
+        let mut source = |index, rows| {
+            let (sender, receiver) = mpsc::channel(LOOKAHEAD);
+            listers.spawn(list(store.clone(), index, range.clone(), rows, retry, stop.clone(), sender));
+            Source { receiver, head: None, done: false }
+        };
+        let comments = source(ProductIndex::Comments, COMMENT_LISTING_ROWS);
+        let slots = source(ProductIndex::RankSlots, SLOT_LISTING_ROWS);
+        Discovery { comments, slots, _listers: listers }
+    }
+
+    /// The next product in key order, a listing failure, or `None` at the end.
+    pub(crate) async fn next(&mut self) -> Option<Result<DiscoveredProduct, ProductFailure>> {
+        // Failures go first: they are reported, and the lister that failed has stopped.
+        let comments = self.comments.peek().await.cloned();
+        let slots = self.slots.peek().await.cloned();
+        let (take_comments, take_slots) = match (&comments, &slots) {
+            (None, None) => return None,
+            (Some(Err(_)), _) | (Some(Ok(_)), None) => (true, false),
+            (_, Some(Err(_))) | (None, Some(Ok(_))) => (false, true),
+            (Some(Ok(left)), Some(Ok(right))) => match left.product.cmp(&right.product) {
+                std::cmp::Ordering::Less => (true, false),
+                std::cmp::Ordering::Greater => (false, true),
+                std::cmp::Ordering::Equal => (true, true),
+            },
+        };
+        let mut merged: Option<Result<DiscoveredProduct, ProductFailure>> = None;
+        for (take, source) in [(take_comments, &mut self.comments), (take_slots, &mut self.slots)] {
+            if !take {
+                continue;
+            }
+            merged = match (merged, source.head.take()) {
+                (_, Some(Err(failure))) => Some(Err(failure)),
+                (Some(Ok(found)), Some(Ok(listed))) => Some(Ok(DiscoveredProduct {
+                    product: found.product,
+                    slot_mask: found.slot_mask | listed.slot_mask,
+                })),
+                (_, Some(Ok(listed))) => {
+                    Some(Ok(DiscoveredProduct { product: listed.product, slot_mask: listed.slot_mask }))
+                }
+                (merged, None) => merged,
+            };
+        }
+        merged
+    }
+}
+
+/// Walks one table's products in `range`, sending each once (neighbours that
+/// a page boundary split are merged) until the range ends, the receiver goes
+/// away, the run is stopped, or a step fails every attempt.
+async fn list(
+    store: Store,
+    index: ProductIndex,
+    range: KeyRange,
+    rows: usize,
+    retry: ListingRetry,
+    stop: CancellationToken,
+    sender: mpsc::Sender<Listed>,
+) {
+    let mut start = range.start.clone();
+    let mut pending: Option<ListedProduct> = None;
+    loop {
+        if stop.is_cancelled() {
+            return;
+        }
+        let listing = match list_step(&store, index, &start, &range, rows, retry, &stop).await {
+            Ok(listing) => listing,
+            Err(error) => {
+                let table = match index {
+                    ProductIndex::Comments => "product-comment",
+                    ProductIndex::RankSlots => "product-comment-rank",
+                };
+                let failure = ProductFailure {
+                    product: format!("(listing {table} from key {})", common::store::escape(&start)),
+                    error: error.to_string(),
+                };
+                if let Some(product) = pending.take() {
+                    let _ = sender.send(Ok(product)).await;
+                }
+                let _ = sender.send(Err(failure)).await;
+                return;
+            }
+        };
+        for listed in listing.products {
+            match pending.as_mut() {
+                Some(current) if current.product == listed.product => current.slot_mask |= listed.slot_mask,
+                _ => {
+                    if let Some(done) = pending.replace(listed) {
+                        if sender.send(Ok(done)).await.is_err() {
+                            return;
+                        }
+                    }
+                }
+            }
+        }
+        match listing.next {
+            Some(next) => start = next,
+            None => break,
+        }
+    }
+    if let Some(product) = pending {
+        let _ = sender.send(Ok(product)).await;
+    }
+}
+
+async fn list_step(
+    store: &Store,
+    index: ProductIndex,
+    start: &[u8],
+    range: &KeyRange,
+    rows: usize,
+    retry: ListingRetry,
+    stop: &CancellationToken,
+) -> Result<common::store::products::ProductListing, common::Error> {
+    let mut backoff = retry.backoff;
+    let mut attempt = 1;
+    loop {
+        match store.list_products(index, start.to_vec(), range.stop.clone(), rows).await {
+            Ok(listing) => return Ok(listing),
+            Err(error) if attempt < retry.attempts && !stop.is_cancelled() => {
+                tracing::warn!(%error, attempt, "listing products failed; retrying");
+                tokio::select! {
+                    () = tokio::time::sleep(backoff) => {}
+                    () = stop.cancelled() => return Err(error),
+                }
+                backoff = backoff.saturating_mul(2);
+                attempt += 1;
+            }
+            Err(error) => return Err(error),
+        }
+    }
+}

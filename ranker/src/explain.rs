@@ -1,0 +1,250 @@
+//! `ranker explain`: how one product's ranking comes about. It ranks the
+//! product exactly as a run would (without writing), then shows every term of
+//! each pick's score and the notable comments that were left out: those that
+//! ranked above the last pick but repeat a picked content or author, and
+//! too-short comments that would otherwise have made the list.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+
+use common::keys::CommentKey;
+use common::model::Comment;
+use common::store::Store;
+use common::Id;
+use serde::Serialize;
+
+use crate::config::ScoringConfig;
+use crate::product::stream_comments;
+use crate::score::{score_terms, ScoreTerms};
+use crate::select::{rank_order, Candidate, PassReason, TopComments, MAX_PICKS};
+use crate::RankerError;
+
+/// Characters of content shown per comment.
+const PREVIEW_CHARS: usize = 80;
+/// Keys per multi-get when fetching the comments to show.
+const FETCH_BATCH: usize = 1_000;
+
+/// How one product's ranking came about.
+#[derive(Debug, Clone, Serialize)]
+pub struct Explanation {
+    /// The product.
+    pub product: String,
+    /// The as-of time of the recency term.
+    pub as_of_ms: i64,
+    /// The scoring parameters used.
+    pub scoring: ScoringConfig,
+    /// Comments read and scored.
+    pub comments_scored: u64,
+    /// Rows skipped (bad index rows, comments gone or undecodable).
+    pub skipped_rows: u64,
+    /// The picks, rank 1 first.
+    pub ranked: Vec<ExplainedComment>,
+    /// Notable comments that were not picked, in the order they ranked.
+    pub left_out: Vec<LeftOut>,
+}
+
+/// One comment as `explain` shows it.
+#[derive(Debug, Clone, Serialize)]
+pub struct CommentSummary {
+    /// The comment's row key (orderId then productId).
+    pub comment: String,
+    /// Its author.
+    pub user_id: String,
+    /// When it was written, epoch ms.
+    pub timestamp_ms: i64,
+    /// Helpful votes (0 when absent).
+    pub helpful: u64,
+    /// Unhelpful votes (0 when absent).
+    pub unhelpful: u64,
+    /// Attached photos (0 when absent).
+    pub photos: u32,
+    /// Every term of its score.
+    pub terms: ScoreTerms,
+    /// The start of its trimmed content.
+    pub content_preview: String,
+}
+
+/// A pick and its rank.
+#[derive(Debug, Clone, Serialize)]
+pub struct ExplainedComment {
+    /// 1 (best) to 10.
+    pub rank: u16,
+    /// The comment.
+    #[serde(flatten)]
+    pub summary: CommentSummary,
+}
+
+/// A comment that was not picked, and why.
+#[derive(Debug, Clone, Serialize)]
+pub struct LeftOut {
+    /// Why it was not picked.
+    pub reason: LeftOutReason,
+    /// The comment.
+    #[serde(flatten)]
+    pub summary: CommentSummary,
+}
+
+/// Why a notable comment was not picked.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize)]
+#[serde(tag = "why", rename_all = "snake_case")]
+pub enum LeftOutReason {
+    /// Fewer characters than the minimum.
+    TooShort {
+        /// Its length in characters.
+        chars: usize,
+        /// The minimum.
+        min_chars: usize,
+    },
+    /// Its normalised content equals the pick at `rank`.
+    DuplicateContent {
+        /// The pick it repeats.
+        rank: u16,
+    },
+    /// Its author already has the pick at `rank`.
+    SameUser {
+        /// The author's pick.
+        rank: u16,
+    },
+}
+
+/// The best too-short comments, by the score they would have had; bounded.
+#[derive(Debug, Default)]
+struct TooShort {
+    best: Vec<Candidate>,
+}
+
+impl TooShort {
+    fn offer(&mut self, comment: &Comment, terms: ScoreTerms) {
+        self.best.push(Candidate::new(comment, &terms));
+        if self.best.len() >= 2 * MAX_PICKS {
+            self.best.sort_unstable_by(rank_order);
+            self.best.truncate(MAX_PICKS);
+        }
+    }
+
+    fn into_sorted(mut self) -> Vec<Candidate> {
+        self.best.sort_unstable_by(rank_order);
+        self.best.dedup_by(|later, earlier| later.comment == earlier.comment);
+        self.best.truncate(MAX_PICKS);
+        self.best
+    }
+}
+
+/// Ranks `product` as a run at `as_of_ms` would, writing nothing, and explains the result.
+pub async fn explain(
+    store: &Store,
+    product: &Id,
+    as_of_ms: i64,
+    scoring: &ScoringConfig,
+    page_rows: usize,
+) -> Result<Explanation, RankerError> {
+    scoring.validate()?;
+    let config = Arc::new(scoring.clone());
+    let work = {
+        let config = config.clone();
+        move |(pool, too_short): &mut (TopComments, TooShort), comments: Vec<Comment>| {
+            pool.offer_comments(
+                &config,
+                as_of_ms,
+                &comments,
+                Some(&mut |comment, terms| too_short.offer(comment, terms)),
+            );
+        }
+    };
+    let state = (TopComments::new(MAX_PICKS), TooShort::default());
+    let ((pool, too_short), totals) = stream_comments(store, product, page_rows.max(1), state, work, None).await?;
+    let selection = pool.finish();
+
+    // A too-short comment is notable when it would have ranked above the last
+    // pick, or when the list had room for it.
+    let last_pick = (selection.picks.len() == MAX_PICKS).then(|| selection.picks[MAX_PICKS - 1]);
+    let too_short: Vec<Candidate> = too_short
+        .into_sorted()
+        .into_iter()
+        .filter(|candidate| last_pick.is_none_or(|last| rank_order(candidate, &last).is_lt()))
+        .collect();
+
+    let mut left_out: Vec<(Candidate, LeftOutReason)> = selection
+        .passed_over
+        .iter()
+        .map(|passed| {
+            let reason = match passed.reason {
+                PassReason::DuplicateContent { rank } => LeftOutReason::DuplicateContent { rank },
+                PassReason::SameUser { rank } => LeftOutReason::SameUser { rank },
+            };
+            (passed.candidate, reason)
+        })
+        .chain(
+            too_short
+                .iter()
+                .map(|candidate| (*candidate, LeftOutReason::TooShort { chars: 0, min_chars: scoring.min_chars })),
+        )
+        .collect();
+    left_out.sort_by(|(left, _), (right, _)| rank_order(left, right));
+
+    let wanted: Vec<CommentKey> = selection
+        .picks
+        .iter()
+        .map(|pick| pick.comment)
+        .chain(left_out.iter().map(|(candidate, _)| candidate.comment))
+        .collect();
+    let comments = fetch(store, &wanted).await?;
+    let summary = |key: &CommentKey| comments.get(key).map(|comment| summarize(scoring, comment, as_of_ms));
+
+    let ranked = selection
+        .picks
+        .iter()
+        .zip(1u16..)
+        .filter_map(|(pick, rank)| summary(&pick.comment).map(|summary| ExplainedComment { rank, summary }))
+        .collect();
+    let left_out = left_out
+        .into_iter()
+        .filter_map(|(candidate, reason)| {
+            let summary = summary(&candidate.comment)?;
+            let reason = match reason {
+                LeftOutReason::TooShort { min_chars, .. } => {
+                    LeftOutReason::TooShort { chars: summary.terms.chars, min_chars }
+                }
+                other => other,
+            };
+            Some(LeftOut { reason, summary })
+        })
+        .collect();
+    Ok(Explanation {
+        product: product.to_string(),
+        as_of_ms,
+        scoring: scoring.clone(),
+        comments_scored: totals.comments,
+        skipped_rows: totals.skipped_rows,
+        ranked,
+        left_out,
+    })
+}
+
+async fn fetch(store: &Store, keys: &[CommentKey]) -> Result<HashMap<CommentKey, Comment>, RankerError> {
+    let mut found = HashMap::with_capacity(keys.len());
+    for batch in keys.chunks(FETCH_BATCH) {
+        for comment in store.get_comments(batch).await?.into_iter().flatten() {
+            found.insert(comment.row_key(), comment);
+        }
+    }
+    Ok(found)
+}
+
+fn summarize(scoring: &ScoringConfig, comment: &Comment, as_of_ms: i64) -> CommentSummary {
+    let trimmed = comment.content.trim();
+    let mut content_preview: String = trimmed.chars().take(PREVIEW_CHARS).collect();
+    if trimmed.chars().nth(PREVIEW_CHARS).is_some() {
+        content_preview.push('…');
+    }
+    CommentSummary {
+        comment: comment.row_key().to_string(),
+        user_id: comment.user_id.to_string(),
+        timestamp_ms: comment.timestamp,
+        helpful: comment.helpful.unwrap_or(0),
+        unhelpful: comment.unhelpful.unwrap_or(0),
+        photos: comment.photos.unwrap_or(0),
+        terms: score_terms(scoring, comment, as_of_ms),
+        content_preview,
+    }
+}

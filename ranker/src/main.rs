@@ -1,0 +1,267 @@
+//! The `ranker` command: parses flags, then calls the `ranker` library.
+
+use std::path::PathBuf;
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::{Context, Result};
+use clap::{Args, Parser, Subcommand};
+use common::config::HbaseArgs;
+use common::Id;
+use ranker::console::{self, ProgressDisplay};
+use ranker::{RankerConfig, RunOptions, RunProgress, RunReport, Scope, Shard};
+use tokio_util::sync::CancellationToken;
+
+/// Exit status of a run stopped by a signal (128 + SIGINT, as shells report it).
+const EXIT_INTERRUPTED: u8 = 130;
+
+/// Picks each product's ten best reviews and writes them to product-comment-rank.
+///
+/// Scores follow DESIGN.md §4.1 (substance, Wilson helpfulness, recency,
+/// photos); see ranker.example.toml for every parameter. The same data and
+/// the same --as-of always give the same slots.
+#[derive(Debug, Parser)]
+#[command(name = "ranker", version, propagate_version = true)]
+struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Debug, Subcommand)]
+enum Command {
+    /// Rank every product (or one, or one shard) and write the slots.
+    ///
+    /// Exits 0 when every product was ranked, 1 when any failed (after its
+    /// retries), 130 when stopped by SIGINT/SIGTERM (products in flight are
+    /// finished first).
+    Run(RunArgs),
+    /// Show how one product's ranking comes about: every term of each pick's
+    /// score, and the comments left out (too short, duplicate, same user).
+    /// Writes nothing.
+    Explain(ExplainArgs),
+    /// Read exactly what `run` reads (index rows and comments, same
+    /// concurrency) without scoring or writing, and report comments/s: the
+    /// baseline that `run`'s throughput is compared with.
+    BenchRead(BenchReadArgs),
+}
+
+#[derive(Debug, Args)]
+struct ScopeArgs {
+    /// Rank only this product (a manual rerun).
+    #[arg(long, value_name = "ID", conflicts_with = "shard")]
+    product: Option<Id>,
+
+    /// Rank only shard INDEX of COUNT (0 <= INDEX < COUNT), e.g. 3/8; the
+    /// shards of one COUNT together cover every product exactly once.
+    #[arg(long, value_name = "INDEX/COUNT")]
+    shard: Option<Shard>,
+}
+
+impl ScopeArgs {
+    fn scope(&self) -> Scope {
+        match (self.product, self.shard) {
+            (Some(product), _) => Scope::Product(product),
+            (None, Some(shard)) => Scope::Shard(shard),
+            (None, None) => Scope::All,
+        }
+    }
+}
+
+#[derive(Debug, Args)]
+struct PassArgs {
+    #[command(flatten)]
+    scope: ScopeArgs,
+
+    /// Products ranked at once [default: run.concurrency of the config, 8].
+    #[arg(long, value_name = "N")]
+    concurrency: Option<usize>,
+
+    /// Attempts per product before it counts as failed [default: run.product_attempts, 3].
+    #[arg(long, value_name = "N")]
+    attempts: Option<u32>,
+
+    /// Configuration file (TOML; see ranker.example.toml). Defaults apply without one.
+    #[arg(long, value_name = "PATH", env = "RANKER_CONFIG")]
+    config: Option<PathBuf>,
+
+    /// Print the final report as JSON on stdout instead of text.
+    #[arg(long)]
+    json: bool,
+
+    #[command(flatten)]
+    hbase: HbaseArgs,
+}
+
+#[derive(Debug, Args)]
+struct RunArgs {
+    #[command(flatten)]
+    pass: PassArgs,
+
+    /// The as-of time of the recency term: RFC 3339 (2024-05-01T03:00:00+09:00)
+    /// or epoch milliseconds [default: now].
+    #[arg(long, value_name = "TIME", value_parser = parse_as_of)]
+    as_of: Option<i64>,
+
+    /// Compute and report, but write nothing.
+    #[arg(long)]
+    dry_run: bool,
+}
+
+#[derive(Debug, Args)]
+struct ExplainArgs {
+    /// The product to explain.
+    #[arg(long, value_name = "ID")]
+    product: Id,
+
+    /// The as-of time: RFC 3339 or epoch milliseconds [default: now].
+    #[arg(long, value_name = "TIME", value_parser = parse_as_of)]
+    as_of: Option<i64>,
+
+    /// Configuration file (TOML; see ranker.example.toml).
+    #[arg(long, value_name = "PATH", env = "RANKER_CONFIG")]
+    config: Option<PathBuf>,
+
+    /// Print the explanation as JSON.
+    #[arg(long)]
+    json: bool,
+
+    #[command(flatten)]
+    hbase: HbaseArgs,
+}
+
+#[derive(Debug, Args)]
+struct BenchReadArgs {
+    #[command(flatten)]
+    pass: PassArgs,
+}
+
+/// Parses RFC 3339 or epoch milliseconds.
+fn parse_as_of(text: &str) -> Result<i64, String> {
+    let text = text.trim();
+    if let Ok(millis) = text.parse::<i64>() {
+        return Ok(millis);
+    }
+    chrono::DateTime::parse_from_rfc3339(text)
+        .map(|time| time.timestamp_millis())
+        .map_err(|error| format!("expected RFC 3339 (2024-05-01T03:00:00Z) or epoch milliseconds: {error}"))
+}
+
+fn now_ms() -> i64 {
+    chrono::Utc::now().timestamp_millis()
+}
+
+fn load_config(path: Option<&PathBuf>) -> Result<RankerConfig> {
+    match path {
+        Some(path) => RankerConfig::load(path).with_context(|| format!("loading the configuration {}", path.display())),
+        None => Ok(RankerConfig::default()),
+    }
+}
+
+/// Cancels `stop` on SIGINT or SIGTERM; a second signal exits at once.
+fn stop_on_signals(stop: CancellationToken) {
+    tokio::spawn(async move {
+        wait_for_signal().await;
+        eprintln!("stopping: finishing the products in flight (signal again to quit at once)");
+        stop.cancel();
+        wait_for_signal().await;
+        std::process::exit(i32::from(EXIT_INTERRUPTED));
+    });
+}
+
+async fn wait_for_signal() {
+    let interrupt = tokio::signal::ctrl_c();
+    #[cfg(unix)]
+    {
+        let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(terminate) => terminate,
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for SIGTERM; only SIGINT stops the run");
+                let _ = interrupt.await;
+                return;
+            }
+        };
+        tokio::select! {
+            _ = interrupt => {}
+            _ = terminate.recv() => {}
+        }
+    }
+    #[cfg(not(unix))]
+    {
+        let _ = interrupt.await;
+    }
+}
+
+fn options(pass: &PassArgs, as_of_ms: i64) -> Result<RunOptions> {
+    let config = load_config(pass.config.as_ref())?;
+    let mut options = RunOptions::with_config(pass.scope.scope(), as_of_ms, &config);
+    if let Some(concurrency) = pass.concurrency {
+        options.concurrency = concurrency;
+    }
+    if let Some(attempts) = pass.attempts {
+        options.product_attempts = attempts;
+    }
+    Ok(options)
+}
+
+/// Runs a pass with a progress display, prints its summary, and picks the exit status.
+async fn run_pass(pass: &PassArgs, mut options: RunOptions, read_only: bool) -> Result<ExitCode> {
+    let store = pass.hbase.store().context("configuring HBase access")?;
+    let progress = Arc::new(RunProgress::default());
+    options.progress = Some(progress.clone());
+    let stop = CancellationToken::new();
+    stop_on_signals(stop.clone());
+    let verb = if read_only { "read" } else { "ranked" };
+    let display = ProgressDisplay::start(progress, verb);
+    let outcome = if read_only {
+        ranker::read_pass(&store, &options, stop).await
+    } else {
+        ranker::run(&store, &options, stop).await
+    };
+    display.finish().await;
+    let report: RunReport = outcome.context("the run could not proceed")?;
+    if pass.json {
+        println!("{}", serde_json::to_string_pretty(&report).context("encoding the report")?);
+    } else {
+        print!("{}", console::summary(&report, verb));
+    }
+    Ok(if report.interrupted {
+        ExitCode::from(EXIT_INTERRUPTED)
+    } else if report.failures.is_empty() {
+        ExitCode::SUCCESS
+    } else {
+        ExitCode::FAILURE
+    })
+}
+
+async fn explain(args: &ExplainArgs) -> Result<ExitCode> {
+    let config = load_config(args.config.as_ref())?;
+    let store = args.hbase.store().context("configuring HBase access")?;
+    let as_of_ms = args.as_of.unwrap_or_else(now_ms);
+    let explanation = ranker::explain(&store, &args.product, as_of_ms, &config.scoring, config.run.page_rows)
+        .await
+        .with_context(|| format!("explaining product {}", args.product))?;
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&explanation).context("encoding the explanation")?);
+    } else {
+        print!("{}", console::explanation(&explanation));
+    }
+    Ok(ExitCode::SUCCESS)
+}
+
+#[tokio::main]
+async fn main() -> Result<ExitCode> {
+    let cli = Cli::parse();
+    common::config::init_tracing();
+    match &cli.command {
+        Command::Run(args) => {
+            let mut options = options(&args.pass, args.as_of.unwrap_or_else(now_ms))?;
+            options.dry_run = args.dry_run;
+            run_pass(&args.pass, options, false).await
+        }
+        Command::Explain(args) => explain(args).await,
+        Command::BenchRead(args) => {
+            let options = options(&args.pass, now_ms())?;
+            run_pass(&args.pass, options, true).await
+        }
+    }
+}

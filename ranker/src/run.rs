@@ -1,0 +1,261 @@
+//! A whole run: discover the products in scope, rank them concurrently with
+//! retries, and report. Also the read-only pass the benchmark compares against.
+
+use std::collections::HashMap;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::store::Store;
+use common::Id;
+use tokio::task::JoinSet;
+use tokio_util::sync::CancellationToken;
+
+use crate::discovery::{Discovery, ListingRetry};
+use crate::product::{existing_slot_mask, rank_product, stream_comments, ProductJob, ProductOutcome};
+use crate::shard::KeyRange;
+use crate::{ProductFailure, RankerError, RunOptions, RunReport, Scope};
+
+/// What each product goes through.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Pass {
+    /// Score, select and write slots.
+    Rank,
+    /// Read the same index rows and comments, and nothing else.
+    ReadOnly,
+}
+
+/// Ranks every product in `options.scope` and reports what it did.
+///
+/// Products are ranked `options.concurrency` at a time while discovery lists
+/// the next ones, so HBase reads of some products overlap the scoring of
+/// others. A product that fails is retried `options.product_attempts` times in
+/// all (with doubling backoff) and then listed in [`RunReport::failures`]; the
+/// run goes on. When `stop` is cancelled the run takes no new product,
+/// finishes the ones in flight (each ends with its old slots or its new ones,
+/// never a mix) and returns a report with `interrupted: true`.
+pub async fn run(store: &Store, options: &RunOptions, stop: CancellationToken) -> Result<RunReport, RankerError> {
+    drive(store, options, stop, Pass::Rank).await
+}
+
+/// Reads exactly what [`run`] reads (the same discovery, index pages and
+/// comment multi-gets, through the same pool at the same concurrency) without
+/// scoring or writing: the baseline of the throughput benchmark. The report
+/// counts products and comments read; nothing is written.
+pub async fn read_pass(store: &Store, options: &RunOptions, stop: CancellationToken) -> Result<RunReport, RankerError> {
+    drive(store, options, stop, Pass::ReadOnly).await
+}
+
+async fn drive(
+    store: &Store,
+    options: &RunOptions,
+    stop: CancellationToken,
+    pass: Pass,
+) -> Result<RunReport, RankerError> {
+    options.validate()?;
+    let started = Instant::now();
+    let mut report = RunReport {
+        as_of_ms: options.as_of_ms,
+        dry_run: options.dry_run || pass == Pass::ReadOnly,
+        interrupted: false,
+        products_ranked: 0,
+        comments_scored: 0,
+        slots_written: 0,
+        slots_deleted: 0,
+        skipped_rows: 0,
+        failures: Vec::new(),
+        duration_ms: 0,
+    };
+    let job = Arc::new(ProductJob {
+        scoring: Arc::new(options.scoring.clone()),
+        as_of_ms: options.as_of_ms,
+        dry_run: report.dry_run,
+        page_rows: options.page_rows,
+        progress: options.progress.clone(),
+    });
+    let worker = Worker {
+        store: store.clone(),
+        job,
+        pass,
+        attempts: options.product_attempts,
+        backoff: options.retry_backoff,
+        stop: stop.clone(),
+    };
+    tracing::info!(scope = ?options.scope, as_of_ms = options.as_of_ms, dry_run = report.dry_run, ?pass, concurrency = options.concurrency, "run started");
+
+    let mut products = match options.scope {
+        Scope::Product(product) => Products::One(Some(product)),
+        Scope::All => Products::Listed(Discovery::start(store, &KeyRange::everything(), listing_retry(options), &stop)),
+        Scope::Shard(shard) => {
+            Products::Listed(Discovery::start(store, &shard.key_range(), listing_retry(options), &stop))
+        }
+    };
+    let mut in_flight: JoinSet<Result<ProductOutcome, String>> = JoinSet::new();
+    // Which product each task ranks, so that even a task that panicked is reported by name.
+    let mut task_products: HashMap<tokio::task::Id, Id> = HashMap::new();
+    loop {
+        while in_flight.len() >= options.concurrency {
+            if let Some(done) = in_flight.join_next_with_id().await {
+                record(&mut report, &mut task_products, done, options);
+            }
+        }
+        let next = tokio::select! {
+            biased;
+            () = stop.cancelled() => {
+                report.interrupted = true;
+                break;
+            }
+            next = products.next() => next,
+        };
+        match next {
+            None => break,
+            Some(Ok(product)) => {
+                let worker = worker.clone();
+                let task = in_flight.spawn(async move { worker.product(product).await });
+                task_products.insert(task.id(), product.product);
+            }
+            Some(Err(failure)) => {
+                tracing::error!(what = %failure.product, error = %failure.error, "listing products failed");
+                report.failures.push(failure);
+            }
+        }
+    }
+    // Stop discovery before waiting on the products in flight.
+    drop(products);
+    while let Some(done) = in_flight.join_next_with_id().await {
+        record(&mut report, &mut task_products, done, options);
+    }
+    report.interrupted |= stop.is_cancelled();
+    report.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    tracing::info!(
+        products = report.products_ranked,
+        comments = report.comments_scored,
+        slots_written = report.slots_written,
+        slots_deleted = report.slots_deleted,
+        skipped_rows = report.skipped_rows,
+        failures = report.failures.len(),
+        interrupted = report.interrupted,
+        duration_ms = report.duration_ms,
+        comments_per_second = report.comments_per_second() as u64,
+        "run finished"
+    );
+    Ok(report)
+}
+
+fn listing_retry(options: &RunOptions) -> ListingRetry {
+    ListingRetry { attempts: options.product_attempts, backoff: options.retry_backoff }
+}
+
+/// Folds one finished product into the report.
+fn record(
+    report: &mut RunReport,
+    task_products: &mut HashMap<tokio::task::Id, Id>,
+    done: Result<(tokio::task::Id, Result<ProductOutcome, String>), tokio::task::JoinError>,
+    options: &RunOptions,
+) {
+    let (task, outcome) = match done {
+        Ok(done) => done,
+        // Product tasks do not panic on input; a panic is a bug, reported as the product's failure.
+        Err(error) => (error.id(), Err(format!("the product's task failed: {error}"))),
+    };
+    let product = task_products.remove(&task).map_or_else(|| "(unknown)".to_owned(), |product| product.to_string());
+    let failed = outcome.is_err();
+    match outcome {
+        Ok(outcome) => {
+            report.products_ranked += 1;
+            report.comments_scored += outcome.comments_scored;
+            report.skipped_rows += outcome.skipped_rows;
+            report.slots_written += outcome.slots_written;
+            report.slots_deleted += outcome.slots_deleted;
+        }
+        Err(error) => report.failures.push(ProductFailure { product, error }),
+    }
+    if let Some(progress) = &options.progress {
+        progress.finish_product(failed);
+    }
+}
+
+/// The products of a run, one at a time.
+enum Products {
+    One(Option<Id>),
+    Listed(Discovery),
+}
+
+impl Products {
+    async fn next(&mut self) -> Option<Result<ProductToRank, ProductFailure>> {
+        match self {
+            // A single product's slots are read by its worker, inside its retries.
+            Products::One(product) => product.take().map(|product| Ok(ProductToRank { product, slot_mask: None })),
+            Products::Listed(discovery) => discovery.next().await.map(|found| {
+                found.map(|found| ProductToRank { product: found.product, slot_mask: Some(found.slot_mask) })
+            }),
+        }
+    }
+}
+
+/// A product to rank and, when discovery saw them, the slots it has now.
+#[derive(Debug, Clone, Copy)]
+struct ProductToRank {
+    product: Id,
+    slot_mask: Option<u16>,
+}
+
+/// Everything a product task needs; cheap to clone.
+#[derive(Clone)]
+struct Worker {
+    store: Store,
+    job: Arc<ProductJob>,
+    pass: Pass,
+    attempts: u32,
+    backoff: Duration,
+    stop: CancellationToken,
+}
+
+impl Worker {
+    /// One product, with retries.
+    async fn product(&self, found: ProductToRank) -> Result<ProductOutcome, String> {
+        let mut backoff = self.backoff;
+        let mut attempt = 1;
+        loop {
+            match self.attempt(found).await {
+                Ok(outcome) => return Ok(outcome),
+                Err(error) if attempt < self.attempts && !self.stop.is_cancelled() => {
+                    tracing::warn!(product = %found.product, attempt, %error, "ranking a product failed; retrying");
+                    tokio::select! {
+                        () = tokio::time::sleep(backoff) => {}
+                        () = self.stop.cancelled() => return Err(format!("{error} (not retried: the run was stopped)")),
+                    }
+                    backoff = backoff.saturating_mul(2);
+                    attempt += 1;
+                }
+                Err(error) => {
+                    tracing::error!(product = %found.product, attempts = attempt, %error, "ranking a product failed");
+                    return Err(error.to_string());
+                }
+            }
+        }
+    }
+
+    async fn attempt(&self, found: ProductToRank) -> Result<ProductOutcome, RankerError> {
+        let product = found.product;
+        match self.pass {
+            Pass::Rank => {
+                let slot_mask = match found.slot_mask {
+                    Some(mask) => mask,
+                    None => existing_slot_mask(&self.store, &product).await?,
+                };
+                rank_product(&self.store, &product, slot_mask, &self.job).await
+            }
+            Pass::ReadOnly => {
+                let count = |_: &mut (), _: Vec<common::model::Comment>| {};
+                let ((), totals) =
+                    stream_comments(&self.store, &product, self.job.page_rows, (), count, self.job.progress.as_deref())
+                        .await?;
+                Ok(ProductOutcome {
+                    comments_scored: totals.comments,
+                    skipped_rows: totals.skipped_rows,
+                    ..ProductOutcome::default()
+                })
+            }
+        }
+    }
+}
