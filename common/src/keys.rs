@@ -308,6 +308,47 @@ fn fixed<const N: usize>(bytes: &[u8]) -> [u8; N] {
     array
 }
 
+/// `ranker-run` key: revTs(started, 8) then the run id's ASCII bytes.
+///
+/// The reversed start time puts the newest run first, so a scan from the start
+/// of the table lists runs newest first; the run id after it keeps two runs
+/// started in one millisecond apart.
+pub fn ranker_run_key(started_ms: i64, run_id: &str) -> Vec<u8> {
+    let mut key = Vec::with_capacity(REVERSE_TS_LEN + run_id.len());
+    key.extend_from_slice(&reverse_timestamp(started_ms));
+    key.extend_from_slice(run_id.as_bytes());
+    key
+}
+
+/// A parsed `ranker-run` key.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct RankerRunKey {
+    /// When the run started, in ms since the epoch.
+    pub started_ms: i64,
+    /// The run's id.
+    pub run_id: String,
+}
+
+/// Parses a `ranker-run` key: 8 bytes of reversed start time, then a non-empty
+/// printable-ASCII run id.
+pub fn parse_ranker_run_key(key: &[u8]) -> Result<RankerRunKey, KeyError> {
+    let error = |reason| KeyError { table: "ranker-run", length: key.len(), reason };
+    if key.len() <= REVERSE_TS_LEN {
+        return Err(error("shorter than a start time and a run id"));
+    }
+    let (time, id) = key.split_at(REVERSE_TS_LEN);
+    if !id.iter().all(u8::is_ascii_graphic) {
+        return Err(error("the run id is not printable ASCII"));
+    }
+    let run_id = String::from_utf8_lossy(id).into_owned();
+    Ok(RankerRunKey { started_ms: timestamp_from_reverse(fixed(time)), run_id })
+}
+
+/// `ranker-lease` key: the lease's name (one row per lease, such as `nightly`).
+pub fn ranker_lease_key(lease_name: &str) -> Vec<u8> {
+    lease_name.as_bytes().to_vec()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -477,5 +518,22 @@ mod tests {
             let parsed = parse_user_comment_key(&user_comment_key(&user, ts, &comment)).expect("parse");
             proptest::prop_assert_eq!((parsed.timestamp_ms, parsed.tie), (ts, Some(comment)));
         }
+    }
+
+    #[test]
+    fn run_keys_list_the_newest_run_first_and_parse_back() {
+        let older = ranker_run_key(1_700_000_000_000, "run-b");
+        let newer = ranker_run_key(1_700_000_000_001, "run-a");
+        let same_ms = ranker_run_key(1_700_000_000_001, "run-c");
+        assert!(newer < same_ms && same_ms < older);
+        assert_eq!(&older[..8], &reverse_timestamp(1_700_000_000_000));
+        assert_eq!(&older[8..], b"run-b");
+        let parsed = parse_ranker_run_key(&newer).expect("run key");
+        assert_eq!(parsed, RankerRunKey { started_ms: 1_700_000_000_001, run_id: "run-a".to_owned() });
+        assert!(parse_ranker_run_key(&reverse_timestamp(5)).is_err());
+        let mut unprintable = ranker_run_key(5, "x");
+        unprintable.push(0);
+        assert!(parse_ranker_run_key(&unprintable).is_err());
+        assert_eq!(ranker_lease_key("nightly"), b"nightly".to_vec());
     }
 }

@@ -6,8 +6,10 @@
 //! does not decode: each is skipped, counted in
 //! `reviews_skipped_rows_total{table,reason}` and logged, never an error.
 
+pub mod lease;
 pub mod products;
 mod rank;
+pub mod runs;
 mod write;
 
 use std::collections::HashMap;

@@ -1,0 +1,229 @@
+//! The history of ranking runs in `ranker-run`: one JSON record per run
+//! attempt, keyed so that a scan from the start of the table lists the newest
+//! run first (see [`keys::ranker_run_key`]).
+
+use serde::{Deserialize, Serialize};
+
+use super::{skip_row, Store};
+use crate::error::{Error, Result};
+use crate::hbase::{Retry, RowMutation, ScanSpec, COLUMN_VALUE};
+use crate::keys;
+
+/// The longest run id accepted: ids are generated, so this only bounds the key.
+pub const MAX_RUN_ID_LEN: usize = 128;
+
+/// Rows fetched per round trip when listing runs.
+const RUN_PAGE_ROWS: usize = 100;
+
+/// Where a run stands.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunStatus {
+    /// Started and not yet ended (or its holder died without saying how it ended).
+    Running,
+    /// Ranked every product in scope without a failure.
+    Succeeded,
+    /// Ended with an error, or with products that could not be ranked.
+    Failed,
+    /// Stopped early (a shutdown, a lost lease, or a holder that stopped renewing).
+    Interrupted,
+}
+
+impl RunStatus {
+    /// The lower-case name used in the stored JSON, listings and metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunStatus::Running => "running",
+            RunStatus::Succeeded => "succeeded",
+            RunStatus::Failed => "failed",
+            RunStatus::Interrupted => "interrupted",
+        }
+    }
+}
+
+impl std::fmt::Display for RunStatus {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.as_str())
+    }
+}
+
+/// One run attempt of the ranker, as the scheduler recorded it.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "camelCase")]
+pub struct RunRecord {
+    /// Unique id of this attempt (printable ASCII, at most [`MAX_RUN_ID_LEN`] bytes).
+    pub run_id: String,
+    /// Who ran it (`host:pid:random`), the same name the lease carries.
+    pub holder: String,
+    /// The scheduled time (ms since the epoch) this run serves; for a manual run, when it was asked for.
+    pub slot_ms: i64,
+    /// 1 for the first attempt at a slot, counting up with each retry.
+    pub attempt: u32,
+    /// The ranker's as-of time (ms since the epoch); retries of one slot share it.
+    pub as_of_ms: i64,
+    /// When the attempt started (ms since the epoch); part of the row key, never changes.
+    pub started_ms: i64,
+    /// When it ended, once it has.
+    #[serde(default)]
+    pub ended_ms: Option<i64>,
+    /// Where it stands.
+    pub status: RunStatus,
+    /// Products ranked.
+    #[serde(default)]
+    pub products: u64,
+    /// Comments scored.
+    #[serde(default)]
+    pub comments_scored: u64,
+    /// Rank slots written.
+    #[serde(default)]
+    pub slots_written: u64,
+    /// Rank slots deleted (left over from an earlier run).
+    #[serde(default)]
+    pub slots_deleted: u64,
+    /// Products that could not be ranked.
+    #[serde(default)]
+    pub failures: u64,
+    /// The first few product failures, `product: reason`, for the listing and the operator.
+    #[serde(default)]
+    pub failure_samples: Vec<String>,
+    /// Why the run as a whole failed or was interrupted, when it did.
+    #[serde(default)]
+    pub error: Option<String>,
+}
+
+impl RunRecord {
+    /// The record's row key in `ranker-run`.
+    pub fn row_key(&self) -> Vec<u8> {
+        keys::ranker_run_key(self.started_ms, &self.run_id)
+    }
+
+    /// How long the run took, once it ended.
+    pub fn duration_ms(&self) -> Option<i64> {
+        self.ended_ms.map(|ended| ended.saturating_sub(self.started_ms))
+    }
+}
+
+/// Refuses a run id that would make an unreadable or unbounded row key.
+pub fn validate_run_id(run_id: &str) -> Result<()> {
+    if run_id.is_empty() || run_id.len() > MAX_RUN_ID_LEN || !run_id.bytes().all(|byte| byte.is_ascii_graphic()) {
+        return Err(Error::InvalidInput(format!(
+            "run id {run_id:?} must be 1 to {MAX_RUN_ID_LEN} printable ASCII characters without spaces"
+        )));
+    }
+    Ok(())
+}
+
+impl Store {
+    /// Writes (or rewrites) a run's record. A record's key depends only on its
+    /// start time and id, so updating a run is writing it again.
+    pub async fn record_run(&self, record: &RunRecord) -> Result<()> {
+        validate_run_id(&record.run_id)?;
+        let table = self.tables().ranker_run.clone();
+        let value = serde_json::to_vec(record)
+            .map_err(|error| Error::InvalidInput(format!("run record does not serialise: {error}")))?;
+        let mutations = vec![RowMutation::Put { key: record.row_key(), cells: vec![(COLUMN_VALUE.to_vec(), value)] }];
+        self.hbase().run(Retry::Idempotent, move |connection| connection.mutate_rows(&table, mutations.clone())).await
+    }
+
+    /// Reads one run's record; a record that does not decode is [`Error::BadData`].
+    pub async fn get_run(&self, started_ms: i64, run_id: &str) -> Result<Option<RunRecord>> {
+        validate_run_id(run_id)?;
+        let table = self.tables().ranker_run.clone();
+        let keys = vec![keys::ranker_run_key(started_ms, run_id)];
+        let rows = {
+            let table = table.clone();
+            self.hbase()
+                .run(Retry::Idempotent, move |connection| connection.get_rows(&table, &keys, &[COLUMN_VALUE.to_vec()]))
+                .await?
+        };
+        let Some(value) = rows.first().and_then(|row| row.value(COLUMN_VALUE)) else {
+            return Ok(None);
+        };
+        serde_json::from_slice(value)
+            .map(Some)
+            .map_err(|error| Error::BadData { table, reason: format!("run record does not decode: {error}") })
+    }
+
+    /// The `limit` most recent runs, newest first. Rows that do not decode are
+    /// skipped and counted, so one bad row never hides the history.
+    pub async fn recent_runs(&self, limit: usize) -> Result<Vec<RunRecord>> {
+        let table = self.tables().ranker_run.clone();
+        let spec = ScanSpec {
+            start: Vec::new(),
+            stop: None,
+            limit,
+            page_size: limit.min(RUN_PAGE_ROWS),
+            columns: vec![COLUMN_VALUE.to_vec()],
+        };
+        let rows = {
+            let table = table.clone();
+            self.hbase().run(Retry::Idempotent, move |connection| connection.scan(&table, &spec)).await?
+        };
+        let mut records = Vec::with_capacity(rows.len());
+        for row in rows {
+            if let Err(error) = keys::parse_ranker_run_key(&row.key) {
+                skip_row(&table, "bad_key", &row.key, &error);
+                continue;
+            }
+            let Some(value) = row.value(COLUMN_VALUE) else {
+                skip_row(&table, "no_value", &row.key, &"the row has no cf:q");
+                continue;
+            };
+            match serde_json::from_slice::<RunRecord>(value) {
+                Ok(record) => records.push(record),
+                Err(error) => skip_row(&table, "bad_json", &row.key, &error),
+            }
+        }
+        Ok(records)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn record() -> RunRecord {
+        RunRecord {
+            run_id: "20260101T030000Z-a1b2c3".to_owned(),
+            holder: "host:42:ab12".to_owned(),
+            slot_ms: 1_767_204_000_000,
+            attempt: 1,
+            as_of_ms: 1_767_204_000_000,
+            started_ms: 1_767_204_000_123,
+            ended_ms: Some(1_767_204_060_123),
+            status: RunStatus::Succeeded,
+            products: 3,
+            comments_scored: 30,
+            slots_written: 25,
+            slots_deleted: 2,
+            failures: 0,
+            failure_samples: Vec::new(),
+            error: None,
+        }
+    }
+
+    #[test]
+    fn records_round_trip_as_camel_case_json_with_lower_case_status() {
+        let json = serde_json::to_value(record()).expect("serialise");
+        assert_eq!(json["status"], "succeeded");
+        assert_eq!(json["commentsScored"], 30);
+        assert_eq!(json["asOfMs"], 1_767_204_000_000_i64);
+        let back: RunRecord = serde_json::from_value(json).expect("deserialise");
+        assert_eq!(back, record());
+        assert_eq!(back.duration_ms(), Some(60_000));
+    }
+
+    #[test]
+    fn the_row_key_is_the_reversed_start_time_then_the_id() {
+        let parsed = keys::parse_ranker_run_key(&record().row_key()).expect("key");
+        assert_eq!((parsed.started_ms, parsed.run_id.as_str()), (1_767_204_000_123, "20260101T030000Z-a1b2c3"));
+    }
+
+    #[test]
+    fn run_ids_must_be_short_printable_ascii() {
+        assert!(validate_run_id("run-1").is_ok());
+        for bad in ["", "a b", "ünï", &"x".repeat(MAX_RUN_ID_LEN + 1)] {
+            assert!(validate_run_id(bad).is_err(), "{bad}");
+        }
+    }
+}
