@@ -20,6 +20,7 @@
 
 mod text;
 
+use std::collections::HashMap;
 use std::future::Future;
 use std::ops::Range;
 use std::time::{Duration, Instant};
@@ -35,7 +36,7 @@ use crate::error::Error;
 use crate::hbase::{Retry, COLUMN_VALUE};
 use crate::ids::{Id, InvalidId};
 use crate::keys::CommentKey;
-use crate::model::{Extra, Order, Product, Record, Seller, User};
+use crate::model::{Comment, Extra, Order, Product, Record, Seller, User};
 use crate::store::{NewComment, Store};
 
 pub use text::MAX_REVIEW_BYTES;
@@ -107,17 +108,23 @@ pub enum DemoError {
     /// Looking for an earlier load of the same data failed.
     #[error("could not check the tables for an earlier load")]
     Check(#[source] Error),
-    /// Some, but not all, of the data set is already in the tables.
+    /// The tables hold part of this data set, or other records under its ids,
+    /// which a load would overwrite (orders) or collide with (comments).
     #[error(
-        "the tables already hold part of this data set ({present} of {sampled} sampled comments exist): an earlier \
-         load was interrupted or used other sizes; drop the tables (`reviews-admin schema drop`) or use another \
+        "the tables already hold records this load would overwrite: of {sampled} sampled comments, {orders} orders \
+         and {comments} comments exist, {matching} of them exactly as this data set has them; an earlier load was \
+         interrupted or used another seed or sizes: drop the tables (`reviews-admin schema drop`) or use another \
          table prefix"
     )]
-    PartlyLoaded {
-        /// Sampled comments that exist.
-        present: usize,
-        /// Comments sampled.
+    Conflicting {
+        /// Comments sampled (the first of every batch and the last).
         sampled: usize,
+        /// Sampled orders that exist.
+        orders: usize,
+        /// Sampled comments that exist.
+        comments: usize,
+        /// Sampled comments that exist, with their orders, exactly as generated.
+        matching: usize,
     },
     /// Writing one batch failed; earlier batches stay written.
     #[error("writing {phase} {first} to {last} failed")]
@@ -512,11 +519,6 @@ impl DemoPlan {
         self.authors.sample(&mut rng) as u64 + 1
     }
 
-    /// The row key of the comment written at `position`.
-    fn comment_key(&self, position: u64) -> Result<CommentKey, DemoError> {
-        Ok(CommentKey::new(&order_id(position + 1)?, &product_id(self.product_of(position))?))
-    }
-
     /// The comment written at `position` (0-based, below `spec.comments`) and
     /// its order, `O` followed by `position + 1`.
     pub fn comment(&self, position: u64) -> Result<DemoComment, DemoError> {
@@ -682,12 +684,45 @@ impl LoadReport {
 enum Earlier {
     Nothing,
     Everything,
-    Part { present: usize, sampled: usize },
+    Other { sampled: usize, orders: usize, comments: usize, matching: usize },
 }
 
-/// Looks for the comments of an earlier load: the first of every batch and the
-/// last. The data is deterministic, so finding all of them means this data set
-/// is loaded; finding some means a load stopped part way.
+/// Reads rows by key from `table`, in chunks of [`CHECK_CHUNK`], keyed by row key.
+async fn read_rows(store: &Store, table: &str, keys: &[Vec<u8>]) -> Result<HashMap<Vec<u8>, Vec<u8>>, DemoError> {
+    let mut found = HashMap::new();
+    for chunk in keys.chunks(CHECK_CHUNK) {
+        let table = table.to_owned();
+        let chunk = chunk.to_vec();
+        let rows = store
+            .hbase()
+            .run(Retry::Idempotent, move |connection| connection.get_rows(&table, &chunk, &[COLUMN_VALUE.to_vec()]))
+            .await
+            .map_err(DemoError::Check)?;
+        found.extend(rows.into_iter().filter_map(|row| Some((row.key.clone(), row.value(COLUMN_VALUE)?.to_vec()))));
+    }
+    Ok(found)
+}
+
+/// Whether a stored comment is exactly the generated one (as posted, never edited).
+fn is_generated(stored: &[u8], generated: &NewComment) -> bool {
+    Comment::from_json(stored).is_ok_and(|comment| {
+        comment.user_id == generated.user_id
+            && comment.product_id == generated.product_id
+            && comment.content == generated.content
+            && comment.timestamp == generated.timestamp_ms
+            && comment.rating == generated.rating
+            && comment.helpful == generated.helpful
+            && comment.unhelpful == generated.unhelpful
+            && comment.photos == generated.photos
+            && !comment.edited
+    })
+}
+
+/// Looks for an earlier load by sampling this data set's orders and comments:
+/// the first of every batch, and the last. The data is deterministic, so
+/// finding every sample exactly as generated means this data set is loaded;
+/// finding none means the ids are free; anything else means a load stopped
+/// part way or other data uses the same ids, which a load must not overwrite.
 async fn earlier_load(store: &Store, plan: &DemoPlan, stride: usize) -> Result<Earlier, DemoError> {
     let total = plan.spec.comments;
     if total == 0 {
@@ -697,25 +732,33 @@ async fn earlier_load(store: &Store, plan: &DemoPlan, stride: usize) -> Result<E
     if positions.last() != Some(&(total - 1)) {
         positions.push(total - 1);
     }
-    let keys = positions
+    let samples =
+        positions.iter().map(|position| plan.comment(*position)).collect::<Result<Vec<DemoComment>, DemoError>>()?;
+    let order_keys: Vec<Vec<u8>> = samples.iter().map(|sample| sample.order.row_key()).collect();
+    let comment_keys: Vec<Vec<u8>> = samples
         .iter()
-        .map(|position| plan.comment_key(*position).map(|key| key.as_bytes().to_vec()))
-        .collect::<Result<Vec<_>, _>>()?;
-    let mut present = 0;
-    for chunk in keys.chunks(CHECK_CHUNK) {
-        let table = store.tables().comment.clone();
-        let chunk = chunk.to_vec();
-        let rows = store
-            .hbase()
-            .run(Retry::Idempotent, move |connection| connection.get_rows(&table, &chunk, &[COLUMN_VALUE.to_vec()]))
-            .await
-            .map_err(DemoError::Check)?;
-        present += rows.len();
-    }
-    Ok(match present {
-        0 => Earlier::Nothing,
-        present if present == keys.len() => Earlier::Everything,
-        present => Earlier::Part { present, sampled: keys.len() },
+        .map(|sample| CommentKey::new(&sample.comment.order_id, &sample.comment.product_id).as_bytes().to_vec())
+        .collect();
+    let orders = read_rows(store, &store.tables().order, &order_keys).await?;
+    let comments = read_rows(store, &store.tables().comment, &comment_keys).await?;
+    let matching = samples
+        .iter()
+        .zip(order_keys.iter().zip(&comment_keys))
+        .filter(|(sample, (order_key, comment_key))| {
+            let order_matches =
+                orders.get(*order_key).is_some_and(|stored| stored.as_slice() == sample.order.to_json());
+            let comment_matches =
+                comments.get(*comment_key).is_some_and(|stored| is_generated(stored, &sample.comment));
+            order_matches && comment_matches
+        })
+        .count();
+    let sampled = samples.len();
+    Ok(if orders.is_empty() && comments.is_empty() {
+        Earlier::Nothing
+    } else if matching == sampled {
+        Earlier::Everything
+    } else {
+        Earlier::Other { sampled, orders: orders.len(), comments: comments.len(), matching }
     })
 }
 
@@ -766,7 +809,8 @@ where
 /// Each batch of comments is written as its orders, then one
 /// [`Store::post_comments`] call, which checks ownership and writes comment
 /// rows before index rows. When the tables already hold this whole data set
-/// the load writes nothing and says so; when they hold part of it, it refuses.
+/// the load writes nothing and says so; when they hold part of it, or other
+/// records under its order and comment ids, it refuses before writing anything.
 pub async fn load(
     store: &Store,
     plan: &DemoPlan,
@@ -790,7 +834,9 @@ pub async fn load(
         active_users: Vec::new(),
     };
     match earlier_load(store, plan, options.batch_size).await? {
-        Earlier::Part { present, sampled } => return Err(DemoError::PartlyLoaded { present, sampled }),
+        Earlier::Other { sampled, orders, comments, matching } => {
+            return Err(DemoError::Conflicting { sampled, orders, comments, matching })
+        }
         Earlier::Everything => {
             for position in 0..spec.comments {
                 comments_per_user[plan.author_of(position) as usize - 1] += 1;

@@ -1,0 +1,185 @@
+//! The schema command and the demo loader against the real HBase: creating the
+//! tables twice creates nothing the second time; a small seeded load writes the
+//! expected rows, which the store reads back consistently (every index row
+//! names an existing comment of the right product or user, every comment sits
+//! on its author's order); one seed gives byte-identical tables whatever the
+//! batching; and a second load is a no-op while a mismatched one is refused.
+
+use std::collections::HashMap;
+
+use common::demo::{self, DemoError, DemoPlan, DemoSpec, LoadOptions, LoadReport, Phase, Progress};
+use common::hbase::{Hbase, Retry, Row, ScanSpec};
+use common::model::{Comment, Order, Product, Record, Seller, User};
+use common::schema;
+use common::store::Store;
+use common::tables::Tables;
+use integration_tests::{fresh_store, hbase_config, thrift_addr, unique_prefix};
+
+fn small_spec() -> DemoSpec {
+    DemoSpec {
+        users: 40,
+        sellers: 4,
+        products: 25,
+        comments: 600,
+        seed: 2024,
+        hot_products: 2,
+        hot_share: 0.3,
+        min_hottest_comments: 200,
+        ..DemoSpec::default()
+    }
+}
+
+async fn scan_all(store: &Store, table: &str) -> Vec<Row> {
+    let table = table.to_owned();
+    let spec = ScanSpec { start: Vec::new(), stop: None, limit: usize::MAX, page_size: 500, columns: Vec::new() };
+    store.hbase().run(Retry::Idempotent, move |connection| connection.scan(&table, &spec)).await.expect("scan")
+}
+
+fn decode_all<R: Record>(rows: &[Row]) -> Vec<R> {
+    rows.iter().map(|row| R::from_json(row.value(b"cf:q").expect("value")).expect("the row decodes")).collect()
+}
+
+async fn load(store: &Store, plan: &DemoPlan, options: LoadOptions) -> (LoadReport, Vec<Progress>) {
+    let mut updates = Vec::new();
+    let report = demo::load(store, plan, &options, |update| updates.push(update)).await.expect("load");
+    (report, updates)
+}
+
+async fn drop_tables(store: &Store) {
+    schema::drop_tables(store.hbase(), store.tables()).await.expect("drop the test's tables");
+}
+
+#[tokio::test]
+async fn creating_the_schema_twice_creates_nothing_the_second_time() {
+    let tables = Tables::with_prefix(&unique_prefix("schema")).expect("prefix");
+    let hbase = Hbase::new(hbase_config(&thrift_addr()));
+    let first = schema::create_tables(&hbase, &tables).await.expect("first create");
+    let names: Vec<&str> = first.iter().map(|outcome| outcome.name.as_str()).collect();
+    assert_eq!(names, tables.all().to_vec());
+    assert!(first.iter().all(|outcome| outcome.created), "{first:?}");
+
+    let second = schema::create_tables(&hbase, &tables).await.expect("second create");
+    assert_eq!(second.len(), first.len());
+    assert!(second.iter().all(|outcome| !outcome.created), "{second:?}");
+    let existing = hbase.run(Retry::Idempotent, |connection| connection.table_names()).await.expect("list");
+    assert!(tables.all().iter().all(|name| existing.iter().any(|table| table == name)));
+
+    schema::drop_tables(&hbase, &tables).await.expect("drop");
+    let after = hbase.run(Retry::Idempotent, |connection| connection.table_names()).await.expect("list");
+    assert!(tables.all().iter().all(|name| !after.iter().any(|table| table == name)));
+}
+
+#[tokio::test]
+async fn a_seeded_load_writes_the_expected_rows_and_the_store_reads_them_consistently() {
+    let store = fresh_store("demoload").await;
+    let plan = DemoPlan::new(small_spec()).expect("plan");
+    let (report, updates) = load(&store, &plan, LoadOptions { batch_size: 64, in_flight: 3 }).await;
+
+    assert!(!report.already_loaded);
+    assert_eq!((report.users, report.sellers, report.products, report.orders, report.comments), (40, 4, 25, 600, 600));
+    let finished: Vec<Phase> =
+        updates.iter().filter(|update| update.done == update.total).map(|update| update.phase).collect();
+    assert_eq!(finished, [Phase::Users, Phase::Sellers, Phase::Products, Phase::Comments]);
+
+    let tables = store.tables().clone();
+    let users: Vec<User> = decode_all(&scan_all(&store, &tables.user).await);
+    let sellers: Vec<Seller> = decode_all(&scan_all(&store, &tables.seller).await);
+    let products: Vec<Product> = decode_all(&scan_all(&store, &tables.product).await);
+    let orders: Vec<Order> = decode_all(&scan_all(&store, &tables.order).await);
+    let comments: Vec<Comment> = decode_all(&scan_all(&store, &tables.comment).await);
+    assert_eq!((users.len(), sellers.len(), products.len(), orders.len(), comments.len()), (40, 4, 25, 600, 600));
+    assert_eq!(scan_all(&store, &tables.user_comment).await.len(), 600);
+    assert_eq!(scan_all(&store, &tables.product_comment).await.len(), 600);
+    assert!(scan_all(&store, &tables.product_comment_rank).await.is_empty());
+    assert_eq!(users[0], plan.user(1).expect("user"));
+    assert_eq!(products[0], plan.product(1).expect("product"));
+
+    // Every comment is the generated one and sits on its author's order.
+    let order_owner: HashMap<_, _> = orders.iter().map(|order| (order.id, order.user_id)).collect();
+    for comment in &comments {
+        assert_eq!(order_owner[&comment.order_id], comment.user_id, "order {}", comment.order_id);
+        let position: u64 = comment.order_id.as_str()[1..].parse::<u64>().expect("order number") - 1;
+        let generated = plan.comment(position).expect("generated").comment;
+        assert_eq!((comment.product_id, comment.user_id), (generated.product_id, generated.user_id));
+        assert_eq!((&comment.content, comment.timestamp), (&generated.content, generated.timestamp_ms));
+        assert!(!comment.edited);
+    }
+
+    // Each product's index, walked page by page, names exactly its comments, newest first.
+    let mut indexed = 0;
+    for number in 1..=25 {
+        let product = demo::product_id(number).expect("id");
+        let mut start = None;
+        let mut timestamps = Vec::new();
+        loop {
+            let page = store.product_comment_page(&product, start, 50).await.expect("page");
+            let read = store.comments_of(&page).await.expect("comments");
+            assert_eq!(read.len(), page.entries.len(), "an index row of {product} names a missing comment");
+            assert!(read.iter().all(|comment| comment.product_id == product));
+            timestamps.extend(read.iter().map(|comment| comment.timestamp));
+            start = page.next;
+            if start.is_none() {
+                break;
+            }
+        }
+        assert!(timestamps.windows(2).all(|pair| pair[0] >= pair[1]), "{product} is not newest first");
+        assert_eq!(timestamps.len() as u64, plan.product_comments(number), "{product}");
+        indexed += timestamps.len();
+    }
+    assert_eq!(indexed, 600);
+    assert_eq!(report.hottest_products[0].id, demo::product_id(1).expect("id"));
+    assert!(report.hottest_products[0].comments >= 200);
+
+    // The most active user's index holds exactly the comments the report counts, all theirs.
+    let busiest = &report.active_users[0];
+    let page = store.user_comment_page(&busiest.id, None, 100).await.expect("user page");
+    assert!(page.next.is_none());
+    let theirs = store.comments_of(&page).await.expect("user comments");
+    assert_eq!(theirs.len() as u64, busiest.comments);
+    assert_eq!(comments.iter().filter(|comment| comment.user_id == busiest.id).count() as u64, busiest.comments);
+    assert!(theirs.iter().all(|comment| comment.user_id == busiest.id));
+
+    drop_tables(&store).await;
+}
+
+#[tokio::test]
+async fn one_seed_gives_byte_identical_tables_whatever_the_batching() {
+    let spec = DemoSpec { comments: 300, min_hottest_comments: 0, ..small_spec() };
+    let plan = DemoPlan::new(spec).expect("plan");
+    let first = fresh_store("demosame1").await;
+    let second = fresh_store("demosame2").await;
+    load(&first, &plan, LoadOptions { batch_size: 50, in_flight: 1 }).await;
+    load(&second, &plan, LoadOptions { batch_size: 128, in_flight: 4 }).await;
+    for (table, other) in first.tables().all().iter().zip(second.tables().all()) {
+        let rows = scan_all(&first, table).await;
+        assert_eq!(rows, scan_all(&second, other).await, "{table} differs");
+    }
+    assert_eq!(scan_all(&first, &first.tables().comment).await.len(), 300);
+    drop_tables(&first).await;
+    drop_tables(&second).await;
+}
+
+#[tokio::test]
+async fn loading_again_writes_nothing_and_a_different_data_set_on_top_is_refused() {
+    let store = fresh_store("demoagain").await;
+    let spec = DemoSpec { comments: 200, min_hottest_comments: 0, ..small_spec() };
+    let plan = DemoPlan::new(spec.clone()).expect("plan");
+    let (first, _) = load(&store, &plan, LoadOptions::default()).await;
+    let (again, updates) = load(&store, &plan, LoadOptions::default()).await;
+    assert!(again.already_loaded);
+    assert!(updates.is_empty(), "a no-op load reported writing: {updates:?}");
+    assert_eq!(again.active_users, first.active_users);
+    assert_eq!(again.hottest_products, first.hottest_products);
+    assert_eq!(scan_all(&store, &store.tables().comment).await.len(), 200);
+
+    // Other sizes or another seed would reuse the order ids with other owners: refused, nothing written.
+    let before = scan_all(&store, &store.tables().order).await;
+    for other in [DemoSpec { comments: 260, ..spec.clone() }, DemoSpec { seed: spec.seed + 1, ..spec.clone() }] {
+        let plan = DemoPlan::new(other).expect("plan");
+        let refused = demo::load(&store, &plan, &LoadOptions { batch_size: 20, in_flight: 2 }, |_| {}).await;
+        assert!(matches!(refused, Err(DemoError::Conflicting { .. })), "{refused:?}");
+    }
+    assert_eq!(scan_all(&store, &store.tables().order).await, before);
+    assert_eq!(scan_all(&store, &store.tables().comment).await.len(), 200);
+    drop_tables(&store).await;
+}
