@@ -1,1 +1,32 @@
-//! query-api (skeleton)
+//! `query-api`: the read-only HTTP service frontends call to show product reviews.
+//!
+//! It answers the routes of DESIGN.md §5 from the tables through
+//! [`common::store::Store`]: a product's and a user's comments newest first in
+//! cursor pages, and a product's ranked comments (from a short-lived in-process
+//! cache, since they change only when the ranker runs). It never writes.
+//!
+//! - [`server`] builds the router ([`app`]) with its middleware and serves it
+//!   with a bounded graceful shutdown ([`serve`]).
+//! - [`routes`] holds the handlers; [`extract`] validates ids, limits and
+//!   bodies at the edge; [`views`] is the JSON they answer; [`error`] is the
+//!   one error shape every failure answers with.
+//! - [`state`] is what requests share; [`config`] the flags; [`telemetry`] the
+//!   metrics and request spans; [`openapi`] the generated document and `/docs`.
+
+pub mod config;
+pub mod error;
+pub mod extract;
+pub mod openapi;
+pub mod routes;
+pub mod server;
+pub mod state;
+pub mod telemetry;
+pub mod views;
+
+pub use config::{Args, Settings};
+pub use error::{ApiError, ErrorCode};
+pub use server::{app, serve, shutdown_signal};
+pub use state::AppState;
+
+#[cfg(test)]
+mod handler_tests;

@@ -1,0 +1,187 @@
+//! The service's settings: flags and environment variables (clap), and the
+//! plain settings struct the library takes, so tests build a service without a
+//! command line.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use clap::{ArgMatches, CommandFactory, FromArgMatches};
+use common::config::HbaseArgs;
+use common::hbase::HbaseConfig;
+
+/// The HBase deadline this service uses unless told otherwise. A reader waiting
+/// on a dead gateway should get its 503 well within two seconds; the batch tools
+/// that share `--hbase-timeout-ms` default to a patient 30 s instead.
+pub const DEFAULT_HBASE_TIMEOUT_MS: &str = "1500";
+/// Retries of a failed HBase call for this service: one, so a connection the
+/// gateway closed is replaced once, without stretching an outage into a hang.
+pub const DEFAULT_HBASE_RETRIES: &str = "1";
+
+/// `query-api`: serve the review tables over HTTP.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(name = "query-api", version, about = "Read-only HTTP service over the product review tables.")]
+pub struct Args {
+    /// Address to listen on.
+    #[arg(long, env = "REVIEWS_API_LISTEN", default_value = "127.0.0.1:8080")]
+    pub listen: SocketAddr,
+
+    /// Deadline of one request, in milliseconds; slower requests answer 503.
+    #[arg(long, env = "REVIEWS_API_REQUEST_TIMEOUT_MS", default_value_t = 2_000)]
+    pub request_timeout_ms: u64,
+
+    /// How long ranked reads stay in the in-process cache, in milliseconds (0 turns the cache off).
+    #[arg(long, env = "REVIEWS_API_RANKED_CACHE_TTL_MS", default_value_t = 10_000)]
+    pub ranked_cache_ttl_ms: u64,
+
+    /// Most products whose ranked comments the cache holds.
+    #[arg(long, env = "REVIEWS_API_RANKED_CACHE_CAPACITY", default_value_t = 10_000)]
+    pub ranked_cache_capacity: u64,
+
+    /// Origins allowed to call the API from a browser (CORS), comma-separated; `*` allows any; empty allows none.
+    #[arg(long, env = "REVIEWS_API_CORS_ORIGINS", value_delimiter = ',', default_value = "")]
+    pub cors_origins: Vec<String>,
+
+    /// After SIGTERM or Ctrl-C, how long in-flight requests may finish before the service exits, in milliseconds.
+    #[arg(long, env = "REVIEWS_API_DRAIN_DEADLINE_MS", default_value_t = 10_000)]
+    pub drain_deadline_ms: u64,
+
+    /// Where HBase is and which tables to read.
+    #[command(flatten)]
+    pub hbase: HbaseArgs,
+}
+
+impl Args {
+    /// The command line definition, with this service's own defaults for the
+    /// shared HBase flags (see [`DEFAULT_HBASE_TIMEOUT_MS`]).
+    pub fn command() -> clap::Command {
+        <Args as CommandFactory>::command()
+            .mut_arg("hbase_timeout_ms", |arg| arg.default_value(DEFAULT_HBASE_TIMEOUT_MS))
+            .mut_arg("hbase_retries", |arg| arg.default_value(DEFAULT_HBASE_RETRIES))
+    }
+
+    /// Parses the process's arguments and environment, exiting with clap's usage message on error.
+    pub fn parse() -> Args {
+        let matches = Args::command().get_matches();
+        Args::from_matches(&matches).unwrap_or_else(|error| error.exit())
+    }
+
+    /// Parses `arguments` (the first is the program name); for tests and embedding.
+    pub fn try_parse_from<I, T>(arguments: I) -> Result<Args, clap::Error>
+    where
+        I: IntoIterator<Item = T>,
+        T: Into<std::ffi::OsString> + Clone,
+    {
+        let matches = Args::command().try_get_matches_from(arguments)?;
+        Args::from_matches(&matches)
+    }
+
+    fn from_matches(matches: &ArgMatches) -> Result<Args, clap::Error> {
+        <Args as FromArgMatches>::from_arg_matches(matches)
+    }
+
+    /// The service settings these arguments describe.
+    pub fn settings(&self) -> Settings {
+        Settings {
+            request_timeout: Duration::from_millis(self.request_timeout_ms.max(1)),
+            ranked_cache_ttl: Duration::from_millis(self.ranked_cache_ttl_ms),
+            ranked_cache_capacity: self.ranked_cache_capacity,
+            cors_origins: self
+                .cors_origins
+                .iter()
+                .map(|origin| origin.trim().to_owned())
+                .filter(|o| !o.is_empty())
+                .collect(),
+            drain_deadline: Duration::from_millis(self.drain_deadline_ms),
+        }
+    }
+
+    /// The HBase pool configuration for this service: the shared flags, with
+    /// the HBase deadline never longer than a request may take.
+    pub fn hbase_config(&self) -> HbaseConfig {
+        service_hbase_config(self.hbase.hbase_config(), self.settings().request_timeout)
+    }
+}
+
+/// Caps `config`'s deadlines at `request_timeout`: an HBase call that may run
+/// longer than its request would only hold a pool slot for an answer nobody
+/// waits for.
+pub fn service_hbase_config(config: HbaseConfig, request_timeout: Duration) -> HbaseConfig {
+    let operation_timeout = config.operation_timeout.min(request_timeout);
+    HbaseConfig {
+        connect_timeout: config.connect_timeout.min(operation_timeout),
+        io_timeout: config.io_timeout.min(operation_timeout),
+        operation_timeout,
+        ..config
+    }
+}
+
+/// Everything about the service that is not HBase.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Settings {
+    /// Deadline of one request.
+    pub request_timeout: Duration,
+    /// How long a ranked read is served from the cache; zero turns the cache off.
+    pub ranked_cache_ttl: Duration,
+    /// Most products held in the ranked-read cache.
+    pub ranked_cache_capacity: u64,
+    /// Origins allowed by CORS; `*` allows any.
+    pub cors_origins: Vec<String>,
+    /// How long in-flight requests may run after a shutdown signal.
+    pub drain_deadline: Duration,
+}
+
+impl Default for Settings {
+    fn default() -> Self {
+        Settings {
+            request_timeout: Duration::from_secs(2),
+            ranked_cache_ttl: Duration::from_secs(10),
+            ranked_cache_capacity: 10_000,
+            cors_origins: Vec::new(),
+            drain_deadline: Duration::from_secs(10),
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn defaults_answer_a_dead_hbase_within_two_seconds() {
+        let args = Args::try_parse_from(["query-api"]).expect("defaults parse");
+        assert_eq!(args.listen, "127.0.0.1:8080".parse().expect("address"));
+        assert_eq!(args.settings(), Settings::default());
+        let config = args.hbase_config();
+        assert_eq!(config.operation_timeout, Duration::from_millis(1_500));
+        assert_eq!(config.retries, 1);
+        assert!(config.operation_timeout <= Duration::from_secs(2));
+    }
+
+    #[test]
+    fn the_hbase_deadline_never_exceeds_the_request_deadline() {
+        let args = Args::try_parse_from([
+            "query-api",
+            "--hbase-timeout-ms",
+            "30000",
+            "--request-timeout-ms",
+            "700",
+            "--cors-origins",
+            "https://shop.example, https://m.shop.example",
+            "--table-prefix",
+            "dev_",
+        ])
+        .expect("flags parse");
+        let config = args.hbase_config();
+        assert_eq!(config.operation_timeout, Duration::from_millis(700));
+        assert!(config.io_timeout <= config.operation_timeout);
+        assert!(config.connect_timeout <= config.operation_timeout);
+        assert_eq!(args.settings().cors_origins, ["https://shop.example", "https://m.shop.example"]);
+        assert_eq!(args.hbase.tables().expect("tables").comment, "dev_comment");
+    }
+
+    #[test]
+    fn bad_flags_are_refused() {
+        assert!(Args::try_parse_from(["query-api", "--listen", "not-an-address"]).is_err());
+        assert!(Args::try_parse_from(["query-api", "--request-timeout-ms", "soon"]).is_err());
+    }
+}

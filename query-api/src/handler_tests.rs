@@ -1,0 +1,438 @@
+//! Handler tests through `tower::ServiceExt::oneshot`: the whole router and its
+//! middleware, without a socket. Validation tests use a store whose gateway
+//! address refuses connections, which proves a refused request never reaches
+//! HBase; the data tests use fresh tables in the real HBase.
+
+use std::time::{Duration, Instant};
+
+use axum::body::Body;
+use axum::http::{header, HeaderMap, Method, Request, StatusCode};
+use axum::Router;
+use common::hbase::{Hbase, HbaseConfig};
+use common::model::{Order, User};
+use common::store::{NewComment, Store};
+use common::tables::Tables;
+use common::Id;
+use tower::ServiceExt;
+
+use crate::config::Settings;
+use crate::state::AppState;
+
+/// An address where nothing listens: connecting is refused at once.
+const CLOSED_ADDRESS: &str = "127.0.0.1:1";
+
+fn offline_app(operation_timeout: Duration) -> Router {
+    let hbase = Hbase::new(HbaseConfig {
+        address: CLOSED_ADDRESS.to_owned(),
+        connect_timeout: Duration::from_millis(100),
+        operation_timeout,
+        retries: 1,
+        ..HbaseConfig::default()
+    });
+    let store = Store::new(hbase, Tables::with_prefix("offline_").expect("prefix"));
+    crate::app(AppState::new(store, Settings::default()))
+}
+
+struct Answer {
+    status: StatusCode,
+    headers: HeaderMap,
+    body: Vec<u8>,
+}
+
+impl Answer {
+    fn json(&self) -> serde_json::Value {
+        serde_json::from_slice(&self.body)
+            .unwrap_or_else(|error| panic!("not JSON ({error}): {}", String::from_utf8_lossy(&self.body)))
+    }
+
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+
+    /// Asserts the API's error shape with `status` and `code`.
+    fn assert_error(&self, status: StatusCode, code: &str) {
+        assert_eq!(self.status, status, "{}", self.text());
+        let body = self.json();
+        assert_eq!(body["error"]["code"], code, "{body}");
+        assert!(body["error"]["message"].as_str().is_some_and(|message| !message.is_empty()), "{body}");
+        assert_eq!(self.headers[header::CONTENT_TYPE], "application/json");
+    }
+}
+
+async fn send(app: &Router, request: Request<Body>) -> Answer {
+    let response = app.clone().oneshot(request).await.expect("the router is infallible");
+    let status = response.status();
+    let headers = response.headers().clone();
+    let body = axum::body::to_bytes(response.into_body(), 16 << 20).await.expect("body").to_vec();
+    Answer { status, headers, body }
+}
+
+async fn get(app: &Router, uri: &str) -> Answer {
+    send(app, Request::get(uri).body(Body::empty()).expect("request")).await
+}
+
+async fn post_json(app: &Router, uri: &str, body: &str) -> Answer {
+    let request = Request::post(uri)
+        .header(header::CONTENT_TYPE, "application/json")
+        .body(Body::from(body.to_owned()))
+        .expect("request");
+    send(app, request).await
+}
+
+#[tokio::test]
+async fn bad_ids_answer_400_before_any_hbase_call() {
+    let app = offline_app(Duration::from_secs(5));
+    for uri in [
+        "/v1/products/short/comments",
+        "/v1/products/PRODUCT0011/comments",
+        "/v1/products/PRODUCT-01/comments",
+        "/v1/products/%FF%FEPRODUC/comments",
+        "/v1/products/PRODUCT%2001/comments",
+        "/v1/users/u/comments",
+        "/v1/products/..%2F..%2Fetc/comments/ranked",
+        "/product/%C3%84BCDEFGHI/comments/latest",
+        "/user/USER00000!/comments/latest",
+        "/product/x/comments/ranked",
+    ] {
+        let started = Instant::now();
+        let answer = get(&app, uri).await;
+        answer.assert_error(StatusCode::BAD_REQUEST, "invalid_id");
+        // The store's gateway refuses connections; a call would take a retry backoff at least.
+        assert!(started.elapsed() < Duration::from_millis(500), "{uri} took {:?}", started.elapsed());
+    }
+}
+
+#[tokio::test]
+async fn bad_limits_answer_400() {
+    let app = offline_app(Duration::from_secs(5));
+    for limit in ["0", "101", "-1", "abc", "", "1e3", "99999999999999999999"] {
+        for route in [
+            "/v1/products/PRODUCT001/comments",
+            "/v1/users/USER000001/comments",
+            "/v1/products/PRODUCT001/comments/ranked",
+            "/product/PRODUCT001/comments/latest",
+            "/user/USER000001/comments/latest",
+            "/product/PRODUCT001/comments/ranked",
+        ] {
+            get(&app, &format!("{route}?limit={limit}")).await.assert_error(StatusCode::BAD_REQUEST, "invalid_limit");
+        }
+    }
+    post_json(&app, "/product/comments/get", r#"{"startIndexKey":"UFJPRFVDVDAwMWN/","limit":0}"#)
+        .await
+        .assert_error(StatusCode::BAD_REQUEST, "invalid_limit");
+    post_json(&app, "/user/comments/get", r#"{"startIndexKey":"VVNFUjAwMDAwMX8=","limit":"many"}"#)
+        .await
+        .assert_error(StatusCode::BAD_REQUEST, "invalid_limit");
+}
+
+#[tokio::test]
+async fn bad_cursors_answer_400() {
+    let app = offline_app(Duration::from_secs(5));
+    let other_product = common::cursor::encode(b"PRODUCT002c\x7f\xff\xff\xff");
+    let user_cursor_on_product = common::cursor::encode(b"USER000001\x7f\xff\xff");
+    for cursor in ["***", "", "A", &"A".repeat(300), &other_product, &user_cursor_on_product, "UFJPRFVDVDAwMWM"] {
+        get(&app, &format!("/v1/products/PRODUCT001/comments?cursor={cursor}"))
+            .await
+            .assert_error(StatusCode::BAD_REQUEST, "invalid_cursor");
+    }
+    let product_cursor_on_user = common::cursor::encode(b"PRODUCT001c\x7f");
+    get(&app, &format!("/v1/users/USER000001/comments?cursor={product_cursor_on_user}"))
+        .await
+        .assert_error(StatusCode::BAD_REQUEST, "invalid_cursor");
+}
+
+#[tokio::test]
+async fn bad_seed_bodies_answer_400_413_or_415() {
+    let app = offline_app(Duration::from_secs(5));
+    for (route, body, code) in [
+        ("/product/comments/get", "not json", "invalid_body"),
+        ("/product/comments/get", "{}", "invalid_body"),
+        ("/product/comments/get", r#"{"startIndexKey": 5}"#, "invalid_body"),
+        ("/product/comments/get", r#"{"startIndexKey": "***"}"#, "invalid_cursor"),
+        // "PRODUCT001x": an 11-byte prefix whose tag is not 'c'.
+        ("/product/comments/get", r#"{"startIndexKey": "UFJPRFVDVDAwMXg="}"#, "invalid_cursor"),
+        // A user-comment key sent to the product route.
+        ("/product/comments/get", r#"{"startIndexKey": "VVNFUjAwMDAwMX8="}"#, "invalid_cursor"),
+        ("/user/comments/get", r#"{"startIndexKey": "VVNFUi0wMDAwMX8="}"#, "invalid_cursor"),
+        ("/user/comments/get", r#"[1, 2]"#, "invalid_body"),
+    ] {
+        post_json(&app, route, body).await.assert_error(StatusCode::BAD_REQUEST, code);
+    }
+    let without_type = Request::post("/product/comments/get").body(Body::from("{}")).expect("request");
+    send(&app, without_type).await.assert_error(StatusCode::UNSUPPORTED_MEDIA_TYPE, "unsupported_media_type");
+    let huge = format!(r#"{{"startIndexKey": "{}"}}"#, "A".repeat(100_000));
+    post_json(&app, "/product/comments/get", &huge).await.assert_error(StatusCode::PAYLOAD_TOO_LARGE, "body_too_large");
+}
+
+#[tokio::test]
+async fn unknown_routes_and_wrong_methods_answer_json() {
+    let app = offline_app(Duration::from_secs(5));
+    get(&app, "/nope").await.assert_error(StatusCode::NOT_FOUND, "not_found");
+    get(&app, "/v1/products/PRODUCT001").await.assert_error(StatusCode::NOT_FOUND, "not_found");
+    get(&app, "/v1/products/PRODUCT001/comments/ranked/extra").await.assert_error(StatusCode::NOT_FOUND, "not_found");
+    get(&app, "/product/comments/get").await.assert_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed");
+    post_json(&app, "/v1/products/PRODUCT001/comments", "{}")
+        .await
+        .assert_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed");
+    let delete = Request::delete("/healthz").body(Body::empty()).expect("request");
+    send(&app, delete).await.assert_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed");
+}
+
+#[tokio::test]
+async fn an_unreachable_hbase_answers_503_within_the_deadline() {
+    let app = offline_app(Duration::from_millis(400));
+    for uri in [
+        "/v1/products/PRODUCT001/comments",
+        "/v1/products/PRODUCT001/comments/ranked",
+        "/user/USER000001/comments/latest",
+        "/readyz",
+    ] {
+        let started = Instant::now();
+        let answer = get(&app, uri).await;
+        answer.assert_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+        assert_eq!(answer.headers[header::RETRY_AFTER], "1");
+        assert!(!answer.text().contains(CLOSED_ADDRESS), "the cause leaked: {}", answer.text());
+        assert!(started.elapsed() < Duration::from_secs(2), "{uri} took {:?}", started.elapsed());
+    }
+}
+
+#[tokio::test]
+async fn health_carries_a_request_id_and_metrics_count_requests() {
+    let app = offline_app(Duration::from_secs(5));
+    let answer = get(&app, "/healthz").await;
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(answer.json()["status"], "ok");
+    let request_id = answer.headers.get("x-request-id").expect("a request id").to_str().expect("ascii");
+    assert_eq!(request_id.len(), 36, "a UUID: {request_id}");
+
+    let mine =
+        Request::get("/healthz").header("x-request-id", "caller-chosen-id").body(Body::empty()).expect("request");
+    assert_eq!(send(&app, mine).await.headers["x-request-id"], "caller-chosen-id");
+
+    get(&app, "/v1/products/bad/comments").await;
+    let metrics = get(&app, "/metrics").await;
+    assert_eq!(metrics.status, StatusCode::OK);
+    let text = metrics.text();
+    assert!(text.contains("http_requests_total{method=\"GET\",route=\"/healthz\",status=\"200\"}"), "{text}");
+    assert!(
+        text.contains("route=\"/v1/products/{productId}/comments\",status=\"400\""),
+        "requests are counted by route template: {text}"
+    );
+    assert!(text.contains("http_request_duration_seconds_bucket"), "{text}");
+}
+
+#[tokio::test]
+async fn responses_are_gzipped_when_asked() {
+    let app = offline_app(Duration::from_secs(5));
+    let request =
+        Request::get("/openapi.json").header(header::ACCEPT_ENCODING, "gzip").body(Body::empty()).expect("request");
+    let answer = send(&app, request).await;
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(answer.headers[header::CONTENT_ENCODING], "gzip");
+}
+
+#[tokio::test]
+async fn cors_allows_only_configured_origins() {
+    let hbase = Hbase::new(HbaseConfig { address: CLOSED_ADDRESS.to_owned(), ..HbaseConfig::default() });
+    let store = Store::new(hbase, Tables::with_prefix("offline_").expect("prefix"));
+    let settings = Settings { cors_origins: vec!["https://shop.example".to_owned()], ..Settings::default() };
+    let app = crate::app(AppState::new(store, settings));
+    let preflight = |origin: &str| {
+        Request::builder()
+            .method(Method::OPTIONS)
+            .uri("/v1/products/PRODUCT001/comments")
+            .header(header::ORIGIN, origin)
+            .header(header::ACCESS_CONTROL_REQUEST_METHOD, "GET")
+            .body(Body::empty())
+            .expect("request")
+    };
+    let allowed = send(&app, preflight("https://shop.example")).await;
+    assert_eq!(allowed.headers[header::ACCESS_CONTROL_ALLOW_ORIGIN], "https://shop.example");
+    let refused = send(&app, preflight("https://evil.example")).await;
+    assert!(refused.headers.get(header::ACCESS_CONTROL_ALLOW_ORIGIN).is_none());
+}
+
+#[tokio::test]
+async fn the_openapi_document_lists_every_route() {
+    let app = offline_app(Duration::from_secs(5));
+    let document = get(&app, "/openapi.json").await.json();
+    let paths = document["paths"].as_object().expect("paths");
+    for (path, method) in [
+        ("/v1/products/{productId}/comments", "get"),
+        ("/v1/users/{userId}/comments", "get"),
+        ("/v1/products/{productId}/comments/ranked", "get"),
+        ("/product/{productId}/comments/latest", "get"),
+        ("/product/comments/get", "post"),
+        ("/user/{userId}/comments/latest", "get"),
+        ("/user/comments/get", "post"),
+        ("/product/{productId}/comments/ranked", "get"),
+        ("/healthz", "get"),
+        ("/readyz", "get"),
+        ("/metrics", "get"),
+    ] {
+        assert!(paths.get(path).and_then(|item| item.get(method)).is_some(), "{method} {path} is not documented");
+    }
+    for schema in ["Comment", "SeedComment", "RankedComment", "CommentsPage", "SeedCommentsPage", "ErrorBody"] {
+        assert!(document["components"]["schemas"].get(schema).is_some(), "schema {schema} is missing");
+    }
+}
+
+#[tokio::test]
+async fn the_docs_page_loads_nothing_from_the_internet() {
+    let app = offline_app(Duration::from_secs(5));
+    assert_eq!(get(&app, "/docs").await.status, StatusCode::SEE_OTHER);
+    let page = get(&app, "/docs/").await;
+    assert_eq!(page.status, StatusCode::OK);
+    let html = page.text();
+    assert!(html.contains("swagger-ui-bundle.js"), "{html}");
+    // Every asset the page names is served by this service.
+    let mut assets = Vec::new();
+    for attribute in ["src=\"", "href=\""] {
+        for piece in html.split(attribute).skip(1) {
+            let asset = piece.split('"').next().unwrap_or_default().to_owned();
+            assert!(!asset.contains("//"), "the page references an external asset: {asset}");
+            assets.push(asset.trim_start_matches("./").to_owned());
+        }
+    }
+    assert!(assets.len() >= 5, "{assets:?}");
+    for asset in &assets {
+        let answer = get(&app, &format!("/docs/{asset}")).await;
+        assert_eq!(answer.status, StatusCode::OK, "/docs/{asset}");
+        if asset.ends_with(".css") {
+            // CSS may only use inline data: URLs (the SVG namespace inside them is not fetched).
+            for reference in answer.text().split("url(").skip(1) {
+                let target = reference.trim_start_matches(['"', '\'']);
+                assert!(target.starts_with("data:"), "{asset} loads {}", &target[..target.len().min(60)]);
+            }
+        }
+    }
+    // The validator badge is the one thing Swagger UI would fetch from the internet.
+    let initializer = get(&app, "/docs/swagger-initializer.js").await.text();
+    assert!(initializer.contains(r#""validatorUrl": "none""#), "{initializer}");
+    assert!(initializer.contains("/openapi.json"), "{initializer}");
+}
+
+#[tokio::test]
+async fn a_panicking_handler_answers_a_generic_500() {
+    let router = Router::new()
+        .route(
+            "/boom",
+            axum::routing::get(|| async {
+                if std::hint::black_box(true) {
+                    panic!("secret detail");
+                }
+                "unreachable"
+            }),
+        )
+        .layer(tower_http::catch_panic::CatchPanicLayer::custom(crate::server::panic_response));
+    let answer = get(&router, "/boom").await;
+    answer.assert_error(StatusCode::INTERNAL_SERVER_ERROR, "internal");
+    assert!(!answer.text().contains("secret"), "{}", answer.text());
+}
+
+/// Fresh tables of this test's own in the real HBase, dropped by [`LiveTables::drop`].
+struct LiveTables {
+    store: Store,
+}
+
+impl LiveTables {
+    async fn create(name: &str) -> LiveTables {
+        let nanos = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").subsec_nanos();
+        let prefix = format!("qapi_{name}_{}_{nanos:x}_", std::process::id());
+        let address = std::env::var("REVIEWS_THRIFT_ADDR").unwrap_or_else(|_| "127.0.0.1:9090".to_owned());
+        let hbase =
+            Hbase::new(HbaseConfig { address, operation_timeout: Duration::from_secs(60), ..HbaseConfig::default() });
+        let tables = Tables::with_prefix(&prefix).expect("prefix");
+        if let Err(error) = common::schema::create_tables(&hbase, &tables).await {
+            panic!("cannot create test tables ({error}); start HBase with `hbase/hbasectl start`");
+        }
+        LiveTables { store: Store::new(hbase, tables) }
+    }
+
+    async fn drop(self) {
+        common::schema::drop_tables(self.store.hbase(), self.store.tables()).await.expect("drop test tables");
+    }
+}
+
+fn id(prefix: &str, number: usize) -> Id {
+    Id::parse("id", &format!("{prefix}{number:0width$}", width = 10 - prefix.len())).expect("test id")
+}
+
+#[tokio::test]
+async fn pages_and_rankings_come_from_hbase() {
+    let live = LiveTables::create("handlers").await;
+    let store = live.store.clone();
+    let user = id("U", 1);
+    let product = id("P", 1);
+    store
+        .put_records(&[User { id: user, name: "Kim".into(), nickname: "k".into(), extra: Default::default() }])
+        .await
+        .expect("user");
+    let orders: Vec<Order> =
+        (0..5).map(|n| Order { id: id("O", n), user_id: user, extra: Default::default() }).collect();
+    store.put_records(&orders).await.expect("orders");
+    let posted = store
+        .post_comments(
+            (0..5)
+                .map(|n| NewComment {
+                    order_id: id("O", n),
+                    product_id: product,
+                    user_id: user,
+                    content: format!("review number {n}"),
+                    timestamp_ms: 1_700_000_000_000 + i64::try_from(n).expect("small") * 1_000,
+                    rating: None,
+                    helpful: None,
+                    unhelpful: None,
+                    photos: None,
+                })
+                .collect(),
+        )
+        .await
+        .expect("comments");
+    let app = crate::app(AppState::new(store.clone(), Settings::default()));
+
+    // Two pages of two and a last page of one, newest first.
+    let mut seen = Vec::new();
+    let mut uri = format!("/v1/products/{product}/comments?limit=2");
+    loop {
+        let page = get(&app, &uri).await.json();
+        for comment in page["comments"].as_array().expect("comments") {
+            seen.push(comment["content"].as_str().expect("content").to_owned());
+        }
+        match page["nextCursor"].as_str() {
+            Some(cursor) => uri = format!("/v1/products/{product}/comments?limit=2&cursor={cursor}"),
+            None => break,
+        }
+    }
+    let newest_first: Vec<String> = posted.iter().rev().map(|comment| comment.content.clone()).collect();
+    assert_eq!(seen, newest_first);
+
+    // Ranked: slot 2 names a comment that is then deleted, so it is skipped.
+    let ranked = [(posted[1].row_key(), 0.9), (posted[3].row_key(), 0.8), (posted[0].row_key(), 0.7)];
+    store.replace_rank_slots(&product, &ranked).await.expect("slots");
+    store.delete_comment(&posted[3].order_id, &product).await.expect("delete");
+    let answer = get(&app, &format!("/v1/products/{product}/comments/ranked")).await;
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(answer.headers[header::CACHE_CONTROL], "public, max-age=10");
+    let body = answer.json();
+    let shown: Vec<(u64, f64, String)> = body["comments"]
+        .as_array()
+        .expect("comments")
+        .iter()
+        .map(|c| {
+            (
+                c["rank"].as_u64().expect("rank"),
+                c["score"].as_f64().expect("score"),
+                c["content"].as_str().expect("content").to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(shown, [(1, 0.9, posted[1].content.clone()), (3, 0.7, posted[0].content.clone())]);
+    assert!(body["nextCursor"].is_null());
+
+    let seed = get(&app, &format!("/product/{product}/comments/ranked?limit=1")).await.json();
+    assert_eq!(seed["comments"].as_array().expect("comments").len(), 1);
+    assert_eq!(seed["comments"][0]["content"], posted[1].content);
+    assert!(seed["nextIndexKey"].is_null());
+    live.drop().await;
+}

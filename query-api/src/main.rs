@@ -1,0 +1,27 @@
+//! `query-api`: serves the review tables over HTTP until SIGTERM or Ctrl-C.
+
+use anyhow::Context;
+use common::hbase::Hbase;
+use common::store::Store;
+use query_api::{AppState, Args};
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    common::config::init_tracing();
+    let args = Args::parse();
+    let tables = args.hbase.tables().context("invalid --table-prefix")?;
+    let store = Store::new(Hbase::new(args.hbase_config()), tables);
+    let state = AppState::new(store, args.settings());
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    let address = listener.local_addr().context("the listener has no local address")?;
+    tracing::info!(%address, thrift = %args.hbase.thrift_addr, prefix = %args.hbase.table_prefix, "query-api listening");
+    if let Err(error) = state.store().hbase().check_ready().await {
+        // Not fatal: the service answers 503 until HBase is back, and /readyz says so.
+        tracing::warn!(%error, "HBase does not answer yet");
+    }
+    query_api::serve(listener, state, query_api::shutdown_signal()).await.context("serving failed")?;
+    tracing::info!("query-api stopped");
+    Ok(())
+}

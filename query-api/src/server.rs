@@ -1,0 +1,186 @@
+//! The router with its middleware, and serving it with a graceful, bounded shutdown.
+
+use std::future::{Future, IntoFuture};
+use std::time::Duration;
+
+use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::http::{header, HeaderValue, Method};
+use axum::middleware::{self, Next};
+use axum::response::{IntoResponse, Response};
+use axum::routing::{get, post};
+use axum::Router;
+use tokio::net::TcpListener;
+use tower::ServiceBuilder;
+use tower_http::catch_panic::CatchPanicLayer;
+use tower_http::compression::CompressionLayer;
+use tower_http::cors::{AllowOrigin, CorsLayer};
+use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
+use tower_http::trace::{DefaultOnResponse, TraceLayer};
+use tracing::Level;
+use utoipa::OpenApi;
+
+use crate::error::{ApiError, ErrorCode};
+use crate::openapi::{self, ApiDoc};
+use crate::routes;
+use crate::state::AppState;
+use crate::telemetry;
+
+/// The largest request body accepted; the seed's next-page bodies are well under 1 KiB.
+const MAX_BODY_BYTES: usize = 16 * 1024;
+
+/// How often histogram samples are folded into the exported buckets.
+const METRICS_UPKEEP_EVERY: Duration = Duration::from_secs(5);
+
+/// The whole service as a router, ready for `axum::serve` or `tower::ServiceExt::oneshot`.
+pub fn app(state: AppState) -> Router {
+    let request_timeout = state.settings().request_timeout;
+    let cors = cors_layer(&state.settings().cors_origins);
+    let middleware = ServiceBuilder::new()
+        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
+        .layer(
+            TraceLayer::new_for_http()
+                .make_span_with(telemetry::request_span)
+                .on_response(DefaultOnResponse::new().level(Level::INFO)),
+        )
+        .layer(PropagateRequestIdLayer::x_request_id())
+        .layer(middleware::from_fn(telemetry::record_request))
+        .layer(cors)
+        .layer(CompressionLayer::new())
+        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
+        .layer(middleware::from_fn_with_state(request_timeout, enforce_deadline))
+        // Innermost, so a panic becomes a 500 that the layers above still log,
+        // count and tag with the request id.
+        .layer(CatchPanicLayer::custom(panic_response));
+    Router::new()
+        .route("/v1/products/{productId}/comments", get(routes::v1_product_comments))
+        .route("/v1/users/{userId}/comments", get(routes::v1_user_comments))
+        .route("/v1/products/{productId}/comments/ranked", get(routes::v1_ranked_comments))
+        .route("/product/{productId}/comments/latest", get(routes::seed_product_latest))
+        .route("/product/comments/get", post(routes::seed_product_next))
+        .route("/user/{userId}/comments/latest", get(routes::seed_user_latest))
+        .route("/user/comments/get", post(routes::seed_user_next))
+        .route("/product/{productId}/comments/ranked", get(routes::seed_ranked))
+        .route("/healthz", get(routes::healthz))
+        .route("/readyz", get(routes::readyz))
+        .route("/metrics", get(routes::metrics))
+        .merge(openapi::docs(ApiDoc::openapi()))
+        .fallback(routes::not_found)
+        .method_not_allowed_fallback(routes::method_not_allowed)
+        .layer(middleware)
+        .with_state(state)
+}
+
+/// CORS for browser frontends: only the configured origins, `*` for any, none when empty.
+fn cors_layer(origins: &[String]) -> CorsLayer {
+    let allowed = if origins.iter().any(|origin| origin == "*") {
+        AllowOrigin::any()
+    } else {
+        let parsed: Vec<HeaderValue> = origins
+            .iter()
+            .filter_map(|origin| match HeaderValue::from_str(origin) {
+                Ok(value) => Some(value),
+                Err(_) => {
+                    tracing::warn!(origin, "ignoring a CORS origin that is not a valid header value");
+                    None
+                }
+            })
+            .collect();
+        AllowOrigin::list(parsed)
+    };
+    CorsLayer::new()
+        .allow_origin(allowed)
+        .allow_methods([Method::GET, Method::POST])
+        .allow_headers([header::CONTENT_TYPE])
+        .max_age(Duration::from_secs(3_600))
+}
+
+/// Answers 503 when a request outlives the service's deadline. The HBase
+/// deadline is capped below it, so this is the backstop for time spent
+/// elsewhere (queueing for a pool slot, a slow client body).
+async fn enforce_deadline(State(deadline): State<Duration>, request: Request, next: Next) -> Response {
+    match tokio::time::timeout(deadline, next.run(request)).await {
+        Ok(response) => response,
+        Err(_) => ApiError::timeout(deadline).into_response(),
+    }
+}
+
+/// The answer when a handler panicked: a generic 500; the panic goes to the log.
+pub(crate) fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
+    let message = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("a non-string panic payload");
+    ApiError::new(ErrorCode::Internal, format!("handler panicked: {message}")).into_response()
+}
+
+/// Serves `state` on `listener` until `shutdown` completes, then stops
+/// accepting and lets in-flight requests finish for at most the drain deadline.
+pub async fn serve(
+    listener: TcpListener,
+    state: AppState,
+    shutdown: impl Future<Output = ()> + Send + 'static,
+) -> std::io::Result<()> {
+    let drain_deadline = state.settings().drain_deadline;
+    let metrics = state.metrics().clone();
+    let upkeep = tokio::spawn(async move {
+        let mut every = tokio::time::interval(METRICS_UPKEEP_EVERY);
+        loop {
+            every.tick().await;
+            metrics.run_upkeep();
+        }
+    });
+    let (draining_sender, draining) = tokio::sync::oneshot::channel::<()>();
+    let server = axum::serve(listener, app(state)).with_graceful_shutdown(async move {
+        shutdown.await;
+        tracing::info!(?drain_deadline, "shutting down: no new connections; draining requests in flight");
+        // The receiver only goes away once serving has ended, when nobody needs the signal.
+        let _ = draining_sender.send(());
+    });
+    let outcome = tokio::select! {
+        outcome = server.into_future() => outcome,
+        () = drain_expiry(draining, drain_deadline) => {
+            tracing::warn!(?drain_deadline, "drain deadline passed; closing the connections still open");
+            Ok(())
+        }
+    };
+    upkeep.abort();
+    outcome
+}
+
+/// Completes `deadline` after draining starts; never, if it does not.
+async fn drain_expiry(draining: tokio::sync::oneshot::Receiver<()>, deadline: Duration) {
+    if draining.await.is_ok() {
+        tokio::time::sleep(deadline).await;
+    } else {
+        std::future::pending::<()>().await;
+    }
+}
+
+/// Completes on SIGTERM (how orchestrators stop a service) or Ctrl-C.
+pub async fn shutdown_signal() {
+    let ctrl_c = async {
+        if let Err(error) = tokio::signal::ctrl_c().await {
+            tracing::error!(%error, "cannot listen for Ctrl-C; relying on SIGTERM");
+            std::future::pending::<()>().await;
+        }
+    };
+    #[cfg(unix)]
+    let terminate = async {
+        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
+            Ok(mut signal) => {
+                signal.recv().await;
+            }
+            Err(error) => {
+                tracing::error!(%error, "cannot listen for SIGTERM; relying on Ctrl-C");
+                std::future::pending::<()>().await;
+            }
+        }
+    };
+    #[cfg(not(unix))]
+    let terminate = std::future::pending::<()>();
+    tokio::select! {
+        () = ctrl_c => tracing::info!("Ctrl-C received"),
+        () = terminate => tracing::info!("SIGTERM received"),
+    }
+}

@@ -1,0 +1,113 @@
+//! What every request shares: the store, the settings, the ranked-read cache and
+//! the metrics handle.
+
+use std::sync::Arc;
+
+use common::keys::CommentKey;
+use common::store::Store;
+use common::Id;
+use metrics_exporter_prometheus::PrometheusHandle;
+use moka::future::Cache;
+
+use crate::config::Settings;
+use crate::error::ApiError;
+use crate::telemetry;
+use crate::views::RankedComment;
+
+/// A product's ranked comments, best first, shared between the cache and the requests reading it.
+pub type Ranking = Arc<[RankedComment]>;
+
+/// The state behind every route; cheap to clone (everything inside is shared).
+#[derive(Clone)]
+pub struct AppState {
+    store: Store,
+    settings: Arc<Settings>,
+    ranked_cache: Option<Cache<Id, Ranking>>,
+    metrics: PrometheusHandle,
+}
+
+impl std::fmt::Debug for AppState {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("AppState")
+            .field("store", &self.store)
+            .field("settings", &self.settings)
+            .field("ranked_cache_entries", &self.ranked_cache.as_ref().map(Cache::entry_count))
+            .finish_non_exhaustive()
+    }
+}
+
+impl AppState {
+    /// The state of a service reading `store` with `settings`. Installs the
+    /// process's Prometheus recorder on first use.
+    pub fn new(store: Store, settings: Settings) -> AppState {
+        let ranked_cache = (!settings.ranked_cache_ttl.is_zero()).then(|| {
+            Cache::builder()
+                .name("ranked")
+                .max_capacity(settings.ranked_cache_capacity.max(1))
+                .time_to_live(settings.ranked_cache_ttl)
+                .build()
+        });
+        AppState { store, settings: Arc::new(settings), ranked_cache, metrics: telemetry::prometheus_handle() }
+    }
+
+    /// The store the routes read.
+    pub fn store(&self) -> &Store {
+        &self.store
+    }
+
+    /// The service's settings.
+    pub fn settings(&self) -> &Settings {
+        &self.settings
+    }
+
+    /// The handle that renders `/metrics`.
+    pub fn metrics(&self) -> &PrometheusHandle {
+        &self.metrics
+    }
+
+    /// `product`'s ranked comments, from the cache when it holds them.
+    ///
+    /// Concurrent misses for one product share a single load (the cache
+    /// coalesces them), so an expiring hot entry costs HBase one read, not one
+    /// per waiting request. Failed loads are not cached.
+    pub async fn ranking(&self, product: Id) -> Result<Ranking, ApiError> {
+        let Some(cache) = &self.ranked_cache else {
+            metrics::counter!("ranked_cache_requests_total", "result" => "disabled").increment(1);
+            return load_ranking(&self.store, product).await.map_err(ApiError::from);
+        };
+        let entry = cache
+            .entry(product)
+            .or_try_insert_with(load_ranking(&self.store, product))
+            .await
+            .map_err(|error| ApiError::from_store(&error))?;
+        let result = if entry.is_fresh() { "miss" } else { "hit" };
+        metrics::counter!("ranked_cache_requests_total", "result" => result).increment(1);
+        Ok(entry.into_value())
+    }
+}
+
+/// Reads `product`'s rank slots, then their comments in one multi-get; slots
+/// whose comment is gone (or belongs to another product) are left out.
+async fn load_ranking(store: &Store, product: Id) -> common::Result<Ranking> {
+    let slots = store.rank_slots(&product).await?;
+    if slots.is_empty() {
+        return Ok(Arc::from([]));
+    }
+    let keys: Vec<CommentKey> = slots.iter().map(|slot| slot.comment).collect();
+    let comments = store.get_comments(&keys).await?;
+    let ranked = slots
+        .into_iter()
+        .zip(comments)
+        .filter_map(|(slot, comment)| {
+            // A slot naming another product's comment can only come from a bad
+            // write (the seed's upsert route took any key); showing it would
+            // put one product's review on another's page.
+            if slot.comment.product_id() != product {
+                tracing::warn!(%product, rank = slot.rank, comment = %slot.comment, "skipped a rank slot naming another product's comment");
+                return None;
+            }
+            comment.map(|comment| RankedComment { comment, rank: slot.rank, score: slot.score })
+        })
+        .collect();
+    Ok(ranked)
+}

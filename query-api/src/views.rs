@@ -1,0 +1,150 @@
+//! The JSON the routes answer with.
+//!
+//! A comment is shown as stored: [`common::model::Comment`] serialises the way
+//! the seed's Jackson did (`edited`, unknown fields kept), so the service adds
+//! nothing and loses nothing. `/v1` pages carry an opaque `nextCursor`; the
+//! seed's routes carry `nextIndexKey` (standard base64, as Jackson writes
+//! `byte[]`) and, like the seed's Jackson output, each comment's `rowKey`.
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use common::model::Comment;
+use serde::Serialize;
+use utoipa::ToSchema;
+
+use crate::openapi::{CommentSchema, RankedCommentSchema, SeedCommentSchema};
+
+/// A page of comments, newest first (`/v1`).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct CommentsPage {
+    /// The page's comments, newest first.
+    #[schema(value_type = Vec<CommentSchema>)]
+    pub comments: Vec<Comment>,
+    /// Pass as `cursor` to read the next page; `null` on the last page.
+    pub next_cursor: Option<String>,
+}
+
+/// A comment with its place in the product's ranking (`/v1` ranked reads).
+#[derive(Debug, Clone, Serialize)]
+pub struct RankedComment {
+    /// The comment as stored.
+    #[serde(flatten)]
+    pub comment: Comment,
+    /// Its slot: 1 is the best.
+    pub rank: u16,
+    /// The score the ranker gave it, when the slot records one.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub score: Option<f64>,
+}
+
+/// A product's ranked comments, best first (`/v1`).
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct RankedPage<'a> {
+    /// The ranked comments, rank 1 first; slots whose comment is gone are left out.
+    #[schema(value_type = Vec<RankedCommentSchema>)]
+    pub comments: &'a [RankedComment],
+    /// Always `null`: the ranking is one page.
+    pub next_cursor: Option<String>,
+}
+
+/// A comment as the seed's service answered it: the stored JSON plus `rowKey`.
+#[derive(Debug, Serialize)]
+pub struct SeedComment<'a> {
+    #[serde(flatten)]
+    comment: &'a Comment,
+    /// Base64 of the row key. Absent when the stored JSON already carries one
+    /// (rows the seed wrote), so the key never appears twice.
+    #[serde(rename = "rowKey", skip_serializing_if = "Option::is_none")]
+    row_key: Option<String>,
+}
+
+impl<'a> SeedComment<'a> {
+    /// Shows `comment` the way the seed's Jackson did.
+    pub fn new(comment: &'a Comment) -> SeedComment<'a> {
+        let row_key = (!comment.extra.contains_key("rowKey")).then(|| STANDARD.encode(comment.row_key().as_bytes()));
+        SeedComment { comment, row_key }
+    }
+}
+
+/// The seed's `GetCommentsResponse`.
+#[derive(Debug, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SeedCommentsPage<'a> {
+    /// The page's comments.
+    #[schema(value_type = Vec<SeedCommentSchema>)]
+    pub comments: Vec<SeedComment<'a>>,
+    /// Standard base64 of the index key where the next page starts (send it as
+    /// `startIndexKey`); `null` on the last page and for ranked reads.
+    pub next_index_key: Option<String>,
+}
+
+impl<'a> SeedCommentsPage<'a> {
+    /// A seed page of `comments`, continuing at `next_index_key`.
+    pub fn new(comments: impl IntoIterator<Item = &'a Comment>, next_index_key: Option<&[u8]>) -> Self {
+        SeedCommentsPage {
+            comments: comments.into_iter().map(SeedComment::new).collect(),
+            next_index_key: next_index_key.map(|key| STANDARD.encode(key)),
+        }
+    }
+}
+
+/// The seed's `GetByIndexStartRequest`.
+#[derive(Debug, Clone, serde::Deserialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct SeedPageRequest {
+    /// The `nextIndexKey` of the previous page (standard base64).
+    #[schema(example = "UFJPRFVDVDAwMWN//////////w==")]
+    pub start_index_key: Option<String>,
+    /// Page size, 1 to 100; 20 when absent.
+    #[schema(value_type = Option<u32>, minimum = 1, maximum = 100, example = 20)]
+    pub limit: Option<serde_json::Value>,
+}
+
+/// The answer of `/healthz` and `/readyz`.
+#[derive(Debug, Serialize, serde::Deserialize, ToSchema)]
+pub struct Status {
+    /// `ok` (the process runs) or `ready` (HBase answers).
+    pub status: String,
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn comment(extra: serde_json::Value) -> Comment {
+        let mut json = serde_json::json!({
+            "orderId": "ORDER00001", "productId": "PRODUCT001", "userId": "USER000001",
+            "content": "fine", "timestamp": 1_700_000_000_000_i64, "edited": false
+        });
+        if let (Some(object), serde_json::Value::Object(extra)) = (json.as_object_mut(), extra) {
+            object.extend(extra);
+        }
+        serde_json::from_value(json).expect("comment")
+    }
+
+    #[test]
+    fn seed_comments_carry_the_row_key_once() {
+        let fresh = comment(serde_json::json!({}));
+        let shown = serde_json::to_value(SeedComment::new(&fresh)).expect("json");
+        assert_eq!(shown["rowKey"], STANDARD.encode(b"ORDER00001PRODUCT001"));
+        assert_eq!(shown["edited"], false);
+
+        let from_seed = comment(serde_json::json!({"rowKey": "T1JERVIwMDAwMVBST0RVQ1QwMDE="}));
+        let text = serde_json::to_string(&SeedComment::new(&from_seed)).expect("json");
+        assert_eq!(text.matches("rowKey").count(), 1, "{text}");
+    }
+
+    #[test]
+    fn ranked_comments_flatten_the_comment_and_add_rank_and_score() {
+        let ranked = RankedComment { comment: comment(serde_json::json!({"helpful": 3})), rank: 2, score: Some(0.5) };
+        let shown = serde_json::to_value(&ranked).expect("json");
+        assert_eq!(shown["rank"], 2);
+        assert_eq!(shown["score"], 0.5);
+        assert_eq!(shown["helpful"], 3);
+        assert_eq!(shown["orderId"], "ORDER00001");
+        let unscored = RankedComment { score: None, ..ranked };
+        assert!(serde_json::to_value(&unscored).expect("json").get("score").is_none());
+    }
+}
