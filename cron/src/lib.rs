@@ -1,1 +1,27 @@
-//! cron (skeleton)
+//! `cron`: the nightly ranking daemon, `ranker-cron`. Its one job is to run the
+//! ranker (in-process) on a schedule so that every night is ranked exactly
+//! once, however many daemons are running.
+//!
+//! - [`schedule`] validates the cron expression and time zone and names the
+//!   slot (scheduled time) each tick stands for.
+//! - [`daemon`] turns ticks into runs: one at a time per daemon, one at a time
+//!   across daemons through the HBase lease (`common::store::lease`), each
+//!   attempt recorded in the run history (`common::store::runs`), failed runs
+//!   retried per [`retry`], a shutdown finishing the products in flight.
+//! - [`keeper`] renews the lease during a run and stops the run if it is lost.
+//! - [`metrics`] is what Prometheus scrapes; [`history`] prints the run
+//!   history as a table; [`config`] is the command line.
+
+pub mod config;
+pub mod daemon;
+pub mod history;
+pub mod keeper;
+pub mod metrics;
+pub mod retry;
+pub mod schedule;
+
+pub use config::{ConfigError, CronArgs};
+pub use daemon::{default_holder, Daemon, DaemonError, DaemonSettings, SlotOutcome, StartMode};
+pub use history::format_runs_table;
+pub use retry::RetryPolicy;
+pub use schedule::{Schedule, ScheduleError};

@@ -1,1 +1,453 @@
-//! Integration tests: cron (to be written).
+//! Integration tests: the cron daemon's lease, run history and scheduling
+//! against the real HBase. Daemons run in-process here, each with its own
+//! holder name; the tests that kill or signal a real `ranker-cron` process live
+//! in `cron/tests/process.rs`, where Cargo builds the binary for them.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::atomic::{AtomicI64, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::hbase::{Retry, RowMutation, COLUMN_VALUE};
+use common::keys;
+use common::model::Order;
+use common::store::lease::{Clock, LeaseRequest, ReleaseOutcome, RenewOutcome, SystemClock, TakeOutcome};
+use common::store::runs::{RunRecord, RunStatus};
+use common::store::{NewComment, Store};
+use cron::{Daemon, DaemonSettings, RetryPolicy, Schedule, SlotOutcome, StartMode};
+use integration_tests::{fresh_store, test_id};
+
+/// A clock the test moves by hand, so lease expiry needs no waiting.
+#[derive(Debug)]
+struct ManualClock(AtomicI64);
+
+impl ManualClock {
+    fn at(ms: i64) -> Arc<ManualClock> {
+        Arc::new(ManualClock(AtomicI64::new(ms)))
+    }
+
+    fn advance(&self, by: Duration) {
+        self.0.fetch_add(i64::try_from(by.as_millis()).expect("small"), Ordering::SeqCst);
+    }
+}
+
+impl Clock for ManualClock {
+    fn now_ms(&self) -> i64 {
+        self.0.load(Ordering::SeqCst)
+    }
+}
+
+fn now_ms() -> i64 {
+    SystemClock.now_ms()
+}
+
+fn request(holder: &str, slot_ms: i64, ttl: Duration) -> LeaseRequest {
+    LeaseRequest { name: "nightly".to_owned(), holder: holder.to_owned(), slot_ms, ttl }
+}
+
+/// Writes `products` products with `per_product` comments each (distinct
+/// users, lengths and votes) through the write path.
+async fn seed(store: &Store, products: u64, per_product: u64) {
+    let mut orders = Vec::new();
+    let mut comments = Vec::new();
+    for product in 0..products {
+        for index in 0..per_product {
+            let number = product * 100 + index;
+            let order = Order { id: test_id("o", number), user_id: test_id("u", number), extra: Default::default() };
+            comments.push(NewComment {
+                order_id: order.id,
+                product_id: test_id("p", product),
+                user_id: order.user_id,
+                content: format!(
+                    "Review {index} of product {product}: sturdy, well made{}",
+                    " and more".repeat(index as usize)
+                ),
+                timestamp_ms: 1_700_000_000_000 + i64::try_from(number).expect("small") * 1_000,
+                rating: Some(5),
+                helpful: Some(index * 3),
+                unhelpful: Some(1),
+                photos: None,
+            });
+            orders.push(order);
+        }
+    }
+    store.put_records(&orders).await.expect("orders");
+    for chunk in comments.chunks(500) {
+        store.post_comments(chunk.to_vec()).await.expect("comments");
+    }
+}
+
+fn settings(holder: &str, expression: &str, attempts: u32) -> DaemonSettings {
+    let mut run_options = ranker::RunOptions::new(ranker::Scope::All, 0);
+    run_options.concurrency = 4;
+    DaemonSettings {
+        schedule: Schedule::parse(expression, "UTC").expect("schedule"),
+        lease_name: "nightly".to_owned(),
+        lease_ttl: Duration::from_secs(10),
+        holder: holder.to_owned(),
+        retry: RetryPolicy { attempts, backoff: Duration::from_millis(200), max_backoff: Duration::from_millis(200) },
+        run_options,
+    }
+}
+
+/// Polls `check` every 100 ms until it answers `Some`, failing after `limit`.
+async fn wait_for<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
+where
+    F: FnMut() -> Fut,
+    Fut: Future<Output = Option<T>>,
+{
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out after {limit:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    }
+}
+
+fn ran(outcome: &SlotOutcome) -> &RunRecord {
+    match outcome {
+        SlotOutcome::Ran(record) => record,
+        other => panic!("expected a run, got {other:?}"),
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_lease_goes_to_one_holder_expires_and_is_released_only_by_its_holder() {
+    let store = fresh_store("cron_lease").await;
+    let clock = ManualClock::at(1_800_000_000_000);
+    let ttl = Duration::from_secs(600);
+    let slot = 1_799_999_000_000;
+
+    let TakeOutcome::Taken { lease: mut lease_a, expired } =
+        store.take_lease(&request("daemon-a", slot, ttl), clock.as_ref()).await.expect("take")
+    else {
+        panic!("a free lease must be taken");
+    };
+    assert!(expired.is_none());
+    assert_eq!(lease_a.state().holder.as_deref(), Some("daemon-a"));
+    assert_eq!(lease_a.state().expires_ms, clock.now_ms() + 600_000);
+    let held = store.take_lease(&request("daemon-b", slot, ttl), clock.as_ref()).await.expect("take");
+    assert!(matches!(&held, TakeOutcome::Held(state) if state.holder.as_deref() == Some("daemon-a")), "{held:?}");
+
+    clock.advance(Duration::from_secs(300));
+    assert!(matches!(store.renew_lease(&mut lease_a, clock.as_ref()).await.expect("renew"), RenewOutcome::Renewed));
+    assert_eq!(store.lease("nightly").await.expect("read").expect("row").expires_ms, clock.now_ms() + 600_000);
+
+    // daemon-a stops renewing (it died): after the TTL the lease is free to take.
+    clock.advance(Duration::from_secs(599));
+    assert!(matches!(
+        store.take_lease(&request("daemon-b", slot, ttl), clock.as_ref()).await.expect("take"),
+        TakeOutcome::Held(_)
+    ));
+    clock.advance(Duration::from_secs(1));
+    let TakeOutcome::Taken { lease: lease_b, expired } =
+        store.take_lease(&request("daemon-b", slot, ttl), clock.as_ref()).await.expect("take")
+    else {
+        panic!("an expired lease must be taken");
+    };
+    assert_eq!(expired.and_then(|state| state.holder).as_deref(), Some("daemon-a"));
+
+    // The old holder can neither renew nor release what is no longer its lease.
+    let renewed = store.renew_lease(&mut lease_a, clock.as_ref()).await.expect("renew");
+    assert!(matches!(&renewed, RenewOutcome::Lost(Some(state)) if state.holder.as_deref() == Some("daemon-b")));
+    let released = store.release_lease(lease_a, true, clock.as_ref()).await.expect("release");
+    assert!(matches!(released, ReleaseOutcome::NotOurs(_)));
+    assert_eq!(store.lease("nightly").await.expect("read").expect("row").holder.as_deref(), Some("daemon-b"));
+
+    // The holder's release frees the lease and marks the slot done.
+    assert!(matches!(
+        store.release_lease(lease_b, true, clock.as_ref()).await.expect("release"),
+        ReleaseOutcome::Released
+    ));
+    let free = store.lease("nightly").await.expect("read").expect("row");
+    assert_eq!((free.holder, free.completed_slot_ms), (None, Some(slot)));
+    assert_eq!(free.completed_by.as_deref(), Some("daemon-b"));
+    let again = store.take_lease(&request("daemon-a", slot, ttl), clock.as_ref()).await.expect("take");
+    assert!(matches!(again, TakeOutcome::Completed(_)), "a completed slot is never run again: {again:?}");
+    let next_night = store.take_lease(&request("daemon-a", slot + 86_400_000, ttl), clock.as_ref()).await;
+    assert!(matches!(next_night.expect("take"), TakeOutcome::Taken { expired: None, .. }));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn racing_holders_take_a_free_lease_exactly_once() {
+    let store = fresh_store("cron_lease_race").await;
+    let slot = now_ms();
+    let attempts = (0..8).map(|daemon| {
+        let store = store.clone();
+        tokio::spawn(async move {
+            store.take_lease(&request(&format!("daemon-{daemon}"), slot, Duration::from_secs(60)), &SystemClock).await
+        })
+    });
+    let mut winners = Vec::new();
+    for (daemon, attempt) in attempts.enumerate() {
+        match attempt.await.expect("task").expect("take") {
+            TakeOutcome::Taken { .. } => winners.push(format!("daemon-{daemon}")),
+            TakeOutcome::Held(_) => {}
+            TakeOutcome::Completed(state) => panic!("nothing completed yet: {state:?}"),
+        }
+    }
+    assert_eq!(winners.len(), 1, "exactly one holder wins: {winners:?}");
+    let stored = store.lease("nightly").await.expect("read").expect("row");
+    assert_eq!(stored.holder.as_ref(), Some(&winners[0]));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn an_undecodable_lease_is_an_error_never_a_free_lease() {
+    let store = fresh_store("cron_lease_garbage").await;
+    let table = store.tables().ranker_lease.clone();
+    let garbage = vec![RowMutation::Put {
+        key: keys::ranker_lease_key("nightly"),
+        cells: vec![(COLUMN_VALUE.to_vec(), b"{oops".to_vec())],
+    }];
+    store
+        .hbase()
+        .run(Retry::Idempotent, move |connection| connection.mutate_rows(&table, garbage.clone()))
+        .await
+        .expect("put");
+    let error = store.take_lease(&request("daemon-a", now_ms(), Duration::from_secs(60)), &SystemClock).await;
+    let error = error.expect_err("garbage must not count as a free lease");
+    assert!(error.to_string().contains("delete the row"), "{error}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_history_lists_the_newest_run_first_and_skips_rows_that_do_not_decode() {
+    let store = fresh_store("cron_history").await;
+    let record = |run_id: &str, started_ms: i64, status: RunStatus| RunRecord {
+        run_id: run_id.to_owned(),
+        holder: "daemon-a".to_owned(),
+        slot_ms: started_ms,
+        attempt: 1,
+        as_of_ms: started_ms,
+        started_ms,
+        ended_ms: None,
+        status,
+        products: 0,
+        comments_scored: 0,
+        slots_written: 0,
+        slots_deleted: 0,
+        failures: 0,
+        failure_samples: Vec::new(),
+        error: None,
+    };
+    let mut newest = record("run-3", 3_000, RunStatus::Running);
+    for run in [record("run-1", 1_000, RunStatus::Failed), record("run-2", 2_000, RunStatus::Succeeded), newest.clone()]
+    {
+        store.record_run(&run).await.expect("record");
+    }
+    newest.status = RunStatus::Succeeded;
+    newest.ended_ms = Some(3_500);
+    newest.products = 7;
+    store.record_run(&newest).await.expect("update");
+    let table = store.tables().ranker_run.clone();
+    let garbage = vec![RowMutation::Put {
+        key: keys::ranker_run_key(2_500, "garbage"),
+        cells: vec![(COLUMN_VALUE.to_vec(), b"not json".to_vec())],
+    }];
+    store
+        .hbase()
+        .run(Retry::Idempotent, move |connection| connection.mutate_rows(&table, garbage.clone()))
+        .await
+        .expect("put");
+
+    let runs = store.recent_runs(10).await.expect("history");
+    let ids: Vec<&str> = runs.iter().map(|run| run.run_id.as_str()).collect();
+    assert_eq!(ids, ["run-3", "run-2", "run-1"]);
+    assert_eq!(runs[0], newest, "an update rewrites the same record");
+    assert_eq!(store.recent_runs(1).await.expect("history").len(), 1);
+    assert_eq!(store.get_run(1_000, "run-1").await.expect("get").map(|run| run.status), Some(RunStatus::Failed));
+    let table = cron::format_runs_table(&runs);
+    assert_eq!(table.lines().count(), 4, "{table}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_schedule_every_two_seconds_runs_and_records_each_run() {
+    let store = fresh_store("cron_schedule").await;
+    seed(&store, 5, 4).await;
+    let daemon = Daemon::new(store.clone(), settings("daemon-a", "*/2 * * * * *", 1), Arc::new(SystemClock));
+    let serving = tokio::spawn({
+        let daemon = daemon.clone();
+        async move { daemon.serve(StartMode::Schedule).await }
+    });
+    let runs = wait_for(Duration::from_secs(20), "two finished runs", || async {
+        let runs = store.recent_runs(20).await.expect("history");
+        (runs.iter().filter(|run| run.status != RunStatus::Running).count() >= 2).then_some(runs)
+    })
+    .await;
+    daemon.shutdown_token().cancel();
+    assert!(serving.await.expect("task").expect("serve").is_none());
+
+    let finished: Vec<&RunRecord> = runs.iter().filter(|run| run.status != RunStatus::Running).collect();
+    for run in &finished {
+        assert_eq!(run.status, RunStatus::Succeeded, "{run:?}");
+        assert_eq!(run.slot_ms % 2_000, 0, "slots are the schedule's even seconds: {run:?}");
+        assert_eq!(run.as_of_ms, run.slot_ms);
+        assert_eq!((run.products, run.comments_scored, run.failures), (5, 20, 0), "{run:?}");
+        assert!(run.ended_ms.is_some_and(|ended| ended >= run.started_ms));
+        assert_eq!(run.holder, "daemon-a");
+    }
+    assert!(runs.windows(2).all(|pair| pair[0].started_ms >= pair[1].started_ms), "newest first");
+    assert_eq!(store.rank_slots(&test_id("p", 0)).await.expect("slots").len(), 4);
+    let lease = store.lease("nightly").await.expect("read").expect("row");
+    assert!(lease.completed_slot_ms >= Some(finished[0].slot_ms));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn two_daemons_never_run_at_once_and_never_run_a_slot_twice() {
+    let store = fresh_store("cron_two_daemons").await;
+    seed(&store, 12, 4).await;
+    let daemons: Vec<Daemon> = ["daemon-a", "daemon-b"]
+        .into_iter()
+        .map(|holder| Daemon::new(store.clone(), settings(holder, "*/2 * * * * *", 1), Arc::new(SystemClock)))
+        .collect();
+
+    // The same slot asked of both at once: one runs it, the other stands aside.
+    let slot = (now_ms() / 1_000 - 3_600) * 1_000;
+    let (first, second) = tokio::join!(daemons[0].run_slot(slot), daemons[1].run_slot(slot));
+    let outcomes = [first.expect("slot"), second.expect("slot")];
+    let runs = outcomes.iter().filter(|outcome| matches!(outcome, SlotOutcome::Ran(_))).count();
+    assert_eq!(runs, 1, "exactly one daemon runs the slot: {outcomes:?}");
+    assert!(outcomes.iter().all(|outcome| matches!(
+        outcome,
+        SlotOutcome::Ran(_) | SlotOutcome::LeaseHeld(_) | SlotOutcome::AlreadyCompleted(_)
+    )));
+    for daemon in &daemons {
+        let again = daemon.run_slot(slot).await.expect("slot");
+        assert!(matches!(again, SlotOutcome::AlreadyCompleted(_)), "a finished slot is not run again: {again:?}");
+    }
+
+    // Both on one schedule: every tick fires on both.
+    let serving: Vec<_> = daemons
+        .iter()
+        .map(|daemon| {
+            let daemon = daemon.clone();
+            tokio::spawn(async move { daemon.serve(StartMode::Schedule).await })
+        })
+        .collect();
+    wait_for(Duration::from_secs(25), "three scheduled runs", || async {
+        let runs = store.recent_runs(50).await.expect("history");
+        (runs.iter().filter(|run| run.slot_ms != slot && run.status == RunStatus::Succeeded).count() >= 3).then_some(())
+    })
+    .await;
+    for daemon in &daemons {
+        daemon.shutdown_token().cancel();
+    }
+    for task in serving {
+        task.await.expect("task").expect("serve");
+    }
+
+    let mut runs = store.recent_runs(50).await.expect("history");
+    runs.reverse();
+    let mut slots = HashSet::new();
+    for run in &runs {
+        assert_eq!(run.status, RunStatus::Succeeded, "{run:?}");
+        assert!(slots.insert(run.slot_ms), "slot {} was run twice: {runs:#?}", run.slot_ms);
+    }
+    for pair in runs.windows(2) {
+        let earlier_end = pair[0].ended_ms.expect("ended");
+        assert!(pair[1].started_ms >= earlier_end, "two runs overlapped: {:#?}", pair);
+    }
+    let holders: HashSet<&str> = runs.iter().map(|run| run.holder.as_str()).collect();
+    assert!(holders.iter().all(|holder| ["daemon-a", "daemon-b"].contains(holder)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_tick_while_the_previous_run_goes_on_is_skipped() {
+    let store = fresh_store("cron_overlap").await;
+    seed(&store, 40, 3).await;
+    let mut settings = settings("daemon-a", "0 0 3 * * *", 1);
+    settings.run_options.concurrency = 1;
+    let daemon = Daemon::new(store.clone(), settings, Arc::new(SystemClock));
+    let first_slot = now_ms() - 60_000;
+    let first = tokio::spawn({
+        let daemon = daemon.clone();
+        async move { daemon.run_slot(first_slot).await }
+    });
+    wait_for(Duration::from_secs(20), "the first run to start", || async {
+        let runs = store.recent_runs(5).await.expect("history");
+        runs.iter().any(|run| run.status == RunStatus::Running).then_some(())
+    })
+    .await;
+    let overlapping = daemon.run_slot(first_slot + 1_000).await.expect("slot");
+    assert_eq!(overlapping, SlotOutcome::Overlap);
+    let first = first.await.expect("task").expect("slot");
+    assert_eq!(ran(&first).status, RunStatus::Succeeded);
+    assert_eq!(ran(&first).products, 40);
+    let runs = store.recent_runs(5).await.expect("history");
+    assert_eq!(runs.len(), 1, "the skipped tick left no record: {runs:#?}");
+    let next = daemon.run_slot(first_slot + 1_000).await.expect("slot");
+    assert_eq!(ran(&next).status, RunStatus::Succeeded, "once the run ended, the next tick runs");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_failing_run_is_retried_per_the_policy_and_every_attempt_is_recorded() {
+    let store = fresh_store("cron_retry").await;
+    seed(&store, 2, 2).await;
+    let mut settings = settings("daemon-a", "0 0 3 * * *", 3);
+    // Options the ranker refuses make every attempt fail the same way.
+    settings.run_options.page_rows = 0;
+    let daemon = Daemon::new(store.clone(), settings, Arc::new(SystemClock));
+    let slot = now_ms() - 1_000;
+    let started = Instant::now();
+    let outcome = daemon.run_slot(slot).await.expect("slot");
+    assert_eq!(ran(&outcome).status, RunStatus::Failed);
+    assert_eq!(ran(&outcome).attempt, 3);
+    // Pauses of 200 ms before the second and the third attempt.
+    assert!(started.elapsed() >= Duration::from_millis(400), "{:?}", started.elapsed());
+    let runs = store.recent_runs(10).await.expect("history");
+    let attempts: Vec<u32> = runs.iter().map(|run| run.attempt).collect();
+    assert_eq!(attempts, [3, 2, 1]);
+    assert!(runs.iter().all(|run| run.status == RunStatus::Failed && run.slot_ms == slot && run.as_of_ms == slot));
+    assert!(runs[0].error.as_deref().is_some_and(|error| error.contains("page rows")), "{:?}", runs[0].error);
+    // Every attempt spent: the night counts as done and is not run again.
+    assert!(matches!(daemon.run_slot(slot).await.expect("slot"), SlotOutcome::AlreadyCompleted(_)));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_dead_holders_lease_lapses_and_the_next_tick_runs_and_closes_its_run() {
+    let store = fresh_store("cron_dead_holder").await;
+    seed(&store, 3, 2).await;
+    let dead_slot = now_ms() - 60_000;
+    let ttl = Duration::from_millis(1_500);
+    let taken = store.take_lease(&request("dead-holder", dead_slot, ttl), &SystemClock).await.expect("take");
+    assert!(matches!(taken, TakeOutcome::Taken { .. }));
+    let abandoned = RunRecord {
+        run_id: "dead-run".to_owned(),
+        holder: "dead-holder".to_owned(),
+        slot_ms: dead_slot,
+        attempt: 1,
+        as_of_ms: dead_slot,
+        started_ms: dead_slot + 5,
+        ended_ms: None,
+        status: RunStatus::Running,
+        products: 0,
+        comments_scored: 0,
+        slots_written: 0,
+        slots_deleted: 0,
+        failures: 0,
+        failure_samples: Vec::new(),
+        error: None,
+    };
+    store.record_run(&abandoned).await.expect("record");
+
+    let daemon = Daemon::new(store.clone(), settings("daemon-b", "0 0 3 * * *", 1), Arc::new(SystemClock));
+    let next_slot = dead_slot + 30_000;
+    let blocked = daemon.run_slot(next_slot).await.expect("slot");
+    assert!(matches!(&blocked, SlotOutcome::LeaseHeld(state) if state.holder.as_deref() == Some("dead-holder")));
+
+    let outcome = wait_for(Duration::from_secs(10), "the dead holder's lease to lapse", || async {
+        match daemon.run_slot(next_slot).await.expect("slot") {
+            SlotOutcome::LeaseHeld(_) => None,
+            other => Some(other),
+        }
+    })
+    .await;
+    assert_eq!(ran(&outcome).status, RunStatus::Succeeded);
+    let closed = store.get_run(abandoned.started_ms, "dead-run").await.expect("get").expect("record");
+    assert_eq!(closed.status, RunStatus::Interrupted);
+    assert!(closed.error.as_deref().is_some_and(|error| error.contains("stopped renewing")), "{closed:?}");
+    let lease = store.lease("nightly").await.expect("read").expect("row");
+    assert_eq!((lease.holder, lease.completed_slot_ms), (None, Some(next_slot)));
+}

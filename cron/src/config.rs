@@ -1,0 +1,220 @@
+//! `ranker-cron`'s command line: every setting is a flag with an environment
+//! variable, so a systemd unit or a container sets them the same way.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+use std::time::Duration;
+
+use common::config::HbaseArgs;
+
+use crate::daemon::{default_holder, DaemonSettings, StartMode};
+use crate::retry::RetryPolicy;
+use crate::schedule::{Schedule, ScheduleError, DEFAULT_EXPRESSION, DEFAULT_ZONE};
+
+/// Why the daemon's settings were refused at start.
+#[derive(Debug, thiserror::Error)]
+pub enum ConfigError {
+    /// The schedule's expression or zone is invalid.
+    #[error(transparent)]
+    Schedule(#[from] ScheduleError),
+    /// The ranker's configuration file is unreadable or invalid.
+    #[error(transparent)]
+    Ranker(#[from] ranker::RankerError),
+    /// Some other setting is out of range.
+    #[error("{0}")]
+    Invalid(String),
+}
+
+/// Runs the ranker every night (or on any cron schedule), at most one run at
+/// a time across every daemon sharing the HBase lease.
+///
+/// Exit status with --once: 0 succeeded (or the slot was already done),
+/// 1 failed, 2 interrupted, 3 skipped because another daemon holds the lease.
+#[derive(Debug, Clone, clap::Parser)]
+#[command(name = "ranker-cron", version)]
+pub struct CronArgs {
+    /// When to run: a cron expression "second minute hour day-of-month month
+    /// day-of-week" (a five-field expression runs at second 0).
+    #[arg(long, env = "RANKER_CRON_SCHEDULE", default_value = DEFAULT_EXPRESSION)]
+    pub schedule: String,
+
+    /// The IANA time zone the schedule is read in.
+    #[arg(long, env = "RANKER_CRON_TIME_ZONE", default_value = DEFAULT_ZONE)]
+    pub time_zone: String,
+
+    /// Run once immediately, then keep the schedule.
+    #[arg(long, conflicts_with = "once")]
+    pub run_now: bool,
+
+    /// Run once immediately and exit with the run's status.
+    #[arg(long)]
+    pub once: bool,
+
+    /// The lease's name: daemons sharing it never run at the same time.
+    #[arg(long, env = "RANKER_CRON_LEASE", default_value = "nightly")]
+    pub lease_name: String,
+
+    /// Seconds the lease lasts without renewal (renewed every third of it). A
+    /// crashed daemon's lease lapses after this long.
+    #[arg(long, env = "RANKER_CRON_LEASE_TTL_SECS", default_value_t = 600)]
+    pub lease_ttl_secs: u64,
+
+    /// This daemon's name in the lease and the run history (default: host:pid:random).
+    #[arg(long, env = "RANKER_CRON_HOLDER")]
+    pub holder: Option<String>,
+
+    /// Attempts per scheduled run, the first included (1 = never retry).
+    #[arg(long, env = "RANKER_CRON_RETRY_ATTEMPTS", default_value_t = 3)]
+    pub retry_attempts: u32,
+
+    /// Seconds before the first retry; doubles for each further retry.
+    #[arg(long, env = "RANKER_CRON_RETRY_BACKOFF_SECS", default_value_t = 300)]
+    pub retry_backoff_secs: u64,
+
+    /// The longest pause between two attempts, in seconds.
+    #[arg(long, env = "RANKER_CRON_RETRY_MAX_BACKOFF_SECS", default_value_t = 1_800)]
+    pub retry_max_backoff_secs: u64,
+
+    /// Where Prometheus scrapes /metrics.
+    #[arg(long, env = "RANKER_CRON_METRICS_ADDR", default_value = "127.0.0.1:9464")]
+    pub metrics_addr: SocketAddr,
+
+    /// Serve no metrics.
+    #[arg(long, env = "RANKER_CRON_NO_METRICS")]
+    pub no_metrics: bool,
+
+    /// The ranker's TOML configuration (scoring and pacing); defaults when absent.
+    #[arg(long, env = "RANKER_CONFIG")]
+    pub config: Option<PathBuf>,
+
+    /// Products ranked at once (overrides the configuration file).
+    #[arg(long, env = "RANKER_CONCURRENCY")]
+    pub concurrency: Option<usize>,
+
+    /// Where HBase is.
+    #[command(flatten)]
+    pub hbase: HbaseArgs,
+}
+
+impl CronArgs {
+    /// How to start.
+    pub fn start_mode(&self) -> StartMode {
+        if self.once {
+            StartMode::Once
+        } else if self.run_now {
+            StartMode::RunNowThenSchedule
+        } else {
+            StartMode::Schedule
+        }
+    }
+
+    /// Validates every setting and builds the daemon's settings.
+    pub fn daemon_settings(&self) -> Result<DaemonSettings, ConfigError> {
+        let schedule = Schedule::parse(&self.schedule, &self.time_zone)?;
+        if self.lease_ttl_secs < 3 {
+            return Err(ConfigError::Invalid(format!(
+                "--lease-ttl-secs must be at least 3 (it is renewed every third of it), got {}",
+                self.lease_ttl_secs
+            )));
+        }
+        if self.retry_attempts == 0 {
+            return Err(ConfigError::Invalid("--retry-attempts must be at least 1".to_owned()));
+        }
+        let lease_name = self.lease_name.trim();
+        if lease_name.is_empty() {
+            return Err(ConfigError::Invalid("--lease-name must not be empty".to_owned()));
+        }
+        let ranker_config = match &self.config {
+            Some(path) => ranker::RankerConfig::load(path)?,
+            None => ranker::RankerConfig::default(),
+        };
+        // The as-of time is set by each run; the scope of a daemon is every product.
+        let mut run_options = ranker::RunOptions::with_config(ranker::Scope::All, 0, &ranker_config);
+        if let Some(concurrency) = self.concurrency {
+            if concurrency == 0 {
+                return Err(ConfigError::Invalid("--concurrency must be at least 1".to_owned()));
+            }
+            run_options.concurrency = concurrency;
+        }
+        let holder = match &self.holder {
+            Some(holder) if !holder.trim().is_empty() => holder.trim().to_owned(),
+            _ => default_holder(),
+        };
+        Ok(DaemonSettings {
+            schedule,
+            lease_name: lease_name.to_owned(),
+            lease_ttl: Duration::from_secs(self.lease_ttl_secs),
+            holder,
+            retry: RetryPolicy {
+                attempts: self.retry_attempts,
+                backoff: Duration::from_secs(self.retry_backoff_secs),
+                max_backoff: Duration::from_secs(self.retry_max_backoff_secs.max(self.retry_backoff_secs)),
+            },
+            run_options,
+        })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use clap::Parser;
+
+    use super::*;
+
+    fn parse(extra: &[&str]) -> CronArgs {
+        let mut args = vec!["ranker-cron"];
+        args.extend_from_slice(extra);
+        CronArgs::try_parse_from(args).expect("arguments parse")
+    }
+
+    #[test]
+    fn defaults_run_nightly_at_three_in_seoul_with_a_ten_minute_lease() {
+        let args = parse(&[]);
+        assert_eq!(args.start_mode(), StartMode::Schedule);
+        let settings = args.daemon_settings().expect("defaults are valid");
+        assert_eq!(settings.schedule.expression(), "0 0 3 * * *");
+        assert_eq!(settings.schedule.zone(), chrono_tz::Asia::Seoul);
+        assert_eq!(settings.lease_ttl, Duration::from_secs(600));
+        assert_eq!(settings.lease_name, "nightly");
+        assert_eq!(settings.retry, RetryPolicy::default());
+        assert!(!settings.run_options.dry_run);
+        assert_eq!(args.metrics_addr, "127.0.0.1:9464".parse().expect("address"));
+    }
+
+    #[test]
+    fn flags_override_the_defaults() {
+        let args = parse(&[
+            "--schedule",
+            "*/5 * * * * *",
+            "--time-zone",
+            "UTC",
+            "--run-now",
+            "--concurrency",
+            "3",
+            "--holder",
+            "daemon-a",
+            "--retry-attempts",
+            "1",
+        ]);
+        assert_eq!(args.start_mode(), StartMode::RunNowThenSchedule);
+        let settings = args.daemon_settings().expect("valid");
+        assert_eq!(settings.run_options.concurrency, 3);
+        assert_eq!(settings.holder, "daemon-a");
+        assert_eq!(settings.retry.attempts, 1);
+        assert_eq!(parse(&["--once"]).start_mode(), StartMode::Once);
+        assert!(CronArgs::try_parse_from(["ranker-cron", "--once", "--run-now"]).is_err());
+    }
+
+    #[test]
+    fn bad_settings_are_refused_at_start_with_a_clear_error() {
+        let error = parse(&["--schedule", "61 * * * * *"]).daemon_settings().expect_err("bad second");
+        assert!(error.to_string().contains("invalid cron expression"), "{error}");
+        let error = parse(&["--time-zone", "Mars/Olympus"]).daemon_settings().expect_err("bad zone");
+        assert!(error.to_string().contains("unknown time zone \"Mars/Olympus\""), "{error}");
+        assert!(parse(&["--lease-ttl-secs", "1"]).daemon_settings().is_err());
+        assert!(parse(&["--retry-attempts", "0"]).daemon_settings().is_err());
+        assert!(parse(&["--concurrency", "0"]).daemon_settings().is_err());
+        let error = parse(&["--config", "/nonexistent/ranker.toml"]).daemon_settings().expect_err("missing file");
+        assert!(error.to_string().contains("/nonexistent/ranker.toml"), "{error}");
+    }
+}

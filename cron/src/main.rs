@@ -1,0 +1,63 @@
+//! `ranker-cron`: runs the ranker on a schedule (see `ranker-cron --help`).
+
+use std::process::ExitCode;
+use std::sync::Arc;
+
+use anyhow::Context;
+use clap::Parser;
+use common::store::lease::SystemClock;
+use cron::{CronArgs, Daemon};
+use tokio::signal::unix::{signal, SignalKind};
+
+#[tokio::main]
+async fn main() -> ExitCode {
+    common::config::init_tracing();
+    match run().await {
+        Ok(code) => code,
+        Err(error) => {
+            tracing::error!(error = format!("{error:#}"), "ranker-cron failed");
+            eprintln!("ranker-cron: {error:#}");
+            ExitCode::FAILURE
+        }
+    }
+}
+
+async fn run() -> anyhow::Result<ExitCode> {
+    let args = CronArgs::parse();
+    let settings = args.daemon_settings().context("invalid settings")?;
+    let store = args.hbase.store().context("invalid HBase settings")?;
+    if !args.no_metrics {
+        cron::metrics::install_exporter(args.metrics_addr)
+            .with_context(|| format!("cannot serve metrics on {}", args.metrics_addr))?;
+        tracing::info!(address = %args.metrics_addr, "serving Prometheus metrics on /metrics");
+    }
+    let daemon = Daemon::new(store, settings, Arc::new(SystemClock));
+    listen_for_shutdown(daemon.shutdown_token()).context("cannot listen for signals")?;
+    let outcome = daemon.serve(args.start_mode()).await.context("the daemon stopped")?;
+    Ok(outcome.map_or(ExitCode::SUCCESS, |outcome| ExitCode::from(outcome.exit_code())))
+}
+
+/// The first SIGTERM or SIGINT asks for a graceful stop (finish the products
+/// in flight, record the run, release the lease); a second one exits at once.
+fn listen_for_shutdown(shutdown: tokio_util::sync::CancellationToken) -> std::io::Result<()> {
+    let mut terminate = signal(SignalKind::terminate())?;
+    let mut interrupt = signal(SignalKind::interrupt())?;
+    tokio::spawn(async move {
+        let mut signals_seen = 0;
+        loop {
+            let name = tokio::select! {
+                _ = terminate.recv() => "SIGTERM",
+                _ = interrupt.recv() => "SIGINT",
+            };
+            signals_seen += 1;
+            if signals_seen == 1 {
+                tracing::info!(signal = name, "stopping: finishing the products in flight, then recording the run");
+                shutdown.cancel();
+            } else {
+                tracing::warn!(signal = name, "second signal: exiting now without waiting for the run");
+                std::process::exit(130);
+            }
+        }
+    });
+    Ok(())
+}

@@ -1,0 +1,73 @@
+//! What the daemon tells Prometheus, so an operator can alert when the nightly
+//! ranking stops succeeding:
+//!
+//! ```text
+//! # No successful run for 26 hours (max over both daemons; absent = never succeeded):
+//! time() - max(ranker_cron_last_success_timestamp_seconds) > 26 * 3600
+//!   or absent(ranker_cron_last_success_timestamp_seconds)
+//! ```
+//!
+//! The last-success gauge is read from the run history in HBase (at start,
+//! after every tick and every few minutes), so a standby daemon that never
+//! runs reports the same time as the one that did.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use common::store::runs::RunStatus;
+
+/// Unix time (s) of the latest run that succeeded, from the shared history.
+pub const LAST_SUCCESS: &str = "ranker_cron_last_success_timestamp_seconds";
+/// How long this daemon's latest run attempt took.
+pub const LAST_DURATION: &str = "ranker_cron_last_run_duration_seconds";
+/// Run attempts of this daemon by outcome (`succeeded`, `failed`, `interrupted`).
+pub const RUNS: &str = "ranker_cron_runs_total";
+/// Ticks by what came of them (`ran`, `overlap`, `lease_held`, `completed`, `error`).
+pub const TICKS: &str = "ranker_cron_ticks_total";
+/// Products ranked by this daemon's runs.
+pub const PRODUCTS_RANKED: &str = "ranker_cron_products_ranked_total";
+/// 1 while this daemon is running the ranker.
+pub const RUN_IN_PROGRESS: &str = "ranker_cron_run_in_progress";
+/// Leases this daemon lost mid-run (it stopped the run each time).
+pub const LEASES_LOST: &str = "ranker_cron_leases_lost_total";
+
+/// Serves `/metrics` on `address` and registers every metric's description.
+pub fn install_exporter(address: SocketAddr) -> Result<(), metrics_exporter_prometheus::BuildError> {
+    metrics_exporter_prometheus::PrometheusBuilder::new().with_http_listener(address).install()?;
+    metrics::describe_gauge!(LAST_SUCCESS, metrics::Unit::Seconds, "Unix time of the latest successful ranking run");
+    metrics::describe_gauge!(LAST_DURATION, metrics::Unit::Seconds, "Duration of this daemon's latest run attempt");
+    metrics::describe_counter!(RUNS, "Run attempts of this daemon, by outcome");
+    metrics::describe_counter!(TICKS, "Schedule ticks, by what came of them");
+    metrics::describe_counter!(PRODUCTS_RANKED, "Products ranked by this daemon's runs");
+    metrics::describe_gauge!(RUN_IN_PROGRESS, "1 while this daemon runs the ranker");
+    metrics::describe_counter!(LEASES_LOST, "Leases lost mid-run");
+    Ok(())
+}
+
+/// Counts a finished run attempt.
+pub(crate) fn attempt_finished(status: RunStatus, duration: Duration, products: u64) {
+    metrics::counter!(RUNS, "outcome" => status.as_str()).increment(1);
+    metrics::gauge!(LAST_DURATION).set(duration.as_secs_f64());
+    metrics::counter!(PRODUCTS_RANKED).increment(products);
+}
+
+/// Counts a tick by what came of it.
+pub(crate) fn tick(result: &'static str) {
+    metrics::counter!(TICKS, "result" => result).increment(1);
+}
+
+/// Sets the last-success gauge from a run's end time.
+pub(crate) fn last_success(ended_ms: i64) {
+    // Milliseconds to fractional seconds: exact enough for an alert threshold in hours.
+    metrics::gauge!(LAST_SUCCESS).set(ended_ms as f64 / 1_000.0);
+}
+
+/// Marks whether a run is going.
+pub(crate) fn run_in_progress(running: bool) {
+    metrics::gauge!(RUN_IN_PROGRESS).set(if running { 1.0 } else { 0.0 });
+}
+
+/// Counts a lease lost mid-run.
+pub(crate) fn lease_lost() {
+    metrics::counter!(LEASES_LOST).increment(1);
+}
