@@ -1,1 +1,668 @@
-//! Integration tests: api (to be written).
+//! The query service end to end: started on port 0 against the real HBase and
+//! called over HTTP, as a frontend would. Pagination (including the seed's
+//! 18- and 23-byte index keys and comments arriving mid-walk), every 400, the
+//! 404/405 shape, ranked reads and their cache, 503 with HBase unreachable,
+//! recovery after a private gateway restarts, and graceful shutdown.
+
+use std::collections::HashSet;
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use common::hbase::{Hbase, Retry, RowMutation, COLUMN_VALUE};
+use common::keys::{self, CommentKey};
+use common::model::{Comment, Extra, Order};
+use common::store::{NewComment, Store};
+use common::Id;
+use integration_tests::{fresh_store, test_id, PrivateGateway};
+use query_api::{AppState, Args, Settings};
+use reqwest::StatusCode;
+use serde_json::{json, Value};
+use tokio::sync::oneshot;
+use tokio::task::JoinHandle;
+
+/// The bound the issue sets for a 503 with HBase down (2 s), plus room for the
+/// HTTP round trip itself on a loaded two-core CI machine.
+const UNAVAILABLE_WITHIN: Duration = Duration::from_millis(2_300);
+
+/// A running service on an ephemeral port.
+struct Service {
+    base: String,
+    client: reqwest::Client,
+    stop: Option<oneshot::Sender<()>>,
+    task: JoinHandle<std::io::Result<()>>,
+}
+
+/// An HTTP answer, body parsed as JSON.
+struct Answer {
+    status: StatusCode,
+    headers: reqwest::header::HeaderMap,
+    body: Value,
+}
+
+impl Answer {
+    fn assert_error(&self, status: StatusCode, code: &str) {
+        assert_eq!(self.status, status, "{}", self.body);
+        assert_eq!(self.body["error"]["code"], code, "{}", self.body);
+        assert!(self.body["error"]["message"].as_str().is_some_and(|message| !message.is_empty()), "{}", self.body);
+    }
+
+    fn comment_keys(&self) -> Vec<CommentKey> {
+        self.body["comments"]
+            .as_array()
+            .unwrap_or_else(|| panic!("no comments in {}", self.body))
+            .iter()
+            .map(|comment| {
+                let comment: Comment = serde_json::from_value(comment.clone()).expect("a comment");
+                comment.row_key()
+            })
+            .collect()
+    }
+}
+
+impl Service {
+    async fn start(store: Store, settings: Settings) -> Service {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind port 0");
+        let base = format!("http://{}", listener.local_addr().expect("address"));
+        let (stop, stopped) = oneshot::channel::<()>();
+        let state = AppState::new(store, settings);
+        let task = tokio::spawn(query_api::serve(listener, state, async move {
+            // A dropped sender (a test that ended early) also stops the service.
+            let _ = stopped.await;
+        }));
+        let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().expect("client");
+        Service { base, client, stop: Some(stop), task }
+    }
+
+    async fn get(&self, path: &str) -> Answer {
+        let response = self.client.get(format!("{}{path}", self.base)).send().await.expect("GET");
+        answer(response).await
+    }
+
+    async fn post(&self, path: &str, body: &Value) -> Answer {
+        let response = self.client.post(format!("{}{path}", self.base)).json(body).send().await.expect("POST");
+        answer(response).await
+    }
+
+    /// Signals shutdown and waits for `serve` to return, failing after `within`.
+    async fn shut_down(mut self, within: Duration) {
+        if let Some(stop) = self.stop.take() {
+            let _ = stop.send(());
+        }
+        let outcome = tokio::time::timeout(within, &mut self.task).await;
+        let served =
+            outcome.unwrap_or_else(|_| panic!("serve did not return within {within:?} of the shutdown signal"));
+        served.expect("serve task").expect("serve result");
+    }
+}
+
+async fn answer(response: reqwest::Response) -> Answer {
+    let status = response.status();
+    let headers = response.headers().clone();
+    let bytes = response.bytes().await.expect("body");
+    let body = serde_json::from_slice(&bytes)
+        .unwrap_or_else(|error| panic!("not JSON ({error}): {}", String::from_utf8_lossy(&bytes)));
+    Answer { status, headers, body }
+}
+
+/// The service's own HBase settings (its defaults, not the tests' patient
+/// ones) against `address`, reading the tables of `store`.
+fn service_store(address: &str, store: &Store, extra_flags: &[&str]) -> Store {
+    let mut flags = vec!["query-api", "--thrift-addr", address, "--table-prefix", &store.tables().prefix];
+    flags.extend_from_slice(extra_flags);
+    let args = Args::try_parse_from(flags).expect("flags");
+    Store::new(Hbase::new(args.hbase_config()), store.tables().clone())
+}
+
+/// An address on which nothing listens.
+fn closed_address() -> String {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    let address = listener.local_addr().expect("address");
+    drop(listener);
+    address.to_string()
+}
+
+fn new_comment(order: Id, product: Id, user: Id, content: String, timestamp_ms: i64) -> NewComment {
+    NewComment {
+        order_id: order,
+        product_id: product,
+        user_id: user,
+        content,
+        timestamp_ms,
+        rating: None,
+        helpful: None,
+        unhelpful: None,
+        photos: None,
+    }
+}
+
+async fn put_orders(store: &Store, orders: &[(Id, Id)]) {
+    let orders: Vec<Order> =
+        orders.iter().map(|(order, user)| Order { id: *order, user_id: *user, extra: Extra::new() }).collect();
+    store.put_records(&orders).await.expect("orders");
+}
+
+async fn put_rows(store: &Store, table: &str, rows: Vec<(Vec<u8>, Vec<u8>)>) {
+    let table = table.to_owned();
+    let mutations: Vec<RowMutation> = rows
+        .into_iter()
+        .map(|(key, value)| RowMutation::Put { key, cells: vec![(COLUMN_VALUE.to_vec(), value)] })
+        .collect();
+    store
+        .hbase()
+        .run(Retry::Idempotent, move |connection| connection.mutate_rows(&table, mutations.clone()))
+        .await
+        .expect("raw put");
+}
+
+/// The data set of the pagination tests: one product and one user with many
+/// comments (several per millisecond, some of equal length), rows in the seed's
+/// format, a dangling index row, and neighbouring products on both sides.
+struct Catalogue {
+    product: Id,
+    user: Id,
+    /// Every readable comment of `product`, in index order (newest first).
+    product_order: Vec<CommentKey>,
+    /// Every readable comment of `user`, in index order (newest first).
+    user_order: Vec<CommentKey>,
+    base_ms: i64,
+}
+
+async fn write_catalogue(store: &Store) -> Catalogue {
+    let base_ms = 1_700_000_000_000;
+    let product = test_id("P", 1);
+    let neighbours = [test_id("P", 0), test_id("P", 2)];
+    let users = [test_id("U", 1), test_id("U", 2), test_id("U", 3)];
+    let mut orders = Vec::new();
+    let mut comments = Vec::new();
+    for n in 0..40_u64 {
+        let order = test_id("O", n);
+        let user = users[usize::try_from(n % 3).expect("small")];
+        orders.push((order, user));
+        // Three comments per millisecond; contents of equal length at one
+        // millisecond make the tie suffix decide their order.
+        let timestamp = base_ms + i64::try_from(n / 3).expect("small") * 1_000;
+        let content = format!("review {:02} {}", n, "x".repeat(usize::try_from(n % 2).expect("small")));
+        comments.push(new_comment(order, product, user, content, timestamp));
+    }
+    for (index, neighbour) in neighbours.iter().enumerate() {
+        for n in 0..3_u64 {
+            let order = test_id("N", u64::try_from(index).expect("small") * 10 + n);
+            orders.push((order, users[0]));
+            comments.push(new_comment(order, *neighbour, users[0], format!("neighbour {n}"), base_ms + 999_000));
+        }
+    }
+    put_orders(store, &orders).await;
+    let posted = store.post_comments(comments).await.expect("post comments");
+
+    // Rows the seed's Java service wrote: JSON with its rowKey getter, and
+    // index keys without the tie (23 and 18 bytes).
+    let tables = store.tables().clone();
+    let (mut seed_comments, mut seed_product_rows, mut seed_user_rows) = (Vec::new(), Vec::new(), Vec::new());
+    let mut seed_keys = Vec::new();
+    for n in 0..6_u64 {
+        let order = test_id("S", n);
+        let user = users[0];
+        let key = CommentKey::new(&order, &product);
+        let timestamp = base_ms + 500 + i64::try_from(n).expect("small") * 7_000;
+        let content = format!("seed review {n}");
+        let edited_field = if n % 2 == 0 { "edited" } else { "isEdited" };
+        let json = json!({
+            "orderId": order.as_str(), "productId": product.as_str(), "userId": user.as_str(),
+            "content": content, "timestamp": timestamp, edited_field: false,
+            "rowKey": STANDARD.encode(key.as_bytes()),
+        });
+        seed_comments.push((key.as_bytes().to_vec(), serde_json::to_vec(&json).expect("json")));
+        let product_key = keys::product_comment_key(&product, timestamp, content.len(), &key);
+        seed_product_rows.push((product_key[..keys::PRODUCT_COMMENT_SEED_KEY_LEN].to_vec(), key.as_bytes().to_vec()));
+        let user_key = keys::user_comment_key(&user, timestamp, &key);
+        seed_user_rows.push((user_key[..keys::USER_COMMENT_SEED_KEY_LEN].to_vec(), key.as_bytes().to_vec()));
+        seed_keys.push((key, timestamp, content.len(), user));
+    }
+    // An index row whose comment was never written: readers skip it.
+    let dangling = CommentKey::new(&test_id("D", 1), &product);
+    seed_product_rows
+        .push((keys::product_comment_key(&product, base_ms + 3_500, 5, &dangling), dangling.as_bytes().to_vec()));
+    put_rows(store, &tables.comment, seed_comments).await;
+    put_rows(store, &tables.product_comment, seed_product_rows).await;
+    put_rows(store, &tables.user_comment, seed_user_rows).await;
+
+    // The expected orders are the index key orders, from the key builders.
+    let mut product_rows: Vec<(Vec<u8>, CommentKey)> = posted
+        .iter()
+        .filter(|comment| comment.product_id == product)
+        .map(|comment| {
+            let key = comment.row_key();
+            (keys::product_comment_key(&product, comment.timestamp, comment.content_utf8_len(), &key), key)
+        })
+        .collect();
+    let mut user_rows: Vec<(Vec<u8>, CommentKey)> = posted
+        .iter()
+        .filter(|comment| comment.user_id == users[0])
+        .map(|comment| (keys::user_comment_key(&users[0], comment.timestamp, &comment.row_key()), comment.row_key()))
+        .collect();
+    for (key, timestamp, length, user) in seed_keys {
+        let product_key = keys::product_comment_key(&product, timestamp, length, &key);
+        product_rows.push((product_key[..keys::PRODUCT_COMMENT_SEED_KEY_LEN].to_vec(), key));
+        let user_key = keys::user_comment_key(&user, timestamp, &key);
+        user_rows.push((user_key[..keys::USER_COMMENT_SEED_KEY_LEN].to_vec(), key));
+    }
+    product_rows.sort();
+    user_rows.sort();
+    Catalogue {
+        product,
+        user: users[0],
+        product_order: product_rows.into_iter().map(|(_, key)| key).collect(),
+        user_order: user_rows.into_iter().map(|(_, key)| key).collect(),
+        base_ms,
+    }
+}
+
+/// Walks a `/v1` list to its end with `limit`, returning every comment key in order.
+async fn walk_v1(service: &Service, path: &str, limit: usize) -> Vec<CommentKey> {
+    let mut seen = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..1_000 {
+        let uri = match &cursor {
+            Some(cursor) => format!("{path}?limit={limit}&cursor={cursor}"),
+            None => format!("{path}?limit={limit}"),
+        };
+        let page = service.get(&uri).await;
+        assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+        seen.extend(page.comment_keys());
+        match page.body["nextCursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => return seen,
+        }
+    }
+    panic!("{path} did not end within 1,000 pages");
+}
+
+/// Walks a seed list: the `latest` route, then the POST next-page route.
+async fn walk_seed(service: &Service, latest: &str, next: &str, limit: usize) -> Vec<CommentKey> {
+    let first = service.get(&format!("{latest}?limit={limit}")).await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.body);
+    let mut seen = first.comment_keys();
+    let mut start = first.body["nextIndexKey"].clone();
+    for _ in 0..1_000 {
+        let Some(key) = start.as_str() else {
+            return seen;
+        };
+        // The seed's Jackson writes standard, padded base64.
+        assert!(STANDARD.decode(key).is_ok(), "{key}");
+        let page = service.post(next, &json!({"startIndexKey": key, "limit": limit})).await;
+        assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+        seen.extend(page.comment_keys());
+        start = page.body["nextIndexKey"].clone();
+    }
+    panic!("{latest} did not end within 1,000 pages");
+}
+
+#[tokio::test]
+async fn walking_every_page_returns_every_comment_once_newest_first() {
+    let store = fresh_store("api_walk").await;
+    let catalogue = write_catalogue(&store).await;
+    let service = Service::start(store.clone(), Settings::default()).await;
+    let product_path = format!("/v1/products/{}/comments", catalogue.product);
+
+    // Walk the product by hand, posting newer comments after the first page:
+    // they sort before the cursor, so the walk neither repeats nor skips anything.
+    let first = service.get(&format!("{product_path}?limit=7")).await;
+    let mut seen = first.comment_keys();
+    let late_orders: Vec<(Id, Id)> = (0..3).map(|n| (test_id("L", n), catalogue.user)).collect();
+    put_orders(&store, &late_orders).await;
+    let late: Vec<NewComment> = late_orders
+        .iter()
+        .map(|(order, user)| {
+            new_comment(*order, catalogue.product, *user, "arrived mid-walk".into(), catalogue.base_ms + 5_000_000)
+        })
+        .collect();
+    store.post_comments(late).await.expect("late comments");
+    let mut cursor = first.body["nextCursor"].as_str().map(str::to_owned);
+    while let Some(next) = cursor {
+        let page = service.get(&format!("{product_path}?limit=7&cursor={next}")).await;
+        assert_eq!(page.status, StatusCode::OK, "{}", page.body);
+        seen.extend(page.comment_keys());
+        cursor = page.body["nextCursor"].as_str().map(str::to_owned);
+    }
+    assert_eq!(seen, catalogue.product_order, "every comment once, newest first, none of the late ones");
+
+    // A fresh walk sees the late comments first, then the same list.
+    let late_keys: HashSet<CommentKey> =
+        late_orders.iter().map(|(order, _)| CommentKey::new(order, &catalogue.product)).collect();
+    let again = walk_v1(&service, &product_path, 100).await;
+    assert_eq!(again[..3].iter().copied().collect::<HashSet<_>>(), late_keys);
+    assert_eq!(again[3..], catalogue.product_order[..]);
+    assert_eq!(again.iter().collect::<HashSet<_>>().len(), again.len(), "no comment twice");
+
+    // The user's timeline, and the seed's routes for both lists, with page sizes
+    // that do and do not divide the list.
+    let user_path = format!("/v1/users/{}/comments", catalogue.user);
+    let user_walk = walk_v1(&service, &user_path, 1).await;
+    assert_eq!(user_walk[3..], catalogue.user_order[..]);
+    let seed_product =
+        walk_seed(&service, &format!("/product/{}/comments/latest", catalogue.product), "/product/comments/get", 5)
+            .await;
+    assert_eq!(seed_product[3..], catalogue.product_order[..]);
+    let seed_user =
+        walk_seed(&service, &format!("/user/{}/comments/latest", catalogue.user), "/user/comments/get", 4).await;
+    assert_eq!(seed_user[3..], catalogue.user_order[..]);
+
+    // Seed routes show each comment as the seed's Jackson did, rowKey included exactly once.
+    let seed_page = service.get(&format!("/product/{}/comments/latest?limit=100", catalogue.product)).await;
+    for comment in seed_page.body["comments"].as_array().expect("comments") {
+        let key = CommentKey::new(
+            &Id::parse("orderId", comment["orderId"].as_str().expect("orderId")).expect("id"),
+            &catalogue.product,
+        );
+        assert_eq!(comment["rowKey"], STANDARD.encode(key.as_bytes()), "{comment}");
+        assert!(comment.get("edited").is_some(), "{comment}");
+    }
+    service.shut_down(Duration::from_secs(15)).await;
+}
+
+#[tokio::test]
+async fn seed_next_pages_never_read_past_their_product() {
+    let store = fresh_store("api_seed_prefix").await;
+    let catalogue = write_catalogue(&store).await;
+    let service = Service::start(store.clone(), Settings::default()).await;
+    // P1's rows are followed in the table by P2's: a start key near P1's end
+    // with a large limit must stop at P1's last comment.
+    let head = service.get(&format!("/product/{}/comments/latest?limit=44", catalogue.product)).await;
+    let start = head.body["nextIndexKey"].as_str().expect("rows left after the first page").to_owned();
+    let tail = service.post("/product/comments/get", &json!({"startIndexKey": start, "limit": 100})).await;
+    assert_eq!(tail.status, StatusCode::OK, "{}", tail.body);
+    let shown = head.comment_keys().len();
+    assert!(shown < catalogue.product_order.len());
+    assert_eq!(tail.comment_keys(), catalogue.product_order[shown..]);
+    assert!(tail.body["nextIndexKey"].is_null(), "{}", tail.body);
+
+    // The bare prefix (11 bytes) is a valid start: the product's newest comment.
+    let prefix = keys::product_comment_prefix(&catalogue.product);
+    let from_prefix =
+        service.post("/product/comments/get", &json!({"startIndexKey": STANDARD.encode(&prefix), "limit": 2})).await;
+    assert_eq!(from_prefix.comment_keys(), catalogue.product_order[..2]);
+    service.shut_down(Duration::from_secs(15)).await;
+}
+
+#[tokio::test]
+async fn every_bad_request_answers_400_with_a_code() {
+    let store = fresh_store("api_bad_requests").await;
+    let catalogue = write_catalogue(&store).await;
+    let service = Service::start(store.clone(), Settings::default()).await;
+    let product = catalogue.product;
+
+    for path in [
+        "/v1/products/P1/comments",
+        "/v1/products/P00000000001/comments",
+        "/v1/products/P0000%2F001/comments",
+        "/v1/users/U%FF00000001/comments",
+        "/v1/products/P 00000001/comments/ranked",
+        "/product/P000000-01/comments/latest",
+        "/user/u/comments/latest",
+        "/product/%00%00%00%00%00%00%00%00%00%00/comments/ranked",
+    ] {
+        service.get(path).await.assert_error(StatusCode::BAD_REQUEST, "invalid_id");
+    }
+    for limit in ["0", "101", "-5", "ten", "", "2.5"] {
+        service
+            .get(&format!("/v1/products/{product}/comments?limit={limit}"))
+            .await
+            .assert_error(StatusCode::BAD_REQUEST, "invalid_limit");
+        service
+            .get(&format!("/product/{product}/comments/ranked?limit={limit}"))
+            .await
+            .assert_error(StatusCode::BAD_REQUEST, "invalid_limit");
+    }
+
+    // A real cursor of another product, a user's cursor, garbage, and a forged key.
+    let neighbour_page = service.get(&format!("/v1/products/{}/comments?limit=1", test_id("P", 0))).await;
+    let neighbour_cursor = neighbour_page.body["nextCursor"].as_str().expect("a neighbour cursor").to_owned();
+    let user_page = service.get(&format!("/v1/users/{}/comments?limit=1", catalogue.user)).await;
+    let user_cursor = user_page.body["nextCursor"].as_str().expect("a user cursor").to_owned();
+    let forged = common::cursor::encode(b"P000000001r\x00\x01");
+    for cursor in [neighbour_cursor.as_str(), user_cursor.as_str(), "%%%", "!!", forged.as_str(), "AAAA"] {
+        service
+            .get(&format!("/v1/products/{product}/comments?cursor={cursor}"))
+            .await
+            .assert_error(StatusCode::BAD_REQUEST, "invalid_cursor");
+    }
+    let product_cursor = service.get(&format!("/v1/products/{product}/comments?limit=1")).await.body["nextCursor"]
+        .as_str()
+        .expect("cursor")
+        .to_owned();
+    service
+        .get(&format!("/v1/users/{}/comments?cursor={product_cursor}", catalogue.user))
+        .await
+        .assert_error(StatusCode::BAD_REQUEST, "invalid_cursor");
+
+    for (route, body, code) in [
+        ("/product/comments/get", json!({}), "invalid_body"),
+        ("/product/comments/get", json!({"startIndexKey": 42}), "invalid_body"),
+        ("/product/comments/get", json!({"startIndexKey": "not base64!"}), "invalid_cursor"),
+        ("/product/comments/get", json!({"startIndexKey": STANDARD.encode(b"P000000001")}), "invalid_cursor"),
+        ("/product/comments/get", json!({"startIndexKey": STANDARD.encode(b"P000000001r\x00\x01")}), "invalid_cursor"),
+        ("/product/comments/get", json!({"startIndexKey": STANDARD.encode([b'P'; 60])}), "invalid_cursor"),
+        ("/user/comments/get", json!({"startIndexKey": STANDARD.encode(b"U0000-0001\x7f")}), "invalid_cursor"),
+        (
+            "/user/comments/get",
+            json!({"startIndexKey": STANDARD.encode(b"U000000001\x7f"), "limit": 101}),
+            "invalid_limit",
+        ),
+        ("/user/comments/get", json!([]), "invalid_body"),
+    ] {
+        service.post(route, &body).await.assert_error(StatusCode::BAD_REQUEST, code);
+    }
+    let not_json = service
+        .client
+        .post(format!("{}/product/comments/get", service.base))
+        .header("content-type", "application/json")
+        .body("{\"startIndexKey\":")
+        .send()
+        .await
+        .expect("POST");
+    answer(not_json).await.assert_error(StatusCode::BAD_REQUEST, "invalid_body");
+    service.shut_down(Duration::from_secs(15)).await;
+}
+
+#[tokio::test]
+async fn unknown_routes_and_methods_answer_404_and_405_in_json() {
+    let store = fresh_store("api_routes").await;
+    let service = Service::start(store, Settings::default()).await;
+    service.get("/").await.assert_error(StatusCode::NOT_FOUND, "not_found");
+    service.get("/v2/products/P000000001/comments").await.assert_error(StatusCode::NOT_FOUND, "not_found");
+    service.get("/product/comments/get").await.assert_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed");
+    service
+        .post("/v1/products/P000000001/comments", &json!({}))
+        .await
+        .assert_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed");
+    let response = service.client.put(format!("{}/readyz", service.base)).send().await.expect("PUT");
+    answer(response).await.assert_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed");
+    // Health, readiness, metrics, the document and the docs page answer.
+    assert_eq!(service.get("/healthz").await.body["status"], "ok");
+    assert_eq!(service.get("/readyz").await.body["status"], "ready");
+    assert!(service.get("/openapi.json").await.body["paths"]["/product/comments/get"]["post"].is_object());
+    let docs = service.client.get(format!("{}/docs/", service.base)).send().await.expect("docs");
+    assert_eq!(docs.status(), StatusCode::OK);
+    service.shut_down(Duration::from_secs(15)).await;
+}
+
+#[tokio::test]
+async fn ranked_reads_follow_the_slots_and_skip_gone_comments() {
+    let store = fresh_store("api_ranked").await;
+    let product = test_id("R", 1);
+    let user = test_id("U", 9);
+    let orders: Vec<(Id, Id)> = (0..4).map(|n| (test_id("RO", n), user)).collect();
+    put_orders(&store, &orders).await;
+    let posted = store
+        .post_comments(
+            orders
+                .iter()
+                .enumerate()
+                .map(|(n, (order, user))| {
+                    new_comment(*order, product, *user, format!("ranked review {n}"), 1_700_000_000_000 + n as i64)
+                })
+                .collect(),
+        )
+        .await
+        .expect("comments");
+    let slots = [
+        (posted[2].row_key(), 0.91),
+        (posted[0].row_key(), 0.75),
+        (posted[3].row_key(), 0.5),
+        (posted[1].row_key(), 0.25),
+    ];
+    store.replace_rank_slots(&product, &slots).await.expect("slots");
+    store.delete_comment(&posted[3].order_id, &product).await.expect("delete one");
+
+    let ttl = Duration::from_secs(3);
+    let service = Service::start(store.clone(), Settings { ranked_cache_ttl: ttl, ..Settings::default() }).await;
+    let ranked = service.get(&format!("/v1/products/{product}/comments/ranked")).await;
+    assert_eq!(ranked.status, StatusCode::OK, "{}", ranked.body);
+    assert_eq!(ranked.headers["cache-control"], "public, max-age=3");
+    let shown: Vec<(u64, f64, String)> = ranked.body["comments"]
+        .as_array()
+        .expect("comments")
+        .iter()
+        .map(|comment| {
+            (
+                comment["rank"].as_u64().expect("rank"),
+                comment["score"].as_f64().expect("score"),
+                comment["content"].as_str().expect("content").to_owned(),
+            )
+        })
+        .collect();
+    let expected = [
+        (1, 0.91, posted[2].content.clone()),
+        (2, 0.75, posted[0].content.clone()),
+        (4, 0.25, posted[1].content.clone()),
+    ];
+    assert_eq!(shown, expected, "rank order, slot 3's comment is gone");
+    let limited = service.get(&format!("/v1/products/{product}/comments/ranked?limit=2")).await;
+    assert_eq!(limited.comment_keys(), [posted[2].row_key(), posted[0].row_key()]);
+    let seed = service.get(&format!("/product/{product}/comments/ranked")).await;
+    assert_eq!(seed.comment_keys(), [posted[2].row_key(), posted[0].row_key(), posted[1].row_key()]);
+    assert!(seed.body["nextIndexKey"].is_null());
+    assert!(seed.body["comments"][0].get("rank").is_none(), "the seed's shape has no rank");
+
+    // A new ranking shows once the cache entry expires, not before.
+    store.replace_rank_slots(&product, &[(posted[1].row_key(), 0.99)]).await.expect("re-rank");
+    let cached = service.get(&format!("/v1/products/{product}/comments/ranked")).await;
+    assert_eq!(cached.comment_keys().len(), 3, "served from the cache within its TTL");
+    tokio::time::sleep(ttl + Duration::from_millis(200)).await;
+    let fresh = service.get(&format!("/v1/products/{product}/comments/ranked")).await;
+    assert_eq!(fresh.comment_keys(), [posted[1].row_key()]);
+
+    // A product nobody ranked has an empty ranking.
+    let empty = service.get(&format!("/v1/products/{}/comments/ranked", test_id("R", 2))).await;
+    assert_eq!(empty.body["comments"], json!([]));
+
+    let metrics = service.client.get(format!("{}/metrics", service.base)).send().await.expect("metrics");
+    let text = metrics.text().await.expect("text");
+    for series in ["ranked_cache_requests_total{result=\"hit\"}", "hbase_call_seconds", "reviews_skipped_rows_total"] {
+        assert!(text.contains(series), "{series} missing from /metrics");
+    }
+    service.shut_down(Duration::from_secs(15)).await;
+}
+
+#[tokio::test]
+async fn an_unreachable_gateway_answers_503_within_two_seconds() {
+    let store = fresh_store("api_unreachable").await;
+    let unreachable = service_store(&closed_address(), &store, &[]);
+    let service = Service::start(unreachable, Settings::default()).await;
+    let product = test_id("P", 1);
+    for path in [
+        format!("/v1/products/{product}/comments"),
+        format!("/v1/products/{product}/comments/ranked"),
+        format!("/product/{product}/comments/latest"),
+        "/readyz".to_owned(),
+    ] {
+        let started = Instant::now();
+        let answer = service.get(&path).await;
+        let elapsed = started.elapsed();
+        answer.assert_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+        assert!(elapsed < UNAVAILABLE_WITHIN, "{path} took {elapsed:?}");
+    }
+    let started = Instant::now();
+    let start_key = STANDARD.encode(keys::product_comment_prefix(&product));
+    service
+        .post("/product/comments/get", &json!({"startIndexKey": start_key}))
+        .await
+        .assert_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+    assert!(started.elapsed() < UNAVAILABLE_WITHIN);
+    assert_eq!(service.get("/healthz").await.status, StatusCode::OK, "the process itself stays healthy");
+    service.shut_down(Duration::from_secs(15)).await;
+}
+
+#[tokio::test]
+async fn the_service_recovers_by_itself_when_its_gateway_returns() {
+    let store = fresh_store("api_recovery").await;
+    let catalogue = write_catalogue(&store).await;
+    let gateway = Arc::new(tokio::task::spawn_blocking(PrivateGateway::start).await.expect("start a private gateway"));
+    let service = Service::start(service_store(&gateway.address(), &store, &[]), Settings::default()).await;
+    let path = format!("/v1/products/{}/comments?limit=100", catalogue.product);
+    assert_eq!(service.get(&path).await.comment_keys(), catalogue.product_order);
+
+    let stopping = Arc::clone(&gateway);
+    tokio::task::spawn_blocking(move || stopping.stop()).await.expect("stop the private gateway");
+    for _ in 0..3 {
+        let started = Instant::now();
+        let answer = service.get(&path).await;
+        answer.assert_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+        assert!(started.elapsed() < UNAVAILABLE_WITHIN, "503 took {:?}", started.elapsed());
+    }
+    service.get("/readyz").await.assert_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+
+    let resuming = Arc::clone(&gateway);
+    tokio::task::spawn_blocking(move || resuming.resume()).await.expect("restart the private gateway");
+    let resumed = Instant::now();
+    let recovered = loop {
+        let answer = service.get(&path).await;
+        if answer.status == StatusCode::OK {
+            break answer;
+        }
+        assert!(
+            resumed.elapsed() < Duration::from_secs(30),
+            "no recovery 30 s after the gateway returned: {}",
+            answer.body
+        );
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    };
+    assert_eq!(recovered.comment_keys(), catalogue.product_order);
+    assert_eq!(service.get("/readyz").await.status, StatusCode::OK);
+    service.shut_down(Duration::from_secs(15)).await;
+    tokio::task::spawn_blocking(move || drop(gateway)).await.expect("stop the private gateway for good");
+}
+
+#[tokio::test]
+async fn shutdown_drains_requests_in_flight_up_to_the_deadline() {
+    let store = fresh_store("api_shutdown").await;
+    // HBase is unreachable with a 3 s deadline, so each request takes about 3 s.
+    let slow_flags = ["--hbase-timeout-ms", "3000", "--request-timeout-ms", "5000"];
+    let path = format!("/v1/products/{}/comments", test_id("P", 1));
+
+    // A generous drain deadline: the request in flight gets its answer before serve returns.
+    let patient = Settings { drain_deadline: Duration::from_secs(10), ..Settings::default() };
+    let service = Service::start(service_store(&closed_address(), &store, &slow_flags), patient).await;
+    let in_flight = tokio::spawn({
+        let request = service.client.get(format!("{}{path}", service.base));
+        async move { request.send().await.map(|response| response.status()) }
+    });
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let base = service.base.clone();
+    service.shut_down(Duration::from_secs(8)).await;
+    assert_eq!(in_flight.await.expect("task").expect("answered"), StatusCode::SERVICE_UNAVAILABLE);
+    let refused = reqwest::Client::new().get(format!("{base}/healthz")).send().await;
+    assert!(refused.is_err(), "a stopped service must not accept connections");
+
+    // A short drain deadline: serve returns at the deadline, not when the request would finish.
+    let hasty = Settings { drain_deadline: Duration::from_millis(200), ..Settings::default() };
+    let service = Service::start(service_store(&closed_address(), &store, &slow_flags), hasty).await;
+    let in_flight = tokio::spawn(service.client.get(format!("{}{path}", service.base)).send());
+    tokio::time::sleep(Duration::from_millis(300)).await;
+    let started = Instant::now();
+    service.shut_down(Duration::from_secs(8)).await;
+    assert!(started.elapsed() < Duration::from_millis(1_500), "serve took {:?} to return", started.elapsed());
+    in_flight.abort();
+}

@@ -1,0 +1,459 @@
+//! `api-bench`: the load generator behind BENCHMARKS.md.
+//!
+//! In one run, at the same concurrency and against the same tables, it measures:
+//!
+//! - `raw`: a Rust client doing what one page read costs in HBase, through
+//!   `common` directly: one 21-row index scan plus one 20-row multi-get;
+//! - `http`: `GET /v1/products/{id}/comments?limit=20` on the service;
+//! - `ranked-uncached`: ranked reads on a service started with the cache off;
+//! - `ranked-cached`: ranked reads on a service whose cache was warmed first and
+//!   outlives the run.
+//!
+//! Products are drawn uniformly at random from the tables. It starts the two
+//! services itself (the `query-api` binary beside this one, on loopback ports)
+//! with the same HBase flags it was given, so both sides get the same pool size.
+//! Each scenario warms up, then runs for a fixed time; every request loop is
+//! bounded in time and count. It prints a table, and writes `summary.csv` and
+//! `latency.csv` (percentile curves) for `query-api/bench/plot.py`.
+
+use std::fs::File;
+use std::io::Write;
+use std::net::SocketAddr;
+use std::path::{Path, PathBuf};
+use std::process::{Child, Command, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use anyhow::{bail, Context};
+use clap::Parser;
+use common::config::HbaseArgs;
+use common::store::products::ProductIndex;
+use common::store::Store;
+use common::Id;
+use hdrhistogram::Histogram;
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+
+/// The page size of the measured reads, as the issue specifies.
+const PAGE_SIZE: usize = 20;
+/// A safety cap on the requests of one scenario, whatever its duration.
+const MAX_REQUESTS_PER_SCENARIO: u64 = 50_000_000;
+/// The slowest latency the histograms track, in microseconds (one minute).
+const MAX_TRACKED_MICROS: u64 = 60_000_000;
+
+/// Flags of the benchmark.
+#[derive(Debug, Parser)]
+#[command(name = "api-bench", about = "Load generator: the query service against a raw Rust client.")]
+struct BenchArgs {
+    /// Concurrent connections (and concurrent raw-client operations).
+    #[arg(long, default_value_t = 32)]
+    connections: usize,
+
+    /// Measured seconds per scenario.
+    #[arg(long, default_value_t = 30)]
+    duration_secs: u64,
+
+    /// Unmeasured warm-up seconds before each scenario.
+    #[arg(long, default_value_t = 5)]
+    warmup_secs: u64,
+
+    /// Most products to draw from (read from the `product-comment` table).
+    #[arg(long, default_value_t = 5_000)]
+    products: usize,
+
+    /// Scenarios to run, comma-separated: raw, http, ranked-uncached, ranked-cached.
+    #[arg(long, value_delimiter = ',', default_value = "raw,http,ranked-uncached,ranked-cached")]
+    scenarios: Vec<Scenario>,
+
+    /// The `query-api` binary to start; default: the one beside this binary.
+    #[arg(long)]
+    api_bin: Option<PathBuf>,
+
+    /// Where to write `summary.csv`, `latency.csv` and the services' logs.
+    #[arg(long, default_value = "bench-results")]
+    out_dir: PathBuf,
+
+    /// Seed of the random product choice.
+    #[arg(long, default_value_t = 42)]
+    seed: u64,
+
+    /// Which HBase and tables (passed on to the services too).
+    #[command(flatten)]
+    hbase: HbaseArgs,
+}
+
+/// One measured workload.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Scenario {
+    /// One 21-row index scan plus one 20-row multi-get, through `common`.
+    Raw,
+    /// The service's latest-comments page.
+    Http,
+    /// Ranked reads with the service's cache off.
+    RankedUncached,
+    /// Ranked reads with the service's cache warm.
+    RankedCached,
+}
+
+impl Scenario {
+    fn name(self) -> &'static str {
+        match self {
+            Scenario::Raw => "raw",
+            Scenario::Http => "http",
+            Scenario::RankedUncached => "ranked-uncached",
+            Scenario::RankedCached => "ranked-cached",
+        }
+    }
+}
+
+/// What one scenario measured.
+struct Outcome {
+    scenario: Scenario,
+    requests: u64,
+    errors: u64,
+    elapsed: Duration,
+    latency_micros: Histogram<u64>,
+}
+
+impl Outcome {
+    fn throughput(&self) -> f64 {
+        self.requests as f64 / self.elapsed.as_secs_f64()
+    }
+
+    fn millis_at(&self, quantile: f64) -> f64 {
+        self.latency_micros.value_at_quantile(quantile) as f64 / 1_000.0
+    }
+}
+
+/// A `query-api` child process, killed when dropped.
+struct ServiceProcess {
+    child: Child,
+    base: String,
+}
+
+impl Drop for ServiceProcess {
+    fn drop(&mut self) {
+        // Our own child, by its handle; a failure means it already exited.
+        let _ = self.child.kill();
+        let _ = self.child.wait();
+    }
+}
+
+/// The shared inputs of every worker.
+struct Workload {
+    store: Store,
+    client: reqwest::Client,
+    products: Vec<Id>,
+    ranked_products: Vec<Id>,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    common::config::init_tracing();
+    let args = BenchArgs::parse();
+    if args.connections == 0 || args.duration_secs == 0 {
+        bail!("--connections and --duration-secs must be positive");
+    }
+    std::fs::create_dir_all(&args.out_dir).with_context(|| format!("cannot create {}", args.out_dir.display()))?;
+    let store = args.hbase.store().context("invalid HBase flags")?;
+    store.hbase().check_ready().await.context("HBase does not answer")?;
+
+    let products = list_products(&store, ProductIndex::Comments, args.products).await?;
+    if products.is_empty() {
+        bail!("no product has comments in tables with prefix {:?}; load demo data first", args.hbase.table_prefix);
+    }
+    let ranked_products = list_products(&store, ProductIndex::RankSlots, args.products).await?;
+    println!(
+        "{} products with comments, {} with rank slots; {} connections, {} s warm-up + {} s per scenario",
+        products.len(),
+        ranked_products.len(),
+        args.connections,
+        args.warmup_secs,
+        args.duration_secs
+    );
+    let ranked_products = if ranked_products.is_empty() {
+        println!("no product is ranked yet (run the ranker first): ranked reads will return empty rankings");
+        products.clone()
+    } else {
+        ranked_products
+    };
+
+    let needs_cached =
+        args.scenarios.iter().any(|scenario| matches!(scenario, Scenario::Http | Scenario::RankedCached));
+    let needs_uncached = args.scenarios.contains(&Scenario::RankedUncached);
+    // The cached service keeps every entry for the whole run, so the cached
+    // scenario measures a warm cache rather than a TTL expiring mid-run.
+    let whole_run_ms = (args.warmup_secs + args.duration_secs + 60) * 1_000 * args.scenarios.len() as u64;
+    let cached = if needs_cached { Some(start_service(&args, "cached", whole_run_ms).await?) } else { None };
+    let uncached = if needs_uncached { Some(start_service(&args, "uncached", 0).await?) } else { None };
+
+    let client = reqwest::Client::builder()
+        .pool_max_idle_per_host(args.connections)
+        .timeout(Duration::from_secs(30))
+        .build()
+        .context("cannot build the HTTP client")?;
+    let workload = Arc::new(Workload { store, client, products, ranked_products });
+
+    let mut outcomes = Vec::new();
+    for scenario in &args.scenarios {
+        let base = match scenario {
+            Scenario::Raw => String::new(),
+            Scenario::Http | Scenario::RankedCached => cached.as_ref().map(|s| s.base.clone()).unwrap_or_default(),
+            Scenario::RankedUncached => uncached.as_ref().map(|s| s.base.clone()).unwrap_or_default(),
+        };
+        if *scenario == Scenario::RankedCached {
+            warm_ranked_cache(&workload, &base).await?;
+        }
+        let warmup = Duration::from_secs(args.warmup_secs);
+        if !warmup.is_zero() {
+            run_scenario(&workload, *scenario, &base, args.connections, warmup, args.seed.wrapping_add(1)).await?;
+        }
+        let outcome = run_scenario(
+            &workload,
+            *scenario,
+            &base,
+            args.connections,
+            Duration::from_secs(args.duration_secs),
+            args.seed,
+        )
+        .await?;
+        print_outcome(&outcome);
+        outcomes.push(outcome);
+    }
+    print_ratios(&outcomes);
+    write_summary(&args.out_dir.join("summary.csv"), &outcomes, args.connections)?;
+    write_latency_curves(&args.out_dir.join("latency.csv"), &outcomes)?;
+    println!("wrote {}/summary.csv and {}/latency.csv", args.out_dir.display(), args.out_dir.display());
+    drop(cached);
+    drop(uncached);
+    Ok(())
+}
+
+/// Up to `wanted` products that have rows in `index`, in key order.
+async fn list_products(store: &Store, index: ProductIndex, wanted: usize) -> anyhow::Result<Vec<Id>> {
+    let mut products: Vec<Id> = Vec::new();
+    let mut start = Vec::new();
+    while products.len() < wanted {
+        let listing = store.list_products(index, start, None, 1_000).await.context("cannot list products")?;
+        for listed in listing.products {
+            // A product's rows may straddle two listing pages.
+            if products.last() != Some(&listed.product) {
+                products.push(listed.product);
+            }
+        }
+        match listing.next {
+            Some(next) => start = next,
+            None => break,
+        }
+    }
+    products.truncate(wanted);
+    Ok(products)
+}
+
+/// Starts `query-api` on a free loopback port with the bench's HBase flags and
+/// the given ranked-cache TTL, and waits until it is ready.
+async fn start_service(args: &BenchArgs, name: &str, ranked_cache_ttl_ms: u64) -> anyhow::Result<ServiceProcess> {
+    let binary = match &args.api_bin {
+        Some(path) => path.clone(),
+        None => std::env::current_exe()
+            .context("cannot locate this binary")?
+            .with_file_name(format!("query-api{}", std::env::consts::EXE_SUFFIX)),
+    };
+    let port = std::net::TcpListener::bind("127.0.0.1:0")
+        .and_then(|listener| listener.local_addr())
+        .map(|address| address.port())
+        .context("no free port")?;
+    let listen = SocketAddr::from(([127, 0, 0, 1], port));
+    let log_path = args.out_dir.join(format!("service-{name}.log"));
+    let log = File::create(&log_path).with_context(|| format!("cannot create {}", log_path.display()))?;
+    let child = Command::new(&binary)
+        .args(["--listen", &listen.to_string()])
+        .args(["--thrift-addr", &args.hbase.thrift_addr])
+        .args(["--table-prefix", &args.hbase.table_prefix])
+        .args(["--pool-size", &args.hbase.pool_size.to_string()])
+        .args(["--ranked-cache-ttl-ms", &ranked_cache_ttl_ms.to_string()])
+        .args(["--ranked-cache-capacity", &(args.products.max(1) as u64).to_string()])
+        // The HBase deadline and retries stay the service's own defaults, as in production.
+        .env_remove("REVIEWS_HBASE_TIMEOUT_MS")
+        .env_remove("REVIEWS_HBASE_RETRIES")
+        .env("RUST_LOG", "warn")
+        .stdout(Stdio::null())
+        .stderr(log)
+        .spawn()
+        .with_context(|| {
+            format!("cannot start {} (build it with `cargo build --release -p query-api`)", binary.display())
+        })?;
+    let service = ServiceProcess { child, base: format!("http://{listen}") };
+    let client = reqwest::Client::new();
+    let ready_by = Instant::now() + Duration::from_secs(60);
+    loop {
+        let ready = client.get(format!("{}/readyz", service.base)).send().await;
+        if ready.is_ok_and(|response| response.status().is_success()) {
+            println!("service {name} ({}) ready, ranked cache TTL {ranked_cache_ttl_ms} ms", service.base);
+            return Ok(service);
+        }
+        if Instant::now() > ready_by {
+            bail!("service {name} not ready within 60 s; see {}", log_path.display());
+        }
+        tokio::time::sleep(Duration::from_millis(200)).await;
+    }
+}
+
+/// Reads every ranked product once, so the cached scenario starts warm.
+async fn warm_ranked_cache(workload: &Workload, base: &str) -> anyhow::Result<()> {
+    for product in &workload.ranked_products {
+        let url = format!("{base}/v1/products/{product}/comments/ranked");
+        let response = workload.client.get(&url).send().await.context("warming the ranked cache")?;
+        if !response.status().is_success() {
+            bail!("warming the ranked cache: {url} answered {}", response.status());
+        }
+    }
+    Ok(())
+}
+
+/// Runs `connections` workers for `duration` and merges what they measured.
+async fn run_scenario(
+    workload: &Arc<Workload>,
+    scenario: Scenario,
+    base: &str,
+    connections: usize,
+    duration: Duration,
+    seed: u64,
+) -> anyhow::Result<Outcome> {
+    let started = Instant::now();
+    let deadline = started + duration;
+    let per_worker_cap = MAX_REQUESTS_PER_SCENARIO / connections as u64;
+    let mut workers = Vec::with_capacity(connections);
+    for worker in 0..connections {
+        let workload = Arc::clone(workload);
+        let base = base.to_owned();
+        let mut rng = StdRng::seed_from_u64(seed.wrapping_mul(1_000_003).wrapping_add(worker as u64));
+        workers.push(tokio::spawn(async move {
+            let mut histogram = Histogram::<u64>::new_with_bounds(1, MAX_TRACKED_MICROS, 3)?;
+            let (mut requests, mut errors) = (0_u64, 0_u64);
+            while Instant::now() < deadline && requests + errors < per_worker_cap {
+                let pool = if matches!(scenario, Scenario::Raw | Scenario::Http) {
+                    &workload.products
+                } else {
+                    &workload.ranked_products
+                };
+                let product = pool[rng.random_range(0..pool.len())];
+                let began = Instant::now();
+                let succeeded = one_request(&workload, scenario, &base, &product).await;
+                let micros = u64::try_from(began.elapsed().as_micros()).unwrap_or(u64::MAX);
+                if succeeded {
+                    requests += 1;
+                    histogram.saturating_record(micros.max(1));
+                } else {
+                    errors += 1;
+                }
+            }
+            Ok::<_, anyhow::Error>((histogram, requests, errors))
+        }));
+    }
+    let mut latency_micros = Histogram::<u64>::new_with_bounds(1, MAX_TRACKED_MICROS, 3)?;
+    let (mut requests, mut errors) = (0, 0);
+    for worker in workers {
+        let (histogram, worker_requests, worker_errors) = worker.await.context("a worker failed")??;
+        latency_micros.add(&histogram).context("merging histograms")?;
+        requests += worker_requests;
+        errors += worker_errors;
+    }
+    Ok(Outcome { scenario, requests, errors, elapsed: started.elapsed(), latency_micros })
+}
+
+/// One operation of `scenario` on `product`; whether it succeeded.
+async fn one_request(workload: &Workload, scenario: Scenario, base: &str, product: &Id) -> bool {
+    match scenario {
+        Scenario::Raw => {
+            // Exactly the HBase work of one service page: the scan, then the
+            // multi-get (skipped for an empty page, as the service skips it).
+            let Ok(page) = workload.store.product_comment_page(product, None, PAGE_SIZE).await else {
+                return false;
+            };
+            page.entries.is_empty() || workload.store.comments_of(&page).await.is_ok()
+        }
+        Scenario::Http => http_ok(workload, &format!("{base}/v1/products/{product}/comments?limit={PAGE_SIZE}")).await,
+        Scenario::RankedUncached | Scenario::RankedCached => {
+            http_ok(workload, &format!("{base}/v1/products/{product}/comments/ranked")).await
+        }
+    }
+}
+
+/// GETs `url` and reads the whole body; whether it answered 200.
+async fn http_ok(workload: &Workload, url: &str) -> bool {
+    match workload.client.get(url).send().await {
+        Ok(response) => response.status().is_success() && response.bytes().await.is_ok(),
+        Err(_) => false,
+    }
+}
+
+fn print_outcome(outcome: &Outcome) {
+    println!(
+        "{:<16} {:>9} ok {:>6} err {:>10.0} req/s   p50 {:>7.2} ms   p99 {:>7.2} ms   p99.9 {:>7.2} ms   max {:>8.2} ms",
+        outcome.scenario.name(),
+        outcome.requests,
+        outcome.errors,
+        outcome.throughput(),
+        outcome.millis_at(0.50),
+        outcome.millis_at(0.99),
+        outcome.millis_at(0.999),
+        outcome.latency_micros.max() as f64 / 1_000.0,
+    );
+}
+
+fn throughput_of(outcomes: &[Outcome], scenario: Scenario) -> Option<f64> {
+    outcomes.iter().find(|outcome| outcome.scenario == scenario).map(Outcome::throughput)
+}
+
+fn print_ratios(outcomes: &[Outcome]) {
+    if let (Some(http), Some(raw)) = (throughput_of(outcomes, Scenario::Http), throughput_of(outcomes, Scenario::Raw)) {
+        println!("http / raw throughput: {:.2} (target >= 0.80)", http / raw);
+    }
+    if let (Some(cached), Some(uncached)) =
+        (throughput_of(outcomes, Scenario::RankedCached), throughput_of(outcomes, Scenario::RankedUncached))
+    {
+        println!("ranked cached / uncached throughput: {:.1}x (target >= 10x)", cached / uncached);
+    }
+}
+
+fn write_summary(path: &Path, outcomes: &[Outcome], connections: usize) -> anyhow::Result<()> {
+    let mut file = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    writeln!(file, "scenario,connections,seconds,requests,errors,throughput_rps,p50_ms,p90_ms,p99_ms,p999_ms,max_ms")?;
+    for outcome in outcomes {
+        writeln!(
+            file,
+            "{},{},{:.3},{},{},{:.1},{:.3},{:.3},{:.3},{:.3},{:.3}",
+            outcome.scenario.name(),
+            connections,
+            outcome.elapsed.as_secs_f64(),
+            outcome.requests,
+            outcome.errors,
+            outcome.throughput(),
+            outcome.millis_at(0.50),
+            outcome.millis_at(0.90),
+            outcome.millis_at(0.99),
+            outcome.millis_at(0.999),
+            outcome.latency_micros.max() as f64 / 1_000.0,
+        )?;
+    }
+    Ok(())
+}
+
+/// Each scenario's latency at percentiles from 0 to 99.999, for a percentile plot.
+fn write_latency_curves(path: &Path, outcomes: &[Outcome]) -> anyhow::Result<()> {
+    let mut file = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
+    writeln!(file, "scenario,percentile,latency_ms")?;
+    // Denser towards the tail, where the interesting differences are.
+    let mut percentiles: Vec<f64> = (0..90).map(f64::from).collect();
+    percentiles.extend((0..90).map(|step| 90.0 + f64::from(step) * 0.1));
+    percentiles.extend((0..90).map(|step| 99.0 + f64::from(step) * 0.01));
+    percentiles.extend((0..10).map(|step| 99.9 + f64::from(step) * 0.01));
+    percentiles.extend([99.95, 99.99, 99.999]);
+    for outcome in outcomes {
+        for percentile in &percentiles {
+            writeln!(file, "{},{percentile:.3},{:.3}", outcome.scenario.name(), outcome.millis_at(percentile / 100.0))?;
+        }
+    }
+    Ok(())
+}
