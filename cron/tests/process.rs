@@ -1,0 +1,263 @@
+//! The real `ranker-cron` process against the real HBase: killed with SIGKILL
+//! mid-run, stopped with SIGTERM mid-run, and refusing bad settings. These live
+//! in the cron crate because only here does Cargo build the binary for the
+//! tests (`CARGO_BIN_EXE_ranker-cron`).
+
+use std::io::{Read, Write};
+use std::path::PathBuf;
+use std::process::{Child, Command, ExitStatus, Stdio};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::keys::CommentKey;
+use common::model::Order;
+use common::store::lease::{Clock, SystemClock};
+use common::store::runs::{RunRecord, RunStatus};
+use common::store::{NewComment, Store};
+use cron::{Daemon, DaemonSettings, RetryPolicy, Schedule, StartMode};
+use integration_tests::{fresh_store, test_id, thrift_addr};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+
+const PRODUCTS: u64 = 150;
+const COMMENTS_PER_PRODUCT: u64 = 3;
+/// The score of the sentinel slot each product starts with, so a test can tell
+/// a product's old slots from the ones a run wrote.
+const OLD_SCORE: f64 = -1.0;
+
+/// A `ranker-cron` child process, SIGKILLed if the test ends without reaping it.
+struct DaemonProcess {
+    child: Child,
+    log: PathBuf,
+}
+
+impl Drop for DaemonProcess {
+    fn drop(&mut self) {
+        if matches!(self.child.try_wait(), Ok(None)) {
+            drop(self.child.kill());
+            drop(self.child.wait());
+        }
+        // Keep the daemon's log only when the test failed, for the post-mortem.
+        if !std::thread::panicking() {
+            drop(std::fs::remove_file(&self.log));
+        }
+    }
+}
+
+impl DaemonProcess {
+    fn start(store: &Store, holder: &str, extra: &[&str]) -> DaemonProcess {
+        let log = std::env::temp_dir().join(format!("ranker-cron-{}-{holder}.log", store.tables().prefix));
+        let log_file = std::fs::File::create(&log).expect("log file");
+        let child = Command::new(env!("CARGO_BIN_EXE_ranker-cron"))
+            .args(["--thrift-addr", &thrift_addr(), "--table-prefix", &store.tables().prefix, "--holder", holder])
+            .args(extra)
+            .env("RUST_LOG", "info")
+            .stdin(Stdio::null())
+            .stdout(Stdio::null())
+            .stderr(log_file)
+            .spawn()
+            .expect("start ranker-cron");
+        DaemonProcess { child, log }
+    }
+
+    fn signal(&self, signal: Signal) {
+        let pid = Pid::from_raw(i32::try_from(self.child.id()).expect("pid"));
+        kill(pid, signal).expect("signal the daemon");
+    }
+
+    fn wait(&mut self, limit: Duration) -> ExitStatus {
+        let deadline = Instant::now() + limit;
+        loop {
+            if let Some(status) = self.child.try_wait().expect("wait") {
+                return status;
+            }
+            assert!(Instant::now() < deadline, "ranker-cron did not exit within {limit:?}:\n{}", self.log_text());
+            std::thread::sleep(Duration::from_millis(50));
+        }
+    }
+
+    fn log_text(&self) -> String {
+        std::fs::read_to_string(&self.log).unwrap_or_default()
+    }
+}
+
+/// Writes the products, their comments, and one sentinel slot per product.
+async fn seed(store: &Store) {
+    let mut orders = Vec::new();
+    let mut comments = Vec::new();
+    for product in 0..PRODUCTS {
+        for index in 0..COMMENTS_PER_PRODUCT {
+            let number = product * 100 + index;
+            let order = Order { id: test_id("o", number), user_id: test_id("u", number), extra: Default::default() };
+            comments.push(NewComment {
+                order_id: order.id,
+                product_id: test_id("p", product),
+                user_id: order.user_id,
+                content: format!(
+                    "Review {index} of product {product}: it works{}",
+                    " very well".repeat(index as usize)
+                ),
+                timestamp_ms: 1_700_000_000_000 + i64::try_from(number).expect("small"),
+                rating: None,
+                helpful: Some(index),
+                unhelpful: None,
+                photos: None,
+            });
+            orders.push(order);
+        }
+    }
+    store.put_records(&orders).await.expect("orders");
+    store.post_comments(comments).await.expect("comments");
+    for product in 0..PRODUCTS {
+        store.replace_rank_slots(&test_id("p", product), &[(old_slot(product), OLD_SCORE)]).await.expect("old slots");
+    }
+}
+
+fn old_slot(product: u64) -> CommentKey {
+    CommentKey::new(&test_id("o", product * 100), &test_id("p", product))
+}
+
+async fn wait_for_run(store: &Store, holder: &str, status: RunStatus, limit: Duration) -> RunRecord {
+    let deadline = Instant::now() + limit;
+    loop {
+        let runs = store.recent_runs(20).await.expect("history");
+        if let Some(run) = runs.into_iter().find(|run| run.holder == holder && run.status == status) {
+            return run;
+        }
+        assert!(Instant::now() < deadline, "no {status} run by {holder} within {limit:?}");
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+}
+
+fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("address").port()
+}
+
+fn scrape(port: u16) -> String {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect to /metrics");
+    stream.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    stream.write_all(b"GET /metrics HTTP/1.0\r\nHost: localhost\r\n\r\n").expect("request");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("response");
+    response
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_holders_lease_lapses_and_the_next_tick_proceeds() {
+    let store = fresh_store("cron_sigkill").await;
+    seed(&store).await;
+    let metrics_port = free_port();
+    let port_flag = format!("127.0.0.1:{metrics_port}");
+    let mut process = DaemonProcess::start(
+        &store,
+        "killed-daemon",
+        &["--once", "--lease-ttl-secs", "3", "--concurrency", "1", "--metrics-addr", &port_flag],
+    );
+    let killed_run = wait_for_run(&store, "killed-daemon", RunStatus::Running, Duration::from_secs(30)).await;
+    let metrics = scrape(metrics_port);
+    assert!(metrics.contains("ranker_cron_run_in_progress 1"), "{metrics}");
+
+    process.signal(Signal::SIGKILL);
+    assert!(process.wait(Duration::from_secs(10)).code().is_none(), "killed by a signal");
+    let lease = store.lease("nightly").await.expect("read").expect("row");
+    assert_eq!(lease.holder.as_deref(), Some("killed-daemon"), "a killed holder cannot release its lease");
+    assert!(lease.expires_ms > SystemClock.now_ms() - 3_000);
+
+    // A second daemon ticking every second waits out the dead holder's lease, then runs.
+    let settings = DaemonSettings {
+        schedule: Schedule::parse("* * * * * *", "UTC").expect("schedule"),
+        lease_name: "nightly".to_owned(),
+        lease_ttl: Duration::from_secs(3),
+        holder: "survivor".to_owned(),
+        retry: RetryPolicy { attempts: 1, ..RetryPolicy::default() },
+        run_options: {
+            let mut options = ranker::RunOptions::new(ranker::Scope::All, 0);
+            options.concurrency = 4;
+            options
+        },
+    };
+    let survivor = Daemon::new(store.clone(), settings, Arc::new(SystemClock));
+    let serving = tokio::spawn({
+        let survivor = survivor.clone();
+        async move { survivor.serve(StartMode::Schedule).await }
+    });
+    let next_run = wait_for_run(&store, "survivor", RunStatus::Succeeded, Duration::from_secs(30)).await;
+    survivor.shutdown_token().cancel();
+    serving.await.expect("task").expect("serve");
+
+    assert!(next_run.started_ms >= lease.expires_ms, "the next run waited for the lease to lapse");
+    assert_eq!(next_run.products, PRODUCTS);
+    let closed = store.get_run(killed_run.started_ms, &killed_run.run_id).await.expect("get").expect("record");
+    assert_eq!(closed.status, RunStatus::Interrupted, "{closed:?}");
+    assert!(closed.error.as_deref().is_some_and(|error| error.contains("stopped renewing")), "{closed:?}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn sigterm_mid_run_finishes_products_in_flight_records_the_run_interrupted_and_releases_the_lease() {
+    let store = fresh_store("cron_sigterm").await;
+    seed(&store).await;
+    let mut process = DaemonProcess::start(
+        &store,
+        "stopped-daemon",
+        &["--once", "--lease-ttl-secs", "30", "--concurrency", "2", "--no-metrics"],
+    );
+    wait_for_run(&store, "stopped-daemon", RunStatus::Running, Duration::from_secs(30)).await;
+    // Products are ranked in key order: once the first has its new slots, the run is under way.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while store.rank_slots(&test_id("p", 0)).await.expect("slots").iter().any(|slot| slot.score == Some(OLD_SCORE)) {
+        assert!(Instant::now() < deadline, "the run never reached the first product");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    process.signal(Signal::SIGTERM);
+    let status = process.wait(Duration::from_secs(30));
+    assert_eq!(status.code(), Some(2), "--once exits 2 for an interrupted run:\n{}", process.log_text());
+
+    let runs = store.recent_runs(10).await.expect("history");
+    assert_eq!(runs.len(), 1, "{runs:#?}");
+    let run = &runs[0];
+    assert_eq!(run.status, RunStatus::Interrupted, "{run:?}");
+    assert!(run.error.as_deref().is_some_and(|error| error.contains("shutdown signal")), "{run:?}");
+    assert!(run.products > 0 && run.products < PRODUCTS, "stopped mid-run: {run:?}");
+    let lease = store.lease("nightly").await.expect("read").expect("row");
+    assert_eq!(lease.holder, None, "the lease was released");
+    assert_eq!(lease.completed_slot_ms, None, "an interrupted night is not marked done");
+
+    // Every product holds either its old slot or a complete new ranking: the
+    // new ones must equal what a full run at the same as-of time writes.
+    let mut after_stop = Vec::new();
+    for product in 0..PRODUCTS {
+        after_stop.push(store.rank_slots(&test_id("p", product)).await.expect("slots"));
+    }
+    let mut options = ranker::RunOptions::new(ranker::Scope::All, run.as_of_ms);
+    options.concurrency = 4;
+    let report = ranker::run(&store, &options, tokio_util::sync::CancellationToken::new()).await.expect("full run");
+    assert_eq!(report.products_ranked, PRODUCTS);
+    let mut new_products = 0;
+    for (product, slots) in (0..PRODUCTS).zip(&after_stop) {
+        let old = slots.len() == 1 && slots[0].comment == old_slot(product) && slots[0].score == Some(OLD_SCORE);
+        if old {
+            continue;
+        }
+        new_products += 1;
+        let expected = store.rank_slots(&test_id("p", product)).await.expect("slots");
+        assert_eq!(slots, &expected, "product {product} holds a mix of old and new slots");
+    }
+    assert_eq!(new_products, run.products, "the record counts exactly the products that got new slots");
+}
+
+#[test]
+fn bad_schedules_and_zones_are_refused_at_start_with_a_clear_error() {
+    for (flag, value, message) in [
+        ("--schedule", "61 * * * * *", "invalid cron expression \"61 * * * * *\""),
+        ("--time-zone", "Mars/Olympus", "unknown time zone \"Mars/Olympus\""),
+    ] {
+        let output = Command::new(env!("CARGO_BIN_EXE_ranker-cron"))
+            .args([flag, value, "--no-metrics"])
+            .output()
+            .expect("run ranker-cron");
+        assert_eq!(output.status.code(), Some(1));
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert!(stderr.contains(message), "{stderr}");
+    }
+}
