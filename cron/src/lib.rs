@@ -9,12 +9,11 @@
 //!   attempt recorded in the run history (`common::store::runs`), failed runs
 //!   retried per [`retry`], a shutdown finishing the products in flight.
 //! - [`keeper`] renews the lease during a run and stops the run if it is lost.
-//! - [`metrics`] is what Prometheus scrapes; [`history`] prints the run
-//!   history as a table; [`config`] is the command line.
+//! - [`metrics`] is what Prometheus scrapes; [`config`] is the command line.
+//!   (`common::store::runs::format_runs_table` prints the history for `ranker runs`.)
 
 pub mod config;
 pub mod daemon;
-pub mod history;
 pub mod keeper;
 pub mod metrics;
 pub mod retry;
@@ -22,6 +21,5 @@ pub mod schedule;
 
 pub use config::{ConfigError, CronArgs};
 pub use daemon::{default_holder, Daemon, DaemonError, DaemonSettings, SlotOutcome, StartMode};
-pub use history::format_runs_table;
 pub use retry::RetryPolicy;
 pub use schedule::{Schedule, ScheduleError};

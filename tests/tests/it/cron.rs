@@ -13,7 +13,7 @@ use common::hbase::{Retry, RowMutation, COLUMN_VALUE};
 use common::keys;
 use common::model::Order;
 use common::store::lease::{Clock, LeaseRequest, ReleaseOutcome, RenewOutcome, SystemClock, TakeOutcome};
-use common::store::runs::{RunRecord, RunStatus};
+use common::store::runs::{format_runs_table, RunRecord, RunStatus};
 use common::store::{NewComment, Store};
 use cron::{Daemon, DaemonSettings, RetryPolicy, Schedule, SlotOutcome, StartMode};
 use integration_tests::{fresh_store, test_id};
@@ -258,7 +258,7 @@ async fn run_history_lists_the_newest_run_first_and_skips_rows_that_do_not_decod
     assert_eq!(runs[0], newest, "an update rewrites the same record");
     assert_eq!(store.recent_runs(1).await.expect("history").len(), 1);
     assert_eq!(store.get_run(1_000, "run-1").await.expect("get").map(|run| run.status), Some(RunStatus::Failed));
-    let table = cron::format_runs_table(&runs);
+    let table = format_runs_table(&runs);
     assert_eq!(table.lines().count(), 4, "{table}");
 }
 
