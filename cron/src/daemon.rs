@@ -168,6 +168,12 @@ pub fn default_holder() -> String {
     format!("{host}:{}:{:08x}", std::process::id(), rand::random::<u32>())
 }
 
+/// How often a daemon standing by for another daemon's run of the same slot
+/// looks at the lease: often enough to take over soon after it comes free.
+fn standby_poll(lease_ttl: Duration) -> Duration {
+    (lease_ttl / 10).clamp(Duration::from_millis(500), Duration::from_secs(30))
+}
+
 /// Renders ms since the epoch for logs and ids.
 fn utc(ms: i64) -> DateTime<Utc> {
     DateTime::<Utc>::from_timestamp_millis(ms).unwrap_or_default()
@@ -208,7 +214,7 @@ impl Daemon {
         }
         self.refresh_last_success().await;
         let mut scheduler = JobScheduler::new().await?;
-        let mut job = self.add_job(&scheduler).await?;
+        let mut job = Some(self.add_job(&scheduler).await?);
         scheduler.start().await?;
         let schedule = &self.inner.settings.schedule;
         tracing::info!(
@@ -231,10 +237,9 @@ impl Daemon {
                 _ = housekeeping.tick() => {
                     rounds += 1;
                     let offset = schedule.utc_offset_seconds(Utc::now());
-                    if offset != job.offset_seconds {
-                        tracing::info!(old = job.offset_seconds, new = offset, "the zone's UTC offset changed; re-creating the job");
-                        scheduler.remove(&job.id).await?;
-                        job = self.add_job(&scheduler).await?;
+                    if job.as_ref().is_none_or(|job| job.offset_seconds != offset) {
+                        tracing::info!(new_offset = offset, "the zone's UTC offset changed; re-creating the job");
+                        self.replace_job(&scheduler, &mut job).await;
                     }
                     if rounds % REFRESH_SUCCESS_EVERY_ROUNDS == 0 {
                         self.refresh_last_success().await;
@@ -265,6 +270,23 @@ impl Daemon {
         })?;
         let id = scheduler.add(job).await?;
         Ok(ScheduledJob { id, offset_seconds })
+    }
+
+    /// Swaps `job` for one created with the zone's current offset. Failures
+    /// are logged and leave `job` empty or stale, so the next housekeeping
+    /// round tries again: exiting would abandon a run in progress.
+    async fn replace_job(&self, scheduler: &JobScheduler, job: &mut Option<ScheduledJob>) {
+        if let Some(old) = job.take() {
+            // If the old job cannot be removed it keeps firing an hour off; its
+            // ticks name slots already completed, so they run nothing.
+            if let Err(error) = scheduler.remove(&old.id).await {
+                tracing::warn!(%error, "removing the job with the old offset failed");
+            }
+        }
+        match self.add_job(scheduler).await {
+            Ok(new) => *job = Some(new),
+            Err(error) => tracing::error!(%error, "re-creating the job failed; retrying in a minute"),
+        }
     }
 
     /// A tick fired: run its slot in a tracked task, so a shutdown waits for it.
@@ -308,29 +330,53 @@ impl Daemon {
             slot_ms,
             ttl: settings.lease_ttl,
         };
-        let lease = match store.take_lease(&request, clock.as_ref()).await? {
-            TakeOutcome::Held(state) => {
-                tracing::info!(
-                    slot = %utc(slot_ms),
-                    holder = state.holder.as_deref().unwrap_or_default(),
-                    expires = %utc(state.expires_ms),
-                    "another daemon holds the lease; skipping this tick"
-                );
-                return Ok(SlotOutcome::LeaseHeld(state));
-            }
-            TakeOutcome::Completed(state) => {
-                tracing::info!(
-                    slot = %utc(slot_ms),
-                    completed_by = state.completed_by.as_deref().unwrap_or_default(),
-                    "this slot was already completed; skipping this tick"
-                );
-                return Ok(SlotOutcome::AlreadyCompleted(state));
-            }
-            TakeOutcome::Taken { lease, expired } => {
-                if let Some(expired) = expired {
-                    self.close_abandoned_runs(&expired).await;
+        let mut standing_by = false;
+        let lease = loop {
+            let Some(outcome) = self.take_lease_patiently(&request).await? else {
+                return Ok(SlotOutcome::Stopped);
+            };
+            match outcome {
+                TakeOutcome::Held(state) if state.slot_ms == Some(slot_ms) => {
+                    // Another daemon runs this very slot. Stand by: if its run
+                    // is interrupted or it dies, the lease comes free with the
+                    // slot not completed, and this daemon runs the night instead.
+                    if !standing_by {
+                        tracing::info!(
+                            slot = %utc(slot_ms),
+                            holder = state.holder.as_deref().unwrap_or_default(),
+                            "another daemon is running this slot; standing by until it completes"
+                        );
+                        standing_by = true;
+                    }
+                    tokio::select! {
+                        () = self.inner.shutdown.cancelled() => return Ok(SlotOutcome::LeaseHeld(state)),
+                        () = tokio::time::sleep(standby_poll(settings.lease_ttl)) => {}
+                    }
                 }
-                lease
+                TakeOutcome::Held(state) => {
+                    tracing::info!(
+                        slot = %utc(slot_ms),
+                        holder = state.holder.as_deref().unwrap_or_default(),
+                        holder_slot = ?state.slot_ms.map(utc),
+                        expires = %utc(state.expires_ms),
+                        "another daemon holds the lease for another slot; skipping this tick"
+                    );
+                    return Ok(SlotOutcome::LeaseHeld(state));
+                }
+                TakeOutcome::Completed(state) => {
+                    tracing::info!(
+                        slot = %utc(slot_ms),
+                        completed_by = state.completed_by.as_deref().unwrap_or_default(),
+                        "this slot was already completed; skipping this tick"
+                    );
+                    return Ok(SlotOutcome::AlreadyCompleted(state));
+                }
+                TakeOutcome::Taken { lease, expired } => {
+                    if let Some(expired) = expired {
+                        self.close_abandoned_runs(&expired).await;
+                    }
+                    break lease;
+                }
             }
         };
         tracing::info!(slot = %utc(slot_ms), lease = %settings.lease_name, "took the lease");
@@ -368,6 +414,31 @@ impl Daemon {
             Err(error) => tracing::error!(%error, "the lease keeper failed; the lease lapses at its expiry"),
         }
         Ok(last.map_or(SlotOutcome::Stopped, SlotOutcome::Ran))
+    }
+
+    /// Asks for the lease, retrying transient HBase failures per the retry
+    /// policy, so a short outage at the scheduled time does not cost the night.
+    /// `None` when a shutdown came first.
+    async fn take_lease_patiently(&self, request: &LeaseRequest) -> Result<Option<TakeOutcome>, DaemonError> {
+        let Inner { store, settings, clock, shutdown, .. } = self.inner.as_ref();
+        let mut attempt = 1;
+        loop {
+            match store.take_lease(request, clock.as_ref()).await {
+                Ok(outcome) => return Ok(Some(outcome)),
+                Err(error) if error.is_transient() => {
+                    attempt += 1;
+                    let Some(delay) = settings.retry.delay_before(attempt) else {
+                        return Err(error.into());
+                    };
+                    tracing::warn!(%error, ?delay, "cannot reach HBase to take the lease; retrying");
+                    tokio::select! {
+                        () = shutdown.cancelled() => return Ok(None),
+                        () = tokio::time::sleep(delay) => {}
+                    }
+                }
+                Err(error) => return Err(error.into()),
+            }
+        }
     }
 
     /// Runs attempts until one succeeds or is interrupted, the policy allows no

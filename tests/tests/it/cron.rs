@@ -451,3 +451,52 @@ async fn a_dead_holders_lease_lapses_and_the_next_tick_runs_and_closes_its_run()
     let lease = store.lease("nightly").await.expect("read").expect("row");
     assert_eq!((lease.holder, lease.completed_slot_ms), (None, Some(next_slot)));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_standby_daemon_runs_the_slot_when_the_holders_run_ends_without_completing_it() {
+    let store = fresh_store("cron_standby").await;
+    seed(&store, 3, 2).await;
+    let standby = Daemon::new(store.clone(), settings("daemon-b", "0 0 3 * * *", 1), Arc::new(SystemClock));
+    let ttl = Duration::from_secs(60);
+
+    // The holder completes the slot: the standby stops waiting and runs nothing.
+    let completed_slot = now_ms() - 120_000;
+    let TakeOutcome::Taken { lease, .. } =
+        store.take_lease(&request("daemon-a", completed_slot, ttl), &SystemClock).await.expect("take")
+    else {
+        panic!("a free lease must be taken");
+    };
+    let waiting = tokio::spawn({
+        let standby = standby.clone();
+        async move { standby.run_slot(completed_slot).await }
+    });
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert!(!waiting.is_finished(), "the standby waits while the holder runs the same slot");
+    store.release_lease(lease, true, &SystemClock).await.expect("release");
+    let outcome = tokio::time::timeout(Duration::from_secs(10), waiting).await.expect("in time").expect("task");
+    assert!(matches!(outcome.expect("slot"), SlotOutcome::AlreadyCompleted(_)));
+
+    // The holder's run ends without completing the slot (it was stopped): the standby runs it.
+    let interrupted_slot = now_ms() - 60_000;
+    let TakeOutcome::Taken { lease, .. } =
+        store.take_lease(&request("daemon-a", interrupted_slot, ttl), &SystemClock).await.expect("take")
+    else {
+        panic!("a free lease must be taken");
+    };
+    let waiting = tokio::spawn({
+        let standby = standby.clone();
+        async move { standby.run_slot(interrupted_slot).await }
+    });
+    tokio::time::sleep(Duration::from_millis(1_500)).await;
+    assert!(!waiting.is_finished());
+    store.release_lease(lease, false, &SystemClock).await.expect("release");
+    let outcome = tokio::time::timeout(Duration::from_secs(20), waiting).await.expect("in time").expect("task");
+    let outcome = outcome.expect("slot");
+    let record = ran(&outcome);
+    assert_eq!(
+        (record.status, record.slot_ms, record.holder.as_str()),
+        (RunStatus::Succeeded, interrupted_slot, "daemon-b")
+    );
+    let lease = store.lease("nightly").await.expect("read").expect("row");
+    assert_eq!((lease.completed_slot_ms, lease.completed_by.as_deref()), (Some(interrupted_slot), Some("daemon-b")));
+}
