@@ -98,14 +98,16 @@ async fn log_periodically(progress: Arc<RunProgress>, verb: &'static str, done: 
     }
 }
 
-/// The final summary of a run (or read pass), as lines of text.
-pub fn summary(report: &RunReport, verb: &str) -> String {
+/// The final summary of a run (or, with `read_only`, of a read pass), as lines of text.
+pub fn summary(report: &RunReport, read_only: bool) -> String {
     let mut text = String::new();
     let seconds = report.duration_ms as f64 / 1000.0;
-    let state = match (report.interrupted, report.dry_run) {
-        (true, _) => " (interrupted: products in flight were finished, the rest not started)",
-        (false, true) => " (dry run: nothing written)",
-        (false, false) => "",
+    let verb = if read_only { "read" } else { "ranked" };
+    let state = match (report.interrupted, read_only, report.dry_run) {
+        (true, _, _) => " (interrupted: products in flight were finished, the rest not started)",
+        (false, true, _) => " (read-only pass: nothing scored or written)",
+        (false, false, true) => " (dry run: nothing written)",
+        (false, false, false) => "",
     };
     let _ = writeln!(text, "{} products {verb} in {seconds:.1} s{state}", report.products_ranked);
     let _ = writeln!(

@@ -16,11 +16,12 @@ pub mod config;
 pub mod console;
 mod discovery;
 mod explain;
-pub mod product;
+mod product;
 mod run;
 pub mod score;
 pub mod select;
 pub mod shard;
+mod writer;
 
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;

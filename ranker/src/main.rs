@@ -35,13 +35,16 @@ enum Command {
     /// retries), 130 when stopped by SIGINT/SIGTERM (products in flight are
     /// finished first).
     Run(RunArgs),
-    /// Show how one product's ranking comes about: every term of each pick's
-    /// score, and the comments left out (too short, duplicate, same user).
-    /// Writes nothing.
+    /// Show how one product's ranking comes about (writes nothing).
+    ///
+    /// Prints every term of each pick's score, and the notable comments left
+    /// out: too short, duplicate content, or a second comment by a picked user.
     Explain(ExplainArgs),
-    /// Read exactly what `run` reads (index rows and comments, same
-    /// concurrency) without scoring or writing, and report comments/s: the
-    /// baseline that `run`'s throughput is compared with.
+    /// Read what `run` reads, without scoring or writing (benchmark baseline).
+    ///
+    /// Lists the same products and reads the same index rows and comments,
+    /// through the same pool at the same concurrency, and reports comments/s.
+    /// `run`'s comments/s divided by this is the ranking overhead ratio.
     BenchRead(BenchReadArgs),
 }
 
@@ -94,9 +97,6 @@ struct PassArgs {
 
 #[derive(Debug, Args)]
 struct RunArgs {
-    #[command(flatten)]
-    pass: PassArgs,
-
     /// The as-of time of the recency term: RFC 3339 (2024-05-01T03:00:00+09:00)
     /// or epoch milliseconds [default: now].
     #[arg(long, value_name = "TIME", value_parser = parse_as_of)]
@@ -105,6 +105,9 @@ struct RunArgs {
     /// Compute and report, but write nothing.
     #[arg(long)]
     dry_run: bool,
+
+    #[command(flatten)]
+    pass: PassArgs,
 }
 
 #[derive(Debug, Args)]
@@ -222,7 +225,7 @@ async fn run_pass(pass: &PassArgs, mut options: RunOptions, read_only: bool) -> 
     if pass.json {
         println!("{}", serde_json::to_string_pretty(&report).context("encoding the report")?);
     } else {
-        print!("{}", console::summary(&report, verb));
+        print!("{}", console::summary(&report, read_only));
     }
     Ok(if report.interrupted {
         ExitCode::from(EXIT_INTERRUPTED)

@@ -1,32 +1,43 @@
 //! Ranking one product: stream its `product-comment` prefix in bounded pages,
-//! fetch each page's comments with one multi-get, score on rayon while the
-//! next page is being read, keep the best in a bounded pool, then replace the
-//! product's rank slots in one `mutateRows`.
+//! fetch each page's comments with one multi-get, score on rayon, keep the
+//! best in a bounded pool, then replace the product's rank slots in one
+//! `mutateRows`. The three stages overlap: the index is read a few pages
+//! ahead, and the next page's comments are fetched while rayon scores the
+//! current page, so one product with a million comments is not one long
+//! chain of round trips.
 //!
-//! At most two pages of one product are in memory at once (the one being
-//! scored and the one being read), and the pool is bounded, so memory does not
-//! depend on how many comments the product has.
+//! At most two pages of comments of one product are in memory at once (the
+//! one being scored and the one being fetched), plus a few pages of 20-byte
+//! keys, and the pool is bounded, so memory does not depend on how many
+//! comments the product has.
 
 use std::sync::Arc;
 
 use common::keys::{CommentKey, MAX_RANK};
 use common::model::Comment;
+use common::store::products::CountedIndexPage;
 use common::store::Store;
 use common::Id;
+use tokio::sync::mpsc;
 
 use crate::config::ScoringConfig;
 use crate::select::{Selection, TopComments, MAX_PICKS};
+use crate::writer::SlotWriter;
 use crate::{RankerError, RunProgress};
 
+/// Index pages read ahead of the comment fetches, per product. Keys are 20
+/// bytes each, so this costs little memory and hides the index scans.
+const INDEX_READ_AHEAD: usize = 2;
+
 /// What ranking one product needs besides the store.
-#[derive(Debug, Clone)]
-pub struct ProductJob {
+#[derive(Clone)]
+pub(crate) struct ProductJob {
     /// How comments are scored.
     pub scoring: Arc<ScoringConfig>,
     /// The as-of time of the recency term.
     pub as_of_ms: i64,
-    /// Compute, but write nothing.
-    pub dry_run: bool,
+    /// Where slots are written; `None` in a dry run.
+    pub writer: Option<SlotWriter>,
     /// Index rows read per round trip.
     pub page_rows: usize,
     /// Where to count scored comments as they go.
@@ -35,7 +46,7 @@ pub struct ProductJob {
 
 /// What ranking one product did.
 #[derive(Debug, Clone, Default, PartialEq)]
-pub struct ProductOutcome {
+pub(crate) struct ProductOutcome {
     /// The picks, rank 1 first, with their scores.
     pub ranked: Vec<(CommentKey, f64)>,
     /// Comments read and scored.
@@ -50,7 +61,7 @@ pub struct ProductOutcome {
 
 /// Totals of one product's pages.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
-pub struct StreamTotals {
+pub(crate) struct StreamTotals {
     /// Comments read (and handed to the page work).
     pub comments: u64,
     /// Index rows skipped, comments gone, comments that do not decode.
@@ -61,21 +72,65 @@ pub struct StreamTotals {
 struct CommentPage {
     comments: Vec<Comment>,
     skipped_rows: u64,
-    next: Option<Vec<u8>>,
 }
 
-/// Reads one page of `product`'s index and the comments it names. Rows that
-/// cannot be used (bad index rows, comments gone or undecodable, comments of
-/// another product) are left out and counted.
-async fn read_page(store: &Store, product: &Id, start: Option<Vec<u8>>, rows: usize) -> common::Result<CommentPage> {
-    let index = store.product_comment_page_counted(product, start, rows).await?;
-    let keys: Vec<CommentKey> = index.entries.iter().map(|entry| entry.comment).collect();
-    let fetched = if keys.is_empty() { Vec::new() } else { store.get_comments(&keys).await? };
-    let named = fetched.len() as u64;
-    let comments: Vec<Comment> =
-        fetched.into_iter().flatten().filter(|comment| comment.product_id == *product).collect();
-    let skipped_rows = index.skipped + named - comments.len() as u64;
-    Ok(CommentPage { comments, skipped_rows, next: index.next })
+/// Index pages of one product, read ahead on their own task.
+struct IndexReader {
+    pages: mpsc::Receiver<common::Result<CountedIndexPage>>,
+    /// Stops the read-ahead when the product's ranking ends early (an error).
+    _task: AbortOnDrop,
+}
+
+/// Aborts a task when dropped.
+struct AbortOnDrop(tokio::task::JoinHandle<()>);
+
+impl Drop for AbortOnDrop {
+    fn drop(&mut self) {
+        self.0.abort();
+    }
+}
+
+impl IndexReader {
+    /// Starts reading `product`'s index, `rows` rows a page, at most
+    /// [`INDEX_READ_AHEAD`] pages ahead of the consumer.
+    fn start(store: &Store, product: &Id, rows: usize) -> IndexReader {
+        let (sender, pages) = mpsc::channel(INDEX_READ_AHEAD);
+        let store = store.clone();
+        let product = *product;
+        let task = tokio::spawn(async move {
+            let mut start = None;
+            loop {
+                let page = store.product_comment_page_counted(&product, start, rows).await;
+                let next = page.as_ref().ok().and_then(|page| page.next.clone());
+                let failed = page.is_err();
+                if sender.send(page).await.is_err() || failed {
+                    return;
+                }
+                match next {
+                    Some(next) => start = Some(next),
+                    None => return,
+                }
+            }
+        });
+        IndexReader { pages, _task: AbortOnDrop(task) }
+    }
+
+    /// Fetches the comments of the next index page; `None` after the last page.
+    /// Rows that cannot be used (bad index rows, comments gone or undecodable,
+    /// comments of another product) are left out and counted.
+    async fn next_page(&mut self, store: &Store, product: &Id) -> common::Result<Option<CommentPage>> {
+        let Some(index) = self.pages.recv().await else {
+            return Ok(None);
+        };
+        let index = index?;
+        let keys: Vec<CommentKey> = index.entries.iter().map(|entry| entry.comment).collect();
+        let fetched = if keys.is_empty() { Vec::new() } else { store.get_comments(&keys).await? };
+        let named = fetched.len() as u64;
+        let comments: Vec<Comment> =
+            fetched.into_iter().flatten().filter(|comment| comment.product_id == *product).collect();
+        let skipped_rows = index.skipped + named - comments.len() as u64;
+        Ok(Some(CommentPage { comments, skipped_rows }))
+    }
 }
 
 /// Runs `work` on the rayon pool and waits for it without blocking a tokio
@@ -102,8 +157,9 @@ pub(crate) async fn on_rayon<T: Send + 'static>(work: impl FnOnce() -> T + Send 
     }
 }
 
-/// Streams every comment of `product` through `work` (run on rayon, one page
-/// at a time), reading the next page while the current one is processed.
+/// Streams every comment of `product` through `work`, one page at a time, as
+/// a three-stage pipeline: the index is read ahead on its own task, the next
+/// page's comments are fetched while the current page is processed on rayon.
 pub(crate) async fn stream_comments<S, W>(
     store: &Store,
     product: &Id,
@@ -118,42 +174,30 @@ where
 {
     let mut totals = StreamTotals::default();
     let mut state = state;
-    let mut page = read_page(store, product, None, page_rows).await?;
-    loop {
+    let mut index = IndexReader::start(store, product, page_rows);
+    let mut current = index.next_page(store, product).await?;
+    while let Some(page) = current {
         let count = page.comments.len() as u64;
         totals.comments += count;
         totals.skipped_rows += page.skipped_rows;
-        let next = page.next.take();
-        let comments = std::mem::take(&mut page.comments);
         let page_work = work.clone();
+        let comments = page.comments;
         let processed = on_rayon(move || {
             page_work(&mut state, comments);
             state
         });
-        match next {
-            None => {
-                state = processed.await?;
-                add_comments(progress, count);
-                return Ok((state, totals));
-            }
-            Some(start) => {
-                let (processed, fetched) = tokio::join!(processed, read_page(store, product, Some(start), page_rows));
-                state = processed?;
-                add_comments(progress, count);
-                page = fetched?;
-            }
+        let (processed, next) = tokio::join!(processed, index.next_page(store, product));
+        state = processed?;
+        if let Some(progress) = progress {
+            progress.add_comments(count);
         }
+        current = next?;
     }
-}
-
-fn add_comments(progress: Option<&RunProgress>, count: u64) {
-    if let Some(progress) = progress {
-        progress.add_comments(count);
-    }
+    Ok((state, totals))
 }
 
 /// Scores every comment of `product` and returns the selection (no writes).
-pub async fn select_for_product(
+pub(crate) async fn select_for_product(
     store: &Store,
     product: &Id,
     job: &ProductJob,
@@ -172,7 +216,7 @@ pub async fn select_for_product(
 /// Ranks `product` and, unless it is a dry run, replaces its slots.
 /// `existing_slots` has bit `r - 1` set for each slot `r` it has now; it
 /// decides how many slots count as deleted.
-pub async fn rank_product(
+pub(crate) async fn rank_product(
     store: &Store,
     product: &Id,
     existing_slots: u16,
@@ -180,10 +224,10 @@ pub async fn rank_product(
 ) -> Result<ProductOutcome, RankerError> {
     let (selection, totals) = select_for_product(store, product, job).await?;
     let ranked: Vec<(CommentKey, f64)> = selection.picks.iter().map(|pick| (pick.comment, pick.score)).collect();
-    if !job.dry_run {
-        // One mutateRows: slots 1..=k put, k+1..=10 deleted. A run stopped or
-        // killed around it leaves the product with its old slots or its new ones.
-        store.replace_rank_slots(product, &ranked).await?;
+    if let Some(writer) = &job.writer {
+        // One mutateRows carries all ten slots (1..=k put, k+1..=10 deleted), so
+        // a run stopped around it leaves the product with its old slots or its new ones.
+        writer.write(*product, ranked.clone()).await?;
     }
     let kept_slots = (1u16 << ranked.len().min(usize::from(MAX_RANK))) - 1;
     Ok(ProductOutcome {
@@ -196,7 +240,7 @@ pub async fn rank_product(
 }
 
 /// The slots `product` has now, as a mask (bit `r - 1` for slot `r`).
-pub async fn existing_slot_mask(store: &Store, product: &Id) -> common::Result<u16> {
+pub(crate) async fn existing_slot_mask(store: &Store, product: &Id) -> common::Result<u16> {
     let slots = store.rank_slots(product).await?;
     Ok(slots.iter().fold(0, |mask, slot| mask | 1 << (slot.rank - 1)))
 }

@@ -13,6 +13,7 @@ use tokio_util::sync::CancellationToken;
 use crate::discovery::{Discovery, ListingRetry};
 use crate::product::{existing_slot_mask, rank_product, stream_comments, ProductJob, ProductOutcome};
 use crate::shard::KeyRange;
+use crate::writer::SlotWriter;
 use crate::{ProductFailure, RankerError, RunOptions, RunReport, Scope};
 
 /// What each product goes through.
@@ -68,7 +69,7 @@ async fn drive(
     let job = Arc::new(ProductJob {
         scoring: Arc::new(options.scoring.clone()),
         as_of_ms: options.as_of_ms,
-        dry_run: report.dry_run,
+        writer: (!report.dry_run).then(|| SlotWriter::start(store.clone())),
         page_rows: options.page_rows,
         progress: options.progress.clone(),
     });

@@ -1,0 +1,76 @@
+//! Writing rank slots with group commit: products that finish at about the
+//! same time share one `mutateRows` call.
+//!
+//! Each product still waits for its own write to succeed before it counts as
+//! ranked, and each product's slots are written by one call, so retries and
+//! interruption behave as if every product wrote alone. When HBase is quick,
+//! calls carry one product; when it is busy, products queue up during a call
+//! and the next call takes them all, which spares HBase a round trip and a WAL
+//! sync per product exactly when it has the least time for them.
+
+use common::keys::CommentKey;
+use common::store::Store;
+use common::Id;
+use tokio::sync::{mpsc, oneshot};
+
+/// The most products one call writes (ten rows each).
+const MAX_PRODUCTS_PER_CALL: usize = 64;
+
+struct WriteRequest {
+    product: Id,
+    ranked: Vec<(CommentKey, f64)>,
+    done: oneshot::Sender<common::Result<()>>,
+}
+
+/// A handle on the writer task; cheap to clone. The task ends when every
+/// handle is dropped and the queue is written.
+#[derive(Clone)]
+pub(crate) struct SlotWriter {
+    requests: mpsc::Sender<WriteRequest>,
+}
+
+impl SlotWriter {
+    /// Starts the writer task for `store`.
+    pub(crate) fn start(store: Store) -> SlotWriter {
+        let (requests, queue) = mpsc::channel(MAX_PRODUCTS_PER_CALL * 4);
+        tokio::spawn(write_queued(store, queue));
+        SlotWriter { requests }
+    }
+
+    /// Replaces `product`'s slots with `ranked`, waiting until HBase took the write.
+    pub(crate) async fn write(&self, product: Id, ranked: Vec<(CommentKey, f64)>) -> common::Result<()> {
+        let (done, outcome) = oneshot::channel();
+        let gone = || common::Error::Unavailable("the slot writer stopped".to_owned());
+        self.requests.send(WriteRequest { product, ranked, done }).await.map_err(|_| gone())?;
+        outcome.await.map_err(|_| gone())?
+    }
+}
+
+async fn write_queued(store: Store, mut queue: mpsc::Receiver<WriteRequest>) {
+    while let Some(first) = queue.recv().await {
+        let mut batch = vec![first];
+        while batch.len() < MAX_PRODUCTS_PER_CALL {
+            match queue.try_recv() {
+                Ok(request) => batch.push(request),
+                Err(_) => break,
+            }
+        }
+        let (products, waiters): (Vec<_>, Vec<_>) =
+            batch.into_iter().map(|request| ((request.product, request.ranked), request.done)).unzip();
+        let outcome = store.replace_rank_slots_of(&products).await;
+        for waiter in waiters {
+            // A waiter that went away (its run was dropped) needs no answer.
+            let _ = waiter.send(outcome.as_ref().map(|_| ()).map_err(copy_error));
+        }
+    }
+}
+
+/// The same failure for each product of a failed call: `common::Error` is not
+/// `Clone`, but what the retry logic needs (transient or not, and the message) is kept.
+fn copy_error(error: &common::Error) -> common::Error {
+    match error {
+        common::Error::Unavailable(message) => common::Error::Unavailable(message.clone()),
+        common::Error::Hbase(message) => common::Error::Hbase(message.clone()),
+        other => common::Error::Hbase(other.to_string()),
+    }
+}
