@@ -1,0 +1,49 @@
+//! The daemon's waiting, run in tokio's paused (virtual) time against the real
+//! HBase: production-sized pauses (minutes of retry backoff, a ten-minute
+//! lease renewed every third of it) pass in moments. Tokio does not advance
+//! paused time while an HBase call runs on the blocking pool, so every HBase
+//! round trip still completes for real.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use common::store::lease::SystemClock;
+use common::store::runs::RunStatus;
+use cron::{Daemon, DaemonSettings, RetryPolicy, Schedule, SlotOutcome};
+use integration_tests::fresh_store;
+
+#[tokio::test(start_paused = true)]
+async fn failed_runs_are_retried_after_the_policys_backoff_while_the_lease_is_kept() {
+    let store = fresh_store("cron_virtual_retry").await;
+    let mut run_options = ranker::RunOptions::new(ranker::Scope::All, 0);
+    // Options the ranker refuses: every attempt fails at once, without I/O.
+    run_options.page_rows = 0;
+    let settings = DaemonSettings {
+        schedule: Schedule::parse("0 0 3 * * *", "Asia/Seoul").expect("schedule"),
+        lease_name: "nightly".to_owned(),
+        lease_ttl: Duration::from_secs(600),
+        holder: "daemon-a".to_owned(),
+        retry: RetryPolicy { attempts: 3, backoff: Duration::from_secs(300), max_backoff: Duration::from_secs(1_800) },
+        run_options,
+    };
+    let daemon = Daemon::new(store.clone(), settings, Arc::new(SystemClock));
+    let wall = Instant::now();
+    let virtual_start = tokio::time::Instant::now();
+    let slot_ms = 1_795_000_000_000;
+
+    let outcome = daemon.run_slot(slot_ms).await.expect("slot");
+
+    let SlotOutcome::Ran(last) = outcome else { panic!("expected a run, got {outcome:?}") };
+    assert_eq!((last.status, last.attempt), (RunStatus::Failed, 3));
+    // 300 s before the second attempt, 600 s before the third.
+    let waited = virtual_start.elapsed();
+    assert!(waited >= Duration::from_secs(900) && waited < Duration::from_secs(960), "{waited:?}");
+    assert!(wall.elapsed() < Duration::from_secs(60), "virtual time did not pass for real: {:?}", wall.elapsed());
+    let attempts: Vec<u32> = store.recent_runs(10).await.expect("history").iter().map(|run| run.attempt).collect();
+    assert_eq!(attempts, [3, 2, 1]);
+    // The lease, renewed through the 15 minutes of backoff, was still ours to
+    // release, and the night counts as done.
+    let lease = store.lease("nightly").await.expect("read").expect("row");
+    assert_eq!((lease.holder, lease.completed_slot_ms), (None, Some(slot_ms)));
+    assert_eq!(lease.completed_by.as_deref(), Some("daemon-a"));
+}
