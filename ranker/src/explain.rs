@@ -60,7 +60,7 @@ pub struct CommentSummary {
     pub photos: u32,
     /// Every term of its score.
     pub terms: ScoreTerms,
-    /// The start of its trimmed content.
+    /// The start of its content, on one line.
     pub content_preview: String,
 }
 
@@ -232,9 +232,11 @@ async fn fetch(store: &Store, keys: &[CommentKey]) -> Result<HashMap<CommentKey,
 }
 
 fn summarize(scoring: &ScoringConfig, comment: &Comment, as_of_ms: i64) -> CommentSummary {
-    let trimmed = comment.content.trim();
-    let mut content_preview: String = trimmed.chars().take(PREVIEW_CHARS).collect();
-    if trimmed.chars().nth(PREVIEW_CHARS).is_some() {
+    // One line per comment: runs of white space (line breaks included) shown as one space.
+    let mut words =
+        comment.content.split_whitespace().flat_map(|word| std::iter::once(' ').chain(word.chars())).skip(1);
+    let mut content_preview: String = words.by_ref().take(PREVIEW_CHARS).collect();
+    if words.next().is_some() {
         content_preview.push('…');
     }
     CommentSummary {
