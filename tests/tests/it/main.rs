@@ -4,6 +4,7 @@
 
 mod api;
 mod cron;
+mod demo;
 mod foundation;
 mod ranker;
 mod reliability;
