@@ -6,6 +6,7 @@
 //! names, whatever the page size. Ranked reads are one scan of the rank slots
 //! and one multi-get, served from the cache when it holds them.
 
+use axum::body::Bytes;
 use axum::extract::State;
 use axum::http::{header, HeaderValue, Method, Uri};
 use axum::response::{IntoResponse, Response};
@@ -120,6 +121,20 @@ fn ranked_cache_control(state: &AppState) -> HeaderValue {
     }
 }
 
+/// A ranked read's answer: prepared JSON, cacheable by clients for as long as
+/// this service caches it.
+fn ranked_response(state: &AppState, body: Bytes) -> Response {
+    let headers = [
+        (header::CONTENT_TYPE, HeaderValue::from_static("application/json")),
+        (header::CACHE_CONTROL, ranked_cache_control(state)),
+    ];
+    (headers, body).into_response()
+}
+
+fn render_error(error: serde_json::Error) -> ApiError {
+    ApiError::new(ErrorCode::Internal, format!("cannot render a ranking: {error}"))
+}
+
 /// A product's best comments, rank 1 first, with their rank and score.
 #[utoipa::path(
     get,
@@ -141,9 +156,8 @@ pub async fn v1_ranked_comments(
     LimitQuery(limit): LimitQuery,
 ) -> Result<Response, ApiError> {
     let ranking = state.ranking(product).await?;
-    let shown = &ranking[..ranking.len().min(limit.get())];
-    let page = RankedPage { comments: shown, next_cursor: None };
-    Ok(([(header::CACHE_CONTROL, ranked_cache_control(&state))], Json(page)).into_response())
+    let body = ranking.v1_body(limit.get()).map_err(render_error)?;
+    Ok(ranked_response(&state, body))
 }
 
 /// Seed: the newest page of a product's comments.
@@ -264,8 +278,8 @@ pub async fn seed_ranked(
     LimitQuery(limit): LimitQuery,
 ) -> Result<Response, ApiError> {
     let ranking = state.ranking(product).await?;
-    let page = SeedCommentsPage::new(ranking.iter().take(limit.get()).map(|ranked| &ranked.comment), None);
-    Ok(([(header::CACHE_CONTROL, ranked_cache_control(&state))], Json(page)).into_response())
+    let body = ranking.seed_body(limit.get()).map_err(render_error)?;
+    Ok(ranked_response(&state, body))
 }
 
 async fn seed_page(
@@ -305,16 +319,17 @@ enum SeedIndex {
 /// The index prefix a seed start key lies in, taken from the key itself: the id
 /// in its first bytes and, for products, the `c` tag after it. The key may be
 /// any position inside that prefix (a row that does not decode still marks a
-/// valid place to resume), but no longer than the longest index key.
+/// valid place to resume). Its length is not checked against the index key
+/// layouts: a page's `nextIndexKey` is the key of the next row as stored, and
+/// a table may hold rows with keys of unexpected length (skipped when read),
+/// so refusing them would stop a client's walk at such a row. The base64 text
+/// is bounded by [`MAX_START_INDEX_KEY_CHARS`], as `/v1` cursors are.
 fn seed_start_prefix(start: &[u8], index: SeedIndex) -> Result<Vec<u8>, ApiError> {
-    let (field, longest) = match index {
-        SeedIndex::Product => ("product", keys::PRODUCT_COMMENT_KEY_LEN),
-        SeedIndex::User => ("user", keys::USER_COMMENT_KEY_LEN),
+    let field = match index {
+        SeedIndex::Product => "product",
+        SeedIndex::User => "user",
     };
     let refuse = |reason: &str| ApiError::new(ErrorCode::InvalidCursor, format!("startIndexKey {reason}"));
-    if start.len() > longest {
-        return Err(refuse(&format!("is longer than any {field} index key")));
-    }
     let id = start
         .get(..ID_LEN)
         .and_then(|bytes| Id::from_bytes("startIndexKey", bytes).ok())
@@ -384,6 +399,9 @@ mod tests {
         let mut key = keys::user_comment_prefix(&user);
         key.extend_from_slice(&[0x7f; 8]);
         assert_eq!(seed_start_prefix(&key, SeedIndex::User).expect("valid"), keys::user_comment_prefix(&user));
+        // A stored row's key longer than the layout is still a place to resume from.
+        key.extend_from_slice(&[0x7f; 40]);
+        assert_eq!(seed_start_prefix(&key, SeedIndex::User).expect("valid"), keys::user_comment_prefix(&user));
     }
 
     #[test]
@@ -398,7 +416,7 @@ mod tests {
         refused(b"PRODUCT00!c\x7f\xff", SeedIndex::Product);
         refused(&[b'A'; 44], SeedIndex::Product);
         refused(b"USER-00001\x7f\xff", SeedIndex::User);
-        refused(&[b'A'; 39], SeedIndex::User);
+        refused(&[b'A'; 9], SeedIndex::User);
     }
 
     #[test]
