@@ -14,6 +14,10 @@ hbase/hbasectl start
 
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# `cargo test` builds a package's binaries only for packages that have
+# integration tests of their own; the reliability tests run the real `ranker`
+# binary (to kill it with SIGKILL), so build every binary first.
+cargo build --workspace --bins --locked
 # The integration tests mostly wait on HBase, so more threads than cores
 # shortens the run; each test owns its tables, so they do not interfere.
 cargo test --workspace --locked -- --test-threads "${TEST_THREADS:-8}"

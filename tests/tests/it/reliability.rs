@@ -1,1 +1,21 @@
-//! Integration tests: reliability (to be written).
+//! Reliability and bad input (issue 6): the services against faults of the
+//! real HBase, hostile requests, corrupt rows, and interrupted runs.
+//!
+//! - [`gateway_outage`]: the query service under load while its Thrift
+//!   gateway (a private one, never the shared gateway) stops and returns.
+//! - [`ranker_faults`]: the `ranker` binary killed with SIGKILL and rerun, and
+//!   the library losing its gateway mid-run; both end byte-identical to an
+//!   uninterrupted run.
+//! - [`hostile_input`]: every route with bad ids, limits, cursors and bodies.
+//! - [`corrupt_data`]: corrupt and arbitrary rows in every table a read touches.
+//!
+//! The restart of the HBase master itself and the ten-minute soak do not fit
+//! in the test command's time (or would disturb the HBase other tests share):
+//! `scripts/fault-master-restart.sh` and `scripts/soak.sh` run them, and
+//! `docs/what-it-survives.md` records what they measured.
+
+mod corrupt_data;
+mod gateway_outage;
+mod hostile_input;
+mod ranker_faults;
+mod support;

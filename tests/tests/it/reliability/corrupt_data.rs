@@ -1,0 +1,301 @@
+//! Corrupt data in HBase: truncated JSON, wrong types, a comment stored under
+//! another comment's key, index rows with keys of unexpected length or values
+//! that are not comment keys, index rows and rank slots pointing at nothing,
+//! and a few hundred arbitrary rows. Every read route and the ranker skip
+//! them, count them in `reviews_skipped_rows_total`, and answer the rest.
+
+use std::collections::BTreeSet;
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use common::keys::{self, CommentKey};
+use common::model::{Comment, Record};
+use common::store::Store;
+use common::Id;
+use integration_tests::{fresh_store, test_id};
+use rand::rngs::StdRng;
+use rand::{Rng, SeedableRng};
+use reqwest::StatusCode;
+use serde_json::json;
+use tokio_util::sync::CancellationToken;
+
+use super::support::{drop_tables, post_all, put_value, uncached_settings, Answer, Catalogue, Service, AS_OF_MS};
+
+/// Walks a `/v1` list page by page (following `nextCursor`) and returns every comment's key.
+async fn walk_v1(service: &Service, path: &str, limit: usize) -> Vec<CommentKey> {
+    let mut keys = Vec::new();
+    let mut cursor: Option<String> = None;
+    for _ in 0..1_000 {
+        let url = match &cursor {
+            Some(cursor) => format!("{path}?limit={limit}&cursor={cursor}"),
+            None => format!("{path}?limit={limit}"),
+        };
+        let page = service.get(&url).await;
+        assert_eq!(page.status, StatusCode::OK, "{url}: {}", page.raw);
+        keys.extend(page.comments().iter().map(Comment::row_key));
+        match page.body["nextCursor"].as_str() {
+            Some(next) => cursor = Some(next.to_owned()),
+            None => return keys,
+        }
+    }
+    panic!("{path} did not end within 1,000 pages");
+}
+
+/// Walks a seed list: the `latest` page, then `POST next` with each `nextIndexKey`.
+async fn walk_seed(service: &Service, latest: &str, next: &str, limit: usize) -> Vec<CommentKey> {
+    let mut page: Answer = service.get(&format!("{latest}?limit={limit}")).await;
+    let mut keys = Vec::new();
+    for _ in 0..1_000 {
+        assert_eq!(page.status, StatusCode::OK, "{latest}: {}", page.raw);
+        keys.extend(page.comments().iter().map(Comment::row_key));
+        let Some(start) = page.body["nextIndexKey"].as_str().map(str::to_owned) else {
+            return keys;
+        };
+        page = service.post_json(next, &json!({"startIndexKey": start, "limit": limit})).await;
+    }
+    panic!("{latest} did not end within 1,000 pages");
+}
+
+/// The order the indexes list `comments` in (newest first; ties by length, then key).
+fn product_order(product: &Id, comments: &[&Comment]) -> Vec<CommentKey> {
+    let mut keyed: Vec<(Vec<u8>, CommentKey)> = comments
+        .iter()
+        .map(|c| (keys::product_comment_key(product, c.timestamp, c.content_utf8_len(), &c.row_key()), c.row_key()))
+        .collect();
+    keyed.sort();
+    keyed.into_iter().map(|(_, key)| key).collect()
+}
+
+fn user_order(user: &Id, comments: &[&Comment]) -> Vec<CommentKey> {
+    let mut keyed: Vec<(Vec<u8>, CommentKey)> =
+        comments.iter().map(|c| (keys::user_comment_key(user, c.timestamp, &c.row_key()), c.row_key())).collect();
+    keyed.sort();
+    keyed.into_iter().map(|(_, key)| key).collect()
+}
+
+/// The value of `reviews_skipped_rows_total{table, reason}` on a `/metrics` page (0 when absent).
+fn skipped(metrics: &str, table: &str, reason: &str) -> u64 {
+    metrics
+        .lines()
+        .filter(|line| line.starts_with("reviews_skipped_rows_total{"))
+        .filter(|line| line.contains(&format!("table=\"{table}\"")) && line.contains(&format!("reason=\"{reason}\"")))
+        .filter_map(|line| line.rsplit(' ').next().and_then(|value| value.parse::<f64>().ok()))
+        .map(|value| value as u64)
+        .sum()
+}
+
+/// Writes both index rows of a (possibly absent or corrupt) comment `key` at `timestamp`.
+async fn put_index_rows(store: &Store, key: &CommentKey, user: &Id, timestamp: i64, length: usize) {
+    let product = key.product_id();
+    let tables = store.tables();
+    put_value(
+        store,
+        &tables.product_comment,
+        keys::product_comment_key(&product, timestamp, length, key),
+        key.as_bytes().to_vec(),
+    )
+    .await;
+    put_value(store, &tables.user_comment, keys::user_comment_key(user, timestamp, key), key.as_bytes().to_vec()).await;
+}
+
+#[tokio::test]
+async fn corrupt_rows_are_skipped_counted_and_the_rest_served_by_every_route_and_the_ranker() {
+    let store = fresh_store("rel_corrupt").await;
+    let tables = store.tables().clone();
+    let catalogue = Catalogue { products: 2, comments_per_product: 8, users: 4 };
+    let good = post_all(&store, catalogue.new_comments(0)).await;
+    let product = catalogue.product(0);
+    let user = catalogue.user(0);
+    let template = good.iter().find(|c| c.product_id == product).expect("a comment of the product").clone();
+    let timestamp = |n: i64| template.timestamp - n;
+
+    // A truncated comment, one with wrong types, and one stored under another comment's key,
+    // each properly indexed; an index row whose comment was never written.
+    let truncated = CommentKey::new(&test_id("X", 1), &product);
+    let mut truncated_json = template.to_json();
+    truncated_json.truncate(truncated_json.len() / 2);
+    put_value(&store, &tables.comment, truncated.as_bytes().to_vec(), truncated_json).await;
+    put_index_rows(&store, &truncated, &user, timestamp(1), 40).await;
+
+    let wrong_types = CommentKey::new(&test_id("X", 2), &product);
+    let wrong_json = json!({"orderId": 12345, "productId": true, "userId": user.to_string(), "content": ["not", "text"],
+                            "timestamp": "yesterday", "edited": "no"});
+    put_value(&store, &tables.comment, wrong_types.as_bytes().to_vec(), wrong_json.to_string().into_bytes()).await;
+    put_index_rows(&store, &wrong_types, &user, timestamp(2), 41).await;
+
+    let mismatched = CommentKey::new(&test_id("X", 3), &product);
+    put_value(&store, &tables.comment, mismatched.as_bytes().to_vec(), template.to_json()).await;
+    put_index_rows(&store, &mismatched, &user, timestamp(3), 42).await;
+
+    let dangling = CommentKey::new(&test_id("X", 4), &product);
+    put_index_rows(&store, &dangling, &user, timestamp(4), 43).await;
+
+    // Index rows of unexpected key lengths naming a good comment (they must
+    // not show it twice), and index rows whose value is not a comment key.
+    let mut short_key = keys::product_comment_prefix(&product);
+    short_key.extend_from_slice(b"\x7f\xff\xfe");
+    put_value(&store, &tables.product_comment, short_key, template.row_key().as_bytes().to_vec()).await;
+    let mut long_key = keys::user_comment_key(&user, timestamp(5), &template.row_key());
+    long_key.extend_from_slice(b"extra");
+    put_value(&store, &tables.user_comment, long_key, template.row_key().as_bytes().to_vec()).await;
+    put_value(
+        &store,
+        &tables.product_comment,
+        keys::product_comment_key(&product, timestamp(6), 9, &dangling),
+        b"garbage".to_vec(),
+    )
+    .await;
+    put_value(&store, &tables.user_comment, keys::user_comment_key(&user, timestamp(6), &dangling), vec![0xff; 20])
+        .await;
+
+    // Rank slots: two good ones around a slot pointing at nothing, one at the
+    // truncated comment, one whose value is not a key, and a row whose key is
+    // not a slot key.
+    let of_product: Vec<&Comment> = good.iter().filter(|c| c.product_id == product).collect();
+    let of_user: Vec<&Comment> = good.iter().filter(|c| c.user_id == user).collect();
+    store
+        .replace_rank_slots(
+            &product,
+            &[(of_product[0].row_key(), 0.9), (dangling, 0.8), (truncated, 0.7), (of_product[1].row_key(), 0.6)],
+        )
+        .await
+        .expect("slots");
+    put_value(&store, &tables.product_comment_rank, keys::rank_key(&product, 5), b"short".to_vec()).await;
+    let mut bad_rank_key = keys::rank_prefix(&product);
+    bad_rank_key.push(7);
+    put_value(&store, &tables.product_comment_rank, bad_rank_key, of_product[2].row_key().as_bytes().to_vec()).await;
+
+    let service = Service::start(store.clone(), uncached_settings()).await;
+    let expected_product = product_order(&product, &of_product);
+    let expected_user = user_order(&user, &of_user);
+    for limit in [1, 3, 100] {
+        assert_eq!(
+            walk_v1(&service, &format!("/v1/products/{product}/comments"), limit).await,
+            expected_product,
+            "limit {limit}"
+        );
+        assert_eq!(
+            walk_v1(&service, &format!("/v1/users/{user}/comments"), limit).await,
+            expected_user,
+            "limit {limit}"
+        );
+        let seed_product =
+            walk_seed(&service, &format!("/product/{product}/comments/latest"), "/product/comments/get", limit).await;
+        assert_eq!(seed_product, expected_product, "seed, limit {limit}");
+        let seed_user =
+            walk_seed(&service, &format!("/user/{user}/comments/latest"), "/user/comments/get", limit).await;
+        assert_eq!(seed_user, expected_user, "seed, limit {limit}");
+    }
+    for path in [format!("/v1/products/{product}/comments/ranked"), format!("/product/{product}/comments/ranked")] {
+        let ranked = service.get(&path).await;
+        assert_eq!(ranked.status, StatusCode::OK, "{}", ranked.raw);
+        let shown: Vec<CommentKey> = ranked.comments().iter().map(Comment::row_key).collect();
+        assert_eq!(shown, [of_product[0].row_key(), of_product[1].row_key()], "{path}");
+    }
+
+    let metrics = service.metrics().await;
+    let counted = [
+        (&tables.comment, "bad_json"),
+        (&tables.comment, "key_mismatch"),
+        (&tables.comment, "missing"),
+        (&tables.product_comment, "bad_key"),
+        (&tables.product_comment, "bad_value"),
+        (&tables.user_comment, "bad_key"),
+        (&tables.user_comment, "bad_value"),
+        (&tables.product_comment_rank, "bad_key"),
+        (&tables.product_comment_rank, "bad_value"),
+    ];
+    let counts: Vec<String> = counted
+        .iter()
+        .map(|(table, reason)| {
+            format!("{}:{reason}={}", table.trim_start_matches(&tables.prefix), skipped(&metrics, table, reason))
+        })
+        .collect();
+    println!("skipped rows counted by the service: {}", counts.join(", "));
+    for (table, reason) in counted {
+        assert!(skipped(&metrics, table, reason) > 0, "/metrics does not count {reason} rows of {table}");
+    }
+
+    // The ranker skips the same rows, counts them in its report, and ranks the rest.
+    let report = ranker::run(&store, &ranker::RunOptions::new(ranker::Scope::All, AS_OF_MS), CancellationToken::new())
+        .await
+        .expect("rank");
+    println!(
+        "ranker over corrupt rows: {} products, {} comments, {} skipped rows",
+        report.products_ranked, report.comments_scored, report.skipped_rows
+    );
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    assert_eq!(report.products_ranked, catalogue.products);
+    assert_eq!(report.comments_scored, good.len() as u64, "every good comment is scored");
+    // Six bad rows in the product's index: truncated, wrong types, mismatched, dangling, short key, bad value.
+    assert_eq!(report.skipped_rows, 6);
+    let good_keys: BTreeSet<CommentKey> = of_product.iter().map(|c| c.row_key()).collect();
+    let slots = store.rank_slots(&product).await.expect("slots");
+    assert!(!slots.is_empty());
+    assert!(slots.iter().all(|slot| good_keys.contains(&slot.comment)), "only good comments are ranked: {slots:?}");
+    let ranked = service.get(&format!("/v1/products/{product}/comments/ranked")).await;
+    let shown: Vec<CommentKey> = ranked.comments().iter().map(Comment::row_key).collect();
+    assert_eq!(shown, slots.iter().map(|slot| slot.comment).collect::<Vec<_>>());
+    service.shut_down().await;
+    drop_tables(&[&store]).await;
+}
+
+#[tokio::test]
+async fn arbitrary_rows_in_the_indexes_never_fail_a_page_nor_hide_a_good_comment() {
+    let store = fresh_store("rel_arbitrary").await;
+    let tables = store.tables().clone();
+    let catalogue = Catalogue { products: 1, comments_per_product: 12, users: 12 };
+    let good = post_all(&store, catalogue.new_comments(0)).await;
+    let product = catalogue.product(0);
+    let user = catalogue.user(0);
+    let mut random = StdRng::seed_from_u64(6);
+    let mut garbage = 0;
+    for _ in 0..300 {
+        let (table, mut key) = if random.random_bool(0.5) {
+            (&tables.product_comment, keys::product_comment_prefix(&product))
+        } else {
+            (&tables.user_comment, keys::user_comment_prefix(&user))
+        };
+        let suffix_length = random.random_range(0..40);
+        key.extend((0..suffix_length).map(|_| random.random::<u8>()));
+        // Values: random bytes, or a well-formed key of a comment that does not exist.
+        let value = if random.random_bool(0.3) {
+            CommentKey::new(&test_id("Z", random.random_range(0..1_000_000)), &product).as_bytes().to_vec()
+        } else {
+            let length = random.random_range(0..30);
+            (0..length).map(|_| random.random::<u8>()).collect()
+        };
+        put_value(&store, table, key, value).await;
+        garbage += 1;
+    }
+    let service = Service::start(store.clone(), uncached_settings()).await;
+    let of_product: Vec<&Comment> = good.iter().collect();
+    let of_user: Vec<&Comment> = good.iter().filter(|c| c.user_id == user).collect();
+    for limit in [1, 7, 100] {
+        assert_eq!(
+            walk_v1(&service, &format!("/v1/products/{product}/comments"), limit).await,
+            product_order(&product, &of_product)
+        );
+        assert_eq!(walk_v1(&service, &format!("/v1/users/{user}/comments"), limit).await, user_order(&user, &of_user));
+        let seed =
+            walk_seed(&service, &format!("/product/{product}/comments/latest"), "/product/comments/get", limit).await;
+        assert_eq!(seed, product_order(&product, &of_product));
+    }
+    // Any row key the service could hand out as a seed start key reads fine, too.
+    let start = STANDARD.encode(keys::product_comment_prefix(&product));
+    assert_eq!(
+        service.post_json("/product/comments/get", &json!({"startIndexKey": start})).await.status,
+        StatusCode::OK
+    );
+    let report = ranker::run(&store, &ranker::RunOptions::new(ranker::Scope::All, AS_OF_MS), CancellationToken::new())
+        .await
+        .expect("rank");
+    println!(
+        "{garbage} arbitrary index rows: ranker skipped {}, scored {}",
+        report.skipped_rows, report.comments_scored
+    );
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    assert_eq!(report.comments_scored, good.len() as u64);
+    service.shut_down().await;
+    drop_tables(&[&store]).await;
+}
