@@ -170,7 +170,9 @@ async fn unknown_routes_and_wrong_methods_answer_json() {
     get(&app, "/nope").await.assert_error(StatusCode::NOT_FOUND, "not_found");
     get(&app, "/v1/products/PRODUCT001").await.assert_error(StatusCode::NOT_FOUND, "not_found");
     get(&app, "/v1/products/PRODUCT001/comments/ranked/extra").await.assert_error(StatusCode::NOT_FOUND, "not_found");
-    get(&app, "/product/comments/get").await.assert_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed");
+    let wrong_method = get(&app, "/product/comments/get").await;
+    wrong_method.assert_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed");
+    assert_eq!(wrong_method.headers[header::ALLOW], "POST");
     post_json(&app, "/v1/products/PRODUCT001/comments", "{}")
         .await
         .assert_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed");

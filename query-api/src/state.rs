@@ -12,17 +12,14 @@ use moka::future::Cache;
 use crate::config::Settings;
 use crate::error::ApiError;
 use crate::telemetry;
-use crate::views::RankedComment;
-
-/// A product's ranked comments, best first, shared between the cache and the requests reading it.
-pub type Ranking = Arc<[RankedComment]>;
+use crate::views::{RankedComment, Ranking};
 
 /// The state behind every route; cheap to clone (everything inside is shared).
 #[derive(Clone)]
 pub struct AppState {
     store: Store,
     settings: Arc<Settings>,
-    ranked_cache: Option<Cache<Id, Ranking>>,
+    ranked_cache: Option<Cache<Id, Arc<Ranking>>>,
     metrics: PrometheusHandle,
 }
 
@@ -70,7 +67,7 @@ impl AppState {
     /// Concurrent misses for one product share a single load (the cache
     /// coalesces them), so an expiring hot entry costs HBase one read, not one
     /// per waiting request. Failed loads are not cached.
-    pub async fn ranking(&self, product: Id) -> Result<Ranking, ApiError> {
+    pub async fn ranking(&self, product: Id) -> Result<Arc<Ranking>, ApiError> {
         let Some(cache) = &self.ranked_cache else {
             metrics::counter!("ranked_cache_requests_total", "result" => "disabled").increment(1);
             return load_ranking(&self.store, product).await.map_err(ApiError::from);
@@ -88,10 +85,10 @@ impl AppState {
 
 /// Reads `product`'s rank slots, then their comments in one multi-get; slots
 /// whose comment is gone (or belongs to another product) are left out.
-async fn load_ranking(store: &Store, product: Id) -> common::Result<Ranking> {
+async fn load_ranking(store: &Store, product: Id) -> common::Result<Arc<Ranking>> {
     let slots = store.rank_slots(&product).await?;
     if slots.is_empty() {
-        return Ok(Arc::from([]));
+        return Ok(Arc::new(Ranking::new(Vec::new())));
     }
     let keys: Vec<CommentKey> = slots.iter().map(|slot| slot.comment).collect();
     let comments = store.get_comments(&keys).await?;
@@ -109,5 +106,5 @@ async fn load_ranking(store: &Store, product: Id) -> common::Result<Ranking> {
             comment.map(|comment| RankedComment { comment, rank: slot.rank, score: slot.score })
         })
         .collect();
-    Ok(ranked)
+    Ok(Arc::new(Ranking::new(ranked)))
 }

@@ -6,6 +6,7 @@
 //! seed's routes carry `nextIndexKey` (standard base64, as Jackson writes
 //! `byte[]`) and, like the seed's Jackson output, each comment's `rowKey`.
 
+use axum::body::Bytes;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use common::model::Comment;
@@ -49,6 +50,61 @@ pub struct RankedPage<'a> {
     pub next_cursor: Option<String>,
 }
 
+/// A product's ranking as served: the ranked comments, and both routes' full
+/// answers rendered once when the ranking is loaded.
+///
+/// Rankings sit in the cache and are read far more often than they change, so
+/// a cache hit for the whole ranking (any `limit` of 10 or more) writes
+/// prepared bytes instead of serialising ten comments again.
+#[derive(Debug)]
+pub struct Ranking {
+    comments: Vec<RankedComment>,
+    v1_body: Option<Bytes>,
+    seed_body: Option<Bytes>,
+}
+
+impl Ranking {
+    /// A ranking of `comments`, best first.
+    pub fn new(comments: Vec<RankedComment>) -> Ranking {
+        // Rendering these plain structs cannot fail; if it ever did, each
+        // request would render (and report) on its own.
+        let v1_body = render(&RankedPage::of(&comments)).ok();
+        let seed_body = render(&SeedCommentsPage::of_ranked(&comments)).ok();
+        Ranking { comments, v1_body, seed_body }
+    }
+
+    /// The ranked comments, best first.
+    pub fn comments(&self) -> &[RankedComment] {
+        &self.comments
+    }
+
+    /// The `/v1` answer showing the best `limit` comments.
+    pub fn v1_body(&self, limit: usize) -> Result<Bytes, serde_json::Error> {
+        match &self.v1_body {
+            Some(body) if limit >= self.comments.len() => Ok(body.clone()),
+            _ => render(&RankedPage::of(&self.comments[..limit.min(self.comments.len())])),
+        }
+    }
+
+    /// The seed's answer showing the best `limit` comments.
+    pub fn seed_body(&self, limit: usize) -> Result<Bytes, serde_json::Error> {
+        match &self.seed_body {
+            Some(body) if limit >= self.comments.len() => Ok(body.clone()),
+            _ => render(&SeedCommentsPage::of_ranked(&self.comments[..limit.min(self.comments.len())])),
+        }
+    }
+}
+
+fn render(value: &impl Serialize) -> Result<Bytes, serde_json::Error> {
+    serde_json::to_vec(value).map(Bytes::from)
+}
+
+impl<'a> RankedPage<'a> {
+    fn of(comments: &'a [RankedComment]) -> RankedPage<'a> {
+        RankedPage { comments, next_cursor: None }
+    }
+}
+
 /// A comment as the seed's service answered it: the stored JSON plus `rowKey`.
 #[derive(Debug, Serialize)]
 pub struct SeedComment<'a> {
@@ -87,6 +143,12 @@ impl<'a> SeedCommentsPage<'a> {
             comments: comments.into_iter().map(SeedComment::new).collect(),
             next_index_key: next_index_key.map(|key| STANDARD.encode(key)),
         }
+    }
+}
+
+impl<'a> SeedCommentsPage<'a> {
+    fn of_ranked(ranked: &'a [RankedComment]) -> SeedCommentsPage<'a> {
+        SeedCommentsPage::new(ranked.iter().map(|ranked| &ranked.comment), None)
     }
 }
 
@@ -146,5 +208,30 @@ mod tests {
         assert_eq!(shown["orderId"], "ORDER00001");
         let unscored = RankedComment { score: None, ..ranked };
         assert!(serde_json::to_value(&unscored).expect("json").get("score").is_none());
+    }
+
+    #[test]
+    fn prepared_ranking_bodies_equal_freshly_rendered_ones() {
+        let ranked: Vec<RankedComment> = (1..=3)
+            .map(|rank| RankedComment {
+                comment: comment(serde_json::json!({})),
+                rank,
+                score: Some(1.0 / f64::from(rank)),
+            })
+            .collect();
+        let ranking = Ranking::new(ranked.clone());
+        let parse = |bytes: Bytes| serde_json::from_slice::<serde_json::Value>(&bytes).expect("json");
+        let full = parse(ranking.v1_body(20).expect("v1"));
+        assert_eq!(full, serde_json::to_value(RankedPage::of(&ranked)).expect("json"));
+        assert_eq!(full["comments"].as_array().map(Vec::len), Some(3));
+        assert!(full["nextCursor"].is_null());
+        let two = parse(ranking.v1_body(2).expect("v1"));
+        assert_eq!(two["comments"].as_array().map(Vec::len), Some(2));
+        assert_eq!(two["comments"][1]["rank"], 2);
+        let seed = parse(ranking.seed_body(1).expect("seed"));
+        assert_eq!(seed["comments"].as_array().map(Vec::len), Some(1));
+        assert!(seed["comments"][0].get("rank").is_none());
+        assert!(seed["nextIndexKey"].is_null());
+        assert_eq!(parse(ranking.seed_body(100).expect("seed"))["comments"].as_array().map(Vec::len), Some(3));
     }
 }

@@ -449,7 +449,7 @@ fn write_latency_curves(path: &Path, outcomes: &[Outcome]) -> anyhow::Result<()>
     percentiles.extend((0..90).map(|step| 90.0 + f64::from(step) * 0.1));
     percentiles.extend((0..90).map(|step| 99.0 + f64::from(step) * 0.01));
     percentiles.extend((0..10).map(|step| 99.9 + f64::from(step) * 0.01));
-    percentiles.extend([99.95, 99.99, 99.999]);
+    percentiles.extend([99.995, 99.999]);
     for outcome in outcomes {
         for percentile in &percentiles {
             writeln!(file, "{},{percentile:.3},{:.3}", outcome.scenario.name(), outcome.millis_at(percentile / 100.0))?;
