@@ -1,23 +1,29 @@
 #!/usr/bin/env bash
 # Runs every check and every test, the way CI does, on a fresh machine:
-# starts the local HBase (resolving it from Maven Central on first use), then
-# formatting, lints, unit tests and the integration tests against that HBase.
+# formatting, lints, unit tests, and the integration tests against a real
+# HBase that this script starts (resolving it from Maven Central on first use).
+#
+# The tests get an HBase of their own, fresh on every run (run dir
+# hbase/run-test, Thrift port 9190, ZooKeeper port 21910), so they never touch
+# the data of the HBase that scripts/demo.sh runs, and tables left by earlier
+# runs cannot pile up. It is stopped when the script ends.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-# Stop HBase at the end only if this script started it, so a developer's
-# running HBase is left as it was.
-if ! hbase/hbasectl status >/dev/null 2>&1; then
-  trap 'hbase/hbasectl stop || true' EXIT
-fi
-hbase/hbasectl start
+export HBASE_RUN_DIR="$PWD/hbase/run-test"
+export HBASE_THRIFT_PORT="${TEST_THRIFT_PORT:-9190}"
+export HBASE_ZK_PORT="${TEST_ZK_PORT:-21910}"
+export REVIEWS_THRIFT_ADDR="127.0.0.1:$HBASE_THRIFT_PORT"
 
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
-# `cargo test` builds a package's binaries only for packages that have
-# integration tests of their own; the reliability tests run the real `ranker`
-# binary (to kill it with SIGKILL), so build every binary first.
-cargo build --workspace --bins --locked
+# Build everything before HBase starts, so the two do not compete for the CPU.
+cargo test --workspace --locked --no-run
+
+hbase/hbasectl clean
+trap 'hbase/hbasectl stop || true' EXIT
+hbase/hbasectl start
+
 # The integration tests mostly wait on HBase, so more threads than cores
 # shortens the run; each test owns its tables, so they do not interfere.
 cargo test --workspace --locked -- --test-threads "${TEST_THREADS:-8}"

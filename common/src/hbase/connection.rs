@@ -243,9 +243,12 @@ impl Connection {
         self.call("create_table", |client| client.create_table(table.as_bytes().to_vec(), vec![descriptor]))
     }
 
-    /// Disables and deletes `table`.
+    /// Disables (unless already disabled) and deletes `table`. A drop cut short
+    /// between the two steps leaves a disabled table, which a retry must finish.
     pub fn drop_table(&mut self, table: &str) -> Result<()> {
-        self.call("disable_table", |client| client.disable_table(table.as_bytes().to_vec()))?;
+        if self.call("is_table_enabled", |client| client.is_table_enabled(table.as_bytes().to_vec()))? {
+            self.call("disable_table", |client| client.disable_table(table.as_bytes().to_vec()))?;
+        }
         self.call("delete_table", |client| client.delete_table(table.as_bytes().to_vec()))
     }
 
