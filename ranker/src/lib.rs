@@ -135,7 +135,7 @@ pub struct RunReport {
     pub products_ranked: u64,
     /// Comments read and scored (eligible or not).
     pub comments_scored: u64,
-    /// Rank slots written.
+    /// Rank slots written (in a dry run, the slots a real run would write).
     pub slots_written: u64,
     /// Rank slots left from an earlier run and now removed (counted from the
     /// slots that existed; in a dry run, the slots that would be removed).
