@@ -46,6 +46,21 @@ enum Command {
     /// through the same pool at the same concurrency, and reports comments/s.
     /// `run`'s comments/s divided by this is the ranking overhead ratio.
     BenchRead(BenchReadArgs),
+    /// List recent runs of the nightly daemon (`ranker-cron`), newest first.
+    ///
+    /// Reads the run history in the `ranker-run` table: each attempt's as-of
+    /// time, start and end, outcome and counts.
+    Runs(RunsArgs),
+}
+
+#[derive(Debug, Args)]
+struct RunsArgs {
+    #[command(flatten)]
+    hbase: HbaseArgs,
+
+    /// How many runs to list.
+    #[arg(long, default_value_t = 20)]
+    limit: usize,
 }
 
 #[derive(Debug, Args)]
@@ -251,6 +266,13 @@ async fn explain(args: &ExplainArgs) -> Result<ExitCode> {
     Ok(ExitCode::SUCCESS)
 }
 
+async fn runs(args: &RunsArgs) -> Result<ExitCode> {
+    let store = args.hbase.store().context("configuring HBase access")?;
+    let runs = store.recent_runs(args.limit).await.context("reading the run history")?;
+    print!("{}", common::store::runs::format_runs_table(&runs));
+    Ok(ExitCode::SUCCESS)
+}
+
 #[tokio::main]
 async fn main() -> Result<ExitCode> {
     let cli = Cli::parse();
@@ -262,6 +284,7 @@ async fn main() -> Result<ExitCode> {
             run_pass(&args.pass, options, false).await
         }
         Command::Explain(args) => explain(args).await,
+        Command::Runs(args) => runs(args).await,
         Command::BenchRead(args) => {
             let options = options(&args.pass, now_ms())?;
             run_pass(&args.pass, options, true).await
