@@ -30,4 +30,15 @@ hbase/hbasectl start
 
 # The integration tests mostly wait on HBase, so more threads than cores
 # shortens the run; each test owns its tables, so they do not interfere.
-cargo test --workspace --locked -- --test-threads "${TEST_THREADS:-8}"
+results="$(mktemp)"
+trap 'rm -f "$results"; hbase/hbasectl stop || true' EXIT
+status=0
+cargo test --workspace --locked -- --test-threads "${TEST_THREADS:-8}" 2>&1 | tee "$results" || status=$?
+trap 'rm -f "$results"' EXIT
+hbase/hbasectl stop || true
+
+# cargo prints one "test result" line per test binary, the last of which is
+# often a doc-test binary with nothing in it; this closing line adds them all
+# up, so the run ends by saying what it really ran.
+awk '/^test result:/ { passed += $4; failed += $6 } END { printf "all tests: %d passed, %d failed\n", passed, failed }' "$results"
+exit "$status"

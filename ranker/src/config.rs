@@ -65,6 +65,10 @@ pub struct RunSettings {
     pub retry_backoff_ms: u64,
     /// Index rows (and comments) read per round trip while ranking one product.
     pub page_rows: usize,
+    /// How long, in milliseconds, product discovery keeps retrying a listing
+    /// step while HBase is unavailable before the run gives up on the products
+    /// after it.
+    pub listing_patience_ms: u64,
 }
 
 impl Default for ScoringConfig {
@@ -88,7 +92,13 @@ impl Default for Weights {
 
 impl Default for RunSettings {
     fn default() -> Self {
-        RunSettings { concurrency: 8, product_attempts: 3, retry_backoff_ms: 500, page_rows: 1_000 }
+        RunSettings {
+            concurrency: 8,
+            product_attempts: 3,
+            retry_backoff_ms: 500,
+            page_rows: 1_000,
+            listing_patience_ms: 60_000,
+        }
     }
 }
 
@@ -96,6 +106,11 @@ impl RunSettings {
     /// The pause before a product's second attempt.
     pub fn retry_backoff(&self) -> Duration {
         Duration::from_millis(self.retry_backoff_ms)
+    }
+
+    /// How long discovery waits out an outage.
+    pub fn listing_patience(&self) -> Duration {
+        Duration::from_millis(self.listing_patience_ms)
     }
 }
 

@@ -61,11 +61,23 @@ impl Source {
     }
 }
 
+/// The longest pause between two tries of a listing step, so that a lister
+/// notices HBase's return within seconds however long the outage was.
+const MAX_LISTING_BACKOFF: Duration = Duration::from_secs(5);
+
 /// How listing steps are retried.
+///
+/// Discovery is the spine of a run: when a listing step gives up, every
+/// product after it is missing from the run. So a step waits out HBase being
+/// unavailable for up to `patience` (longer than a product's own retries),
+/// while an error that waiting cannot mend (a missing table, a request HBase
+/// refuses) fails the step at once.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ListingRetry {
-    pub attempts: u32,
+    /// The pause after the first failure; it doubles up to [`MAX_LISTING_BACKOFF`].
     pub backoff: Duration,
+    /// How long a step keeps trying while HBase is unavailable.
+    pub patience: Duration,
 }
 
 impl Discovery {
@@ -187,16 +199,21 @@ async fn list_step(
 ) -> Result<common::store::products::ProductListing, common::Error> {
     let mut backoff = retry.backoff;
     let mut attempt = 1;
+    let mut first_failure: Option<tokio::time::Instant> = None;
     loop {
         match store.list_products(index, start.to_vec(), range.stop.clone(), rows).await {
             Ok(listing) => return Ok(listing),
-            Err(error) if attempt < retry.attempts && !stop.is_cancelled() => {
-                tracing::warn!(%error, attempt, "listing products failed; retrying");
+            Err(error) if error.is_transient() && !stop.is_cancelled() => {
+                let failing_for = first_failure.get_or_insert_with(tokio::time::Instant::now).elapsed();
+                if failing_for >= retry.patience {
+                    return Err(error);
+                }
+                tracing::warn!(%error, attempt, ?failing_for, "listing products failed; retrying");
                 tokio::select! {
                     () = tokio::time::sleep(backoff) => {}
                     () = stop.cancelled() => return Err(error),
                 }
-                backoff = backoff.saturating_mul(2);
+                backoff = backoff.saturating_mul(2).min(MAX_LISTING_BACKOFF);
                 attempt += 1;
             }
             Err(error) => return Err(error),

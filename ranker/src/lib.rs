@@ -65,6 +65,11 @@ pub struct RunOptions {
     pub retry_backoff: Duration,
     /// Index rows (and comments) read per round trip within one product.
     pub page_rows: usize,
+    /// How long product discovery keeps retrying a listing step while HBase is
+    /// unavailable. Longer than a product's retries on purpose: a failed
+    /// product is one product, but a listing that gives up loses every
+    /// product after it from the run.
+    pub listing_patience: Duration,
     /// Live counters for a progress display; `None` when nobody watches.
     pub progress: Option<Arc<RunProgress>>,
 }
@@ -87,6 +92,7 @@ impl RunOptions {
             product_attempts: config.run.product_attempts,
             retry_backoff: config.run.retry_backoff(),
             page_rows: config.run.page_rows,
+            listing_patience: config.run.listing_patience(),
             progress: None,
         }
     }
@@ -117,6 +123,7 @@ impl std::fmt::Debug for RunOptions {
             .field("product_attempts", &self.product_attempts)
             .field("retry_backoff", &self.retry_backoff)
             .field("page_rows", &self.page_rows)
+            .field("listing_patience", &self.listing_patience)
             .field("progress", &self.progress.is_some())
             .finish()
     }

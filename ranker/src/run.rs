@@ -143,7 +143,7 @@ async fn drive(
 }
 
 fn listing_retry(options: &RunOptions) -> ListingRetry {
-    ListingRetry { attempts: options.product_attempts, backoff: options.retry_backoff }
+    ListingRetry { backoff: options.retry_backoff, patience: options.listing_patience }
 }
 
 /// Folds one finished product into the report.

@@ -283,3 +283,59 @@ async fn a_gateway_dying_mid_run_fails_products_visibly_and_a_rerun_leaves_no_mi
     tokio::task::spawn_blocking(move || drop(gateway)).await.expect("stop the private gateway for good");
     drop_tables(&[&source, &reference, &faulty]).await;
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn discovery_waits_out_an_outage_within_its_patience_and_reports_the_listing_it_gave_up() {
+    let catalogue = Catalogue { products: 12, comments_per_product: 3, users: 10 };
+    let store = fresh_store("rel_listing_patience").await;
+    post_all(&store, catalogue.new_comments(0)).await;
+    let gateway = Arc::new(tokio::task::spawn_blocking(PrivateGateway::start).await.expect("start a private gateway"));
+    let through_gateway = Store::new(
+        Hbase::new(HbaseConfig {
+            address: gateway.address(),
+            pool_size: 4,
+            operation_timeout: Duration::from_secs(1),
+            retries: 0,
+            ..HbaseConfig::default()
+        }),
+        store.tables().clone(),
+    );
+    let stopping = Arc::clone(&gateway);
+    tokio::task::spawn_blocking(move || stopping.stop()).await.expect("stop the private gateway");
+
+    // An outage longer than the patience: the run gives up listing, says so,
+    // and returns rather than hanging. Nothing was discovered, so nothing is written.
+    let mut options = RunOptions::new(Scope::All, AS_OF_MS);
+    options.retry_backoff = Duration::from_millis(100);
+    options.listing_patience = Duration::from_secs(2);
+    let started = Instant::now();
+    let report =
+        ranker::run(&through_gateway, &options, CancellationToken::new()).await.expect("the run itself completes");
+    assert!(started.elapsed() < Duration::from_secs(30), "giving up took {:?}", started.elapsed());
+    assert_eq!(report.products_ranked, 0);
+    assert!(!report.failures.is_empty(), "the abandoned listing must show in the report");
+    for failure in &report.failures {
+        assert!(failure.product.starts_with("(listing "), "only listings failed: {failure:?}");
+        assert!(failure.error.contains("unavailable"), "the failure says why: {failure:?}");
+    }
+    assert!(rank_table(&store).await.is_empty());
+
+    // An outage shorter than the patience: the run waits for the gateway and
+    // then ranks every product, reporting nothing.
+    options.listing_patience = Duration::from_secs(120);
+    let run = tokio::spawn({
+        let (store, options) = (through_gateway.clone(), options.clone());
+        async move { ranker::run(&store, &options, CancellationToken::new()).await }
+    });
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    assert!(!run.is_finished(), "the run must wait for the gateway, not give up or finish without it");
+    let resuming = Arc::clone(&gateway);
+    tokio::task::spawn_blocking(move || resuming.resume()).await.expect("restart the private gateway");
+    let report = run.await.expect("run task").expect("the run itself completes");
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    assert_eq!(report.products_ranked, catalogue.products);
+    assert_eq!(slots_by_product(&rank_table(&store).await).len(), usize::try_from(catalogue.products).expect("small"));
+
+    tokio::task::spawn_blocking(move || drop(gateway)).await.expect("stop the private gateway for good");
+    drop_tables(&[&store]).await;
+}
