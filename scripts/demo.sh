@@ -6,7 +6,8 @@
 # `hbase/hbasectl stop`).
 #
 # Sizes can be changed with DEMO_USERS, DEMO_PRODUCTS, DEMO_COMMENTS; the
-# listen address with QUERY_API_LISTEN (default 127.0.0.1:8080).
+# listen address with REVIEWS_API_LISTEN, as for query-api itself
+# (default 127.0.0.1:8080).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -25,7 +26,7 @@ summary=hbase/run/demo-summary.json
 
 "$bin/ranker" run
 
-listen="${QUERY_API_LISTEN:-127.0.0.1:8080}"
+listen="${REVIEWS_API_LISTEN:-127.0.0.1:8080}"
 python3 - "$summary" "$listen" <<'PY'
 import json, sys
 summary = json.load(open(sys.argv[1]))

@@ -275,6 +275,19 @@ pub fn parse_rank_key(key: &[u8]) -> Result<RankKey, KeyError> {
     }
 }
 
+/// The id every key of the entity, index and rank tables begins with (a
+/// user's or a product's), or `None` when the key's first ten bytes are not one.
+pub fn leading_id(field: &'static str, key: &[u8]) -> Option<Id> {
+    key.get(..ID_LEN).and_then(|bytes| Id::from_bytes(field, bytes).ok())
+}
+
+/// The smallest key greater than every key that starts with the same ten
+/// bytes as `key` (its leading id, or whatever stands in its place): where a
+/// listing of ids resumes after `key`. `None` when no such key exists.
+pub fn next_leading_id(key: &[u8]) -> Option<Vec<u8>> {
+    prefix_successor(key.get(..ID_LEN).unwrap_or(key))
+}
+
 /// The smallest key greater than every key that starts with `prefix`: a scan's stop row.
 ///
 /// `None` means no such key exists (the prefix is empty or all `0xff`), so the
@@ -484,6 +497,19 @@ mod tests {
         assert_eq!(prefix_successor(&[0xff]), None);
         assert_eq!(prefix_successor(b""), None);
         assert_eq!(key_successor(b"ab"), b"ab\0".to_vec());
+    }
+
+    #[test]
+    fn the_leading_id_of_a_key_and_where_the_next_id_begins() {
+        let product = Id::parse("productId", "P000000001").expect("product id");
+        let order = Id::parse("orderId", "O000000001").expect("order id");
+        let key = product_comment_key(&product, 1, 2, &CommentKey::new(&order, &product));
+        assert_eq!(leading_id("productId", &key), Some(product));
+        assert_eq!(leading_id("productId", &rank_key(&product, 3)), Some(product));
+        assert_eq!(leading_id("productId", b"P00000"), None, "too short for an id");
+        assert_eq!(leading_id("productId", b"P0000-0001c"), None, "not an id");
+        assert_eq!(next_leading_id(&key), Some(b"P000000002".to_vec()));
+        assert!(next_leading_id(&key).is_some_and(|next| next.as_slice() > key.as_slice()));
     }
 
     proptest::proptest! {

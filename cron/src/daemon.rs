@@ -39,6 +39,9 @@ const LAST_SUCCESS_SEARCH: usize = 50;
 const FAILURE_SAMPLES: usize = 20;
 /// How often the daemon checks the zone's UTC offset and refreshes the last-success gauge.
 const HOUSEKEEPING_EVERY: Duration = Duration::from_secs(60);
+/// How far back a re-created job looks for a slot it may have missed: two
+/// housekeeping rounds, so a late round still finds it.
+const MISSED_SLOT_WINDOW: chrono::TimeDelta = chrono::TimeDelta::seconds(120);
 /// Refresh the last-success gauge every this many housekeeping rounds.
 const REFRESH_SUCCESS_EVERY_ROUNDS: u64 = 5;
 
@@ -225,9 +228,7 @@ impl Daemon {
             "ranking scheduled"
         );
         if mode == StartMode::RunNowThenSchedule {
-            let slot_ms = self.inner.clock.now_ms();
-            let daemon = self.clone();
-            self.inner.tracker.spawn(async move { daemon.run_slot_logged(slot_ms).await });
+            self.spawn_slot(self.inner.clock.now_ms());
         }
         let mut housekeeping = tokio::time::interval(HOUSEKEEPING_EVERY);
         let mut rounds: u64 = 0;
@@ -240,6 +241,15 @@ impl Daemon {
                     if job.as_ref().is_none_or(|job| job.offset_seconds != offset) {
                         tracing::info!(new_offset = offset, "the zone's UTC offset changed; re-creating the job");
                         self.replace_job(&scheduler, &mut job).await;
+                        // A slot between the change and this round had no job
+                        // on the right offset to fire it (03:00 on the night
+                        // the clocks spring forward is the very moment of the
+                        // change). Run it now: a slot that already ran is
+                        // completed in the lease and runs nothing.
+                        if let Some(slot) = schedule.slot_within(Utc::now(), MISSED_SLOT_WINDOW) {
+                            tracing::info!(slot = %slot, "running the slot the re-created job may have missed");
+                            self.spawn_slot(slot.timestamp_millis());
+                        }
                     }
                     if rounds % REFRESH_SUCCESS_EVERY_ROUNDS == 0 {
                         self.refresh_last_success().await;
@@ -296,6 +306,11 @@ impl Daemon {
         }
         let now_ms = self.inner.clock.now_ms();
         let slot_ms = self.inner.settings.schedule.slot_at(utc(now_ms)).map_or(now_ms, |slot| slot.timestamp_millis());
+        self.spawn_slot(slot_ms);
+    }
+
+    /// Runs a slot in a tracked task, so a shutdown waits for it.
+    fn spawn_slot(&self, slot_ms: i64) {
         let daemon = self.clone();
         self.inner.tracker.spawn(async move { daemon.run_slot_logged(slot_ms).await });
     }

@@ -27,9 +27,19 @@ async fn run() -> anyhow::Result<ExitCode> {
     let settings = args.daemon_settings().context("invalid settings")?;
     let store = args.hbase.store().context("invalid HBase settings")?;
     if !args.no_metrics {
-        cron::metrics::install_exporter(args.metrics_addr)
-            .with_context(|| format!("cannot serve metrics on {}", args.metrics_addr))?;
-        tracing::info!(address = %args.metrics_addr, "serving Prometheus metrics on /metrics");
+        match cron::metrics::install_exporter(args.metrics_addr) {
+            Ok(()) => tracing::info!(address = %args.metrics_addr, "serving Prometheus metrics on /metrics"),
+            // A one-off `--once` run is often started by hand on a host whose
+            // daemon already serves the port; its metrics are not worth failing it for.
+            Err(error) if args.once => tracing::warn!(
+                address = %args.metrics_addr,
+                error = format!("{error:#}"),
+                "cannot serve metrics; running once without them"
+            ),
+            Err(error) => {
+                return Err(error).with_context(|| format!("cannot serve metrics on {}", args.metrics_addr));
+            }
+        }
     }
     let daemon = Daemon::new(store, settings, Arc::new(SystemClock));
     listen_for_shutdown(daemon.shutdown_token()).context("cannot listen for signals")?;

@@ -102,6 +102,12 @@ impl Schedule {
         self.cron.find_previous_occurrence(&local, true).ok().map(|slot| slot.with_timezone(&Utc))
     }
 
+    /// The slot scheduled within `window` before `now`, if there is one: what a
+    /// job re-created at `now` may have missed.
+    pub fn slot_within(&self, now: DateTime<Utc>, window: chrono::Duration) -> Option<DateTime<Utc>> {
+        self.slot_at(now).filter(|slot| now - *slot <= window)
+    }
+
     /// The zone's offset from UTC at `at`, in seconds. tokio-cron-scheduler
     /// keeps the offset a job was created with, so the daemon re-creates its
     /// job when this changes (daylight saving time).
@@ -168,6 +174,24 @@ mod tests {
         assert_eq!(error, ScheduleError::UnknownZone { zone: "Asia/Atlantis".to_owned() });
         assert!(error.to_string().contains("IANA"));
         assert!(matches!(Schedule::parse("0 0 0 30 2 *", "UTC"), Err(ScheduleError::NeverFires { .. })));
+    }
+
+    #[test]
+    fn the_slot_at_three_on_a_spring_forward_night_is_within_the_round_after_the_offset_changes() {
+        // New York moves from UTC-5 to UTC-4 at 07:00 UTC on 2026-03-08, so
+        // 03:00 that night is 07:00 UTC: the offset changes at the very moment
+        // of the slot, and a job still on the old offset would fire an hour late.
+        let schedule = Schedule::parse(DEFAULT_EXPRESSION, "America/New_York").expect("schedule");
+        let round = chrono::Duration::seconds(120);
+        assert_ne!(
+            schedule.utc_offset_seconds(utc("2026-03-08T06:59:00Z")),
+            schedule.utc_offset_seconds(utc("2026-03-08T07:00:30Z"))
+        );
+        assert_eq!(schedule.slot_within(utc("2026-03-08T07:00:30Z"), round), Some(utc("2026-03-08T07:00:00Z")));
+        // On an ordinary round, or the night the clocks fall back (the slot is
+        // hours away from the change), there is nothing to catch up.
+        assert_eq!(schedule.slot_within(utc("2026-03-08T09:00:00Z"), round), None);
+        assert_eq!(schedule.slot_within(utc("2026-11-01T06:00:30Z"), round), None);
     }
 
     #[test]

@@ -14,11 +14,9 @@ use axum::Json;
 use base64::alphabet;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use base64::Engine;
-use common::ids::ID_LEN;
 use common::keys;
 use common::model::Comment;
 use common::store::{IndexKind, IndexPage};
-use common::Id;
 
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{JsonBody, LimitQuery, PageQuery, ProductId, UserId};
@@ -330,10 +328,8 @@ fn seed_start_prefix(start: &[u8], index: SeedIndex) -> Result<Vec<u8>, ApiError
         SeedIndex::User => "user",
     };
     let refuse = |reason: &str| ApiError::new(ErrorCode::InvalidCursor, format!("startIndexKey {reason}"));
-    let id = start
-        .get(..ID_LEN)
-        .and_then(|bytes| Id::from_bytes("startIndexKey", bytes).ok())
-        .ok_or_else(|| refuse(&format!("does not start with a {field} id")))?;
+    let id =
+        keys::leading_id("startIndexKey", start).ok_or_else(|| refuse(&format!("does not start with a {field} id")))?;
     let prefix = match index {
         SeedIndex::Product => keys::product_comment_prefix(&id),
         SeedIndex::User => keys::user_comment_prefix(&id),
@@ -386,6 +382,8 @@ pub async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
 
 #[cfg(test)]
 mod tests {
+    use common::Id;
+
     use super::*;
 
     #[test]

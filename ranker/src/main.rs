@@ -291,3 +291,36 @@ async fn main() -> Result<ExitCode> {
         }
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use clap::CommandFactory;
+
+    use super::*;
+
+    #[test]
+    fn the_command_line_definition_is_consistent() {
+        Cli::command().debug_assert();
+    }
+
+    #[test]
+    fn as_of_takes_rfc_3339_in_any_offset_or_epoch_milliseconds() {
+        assert_eq!(parse_as_of("1714532400000"), Ok(1_714_532_400_000));
+        assert_eq!(parse_as_of("2024-05-01T03:00:00Z"), Ok(1_714_532_400_000));
+        assert_eq!(parse_as_of(" 2024-05-01T12:00:00+09:00 "), Ok(1_714_532_400_000));
+        for bad in ["", "yesterday", "2024-05-01", "2024-05-01 03:00", "1e12"] {
+            let error = parse_as_of(bad).expect_err(bad);
+            assert!(error.contains("RFC 3339"), "{bad}: {error}");
+        }
+    }
+
+    #[test]
+    fn run_refuses_a_bad_shard_or_product_before_touching_hbase() {
+        let parse = |arguments: &[&str]| Cli::try_parse_from([&["ranker", "run"], arguments].concat());
+        assert!(parse(&["--shard", "3/8", "--as-of", "2024-05-01T03:00:00Z", "--dry-run"]).is_ok());
+        for bad in [["--shard", "8/8"], ["--product", "short"], ["--as-of", "tomorrow"]] {
+            let error = parse(&bad).expect_err("refused");
+            assert_eq!(error.kind(), clap::error::ErrorKind::ValueValidation, "{bad:?}");
+        }
+    }
+}

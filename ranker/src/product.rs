@@ -225,8 +225,12 @@ pub(crate) async fn rank_product(
     let (selection, totals) = select_for_product(store, product, job).await?;
     let ranked: Vec<(CommentKey, f64)> = selection.picks.iter().map(|pick| (pick.comment, pick.score)).collect();
     if let Some(writer) = &job.writer {
-        // One mutateRows carries all ten slots (1..=k put, k+1..=10 deleted), so
-        // a run stopped around it leaves the product with its old slots or its new ones.
+        // One mutateRows carries all ten slots (1..=k put, k+1..=10 deleted), and
+        // the gateway carries out a call it received whole even if the ranker
+        // is gone, so a run stopped or killed around it leaves the product with
+        // its old slots or its new ones. mutateRows is not atomic across rows:
+        // only HBase or its gateway failing part way through the call can leave
+        // a mix, which the product's retry or the next run overwrites.
         writer.write(*product, ranked.clone()).await?;
     }
     let kept_slots = (1u16 << ranked.len().min(usize::from(MAX_RANK))) - 1;

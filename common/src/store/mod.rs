@@ -63,6 +63,14 @@ pub struct IndexPage {
 }
 
 /// Counts and logs a row that was skipped because it does not decode.
+/// Decodes a record read from `table`; one that does not decode is [`Error::BadData`].
+fn decode_record<R: Record>(table: &str, value: &[u8]) -> Result<R> {
+    R::from_json(value).map_err(|error| Error::BadData {
+        table: table.to_owned(),
+        reason: format!("{} does not decode: {error}", R::KIND),
+    })
+}
+
 pub(crate) fn skip_row(table: &str, reason: &'static str, key: &[u8], detail: &dyn std::fmt::Display) {
     metrics::counter!("reviews_skipped_rows_total", "table" => table.to_owned(), "reason" => reason).increment(1);
     tracing::warn!(table, reason, key = %escape(key), %detail, "skipped a row");
@@ -106,19 +114,21 @@ impl Store {
     /// Reads one record; a row that does not decode is [`Error::BadData`].
     pub async fn get_record<R: Record>(&self, key: Vec<u8>) -> Result<Option<R>> {
         let table = R::table(&self.tables).to_owned();
-        let rows = {
-            let table = table.clone();
-            let keys = vec![key];
-            self.hbase
-                .run(Retry::Idempotent, move |connection| connection.get_rows(&table, &keys, &[COLUMN_VALUE.to_vec()]))
-                .await?
-        };
-        let Some(value) = rows.first().and_then(|row| row.value(COLUMN_VALUE)) else {
+        let Some(value) = self.stored_value(&table, key).await? else {
             return Ok(None);
         };
-        R::from_json(value)
-            .map(Some)
-            .map_err(|error| Error::BadData { table, reason: format!("{} does not decode: {error}", R::KIND) })
+        decode_record(&table, &value).map(Some)
+    }
+
+    /// The bytes in `cf:q` of one row, as stored.
+    async fn stored_value(&self, table: &str, key: Vec<u8>) -> Result<Option<Vec<u8>>> {
+        let table = table.to_owned();
+        let keys = vec![key];
+        let rows = self
+            .hbase
+            .run(Retry::Idempotent, move |connection| connection.get_rows(&table, &keys, &[COLUMN_VALUE.to_vec()]))
+            .await?;
+        Ok(rows.first().and_then(|row| row.value(COLUMN_VALUE)).map(<[u8]>::to_vec))
     }
 
     /// Reads comments by key in one multi-get. The result lines up with `keys`:

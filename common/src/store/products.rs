@@ -79,7 +79,7 @@ impl Store {
         };
         let mut listing = ProductListing::default();
         for row in &page {
-            let Ok(product) = Id::from_bytes("productId", row.key.get(..ID_LEN).unwrap_or(&row.key)) else {
+            let Some(product) = keys::leading_id("productId", &row.key) else {
                 skip_row(&table, "bad_key", &row.key, &"the key does not start with a product id");
                 continue;
             };
@@ -138,7 +138,7 @@ fn resume_after(index: ProductIndex, last: &Row) -> Option<Vec<u8>> {
     match index {
         // Jump over the rest of the last product's rows (or of the ten bytes
         // that are not an id: no valid product can start with them either).
-        ProductIndex::Comments if last.key.len() >= ID_LEN => keys::prefix_successor(&last.key[..ID_LEN]),
+        ProductIndex::Comments if last.key.len() >= ID_LEN => keys::next_leading_id(&last.key),
         _ => Some(keys::key_successor(&last.key)),
     }
 }

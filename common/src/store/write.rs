@@ -5,6 +5,11 @@
 //! deleted before the comment they point at. A crash in between leaves at worst
 //! an index row whose comment is gone, which every reader skips, or a comment no
 //! index names yet, which a retry of the delete finds and removes.
+//!
+//! Every write is safe to retry after an error whose effect is unknown (the
+//! gateway went away before it answered): posting the same comment again
+//! finds its own row and completes the index rows, and an edit that already
+//! landed is recognised rather than reported as a conflict.
 
 use std::collections::{HashMap, HashSet};
 
@@ -110,17 +115,9 @@ impl Store {
             return Err(Error::Conflict(format!("order {} belongs to another user", new.order_id)));
         }
         let comment = new.into_comment();
-        let key = comment.row_key();
-        let json = comment.to_json();
-        let table = self.tables().comment.clone();
         // Compare-and-set on an absent cell: two posts racing for one (order,
         // product) cannot both win, and neither overwrites an existing review.
-        let created = self
-            .hbase()
-            .run(Retry::Once, move |connection| {
-                connection.check_and_put(&table, key.as_bytes(), COLUMN_VALUE, None, json.clone())
-            })
-            .await?;
+        let created = self.compare_and_set_comment(&comment.row_key(), None, comment.to_json()).await?;
         if !created {
             return Err(Error::Conflict(format!(
                 "a comment for order {} and product {} already exists",
@@ -133,8 +130,15 @@ impl Store {
 
     /// Posts many comments in three batched writes (comments, then each index):
     /// the bulk form of [`Store::post_comment`] used by loaders. Every comment is
-    /// checked first (orders exist and belong to their authors, no comment exists
-    /// yet, no duplicates within the batch); nothing is written unless all pass.
+    /// checked first (orders exist and belong to their authors, no other comment
+    /// exists for the same order and product, no duplicates within the batch);
+    /// nothing is written unless all pass. A comment row that already holds
+    /// exactly what the batch would write is the batch's own, from an earlier
+    /// try that failed part way, so posting the same batch again completes it.
+    ///
+    /// Unlike [`Store::post_comment`] the check and the write are two steps,
+    /// not one compare-and-set: it is meant for a loader that owns its data,
+    /// not for posts racing each other.
     pub async fn post_comments(&self, batch: Vec<NewComment>) -> Result<Vec<Comment>> {
         for new in &batch {
             new.validate()?;
@@ -158,16 +162,16 @@ impl Store {
             }
         }
         let comments: Vec<Comment> = batch.into_iter().map(NewComment::into_comment).collect();
-        let comment_keys: Vec<CommentKey> = comments.iter().map(Comment::row_key).collect();
-        if let Some(existing) = self.existing_rows(&self.tables().comment, &comment_keys).await?.first() {
-            return Err(Error::Conflict(format!("a comment with key {} already exists", super::escape(existing))));
+        let rows: HashMap<Vec<u8>, Vec<u8>> =
+            comments.iter().map(|comment| (comment.row_key().as_bytes().to_vec(), comment.to_json())).collect();
+        for (key, stored) in self.existing_rows(&self.tables().comment, &comments).await? {
+            if rows.get(&key) != Some(&stored) {
+                return Err(Error::Conflict(format!("a comment with key {} already exists", super::escape(&key))));
+            }
         }
-        let puts: Vec<RowMutation> = comments
-            .iter()
-            .map(|comment| RowMutation::Put {
-                key: comment.row_key().as_bytes().to_vec(),
-                cells: vec![(COLUMN_VALUE.to_vec(), comment.to_json())],
-            })
+        let puts: Vec<RowMutation> = rows
+            .into_iter()
+            .map(|(key, json)| RowMutation::Put { key, cells: vec![(COLUMN_VALUE.to_vec(), json)] })
             .collect();
         let table = self.tables().comment.clone();
         self.hbase().run(Retry::Idempotent, move |connection| connection.mutate_rows(&table, puts.clone())).await?;
@@ -214,26 +218,68 @@ impl Store {
         Ok(orders)
     }
 
-    async fn existing_rows(&self, table: &str, comment_keys: &[CommentKey]) -> Result<Vec<Vec<u8>>> {
+    /// The (key, stored value) of each of `comments`' rows that exists.
+    async fn existing_rows(&self, table: &str, comments: &[Comment]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         let table = table.to_owned();
-        let row_keys: Vec<Vec<u8>> = comment_keys.iter().map(|key| key.as_bytes().to_vec()).collect();
+        let row_keys: Vec<Vec<u8>> = comments.iter().map(|comment| comment.row_key().as_bytes().to_vec()).collect();
         let rows = self
             .hbase()
             .run(Retry::Idempotent, move |connection| connection.get_rows(&table, &row_keys, &[COLUMN_VALUE.to_vec()]))
             .await?;
-        Ok(rows.into_iter().map(|row| row.key).collect())
+        Ok(rows
+            .into_iter()
+            .filter_map(|row| {
+                let value = row.value(COLUMN_VALUE)?.to_vec();
+                Some((row.key, value))
+            })
+            .collect())
     }
 
     /// Replaces a comment's text and marks it edited. Index keys stay as they
-    /// were, so the comment keeps its place in both lists.
+    /// were, so the comment keeps its place in both lists. The new row replaces
+    /// exactly the one that was read: an edit racing a delete or another edit
+    /// is refused with [`Error::Conflict`] rather than resurrecting the deleted
+    /// comment or losing the other edit.
     pub async fn edit_comment(&self, order: &Id, product: &Id, content: String) -> Result<Comment> {
         validate_content(&content)?;
         let key = CommentKey::new(order, product);
-        let mut comment = self.existing_comment(&key).await?;
+        let table = self.tables().comment.clone();
+        let stored =
+            self.stored_value(&table, key.as_bytes().to_vec()).await?.ok_or_else(|| comment_not_found(&key))?;
+        let mut comment: Comment = super::decode_record(&table, &stored)?;
         comment.content = content;
         comment.edited = true;
-        self.put_records(std::slice::from_ref(&comment)).await?;
+        if !self.compare_and_set_comment(&key, Some(stored), comment.to_json()).await? {
+            return Err(Error::Conflict(format!(
+                "the comment for order {order} and product {product} changed or was deleted while it was being edited"
+            )));
+        }
         Ok(comment)
+    }
+
+    /// Puts `value` in the comment row `key` if the row holds `expected` (`None`:
+    /// if there is no row). Also true when the row already holds `value`: that
+    /// is an earlier try of this same write whose answer was lost, since a
+    /// compare-and-set is not retried blindly.
+    async fn compare_and_set_comment(
+        &self,
+        key: &CommentKey,
+        expected: Option<Vec<u8>>,
+        value: Vec<u8>,
+    ) -> Result<bool> {
+        let table = self.tables().comment.clone();
+        let swapped = {
+            let (table, key, value) = (table.clone(), *key, value.clone());
+            self.hbase()
+                .run(Retry::Once, move |connection| {
+                    connection.check_and_put(&table, key.as_bytes(), COLUMN_VALUE, expected.as_deref(), value.clone())
+                })
+                .await?
+        };
+        if swapped {
+            return Ok(true);
+        }
+        Ok(self.stored_value(&table, key.as_bytes().to_vec()).await?.is_some_and(|stored| stored == value))
     }
 
     /// Deletes a comment and every index row that names it. Safe to retry: the
@@ -280,8 +326,10 @@ impl Store {
     }
 
     async fn existing_comment(&self, key: &CommentKey) -> Result<Comment> {
-        self.get_record::<Comment>(key.as_bytes().to_vec()).await?.ok_or_else(|| {
-            Error::NotFound(format!("comment for order {} and product {}", key.order_id(), key.product_id()))
-        })
+        self.get_record::<Comment>(key.as_bytes().to_vec()).await?.ok_or_else(|| comment_not_found(key))
     }
+}
+
+fn comment_not_found(key: &CommentKey) -> Error {
+    Error::NotFound(format!("comment for order {} and product {}", key.order_id(), key.product_id()))
 }

@@ -215,6 +215,58 @@ async fn the_write_path_enforces_ownership_and_uniqueness_and_edits_in_place() {
     assert!(matches!(store.delete_comment(&order, &product).await, Err(Error::NotFound(_))));
 }
 
+/// Deletes every row of `table`, as a write that failed after the comment row
+/// landed leaves the indexes.
+async fn delete_all_rows(store: &Store, table: &str) {
+    let deletes: Vec<RowMutation> = scan_all(store, table)
+        .await
+        .into_iter()
+        .map(|row| RowMutation::Delete { key: row.key, family: b"cf".to_vec() })
+        .collect();
+    let table = table.to_owned();
+    store.hbase().run(Retry::Idempotent, move |c| c.mutate_rows(&table, deletes.clone())).await.expect("delete rows");
+}
+
+#[tokio::test]
+async fn posting_again_after_a_half_done_post_completes_it_and_never_overwrites_another_review() {
+    let store = fresh_store("repost").await;
+    let (user, product) = (id("USERrepost"), id("PRODrepost"));
+    let (single, bulk_a, bulk_b) = (id("ORDrepost1"), id("ORDrepost2"), id("ORDrepost3"));
+    for order in [&single, &bulk_a, &bulk_b] {
+        put_order(&store, order, &user).await;
+    }
+    let tables = store.tables().clone();
+
+    // One post: the comment row landed, its index rows did not.
+    let first = new_comment(&single, &product, &user, "posted once, indexed later", 1_000);
+    let posted = store.post_comment(first.clone()).await.expect("post");
+    delete_all_rows(&store, &tables.user_comment).await;
+    delete_all_rows(&store, &tables.product_comment).await;
+    assert_eq!(store.post_comment(first.clone()).await.expect("the same post again"), posted);
+    assert_eq!(scan_all(&store, &tables.user_comment).await.len(), 1);
+    assert_eq!(scan_all(&store, &tables.product_comment).await.len(), 1);
+
+    // A bulk post, likewise, and then once more when it is already complete.
+    let batch = vec![
+        new_comment(&bulk_a, &product, &user, "bulk review number one", 2_000),
+        new_comment(&bulk_b, &product, &user, "bulk review number two", 3_000),
+    ];
+    store.post_comments(batch.clone()).await.expect("bulk post");
+    delete_all_rows(&store, &tables.product_comment).await;
+    store.post_comments(batch.clone()).await.expect("the same batch again");
+    store.post_comments(batch.clone()).await.expect("the same batch a third time");
+    assert_eq!(scan_all(&store, &tables.user_comment).await.len(), 3);
+    assert_eq!(scan_all(&store, &tables.product_comment).await.len(), 3);
+
+    // Another review for an (order, product) that has one is still refused,
+    // alone or in a batch, and the stored review is untouched.
+    let other = new_comment(&single, &product, &user, "a different review", 1_000);
+    assert!(matches!(store.post_comment(other.clone()).await, Err(Error::Conflict(_))));
+    assert!(matches!(store.post_comments(vec![other]).await, Err(Error::Conflict(_))));
+    let read = store.get_comments(&[posted.row_key()]).await.expect("read");
+    assert_eq!(read[0].as_ref(), Some(&posted));
+}
+
 #[tokio::test]
 async fn scans_honour_stop_rows_limits_and_pages() {
     let store = fresh_store("scans").await;
