@@ -261,3 +261,51 @@ fn bad_schedules_and_zones_are_refused_at_start_with_a_clear_error() {
         assert!(stderr.contains(message), "{stderr}");
     }
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn run_now_runs_at_once_then_keeps_the_schedule_and_serves_the_metrics_an_operator_alerts_on() {
+    let store = fresh_store("cron_run_now").await;
+    seed(&store).await;
+    let metrics_port = free_port();
+    let port_flag = format!("127.0.0.1:{metrics_port}");
+    // The default schedule (03:00 in Seoul) is hours away: only --run-now can explain a run now.
+    let mut process = DaemonProcess::start(
+        &store,
+        "run-now-daemon",
+        &["--run-now", "--concurrency", "4", "--metrics-addr", &port_flag],
+    );
+    let run = wait_for_run(&store, "run-now-daemon", RunStatus::Succeeded, Duration::from_secs(60)).await;
+    assert_eq!(run.products, PRODUCTS);
+
+    // The record is written before the metrics; give the daemon a moment to count the run.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let metrics = loop {
+        let metrics = scrape(metrics_port);
+        if metrics.contains("ranker_cron_runs_total{outcome=\"succeeded\"} 1") || Instant::now() > deadline {
+            break metrics;
+        }
+        tokio::time::sleep(Duration::from_millis(100)).await;
+    };
+    assert!(metrics.contains("ranker_cron_runs_total{outcome=\"succeeded\"} 1"), "{metrics}");
+    assert!(metrics.contains(&format!("ranker_cron_products_ranked_total {PRODUCTS}")), "{metrics}");
+    assert!(metrics.contains("ranker_cron_run_in_progress 0"), "{metrics}");
+    let last_success = metrics
+        .lines()
+        .find_map(|line| line.strip_prefix("ranker_cron_last_success_timestamp_seconds "))
+        .and_then(|value| value.trim().parse::<f64>().ok())
+        .unwrap_or_else(|| panic!("no last-success gauge:\n{metrics}"));
+    let ended_ms = run.ended_ms.expect("a finished run has an end");
+    assert!((last_success - ended_ms as f64 / 1_000.0).abs() < 1.0, "{last_success} vs {ended_ms}");
+
+    // After the run the daemon keeps its schedule: still running, and a manual
+    // --once beside it on the same metrics port runs without metrics instead of failing.
+    assert!(process.child.try_wait().expect("poll").is_none(), "the daemon exited:\n{}", process.log_text());
+    let mut manual = DaemonProcess::start(&store, "manual-once", &["--once", "--metrics-addr", &port_flag]);
+    let status = manual.wait(Duration::from_secs(60));
+    // The night's slot differs from the run-now slot, so the manual run ranks again and succeeds.
+    assert_eq!(status.code(), Some(0), "{}", manual.log_text());
+    assert!(manual.log_text().contains("running once without them"), "{}", manual.log_text());
+
+    process.signal(Signal::SIGTERM);
+    assert_eq!(process.wait(Duration::from_secs(30)).code(), Some(0), "{}", process.log_text());
+}

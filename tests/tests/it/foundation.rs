@@ -255,6 +255,7 @@ async fn posting_again_after_a_half_done_post_completes_it_and_never_overwrites_
     delete_all_rows(&store, &tables.product_comment).await;
     store.post_comments(batch.clone()).await.expect("the same batch again");
     store.post_comments(batch.clone()).await.expect("the same batch a third time");
+    store.post_comment(first).await.expect("the first post, a third time");
     assert_eq!(scan_all(&store, &tables.user_comment).await.len(), 3);
     assert_eq!(scan_all(&store, &tables.product_comment).await.len(), 3);
 

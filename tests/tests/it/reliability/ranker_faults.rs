@@ -192,14 +192,16 @@ async fn a_ranker_killed_mid_run_then_rerun_leaves_the_same_bytes_as_an_uninterr
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gateway_dying_mid_run_fails_products_visibly_and_a_rerun_leaves_no_mix() {
-    let catalogue = Catalogue { products: 150, comments_per_product: 12, users: 40 };
+    // Enough work (one product at a time, 24 comments in pages of 2) that the
+    // run is still going when the gateway, whose stop takes a moment, is gone.
+    let catalogue = Catalogue { products: 150, comments_per_product: 24, users: 40 };
     let source = load_changed_catalogue("rel_gwrank_source", &catalogue).await;
     let reference = copy_of(&source, "rel_gwrank_reference").await;
     let faulty = copy_of(&source, "rel_gwrank_faulty").await;
     let old = slots_by_product(&rank_table(&source).await);
 
     let mut options = RunOptions::new(Scope::All, AS_OF_MS);
-    options.concurrency = 2;
+    options.concurrency = 1;
     options.page_rows = PAGE_ROWS;
     options.product_attempts = 2;
     options.retry_backoff = Duration::from_millis(300);
@@ -238,6 +240,7 @@ async fn a_gateway_dying_mid_run_fails_products_visibly_and_a_rerun_leaves_no_mi
     }
     let stopping = Arc::clone(&gateway);
     tokio::task::spawn_blocking(move || stopping.stop()).await.expect("stop the private gateway");
+    assert!(!run.is_finished(), "the run finished before the gateway was gone: give it more data");
     // Down for longer than a product's whole retry budget (two attempts of
     // at most 2 s each, 300 ms apart), so the products in flight fail.
     tokio::time::sleep(OUTAGE).await;
