@@ -234,7 +234,10 @@ async fn a_gateway_dying_mid_run_fails_products_visibly_and_a_rerun_leaves_no_mi
         if done >= 1 {
             break;
         }
-        assert!(!run.is_finished(), "the run finished before the gateway could be stopped: give it more data");
+        if run.is_finished() {
+            let report = run.await.expect("run task");
+            panic!("the run finished before the gateway could be stopped: give it more data. {report:?}");
+        }
         assert!(started.elapsed() < Duration::from_secs(120), "the run made no progress in 120 s");
         tokio::time::sleep(Duration::from_millis(20)).await;
     }
