@@ -9,7 +9,7 @@
 # more than 10 % away from the RSS after the first minute.
 #
 # Usage: scripts/soak.sh [soak flags...]
-#   scripts/soak.sh                          # measure the sustainable rate (20 s), soak 10 min at 70 % of it
+#   scripts/soak.sh                          # measure the peak rate (20 s), soak 10 min at 50 % of it
 #   scripts/soak.sh --rate 300               # soak at 300 req/s
 #   scripts/soak.sh --duration-secs 180      # a shorter run
 #   target/release/soak --help               # every flag

@@ -71,6 +71,19 @@ async fn copy_of(source: &Store, name: &str) -> Store {
     copy
 }
 
+/// A store over `tables_of`'s tables reached through `gateway`, with a short
+/// deadline (2 s, one retry) so that an outage shows within seconds.
+fn store_through(gateway: &PrivateGateway, tables_of: &Store) -> Store {
+    let hbase = Hbase::new(HbaseConfig {
+        address: gateway.address(),
+        pool_size: 4,
+        operation_timeout: Duration::from_secs(2),
+        retries: 1,
+        ..HbaseConfig::default()
+    });
+    Store::new(hbase, tables_of.tables().clone())
+}
+
 /// How far a run has come: products whose slots already equal the
 /// reference's, among those whose slots the run must change.
 fn progress(now: &SlotsByProduct, old: &SlotsByProduct, reference: &SlotsByProduct) -> (usize, usize) {
@@ -211,16 +224,7 @@ async fn a_gateway_dying_mid_run_fails_products_visibly_and_a_rerun_leaves_no_mi
     let reference_slots = slots_by_product(&reference_table);
 
     let gateway = Arc::new(tokio::task::spawn_blocking(PrivateGateway::start).await.expect("start a private gateway"));
-    let through_gateway = Store::new(
-        Hbase::new(HbaseConfig {
-            address: gateway.address(),
-            pool_size: 4,
-            operation_timeout: Duration::from_secs(2),
-            retries: 1,
-            ..HbaseConfig::default()
-        }),
-        faulty.tables().clone(),
-    );
+    let through_gateway = store_through(&gateway, &faulty);
     let run = tokio::spawn({
         let (store, options) = (through_gateway.clone(), options.clone());
         async move { ranker::run(&store, &options, CancellationToken::new()).await }
@@ -296,16 +300,7 @@ async fn discovery_waits_out_an_outage_within_its_patience_and_reports_the_listi
     let store = fresh_store("rel_listing_patience").await;
     post_all(&store, catalogue.new_comments(0)).await;
     let gateway = Arc::new(tokio::task::spawn_blocking(PrivateGateway::start).await.expect("start a private gateway"));
-    let through_gateway = Store::new(
-        Hbase::new(HbaseConfig {
-            address: gateway.address(),
-            pool_size: 4,
-            operation_timeout: Duration::from_secs(1),
-            retries: 0,
-            ..HbaseConfig::default()
-        }),
-        store.tables().clone(),
-    );
+    let through_gateway = store_through(&gateway, &store);
     let stopping = Arc::clone(&gateway);
     tokio::task::spawn_blocking(move || stopping.stop()).await.expect("stop the private gateway");
 
