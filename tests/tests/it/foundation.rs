@@ -225,6 +225,9 @@ async fn delete_all_rows(store: &Store, table: &str) {
         .collect();
     let table = table.to_owned();
     store.hbase().run(Retry::Idempotent, move |c| c.mutate_rows(&table, deletes.clone())).await.expect("delete rows");
+    // A delete marker hides every put of its row stamped in the same
+    // millisecond or earlier; let HBase's clock move on before rows are rewritten.
+    tokio::time::sleep(Duration::from_millis(10)).await;
 }
 
 #[tokio::test]
