@@ -104,7 +104,7 @@ impl Schedule {
 
     /// The slot scheduled within `window` before `now`, if there is one: what a
     /// job re-created at `now` may have missed.
-    pub fn slot_within(&self, now: DateTime<Utc>, window: chrono::Duration) -> Option<DateTime<Utc>> {
+    pub fn slot_within(&self, now: DateTime<Utc>, window: chrono::TimeDelta) -> Option<DateTime<Utc>> {
         self.slot_at(now).filter(|slot| now - *slot <= window)
     }
 
@@ -182,7 +182,7 @@ mod tests {
         // 03:00 that night is 07:00 UTC: the offset changes at the very moment
         // of the slot, and a job still on the old offset would fire an hour late.
         let schedule = Schedule::parse(DEFAULT_EXPRESSION, "America/New_York").expect("schedule");
-        let round = chrono::Duration::seconds(120);
+        let round = chrono::TimeDelta::seconds(120);
         assert_ne!(
             schedule.utc_offset_seconds(utc("2026-03-08T06:59:00Z")),
             schedule.utc_offset_seconds(utc("2026-03-08T07:00:30Z"))

@@ -8,7 +8,8 @@ use query_api::{AppState, Args};
 /// glibc's malloc gives each busy thread an arena of its own and returns
 /// little of it to the system, so under steady load the service's resident
 /// memory crept up for minutes (+15 % over a ten-minute soak). jemalloc
-/// returns pages left unused for a few seconds, so memory follows the load.
+/// returns unused pages after a decay (ten seconds by default), so memory
+/// follows the load.
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 

@@ -60,6 +60,16 @@ pub fn test_id(prefix: &str, number: u64) -> common::Id {
     common::Id::parse("id", &text).expect("test ids are valid")
 }
 
+/// Waits until puts can no longer be hidden by deletes just made.
+///
+/// HBase stamps a delete with the server's current millisecond, and the
+/// marker hides every put of its row stamped at or before it, so a row
+/// rewritten within the same millisecond as its delete would vanish. Tests
+/// that delete rows and write them again call this in between.
+pub async fn outlast_delete_markers() {
+    tokio::time::sleep(Duration::from_millis(10)).await;
+}
+
 /// A private Thrift gateway on its own port, against the shared HBase, that a
 /// test may stop and restart to simulate an outage without disturbing the
 /// shared gateway other tests use. Stopped when dropped.

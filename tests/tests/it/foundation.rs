@@ -8,7 +8,7 @@ use common::keys::{self, CommentKey};
 use common::model::{Extra, Order, Product, Seller, User};
 use common::store::{NewComment, Store};
 use common::{Error, Id};
-use integration_tests::{fresh_store, hbase_config, test_id, thrift_addr};
+use integration_tests::{fresh_store, hbase_config, outlast_delete_markers, test_id, thrift_addr};
 
 fn id(text: &str) -> Id {
     Id::parse("id", text).expect("valid id")
@@ -225,9 +225,7 @@ async fn delete_all_rows(store: &Store, table: &str) {
         .collect();
     let table = table.to_owned();
     store.hbase().run(Retry::Idempotent, move |c| c.mutate_rows(&table, deletes.clone())).await.expect("delete rows");
-    // A delete marker hides every put of its row stamped in the same
-    // millisecond or earlier; let HBase's clock move on before rows are rewritten.
-    tokio::time::sleep(Duration::from_millis(10)).await;
+    outlast_delete_markers().await;
 }
 
 #[tokio::test]

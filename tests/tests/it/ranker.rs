@@ -16,7 +16,7 @@ use common::keys::{self, CommentKey};
 use common::model::{Comment, Extra, Order};
 use common::store::{NewComment, Store};
 use common::Id;
-use integration_tests::{fresh_store, test_id};
+use integration_tests::{fresh_store, outlast_delete_markers, test_id};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use ranker::score::{is_eligible, score_terms};
@@ -172,9 +172,7 @@ async fn delete_all_rank_rows(store: &Store) {
         .run(Retry::Idempotent, move |connection| connection.mutate_rows(&table, deletes.clone()))
         .await
         .expect("delete rank rows");
-    // A delete marker hides every put of its row stamped in the same
-    // millisecond or earlier; let HBase's clock move on before a run rewrites the slots.
-    tokio::time::sleep(Duration::from_millis(10)).await;
+    outlast_delete_markers().await;
 }
 
 /// Varied comments: some long, some short, votes and photos, a few repeated texts.

@@ -5,7 +5,6 @@
 //! them, count them in `reviews_skipped_rows_total`, and answer the rest.
 
 use std::collections::BTreeSet;
-use std::time::Duration;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
@@ -13,7 +12,7 @@ use common::keys::{self, CommentKey};
 use common::model::{Comment, Record};
 use common::store::Store;
 use common::Id;
-use integration_tests::{fresh_store, test_id};
+use integration_tests::{fresh_store, outlast_delete_markers, test_id};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use reqwest::StatusCode;
@@ -161,11 +160,8 @@ async fn corrupt_rows_are_skipped_counted_and_the_rest_served_by_every_route_and
         )
         .await
         .expect("slots");
-    // Replacing the slots deleted slot 5 with a marker stamped with HBase's
-    // current millisecond, and a marker hides every put of the same row
-    // stamped at or before it: a put within that same millisecond would
-    // vanish. Let the server's clock move on first.
-    tokio::time::sleep(Duration::from_millis(10)).await;
+    // Replacing the slots deleted slot 5.
+    outlast_delete_markers().await;
     put_value(&store, &tables.product_comment_rank, keys::rank_key(&product, 5), b"short".to_vec()).await;
     let mut bad_rank_key = keys::rank_prefix(&product);
     bad_rank_key.push(7);
