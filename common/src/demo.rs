@@ -356,7 +356,7 @@ fn open_unit<R: Rng>(rng: &mut R) -> f64 {
 }
 
 fn numbered_id(field: &'static str, letter: char, number: u64) -> Result<Id, InvalidId> {
-    Id::parse(field, &format!("{letter}{number:09}"))
+    Id::parse_new(field, &format!("{letter}{number:09}"))
 }
 
 /// The id of user `number` (1-based): `U000000001`.
@@ -710,7 +710,7 @@ fn is_generated(stored: &[u8], generated: &NewComment) -> bool {
     Comment::from_json(stored).is_ok_and(|comment| {
         comment.user_id == generated.user_id
             && comment.product_id == generated.product_id
-            && comment.content == generated.content
+            && comment.text() == generated.content
             && comment.timestamp == generated.timestamp_ms
             && comment.rating == generated.rating
             && comment.helpful == generated.helpful
@@ -948,7 +948,7 @@ mod tests {
             order_id: comment.order_id,
             product_id: comment.product_id,
             user_id: comment.user_id,
-            content: comment.content,
+            content: Some(comment.content),
             timestamp: comment.timestamp_ms,
             edited: false,
             rating: comment.rating,

@@ -507,7 +507,14 @@ mod tests {
         assert_eq!(leading_id("productId", &key), Some(product));
         assert_eq!(leading_id("productId", &rank_key(&product, 3)), Some(product));
         assert_eq!(leading_id("productId", b"P00000"), None, "too short for an id");
-        assert_eq!(leading_id("productId", b"P0000-0001c"), None, "not an id");
+        assert_eq!(leading_id("productId", b"P0000/0001c"), None, "not an id");
+        assert_eq!(
+            leading_id("productId", "가나다라마바사아자차".as_bytes()),
+            None,
+            "ten Hangul characters are 30 bytes"
+        );
+        let java = Id::parse("productId", "JP-edge-01").expect("the Java service's id");
+        assert_eq!(leading_id("productId", &rank_key(&java, 1)), Some(java));
         assert_eq!(next_leading_id(&key), Some(b"P000000002".to_vec()));
         assert!(next_leading_id(&key).is_some_and(|next| next.as_slice() > key.as_slice()));
     }

@@ -2,7 +2,8 @@
 //!
 //! - [`ids`] validates entity ids, [`keys`] is the only place that knows the
 //!   byte layout of row keys, [`cursor`] encodes page cursors, and [`model`] is
-//!   the JSON of every stored record.
+//!   the JSON of every stored record, read leniently where Jackson wrote
+//!   what strict JSON refuses ([`jackson`]).
 //! - [`hbase`] is the storage layer over HBase's Thrift1 gateway (pool, retries,
 //!   async bridge); no other crate sees Thrift.
 //! - [`store`] maps tables to models, skips rows that do not decode, and holds
@@ -15,6 +16,7 @@ pub mod demo;
 pub mod error;
 pub mod hbase;
 pub mod ids;
+pub mod jackson;
 pub mod keys;
 pub mod model;
 pub mod schema;

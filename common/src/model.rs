@@ -94,9 +94,10 @@ pub struct Comment {
     pub product_id: Id,
     /// The author, who placed the order.
     pub user_id: Id,
-    /// The review text.
-    #[serde(default, deserialize_with = "null_as_empty")]
-    pub content: String,
+    /// The review text; `None` where the Java service stored `"content": null`,
+    /// which is served and rewritten as `null` (see [`Comment::text`]).
+    #[serde(default)]
+    pub content: Option<String>,
     /// When it was written, epoch milliseconds; also its position in both indexes.
     pub timestamp: i64,
     /// Whether the text changed after posting (Jackson's name for `isEdited`).
@@ -125,9 +126,15 @@ impl Comment {
         CommentKey::new(&self.order_id, &self.product_id)
     }
 
-    /// The content's UTF-8 length, which orders same-millisecond comments in the product index.
+    /// The review text, empty when none is stored: what the ranker scores.
+    pub fn text(&self) -> &str {
+        self.content.as_deref().unwrap_or_default()
+    }
+
+    /// The content's UTF-8 length, which orders same-millisecond comments in the
+    /// product index (the Java service took 0 for `null`).
     pub fn content_utf8_len(&self) -> usize {
-        self.content.len()
+        self.text().len()
     }
 }
 
@@ -149,9 +156,22 @@ pub trait Record: Serialize + for<'de> Deserialize<'de> + Send + 'static {
         serde_json::to_vec(self).unwrap_or_default()
     }
 
-    /// Decodes the JSON stored in `cf:q`.
+    /// Decodes the JSON stored in `cf:q`. Text Jackson wrote with an unpaired
+    /// UTF-16 surrogate is read with U+FFFD in its place (the stored row is left
+    /// as it is) and counted in `reviews_lossy_json_rows_total{kind}`.
     fn from_json(bytes: &[u8]) -> Result<Self, serde_json::Error> {
-        serde_json::from_slice(bytes)
+        let strict_error = match serde_json::from_slice(bytes) {
+            Ok(record) => return Ok(record),
+            Err(error) => error,
+        };
+        // Only a failed parse pays for the scan; valid JSON never has lone surrogates.
+        let std::borrow::Cow::Owned(repaired) = crate::jackson::replace_lone_surrogates(bytes) else {
+            return Err(strict_error);
+        };
+        let record = serde_json::from_slice(&repaired)?;
+        metrics::counter!("reviews_lossy_json_rows_total", "kind" => Self::KIND).increment(1);
+        tracing::debug!(kind = Self::KIND, "read a record whose JSON holds an unpaired UTF-16 surrogate as U+FFFD");
+        Ok(record)
     }
 }
 
@@ -241,7 +261,7 @@ mod tests {
             order_id: id("ORDER00001"),
             product_id: id("PRODUCT001"),
             user_id: id("USER000001"),
-            content: "좋아요 great".into(),
+            content: Some("좋아요 great".into()),
             timestamp: 1_700_000_000_000,
             edited: false,
             rating: None,
@@ -300,7 +320,58 @@ mod tests {
         assert!(Comment::from_json(b"{not json").is_err());
     }
 
+    /// A comment row exactly as the Java service writes it, with `content_json`
+    /// (already JSON) as its content.
+    fn seed_comment_json(content_json: &str) -> Vec<u8> {
+        format!(
+            r#"{{"orderId":"ORDER00001","productId":"PRODUCT001","userId":"USER000001","content":{content_json},"timestamp":1700000000000,"edited":false,"rowKey":"T1JERVIwMDAwMVBST0RVQ1QwMDE=","extraField":{{"kept":true}}}}"#
+        )
+        .into_bytes()
+    }
+
+    #[test]
+    fn null_content_reads_as_none_and_is_written_back_as_null() {
+        let comment = Comment::from_json(&seed_comment_json("null")).expect("decode");
+        assert_eq!(comment.content, None);
+        assert_eq!(comment.text(), "");
+        assert_eq!(comment.content_utf8_len(), 0);
+        let rewritten: serde_json::Value = serde_json::from_slice(&comment.to_json()).expect("json");
+        assert_eq!(rewritten["content"], serde_json::Value::Null);
+        assert_eq!(rewritten["extraField"], json!({"kept": true}));
+    }
+
+    #[test]
+    fn a_lone_surrogate_reads_as_a_replacement_character_and_keeps_every_other_field() {
+        let comment = Comment::from_json(&seed_comment_json(r#""cut emoji \uD83D""#)).expect("decode");
+        assert_eq!(comment.content.as_deref(), Some("cut emoji \u{FFFD}"));
+        assert_eq!(comment.extra.get("rowKey"), Some(&json!("T1JERVIwMDAwMVBST0RVQ1QwMDE=")));
+        assert_eq!(comment.extra.get("extraField"), Some(&json!({"kept": true})));
+        // An escaped backslash followed by "ud83d" is text, not a surrogate.
+        let literal = Comment::from_json(&seed_comment_json(r#""\\ud83d""#)).expect("decode");
+        assert_eq!(literal.content.as_deref(), Some("\\ud83d"));
+        // Other broken JSON stays an error.
+        assert!(Comment::from_json(&seed_comment_json(r#""\uD83D"#)).is_err());
+    }
+
     proptest::proptest! {
+        /// Whatever UTF-16 a Java string holds, Jackson's JSON of it decodes
+        /// without panicking, as the string's lossy UTF-8; and when the string
+        /// is valid Unicode it round-trips through this codec unchanged.
+        #[test]
+        fn jackson_escaped_content_decodes_and_valid_content_round_trips(
+            units in proptest::collection::vec(
+                proptest::prop_oneof![proptest::num::u16::ANY, 0xD800u16..0xE000, 0x20u16..0x7F], 0..40)
+        ) {
+            let stored = seed_comment_json(&crate::jackson::tests::jackson_string(&units));
+            let comment = Comment::from_json(&stored).expect("Jackson's JSON decodes");
+            proptest::prop_assert_eq!(comment.text(), String::from_utf16_lossy(&units));
+            proptest::prop_assert_eq!(&comment.extra["rowKey"], &json!("T1JERVIwMDAwMVBST0RVQ1QwMDE="));
+            if let Ok(valid) = String::from_utf16(&units) {
+                proptest::prop_assert_eq!(comment.content.as_deref(), Some(valid.as_str()));
+                proptest::prop_assert_eq!(Comment::from_json(&comment.to_json()).expect("round trip"), comment);
+            }
+        }
+
         #[test]
         fn decoding_arbitrary_bytes_never_panics(bytes in proptest::collection::vec(proptest::num::u8::ANY, 0..256)) {
             let _ = Comment::from_json(&bytes);
@@ -312,7 +383,7 @@ mod tests {
                                helpful in proptest::option::of(0u64..1000), photos in proptest::option::of(0u32..10)) {
             let comment = Comment {
                 order_id: id("ORDER00001"), product_id: id("PRODUCT001"), user_id: id("USER000001"),
-                content, timestamp, edited, rating: Some(4), helpful, unhelpful: None, photos, extra: Extra::new(),
+                content: Some(content), timestamp, edited, rating: Some(4), helpful, unhelpful: None, photos, extra: Extra::new(),
             };
             proptest::prop_assert_eq!(Comment::from_json(&comment.to_json()).expect("decode"), comment);
         }

@@ -17,7 +17,7 @@ use utoipa::ToSchema;
 /// A stable, machine-readable error code; each maps to one HTTP status.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum ErrorCode {
-    /// A path id is not ten ASCII letters or digits.
+    /// A path id is not ten bytes of printable ASCII other than `/`.
     InvalidId,
     /// `limit` is not an integer from 1 to 100.
     InvalidLimit,

@@ -10,7 +10,7 @@
 use std::borrow::Cow;
 
 use utoipa::openapi::schema::{
-    AdditionalProperties, AllOfBuilder, KnownFormat, ObjectBuilder, Schema, SchemaFormat, Type,
+    AdditionalProperties, AllOfBuilder, KnownFormat, ObjectBuilder, Schema, SchemaFormat, SchemaType, Type,
 };
 use utoipa::openapi::RefOr;
 use utoipa::{OpenApi, PartialSchema, ToSchema};
@@ -79,7 +79,7 @@ fn string(description: &str) -> ObjectBuilder {
 }
 
 fn id(description: &str, example: &str) -> ObjectBuilder {
-    string(description).min_length(Some(10)).max_length(Some(10)).pattern(Some("^[A-Za-z0-9]{10}$")).examples([example])
+    string(description).min_length(Some(10)).max_length(Some(10)).pattern(Some("^[ -.0-~]{10}$")).examples([example])
 }
 
 fn integer(description: &str, format: KnownFormat) -> ObjectBuilder {
@@ -106,7 +106,12 @@ impl PartialSchema for CommentSchema {
             .required("productId")
             .property("userId", id("The author.", "USER000001"))
             .required("userId")
-            .property("content", string("The review text."))
+            .property(
+                "content",
+                ObjectBuilder::new()
+                    .schema_type(SchemaType::from_iter([Type::String, Type::Null]))
+                    .description(Some("The review text; `null` where the original Java service stored none (answered as stored).")),
+            )
             .required("content")
             .property("timestamp", integer("When it was written, epoch milliseconds.", KnownFormat::Int64))
             .required("timestamp")

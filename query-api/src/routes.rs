@@ -66,7 +66,7 @@ async fn v1_page(
     path = "/v1/products/{productId}/comments",
     tag = "v1",
     params(
-        ("productId" = String, Path, description = "Ten ASCII letters or digits.", example = "PRODUCT001"),
+        ("productId" = String, Path, description = "Ten bytes of printable ASCII other than `/`, URL-encoded where needed (new ids are letters and digits).", example = "PRODUCT001"),
         ("limit" = Option<u32>, Query, description = "Page size, 1 to 100 (default 20).", minimum = 1, maximum = 100),
         ("cursor" = Option<String>, Query, description = "`nextCursor` of the previous page; absent for the first page."),
     ),
@@ -90,7 +90,7 @@ pub async fn v1_product_comments(
     path = "/v1/users/{userId}/comments",
     tag = "v1",
     params(
-        ("userId" = String, Path, description = "Ten ASCII letters or digits.", example = "USER000001"),
+        ("userId" = String, Path, description = "Ten bytes of printable ASCII other than `/`, URL-encoded where needed (new ids are letters and digits).", example = "USER000001"),
         ("limit" = Option<u32>, Query, description = "Page size, 1 to 100 (default 20).", minimum = 1, maximum = 100),
         ("cursor" = Option<String>, Query, description = "`nextCursor` of the previous page; absent for the first page."),
     ),
@@ -139,7 +139,7 @@ fn render_error(error: serde_json::Error) -> ApiError {
     path = "/v1/products/{productId}/comments/ranked",
     tag = "v1",
     params(
-        ("productId" = String, Path, description = "Ten ASCII letters or digits.", example = "PRODUCT001"),
+        ("productId" = String, Path, description = "Ten bytes of printable ASCII other than `/`, URL-encoded where needed (new ids are letters and digits).", example = "PRODUCT001"),
         ("limit" = Option<u32>, Query, description = "Most comments to return, 1 to 100 (default 20; at most 10 are ranked).", minimum = 1, maximum = 100),
     ),
     responses(
@@ -164,7 +164,7 @@ pub async fn v1_ranked_comments(
     path = "/product/{productId}/comments/latest",
     tag = "seed",
     params(
-        ("productId" = String, Path, description = "Ten ASCII letters or digits.", example = "PRODUCT001"),
+        ("productId" = String, Path, description = "Ten bytes of printable ASCII other than `/`, URL-encoded where needed (new ids are letters and digits).", example = "PRODUCT001"),
         ("limit" = Option<u32>, Query, description = "Page size, 1 to 100 (default 20).", minimum = 1, maximum = 100),
     ),
     responses(
@@ -187,7 +187,7 @@ pub async fn seed_product_latest(
     path = "/user/{userId}/comments/latest",
     tag = "seed",
     params(
-        ("userId" = String, Path, description = "Ten ASCII letters or digits.", example = "USER000001"),
+        ("userId" = String, Path, description = "Ten bytes of printable ASCII other than `/`, URL-encoded where needed (new ids are letters and digits).", example = "USER000001"),
         ("limit" = Option<u32>, Query, description = "Page size, 1 to 100 (default 20).", minimum = 1, maximum = 100),
     ),
     responses(
@@ -261,7 +261,7 @@ pub async fn seed_user_next(
     path = "/product/{productId}/comments/ranked",
     tag = "seed",
     params(
-        ("productId" = String, Path, description = "Ten ASCII letters or digits.", example = "PRODUCT001"),
+        ("productId" = String, Path, description = "Ten bytes of printable ASCII other than `/`, URL-encoded where needed (new ids are letters and digits).", example = "PRODUCT001"),
         ("limit" = Option<u32>, Query, description = "Most comments to return, 1 to 100 (default 20; at most 10 are ranked).", minimum = 1, maximum = 100),
     ),
     responses(
@@ -411,9 +411,9 @@ mod tests {
         refused(b"", SeedIndex::Product);
         refused(b"PRODUCT0", SeedIndex::Product);
         refused(b"PRODUCT001x\x7f\xff", SeedIndex::Product);
-        refused(b"PRODUCT00!c\x7f\xff", SeedIndex::Product);
+        refused(b"PRODUCT00/c\x7f\xff", SeedIndex::Product);
         refused(&[b'A'; 44], SeedIndex::Product);
-        refused(b"USER-00001\x7f\xff", SeedIndex::User);
+        refused(b"USER/00001\x7f\xff", SeedIndex::User);
         refused(&[b'A'; 9], SeedIndex::User);
     }
 

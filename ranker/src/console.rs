@@ -166,7 +166,7 @@ pub fn explanation(explanation: &Explanation) -> String {
             summary.photos,
             summary.comment,
             summary.user_id,
-            summary.content_preview
+            shown_preview(summary)
         );
     }
     if !explanation.left_out.is_empty() {
@@ -186,7 +186,13 @@ pub fn explanation(explanation: &Explanation) -> String {
                 format!("same user as rank {rank} (score {:.4})", summary.terms.score)
             }
         };
-        let _ = writeln!(text, "  {}  {}  {why}: {}", summary.comment, summary.user_id, summary.content_preview);
+        let _ = writeln!(text, "  {}  {}  {why}: {}", summary.comment, summary.user_id, shown_preview(summary));
     }
     text
+}
+
+/// The content preview as the console shows it: a `null` content (written by
+/// the Java service) is named, so it is not mistaken for an empty review.
+fn shown_preview(summary: &crate::explain::CommentSummary) -> &str {
+    summary.content_preview.as_deref().unwrap_or("(content is null)")
 }

@@ -60,8 +60,8 @@ pub struct CommentSummary {
     pub photos: u32,
     /// Every term of its score.
     pub terms: ScoreTerms,
-    /// The start of its content, on one line.
-    pub content_preview: String,
+    /// The start of its content, on one line; `None` when the stored content is `null`.
+    pub content_preview: Option<String>,
 }
 
 /// A pick and its rank.
@@ -233,8 +233,7 @@ async fn fetch(store: &Store, keys: &[CommentKey]) -> Result<HashMap<CommentKey,
 
 fn summarize(scoring: &ScoringConfig, comment: &Comment, as_of_ms: i64) -> CommentSummary {
     // One line per comment: runs of white space (line breaks included) shown as one space.
-    let mut words =
-        comment.content.split_whitespace().flat_map(|word| std::iter::once(' ').chain(word.chars())).skip(1);
+    let mut words = comment.text().split_whitespace().flat_map(|word| std::iter::once(' ').chain(word.chars())).skip(1);
     let mut content_preview: String = words.by_ref().take(PREVIEW_CHARS).collect();
     if words.next().is_some() {
         content_preview.push('…');
@@ -247,6 +246,6 @@ fn summarize(scoring: &ScoringConfig, comment: &Comment, as_of_ms: i64) -> Comme
         unhelpful: comment.unhelpful.unwrap_or(0),
         photos: comment.photos.unwrap_or(0),
         terms: score_terms(scoring, comment, as_of_ms),
-        content_preview,
+        content_preview: comment.content.is_some().then_some(content_preview),
     }
 }

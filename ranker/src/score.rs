@@ -76,7 +76,7 @@ pub fn photo(photos: u32, photo_cap: u32) -> f64 {
 /// the caller ([`ScoreTerms::chars`] against [`ScoringConfig::min_chars`]) so
 /// that `explain` can also say what a too-short comment would have scored.
 pub fn score_terms(config: &ScoringConfig, comment: &Comment, as_of_ms: i64) -> ScoreTerms {
-    let chars = content_chars(&comment.content);
+    let chars = content_chars(comment.text());
     let substance = substance(chars, config.length_cap_chars);
     let helpfulness = wilson_lower_bound(comment.helpful.unwrap_or(0), comment.unhelpful.unwrap_or(0), config.wilson_z);
     let recency = recency(comment.timestamp, as_of_ms, config.recency_half_life_days);
@@ -163,7 +163,7 @@ mod tests {
             order_id: Id::parse("o", "ORDER00001").expect("id"),
             product_id: Id::parse("p", "PRODUCT001").expect("id"),
             user_id: Id::parse("u", "USER000001").expect("id"),
-            content: content.to_owned(),
+            content: Some(content.to_owned()),
             timestamp,
             edited: false,
             rating: None,

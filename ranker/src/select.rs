@@ -91,7 +91,7 @@ impl Candidate {
             timestamp_ms: comment.timestamp,
             comment: comment.row_key(),
             user: comment.user_id,
-            content: ContentFingerprint::of(&comment.content),
+            content: ContentFingerprint::of(comment.text()),
         }
     }
 }
@@ -357,7 +357,7 @@ mod tests {
             order_id: id("O", order),
             product_id: id("P", 1),
             user_id: id("U", user),
-            content: content.to_owned(),
+            content: Some(content.to_owned()),
             timestamp: AS_OF - age_days * DAY_MS,
             edited: false,
             rating: None,

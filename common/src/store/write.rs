@@ -48,6 +48,11 @@ pub struct NewComment {
 
 impl NewComment {
     fn validate(&self) -> Result<()> {
+        // What this project writes follows the strict id rule, even though it
+        // reads the looser ids the original Java service stored.
+        self.order_id.check_new("orderId")?;
+        self.product_id.check_new("productId")?;
+        self.user_id.check_new("userId")?;
         if self.timestamp_ms < 0 {
             return Err(Error::InvalidInput(format!("timestamp {} is before 1970", self.timestamp_ms)));
         }
@@ -65,7 +70,7 @@ impl NewComment {
             order_id: self.order_id,
             product_id: self.product_id,
             user_id: self.user_id,
-            content: self.content,
+            content: Some(self.content),
             timestamp: self.timestamp_ms,
             edited: false,
             rating: self.rating,
@@ -247,7 +252,7 @@ impl Store {
         let stored =
             self.stored_value(&table, key.as_bytes().to_vec()).await?.ok_or_else(|| comment_not_found(&key))?;
         let mut comment: Comment = super::decode_record(&table, &stored)?;
-        comment.content = content;
+        comment.content = Some(content);
         comment.edited = true;
         if !self.compare_and_set_comment(&key, Some(stored), comment.to_json()).await? {
             return Err(Error::Conflict(format!(

@@ -534,9 +534,9 @@ async fn ranked_reads_follow_the_slots_and_skip_gone_comments() {
         })
         .collect();
     let expected = [
-        (1, 0.91, posted[2].content.clone()),
-        (2, 0.75, posted[0].content.clone()),
-        (4, 0.25, posted[1].content.clone()),
+        (1, 0.91, posted[2].text().to_owned()),
+        (2, 0.75, posted[0].text().to_owned()),
+        (4, 0.25, posted[1].text().to_owned()),
     ];
     assert_eq!(shown, expected, "rank order, slot 3's comment is gone");
     let limited = service.get(&format!("/v1/products/{product}/comments/ranked?limit=2")).await;

@@ -101,7 +101,7 @@ async fn a_seeded_load_writes_the_expected_rows_and_the_store_reads_them_consist
         let position: u64 = comment.order_id.as_str()[1..].parse::<u64>().expect("order number") - 1;
         let generated = plan.comment(position).expect("generated").comment;
         assert_eq!((comment.product_id, comment.user_id), (generated.product_id, generated.user_id));
-        assert_eq!((&comment.content, comment.timestamp), (&generated.content, generated.timestamp_ms));
+        assert_eq!((comment.text(), comment.timestamp), (generated.content.as_str(), generated.timestamp_ms));
         assert!(!comment.edited);
     }
 

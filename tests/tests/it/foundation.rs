@@ -145,7 +145,7 @@ async fn comments_in_the_seeds_format_read_back_through_both_indexes() {
     let comments = store.comments_of(&page).await.expect("comments");
     assert_eq!(comments.len(), 1);
     assert!(comments[0].edited);
-    assert_eq!(comments[0].content, "Java가 쓴 리뷰입니다");
+    assert_eq!(comments[0].text(), "Java가 쓴 리뷰입니다");
     assert_eq!(comments[0].extra.get("rowKey"), Some(&serde_json::json!("T1JEc2VlZDAwMVBST0RzZWVkMDE=")));
     let page = store.user_comment_page(&user, None, 20).await.expect("user page");
     assert_eq!(store.comments_of(&page).await.expect("comments").len(), 1);
@@ -179,8 +179,13 @@ async fn two_comments_by_one_user_in_one_millisecond_both_stay_indexed() {
     assert_eq!(user_page.entries.len(), 2);
     let product_page = store.product_comment_page(&product, None, 20).await.expect("product page");
     assert_eq!(product_page.entries.len(), 2);
-    let contents: Vec<String> =
-        store.comments_of(&user_page).await.expect("comments").into_iter().map(|comment| comment.content).collect();
+    let contents: Vec<String> = store
+        .comments_of(&user_page)
+        .await
+        .expect("comments")
+        .into_iter()
+        .map(|comment| comment.text().to_owned())
+        .collect();
     assert!(contents.contains(&"first review!!".to_owned()) && contents.contains(&"other review!".to_owned()));
 }
 
@@ -206,7 +211,7 @@ async fn the_write_path_enforces_ownership_and_uniqueness_and_edits_in_place() {
     assert_eq!(edited.timestamp, posted.timestamp);
     assert_eq!(scan_all(&store, &store.tables().product_comment).await, index_before, "edit must not move index rows");
     let read = store.get_comments(&[posted.row_key()]).await.expect("read");
-    assert_eq!(read[0].as_ref().map(|comment| comment.content.as_str()), Some("changed text, much longer"));
+    assert_eq!(read[0].as_ref().map(|comment| comment.text()), Some("changed text, much longer"));
 
     // Deleting after an edit still finds the index row, whose key holds the old length.
     store.delete_comment(&order, &product).await.expect("delete");
