@@ -126,8 +126,15 @@ impl IndexReader {
         let keys: Vec<CommentKey> = index.entries.iter().map(|entry| entry.comment).collect();
         let fetched = if keys.is_empty() { Vec::new() } else { store.get_comments(&keys).await? };
         let named = fetched.len() as u64;
-        let comments: Vec<Comment> =
-            fetched.into_iter().flatten().filter(|comment| comment.product_id == *product).collect();
+        // A stale index row (the Java service's overwritten double post) names a
+        // comment listed elsewhere under its own timestamp: it is not a second vote.
+        let comments: Vec<Comment> = index
+            .entries
+            .iter()
+            .zip(fetched)
+            .filter_map(|(entry, comment)| comment.filter(|comment| entry.lists(comment)))
+            .filter(|comment| comment.product_id == *product)
+            .collect();
         let skipped_rows = index.skipped + named - comments.len() as u64;
         Ok(Some(CommentPage { comments, skipped_rows }))
     }

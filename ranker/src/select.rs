@@ -381,6 +381,27 @@ mod tests {
     }
 
     #[test]
+    fn one_comment_offered_twice_takes_one_slot_and_is_not_reported_as_left_out() {
+        // Two index rows naming one comment (the Java service's double post in
+        // one millisecond) reach the pool in different pages, with other
+        // comments in between and after: one slot, no "same user" entry.
+        let twice = comment(1, 1, "a long and thoughtful review of the product", 1, 9, 1);
+        let others: Vec<Comment> =
+            (2..30).map(|n| comment(n, n, &format!("another long enough review number {n}"), 2, 1, 0)).collect();
+        let mut offered = vec![twice.clone()];
+        offered.extend(others.iter().take(10).cloned());
+        offered.push(twice.clone());
+        offered.extend(others.iter().skip(10).cloned());
+        for capacity in [MAX_PICKS, 4 * MAX_PICKS] {
+            let selection = rank_with_pool(&offered, capacity);
+            let picks = keys(&selection);
+            assert_eq!(picks.iter().filter(|key| **key == twice.row_key()).count(), 1, "{picks:?}");
+            assert_eq!(picks.len(), MAX_PICKS);
+            assert!(selection.passed_over.iter().all(|passed| passed.candidate.comment != twice.row_key()));
+        }
+    }
+
+    #[test]
     fn ties_break_on_newer_timestamp_then_smaller_row_key() {
         let a = candidate(2, 0.5, 100, 1, 1);
         let newer = candidate(3, 0.5, 200, 2, 2);

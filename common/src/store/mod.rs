@@ -49,8 +49,31 @@ pub enum IndexKind {
 pub struct IndexEntry {
     /// The index row's key.
     pub index_key: Vec<u8>,
+    /// The timestamp in the index key: the comment's, unless the row is stale.
+    pub timestamp_ms: i64,
     /// The comment's row key (the index row's value).
     pub comment: CommentKey,
+}
+
+impl IndexEntry {
+    /// Whether this row is the one that lists `comment`, rather than a stale
+    /// row left by an overwrite.
+    ///
+    /// The original Java service overwrote a comment posted twice for one
+    /// order and product, and left the first post's index rows pointing at the
+    /// second post. Only the row whose timestamp is the comment's own lists it:
+    /// a rule each page applies alone, so a walk shows the comment once however
+    /// far apart its rows fall. (The content length in a product key cannot be
+    /// used: an edit keeps the key, and Java counts a lone surrogate as one byte.)
+    pub fn lists(&self, comment: &Comment) -> bool {
+        self.comment == comment.row_key() && self.timestamp_ms == comment.timestamp
+    }
+
+    /// Whether `other` names the same comment at the same millisecond: two such
+    /// rows (a double post within one millisecond) are always neighbours.
+    fn same_listing(&self, other: &IndexEntry) -> bool {
+        self.comment == other.comment && self.timestamp_ms == other.timestamp_ms
+    }
 }
 
 /// A page of an index, and where the next page starts.
@@ -169,14 +192,50 @@ impl Store {
             page_size: limit.saturating_add(1).min(INDEX_PAGE_ROWS),
             columns: vec![COLUMN_VALUE.to_vec()],
         };
+        let stop = spec.stop.clone();
         let mut rows = {
             let table = table.clone();
             self.hbase.run(Retry::Idempotent, move |connection| connection.scan(&table, &spec)).await?
         };
-        let next = (rows.len() > limit).then(|| rows.swap_remove(limit).key);
+        let lookahead = (rows.len() > limit).then(|| rows.swap_remove(limit));
         rows.truncate(limit);
-        let entries = rows.iter().filter_map(|row| index_entry(&table, kind, row)).collect();
+        let entries: Vec<IndexEntry> = rows.iter().filter_map(|row| index_entry(&table, kind, row)).collect();
+        let next = match (lookahead, entries.last()) {
+            (Some(lookahead), Some(last)) => self.next_listing_start(&table, kind, lookahead, last, stop).await?,
+            (lookahead, _) => lookahead.map(|row| row.key),
+        };
         Ok(IndexPage { entries, next })
+    }
+
+    /// Where the page after one ending at `last` starts: at `lookahead` (the
+    /// row after the page), unless that row lists the same comment at the same
+    /// millisecond as `last` (a same-millisecond double post); then past every
+    /// such row, so the comment does not start the next page again.
+    async fn next_listing_start(
+        &self,
+        table: &str,
+        kind: IndexKind,
+        mut lookahead: Row,
+        last: &IndexEntry,
+        stop: Option<Vec<u8>>,
+    ) -> Result<Option<Vec<u8>>> {
+        // Parsed without counting: the row is counted when its own page reads it.
+        while parse_index_entry(kind, &lookahead).is_ok_and(|entry| entry.same_listing(last)) {
+            let spec = ScanSpec {
+                start: keys::key_successor(&lookahead.key),
+                stop: stop.clone(),
+                limit: 1,
+                page_size: 1,
+                columns: vec![COLUMN_VALUE.to_vec()],
+            };
+            let table = table.to_owned();
+            let rows = self.hbase.run(Retry::Idempotent, move |connection| connection.scan(&table, &spec)).await?;
+            match rows.into_iter().next() {
+                Some(row) => lookahead = row,
+                None => return Ok(None),
+            }
+        }
+        Ok(Some(lookahead.key))
     }
 
     /// A page of `product`'s comments index, newest first.
@@ -190,35 +249,55 @@ impl Store {
     }
 
     /// Reads the comments an index page names, in page order, leaving out the
-    /// ones that are gone or do not decode.
+    /// ones that are gone or do not decode, and showing each comment only at
+    /// the index row that lists it ([`IndexEntry::lists`]; stale rows are
+    /// skipped and counted as `stale_index`), once per page.
     pub async fn comments_of(&self, page: &IndexPage) -> Result<Vec<Comment>> {
         let keys: Vec<CommentKey> = page.entries.iter().map(|entry| entry.comment).collect();
         let comments = self.get_comments(&keys).await?;
-        Ok(comments.into_iter().flatten().collect())
+        let mut shown = std::collections::HashSet::new();
+        Ok(page
+            .entries
+            .iter()
+            .zip(comments)
+            .filter_map(|(entry, comment)| {
+                let comment = comment?;
+                if !entry.lists(&comment) {
+                    skip_row(
+                        &self.tables.comment,
+                        "stale_index",
+                        &entry.index_key,
+                        &format_args!("the comment's timestamp is {}", comment.timestamp),
+                    );
+                    return None;
+                }
+                shown.insert(entry.comment).then_some(comment)
+            })
+            .collect())
     }
 }
 
 /// Checks an index row's key layout and value; `None` (counted) when either is wrong.
 pub(crate) fn index_entry(table: &str, kind: IndexKind, row: &Row) -> Option<IndexEntry> {
-    let layout = match kind {
-        IndexKind::User => keys::parse_user_comment_key(&row.key).map(|parsed| parsed.tie),
-        IndexKind::Product => keys::parse_product_comment_key(&row.key).map(|parsed| parsed.tie),
-    };
-    if let Err(error) = layout {
-        skip_row(table, "bad_key", &row.key, &error);
-        return None;
-    }
-    let Some(value) = row.value(COLUMN_VALUE) else {
-        skip_row(table, "no_value", &row.key, &"the row has no cf:q");
-        return None;
-    };
-    match CommentKey::parse(value) {
-        Ok(comment) => Some(IndexEntry { index_key: row.key.clone(), comment }),
-        Err(error) => {
-            skip_row(table, "bad_value", &row.key, &error);
+    match parse_index_entry(kind, row) {
+        Ok(entry) => Some(entry),
+        Err((reason, detail)) => {
+            skip_row(table, reason, &row.key, &detail);
             None
         }
     }
+}
+
+/// An index row as an entry, or the skip reason and detail when it is not one.
+fn parse_index_entry(kind: IndexKind, row: &Row) -> std::result::Result<IndexEntry, (&'static str, String)> {
+    let layout = match kind {
+        IndexKind::User => keys::parse_user_comment_key(&row.key).map(|parsed| parsed.timestamp_ms),
+        IndexKind::Product => keys::parse_product_comment_key(&row.key).map(|parsed| parsed.timestamp_ms),
+    };
+    let timestamp_ms = layout.map_err(|error| ("bad_key", error.to_string()))?;
+    let value = row.value(COLUMN_VALUE).ok_or(("no_value", "the row has no cf:q".to_owned()))?;
+    let comment = CommentKey::parse(value).map_err(|error| ("bad_value", error.to_string()))?;
+    Ok(IndexEntry { index_key: row.key.clone(), timestamp_ms, comment })
 }
 
 /// Matches multi-get results to `keys` by row key (Thrift1 drops missing rows,
