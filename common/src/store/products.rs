@@ -80,7 +80,12 @@ impl Store {
         let mut listing = ProductListing::default();
         for row in &page {
             let Some(product) = keys::leading_id("productId", &row.key) else {
-                skip_row(&table, "bad_key", &row.key, &"the key does not start with a product id");
+                skip_row(
+                    &table,
+                    keys::leading_id_problem(&row.key),
+                    &row.key,
+                    &"the key does not start with a product id",
+                );
                 continue;
             };
             let slot = match index {

@@ -6,5 +6,6 @@ mod api;
 mod cron;
 mod demo;
 mod foundation;
+mod java_rows;
 mod ranker;
 mod reliability;

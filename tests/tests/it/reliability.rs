@@ -18,4 +18,4 @@ mod corrupt_data;
 mod gateway_outage;
 mod hostile_input;
 mod ranker_faults;
-mod support;
+pub(crate) mod support;
