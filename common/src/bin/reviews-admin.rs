@@ -1,5 +1,6 @@
 //! `reviews-admin`: operator commands for the review tables: create or drop the
-//! schema, and load a seeded demo or benchmark data set through the write path.
+//! schema, load a seeded demo or benchmark data set through the write path, and
+//! check or repair the comment indexes.
 
 use std::io::IsTerminal;
 use std::path::{Path, PathBuf};
@@ -12,6 +13,7 @@ use common::config::{init_tracing, HbaseArgs};
 use common::demo::{self, DemoPlan, DemoSpec, LoadOptions, LoadReport, Phase, Progress, Ranked};
 use common::hbase::{Hbase, Retry};
 use common::schema;
+use common::store::{IndexCheckOptions, MissingIndex};
 use indicatif::{HumanCount, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
@@ -31,6 +33,36 @@ enum Command {
     /// Generate demo and benchmark data.
     #[command(subcommand)]
     Demo(DemoCommand),
+    /// Find (and repair) comments that no index row points at.
+    #[command(subcommand)]
+    Index(IndexCommand),
+}
+
+#[derive(Debug, Subcommand)]
+enum IndexCommand {
+    /// Report every comment missing from `user-comment` or `product-comment`;
+    /// never writes. Exits 1 when any is missing.
+    Check(IndexArgs),
+    /// Write the missing index rows (with this project's tie suffix) and report them.
+    Repair {
+        #[command(flatten)]
+        args: IndexArgs,
+        /// Report what would be written, and write nothing.
+        #[arg(long)]
+        dry_run: bool,
+    },
+}
+
+#[derive(Debug, Args)]
+struct IndexArgs {
+    #[command(flatten)]
+    hbase: HbaseArgs,
+    /// Comment rows read per round trip (memory holds one page).
+    #[arg(long, default_value_t = 1_000, value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    page_rows: u64,
+    /// Also print the report as JSON on the last line.
+    #[arg(long)]
+    json: bool,
 }
 
 #[derive(Debug, Subcommand)]
@@ -109,6 +141,10 @@ async fn main() -> ExitCode {
             drop_schema(&hbase, i_mean_the_production_tables).await
         }
         Command::Demo(DemoCommand::Load(args)) => load_demo(&args).await,
+        Command::Index(IndexCommand::Check(args)) => check_indexes(&args, IndexMode::Check).await,
+        Command::Index(IndexCommand::Repair { args, dry_run }) => {
+            check_indexes(&args, if dry_run { IndexMode::DryRun } else { IndexMode::Repair }).await
+        }
     };
     match outcome {
         Ok(()) => ExitCode::SUCCESS,
@@ -119,6 +155,79 @@ async fn main() -> ExitCode {
             ExitCode::FAILURE
         }
     }
+}
+
+/// What `index` does with the missing rows it finds.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum IndexMode {
+    Check,
+    DryRun,
+    Repair,
+}
+
+async fn check_indexes(args: &IndexArgs, mode: IndexMode) -> anyhow::Result<()> {
+    let store = args.hbase.store()?;
+    let options = IndexCheckOptions {
+        page_rows: usize::try_from(args.page_rows).unwrap_or(usize::MAX),
+        repair: mode == IndexMode::Repair,
+    };
+    // A long walk shows how far it is: a spinner on a terminal, a log line every
+    // ten seconds otherwise (cron, CI, kubectl logs).
+    let spinner = std::io::stderr().is_terminal().then(|| {
+        let bar = ProgressBar::new_spinner();
+        bar.enable_steady_tick(Duration::from_millis(200));
+        bar
+    });
+    let mut last_log = Instant::now();
+    let report = store
+        .check_indexes(options, |so_far| {
+            let line = format!(
+                "{} comments scanned, {} missing index rows, {} written",
+                HumanCount(so_far.comments_scanned),
+                HumanCount(so_far.missing()),
+                HumanCount(so_far.index_rows_written)
+            );
+            match &spinner {
+                Some(bar) => bar.set_message(line),
+                None if last_log.elapsed() >= Duration::from_secs(10) => {
+                    tracing::info!("{line}");
+                    last_log = Instant::now();
+                }
+                None => {}
+            }
+        })
+        .await
+        .with_context(|| format!("checking the comment indexes of tables {:?}*", args.hbase.table_prefix))?;
+    if let Some(bar) = spinner {
+        bar.finish_and_clear();
+    }
+    println!("comments scanned:             {}", report.comments_scanned);
+    println!("comments that do not decode:  {}", report.comments_skipped);
+    println!("missing user-comment rows:    {}", report.missing_user_index);
+    println!("missing product-comment rows: {}", report.missing_product_index);
+    let written = match mode {
+        IndexMode::Repair => format!("{} index rows written", report.index_rows_written),
+        IndexMode::DryRun => format!("dry run: {} index rows would be written, none was", report.missing()),
+        IndexMode::Check => "check: nothing written".to_owned(),
+    };
+    println!("{written}");
+    for missing in &report.first_missing {
+        let index = match missing.index {
+            MissingIndex::UserComment => "user-comment",
+            MissingIndex::ProductComment => "product-comment",
+        };
+        println!("  {} has no {index} row", missing.comment);
+    }
+    if report.missing() > report.first_missing.len() as u64 {
+        println!("  ... and {} more", report.missing() - report.first_missing.len() as u64);
+    }
+    if args.json {
+        println!("{}", serde_json::to_string(&report).context("rendering the report as JSON")?);
+    }
+    if mode == IndexMode::Check && report.missing() > 0 {
+        bail!("{} index rows are missing; `reviews-admin index repair` writes them", report.missing());
+    }
+    Ok(())
 }
 
 async fn create_schema(args: &HbaseArgs) -> anyhow::Result<()> {

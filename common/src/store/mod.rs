@@ -6,6 +6,7 @@
 //! does not decode: each is skipped, counted in
 //! `reviews_skipped_rows_total{table,reason}` and logged, never an error.
 
+mod index_check;
 pub mod lease;
 pub mod products;
 mod rank;
@@ -15,6 +16,7 @@ mod write;
 use std::collections::HashMap;
 use std::sync::Arc;
 
+pub use index_check::{IndexCheckOptions, IndexCheckReport, MissingIndex, MissingIndexRow};
 pub use rank::RankSlot;
 pub use write::{NewComment, MAX_CONTENT_BYTES};
 

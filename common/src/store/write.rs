@@ -92,7 +92,8 @@ fn validate_content(content: &str) -> Result<()> {
     Ok(())
 }
 
-fn index_mutations(comment: &Comment) -> (RowMutation, RowMutation) {
+/// The `user-comment` and `product-comment` rows this project writes for `comment`.
+pub(super) fn index_mutations(comment: &Comment) -> (RowMutation, RowMutation) {
     let key = comment.row_key();
     let value = vec![(COLUMN_VALUE.to_vec(), key.as_bytes().to_vec())];
     let user = RowMutation::Put {

@@ -262,3 +262,97 @@ async fn rows_the_java_service_wrote_read_back_on_every_route_and_rank_once() {
     service.shut_down().await;
     drop_tables(&[&store]).await;
 }
+
+/// The `reviews-admin` binary of this build (`scripts/test.sh` builds every binary first).
+fn admin_binary() -> std::path::PathBuf {
+    let test_binary = std::env::current_exe().expect("the test binary's path");
+    // target/<profile>/deps/it-<hash> → target/<profile>/reviews-admin
+    let profile_dir = test_binary.parent().and_then(|deps| deps.parent()).expect("target/<profile>");
+    let binary = profile_dir.join(format!("reviews-admin{}", std::env::consts::EXE_SUFFIX));
+    assert!(binary.is_file(), "{} is missing: run `cargo build --workspace --bins` first", binary.display());
+    binary
+}
+
+/// Runs `reviews-admin index <verb>` over `store`'s tables: its exit code and
+/// the JSON report on its last line.
+fn admin_index(store: &Store, verb: &[&str]) -> (i32, Value) {
+    let output = std::process::Command::new(admin_binary())
+        .arg("index")
+        .args(verb)
+        .args(["--page-rows", "2", "--json", "--thrift-addr", &integration_tests::thrift_addr()])
+        .args(["--table-prefix", &store.tables().prefix])
+        .env("RUST_LOG", "warn")
+        .output()
+        .expect("run reviews-admin");
+    let stdout = String::from_utf8_lossy(&output.stdout);
+    println!("reviews-admin index {}:\n{stdout}{}", verb.join(" "), String::from_utf8_lossy(&output.stderr));
+    let report = serde_json::from_str(stdout.lines().last().expect("a report")).expect("the JSON report");
+    (output.status.code().expect("an exit code"), report)
+}
+
+async fn row_count(store: &Store, table: &str) -> usize {
+    crate::reliability::support::raw_rows(store.hbase(), table).await.len()
+}
+
+#[tokio::test]
+async fn index_rows_the_java_service_lost_to_same_millisecond_collisions_are_found_and_repaired() {
+    let store = fresh_store("java_index_repair").await;
+    let tables = store.tables().clone();
+    let (product, other_product) = (id("JP-edge-01"), id("PRODUCT002"));
+    let (user, other_user) = (id("USR-edge01"), id("USER000002"));
+    let at = AS_OF_MS - 86_400_000;
+    // One user, two products, one millisecond: the second post's user-comment
+    // row (18 bytes, no tie) replaced the first's.
+    java_post(&store, &id("ORDER00001"), &product, &user, r#""first of two in one millisecond""#, 32, at).await;
+    java_post(&store, &id("ORDER00002"), &other_product, &user, r#""second of two in one millisecond""#, 33, at).await;
+    // One product, two users, one millisecond, equal content length: the
+    // product-comment row (23 bytes) was replaced.
+    java_post(&store, &id("ORDER00003"), &product, &other_user, r#""equal length text A""#, 19, at - 7).await;
+    java_post(&store, &id("ORDER00004"), &product, &id("USER000003"), r#""equal length text B""#, 19, at - 7).await;
+    // Intact rows, one whose Java length (a lone surrogate counted as one byte)
+    // is not what this code computes, and a comment row that does not decode.
+    java_post(&store, &id("ORDER00005"), &product, &other_user, r#""cut \uD83D""#, 5, at - 100).await;
+    java_post(&store, &id("ORDER00006"), &other_product, &other_user, "null", 0, at - 200).await;
+    put_value(&store, &tables.comment, b"ORDER00007PRODUCT002".to_vec(), b"{truncated".to_vec()).await;
+    let before = (row_count(&store, &tables.user_comment).await, row_count(&store, &tables.product_comment).await);
+
+    let (code, report) = admin_index(&store, &["check"]);
+    assert_eq!(code, 1, "check fails while rows are missing");
+    assert_eq!(
+        (report["comments_scanned"].as_u64(), report["comments_skipped"].as_u64()),
+        (Some(7), Some(1)),
+        "{report}"
+    );
+    assert_eq!((report["missing_user_index"].as_u64(), report["missing_product_index"].as_u64()), (Some(1), Some(1)));
+    assert_eq!(
+        report["first_missing"],
+        json!([{"comment": "ORDER00001JP-edge-01", "index": "user-comment"},
+               {"comment": "ORDER00003JP-edge-01", "index": "product-comment"}])
+    );
+    let (code, report) = admin_index(&store, &["repair", "--dry-run"]);
+    assert_eq!((code, report["index_rows_written"].as_u64()), (0, Some(0)));
+    let unchanged = (row_count(&store, &tables.user_comment).await, row_count(&store, &tables.product_comment).await);
+    assert_eq!(unchanged, before, "check and --dry-run write nothing");
+
+    let (code, report) = admin_index(&store, &["repair"]);
+    assert_eq!((code, report["index_rows_written"].as_u64()), (0, Some(2)), "{report}");
+    let (code, report) = admin_index(&store, &["check"]);
+    assert_eq!(
+        (code, report["missing_user_index"].as_u64(), report["missing_product_index"].as_u64()),
+        (0, Some(0), Some(0))
+    );
+    let (_, report) = admin_index(&store, &["repair"]);
+    assert_eq!(report["index_rows_written"].as_u64(), Some(0), "a second repair has nothing to do");
+
+    // Both lists show every comment again, the repaired ones at their own time.
+    let service = Service::start(store.clone(), uncached_settings()).await;
+    let of_user = walk_v1(&service, "/v1/users/USR-edge01/comments", 1).await;
+    let mut shown = orders(&of_user);
+    shown.sort();
+    assert_eq!(shown, ["ORDER00001", "ORDER00002"]);
+    let of_product = walk_v1(&service, "/v1/products/JP-edge-01/comments", 1).await;
+    // At one millisecond, the Java row (23 bytes) sorts before the repaired one (its tie appended).
+    assert_eq!(orders(&of_product), ["ORDER00001", "ORDER00004", "ORDER00003", "ORDER00005"]);
+    service.shut_down().await;
+    drop_tables(&[&store]).await;
+}
