@@ -228,11 +228,12 @@ impl Store {
     }
 }
 
+/// A comment's position in its page, and whether the user and the product index list it.
+type Listed = (usize, (bool, bool));
+
 /// The outcome of a lookup from [`JoinSet::join_next`] on a set known not to be
 /// empty. A lookup that panicked is a bug: its panic carries on here.
-fn joined(
-    outcome: Option<std::result::Result<Result<(usize, (bool, bool))>, tokio::task::JoinError>>,
-) -> Result<(usize, (bool, bool))> {
+fn joined(outcome: Option<std::result::Result<Result<Listed>, tokio::task::JoinError>>) -> Result<Listed> {
     match outcome {
         Some(Ok(result)) => result,
         Some(Err(error)) => std::panic::resume_unwind(error.into_panic()),
