@@ -70,8 +70,8 @@ async fn bad_ids_limits_and_cursors_on_every_route_answer_4xx_in_the_error_shape
         "P0000%2F001",                    // percent-encoded slash, ten characters once decoded
         "%2F%2F%2F%2F%2F%2F%2F%2F%2F%2F",
         "P00000000%00", // NUL
-        "P000 00001",
-        "P0000-0001",
+        "P000%0900001", // a tab: ten bytes, not printable
+        "P0000%7F001",  // DEL: ten bytes, not printable
     ];
     for template in PRODUCT_ROUTES.iter().chain(USER_ROUTES.iter()) {
         for id in bad_ids {
