@@ -398,8 +398,8 @@ async fn every_bad_request_answers_400_with_a_code() {
         "/v1/products/P00000000001/comments",
         "/v1/products/P0000%2F001/comments",
         "/v1/users/U%FF00000001/comments",
-        "/v1/products/P 00000001/comments/ranked",
-        "/product/P000000-01/comments/latest",
+        "/v1/products/P%0900000001/comments/ranked",
+        "/product/P000000%2F01/comments/latest",
         "/user/u/comments/latest",
         "/product/%00%00%00%00%00%00%00%00%00%00/comments/ranked",
     ] {

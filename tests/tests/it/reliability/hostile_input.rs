@@ -71,7 +71,7 @@ async fn bad_ids_limits_and_cursors_on_every_route_answer_4xx_in_the_error_shape
         "%2F%2F%2F%2F%2F%2F%2F%2F%2F%2F",
         "P00000000%00", // NUL
         "P000%0900001", // a tab: ten bytes, not printable
-        "P0000%7F001",  // DEL: ten bytes, not printable
+        "P0000%7F0001", // DEL: ten bytes, not printable
     ];
     for template in PRODUCT_ROUTES.iter().chain(USER_ROUTES.iter()) {
         for id in bad_ids {
