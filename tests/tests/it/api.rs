@@ -444,7 +444,7 @@ async fn every_bad_request_answers_400_with_a_code() {
         ("/product/comments/get", json!({"startIndexKey": STANDARD.encode(b"P000000001")}), "invalid_cursor"),
         ("/product/comments/get", json!({"startIndexKey": STANDARD.encode(b"P000000001r\x00\x01")}), "invalid_cursor"),
         ("/product/comments/get", json!({"startIndexKey": STANDARD.encode([b'P'; 60])}), "invalid_cursor"),
-        ("/user/comments/get", json!({"startIndexKey": STANDARD.encode(b"U0000-0001\x7f")}), "invalid_cursor"),
+        ("/user/comments/get", json!({"startIndexKey": STANDARD.encode(b"U0000/0001\x7f")}), "invalid_cursor"),
         (
             "/user/comments/get",
             json!({"startIndexKey": STANDARD.encode(b"U000000001\x7f"), "limit": 101}),
