@@ -339,3 +339,42 @@ impl Store {
 fn comment_not_found(key: &CommentKey) -> Error {
     Error::NotFound(format!("comment for order {} and product {}", key.order_id(), key.product_id()))
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn new_comment(order: &str, product: &str, user: &str) -> NewComment {
+        let id = |text: &str| Id::parse("id", text).expect("a readable id");
+        NewComment {
+            order_id: id(order),
+            product_id: id(product),
+            user_id: id(user),
+            content: "a review".to_owned(),
+            timestamp_ms: 1,
+            rating: None,
+            helpful: None,
+            unhelpful: None,
+            photos: None,
+        }
+    }
+
+    #[test]
+    fn the_write_path_keeps_the_strict_id_rule_for_what_it_creates() {
+        assert!(new_comment("ORDER00001", "PRODUCT001", "USER000001").validate().is_ok());
+        // Readable (the Java service stored such ids) but not what this project writes.
+        for (comment, field) in [
+            (new_comment("ORDER-0001", "PRODUCT001", "USER000001"), "orderId"),
+            (new_comment("ORDER00001", "JP-edge-01", "USER000001"), "productId"),
+            (new_comment("ORDER00001", "PRODUCT001", "USR edge 1"), "userId"),
+        ] {
+            match comment.validate() {
+                Err(Error::InvalidId(error)) => {
+                    assert_eq!(error.field, field);
+                    assert!(error.to_string().contains("ASCII letters or digits"), "{error}");
+                }
+                other => panic!("{field}: expected an invalid id, got {other:?}"),
+            }
+        }
+    }
+}
