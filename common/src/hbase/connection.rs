@@ -71,6 +71,11 @@ pub struct ScanSpec {
     pub page_size: usize,
     /// Columns to return; empty returns every column.
     pub columns: Vec<Column>,
+    /// Whether the region server keeps the blocks this scan reads in its block
+    /// cache. Online reads do (what they read is likely read again); a batch
+    /// pass over every product does not, so it cannot evict the readers' blocks
+    /// (HBase's advice for MapReduce-style scans: `Scan.setCacheBlocks(false)`).
+    pub cache_blocks: bool,
 }
 
 /// A change to one row: cells to put, or the whole row to delete.
@@ -299,7 +304,7 @@ impl Connection {
             batch_size: None,
             sort_columns: Some(false),
             reversed: Some(false),
-            cache_blocks: Some(true),
+            cache_blocks: Some(spec.cache_blocks),
         };
         let scanner = self.call("scanner_open", |client| {
             client.scanner_open_with_scan(table.as_bytes().to_vec(), scan, BTreeMap::new())
