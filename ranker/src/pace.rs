@@ -96,7 +96,8 @@ pub struct PacingSettings {
     pub increase_step: f64,
     /// Factor the rate is multiplied by after a slow window (multiplicative decrease).
     pub decrease_factor: f64,
-    /// A window is slow when its median call takes more than this many times its baseline.
+    /// A window is slow when its median call takes more than this many times its
+    /// baseline (the lowest median of its size class seen so far).
     pub tolerance: f64,
     /// Length of one control window, in milliseconds.
     pub window_ms: u64,
@@ -284,17 +285,22 @@ impl Controller {
         (self.rate > from).then_some(Change::SpeedUp { from, to: self.rate })
     }
 
-    /// Moves each size class's baseline to the window's fastest call when that
-    /// is faster, and lets it drift up slowly towards it otherwise.
+    /// Moves each size class's baseline to the window's median call of that
+    /// class when it is faster, and lets it drift up slowly towards it
+    /// otherwise: a windowed minimum of medians. Medians, not the fastest call,
+    /// because the signal compared with the baseline is a median too: the
+    /// fastest call of a busy two-core machine was half its typical one with
+    /// no congestion at all, which read as congestion at every rate.
     fn learn_baselines(&mut self) {
-        let mut fastest: HashMap<(CallKind, u32), f64> = HashMap::new();
+        let mut by_class: HashMap<(CallKind, u32), Vec<f64>> = HashMap::new();
         for sample in &self.samples {
-            let entry = fastest.entry((sample.kind, sample.class)).or_insert(sample.seconds);
-            *entry = entry.min(sample.seconds);
+            by_class.entry((sample.kind, sample.class)).or_default().push(sample.seconds);
         }
-        for (class, seconds) in fastest {
-            let baseline = self.baselines.entry(class).or_insert(seconds);
-            *baseline = seconds.min(*baseline * (1.0 + BASELINE_DRIFT_PER_WINDOW));
+        for (class, mut seconds) in by_class {
+            seconds.sort_by(f64::total_cmp);
+            let median = seconds[seconds.len() / 2];
+            let baseline = self.baselines.entry(class).or_insert(median);
+            *baseline = median.min(*baseline * (1.0 + BASELINE_DRIFT_PER_WINDOW));
         }
     }
 }

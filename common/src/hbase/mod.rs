@@ -207,7 +207,11 @@ impl Hbase {
         let mut backoff = config.retry_backoff;
         let mut attempt = 0;
         loop {
-            let outcome = self.checkout(deadline).and_then(|mut connection| operation(&mut connection));
+            let outcome = self.checkout(deadline).and_then(|mut connection| {
+                // Every round trip of the operation ends by the caller's deadline.
+                connection.set_deadline(Some(deadline));
+                operation(&mut connection)
+            });
             match outcome {
                 Err(error) if error.is_transient() && retry == Retry::Idempotent && attempt < config.retries => {
                     let now = Instant::now();
@@ -311,5 +315,121 @@ impl Hbase {
     /// Whether HBase answers: lists tables (which reaches the master) once, without retries.
     pub async fn check_ready(&self) -> Result<()> {
         self.run(Retry::Once, |connection| connection.table_names().map(drop)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A "gateway" that accepts connections and never answers (a hung
+    /// process): every call on it blocks until a socket timeout.
+    fn silent_gateway() -> (std::net::TcpListener, String) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let address = listener.local_addr().expect("address").to_string();
+        (listener, address)
+    }
+
+    fn patient_pool(address: String) -> Hbase {
+        Hbase::new(HbaseConfig {
+            address,
+            pool_size: 1,
+            io_timeout: Duration::from_secs(5),
+            operation_timeout: Duration::from_secs(5),
+            retries: 3,
+            ..HbaseConfig::default()
+        })
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn work_ends_by_the_callers_deadline_not_a_fresh_timeout_of_its_own() {
+        let (_gateway, address) = silent_gateway();
+        let hbase = patient_pool(address);
+        let asked = Instant::now();
+        let deadline = asked + Duration::from_millis(300);
+        let outcome = with_deadline(deadline, hbase.run(Retry::Idempotent, |connection| connection.ping())).await;
+        assert!(matches!(outcome, Err(Error::Unavailable(_))), "{outcome:?}");
+        assert!(asked.elapsed() < Duration::from_secs(1), "the caller got its answer at its deadline");
+        // The blocking call, too, gives up by the caller's deadline (its socket
+        // timeout is cut to it) instead of holding the connection for its own
+        // five seconds, and it does not retry for a caller that has gone.
+        let released = Instant::now();
+        while hbase.in_flight() > 0 {
+            assert!(released.elapsed() < Duration::from_millis(500), "abandoned work still holds the pool");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn work_whose_caller_has_gone_is_not_started() {
+        let (_gateway, address) = silent_gateway();
+        let hbase = patient_pool(address);
+        // The one connection is busy for a second.
+        let busy = {
+            let hbase = hbase.clone();
+            tokio::spawn(with_deadline(Instant::now() + Duration::from_secs(1), async move {
+                hbase.run(Retry::Idempotent, |connection| connection.ping()).await
+            }))
+        };
+        while hbase.in_flight() == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // A caller with 200 ms to spare waits for it, and gives up.
+        let started = Arc::new(AtomicBool::new(false));
+        let flag = started.clone();
+        let waited = Instant::now();
+        let outcome = with_deadline(
+            Instant::now() + Duration::from_millis(200),
+            hbase.run(Retry::Idempotent, move |_| {
+                flag.store(true, Ordering::Relaxed);
+                Ok(())
+            }),
+        )
+        .await;
+        assert!(matches!(outcome, Err(Error::Unavailable(_))), "{outcome:?}");
+        assert!(waited.elapsed() < Duration::from_millis(700), "the wait counted against the deadline");
+        assert!(busy.await.expect("busy task").is_err());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!started.load(Ordering::Relaxed), "work for a caller that had gone was started");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_bounded_queue_refuses_at_once_and_a_queue_timeout_refuses_in_time() {
+        let (_gateway, address) = silent_gateway();
+        let hbase = Hbase::new(HbaseConfig {
+            address,
+            pool_size: 1,
+            io_timeout: Duration::from_secs(3),
+            operation_timeout: Duration::from_secs(3),
+            queue_timeout: Some(Duration::from_millis(400)),
+            max_queued: Some(1),
+            ..HbaseConfig::default()
+        });
+        let busy = {
+            let hbase = hbase.clone();
+            tokio::spawn(async move { hbase.run(Retry::Once, |connection| connection.ping()).await })
+        };
+        while hbase.in_flight() == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let waiter = {
+            let hbase = hbase.clone();
+            tokio::spawn(async move {
+                let asked = Instant::now();
+                (hbase.run(Retry::Once, |connection| connection.ping()).await, asked.elapsed())
+            })
+        };
+        while hbase.queued() == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let asked = Instant::now();
+        let refused = hbase.run(Retry::Once, |connection| connection.ping()).await;
+        assert!(matches!(refused, Err(Error::Overloaded(_))), "{refused:?}");
+        assert!(asked.elapsed() < Duration::from_millis(100), "refused at once: {:?}", asked.elapsed());
+        let (outcome, waited) = waiter.await.expect("waiter");
+        assert!(matches!(outcome, Err(Error::Overloaded(_))), "{outcome:?}");
+        assert!(waited >= Duration::from_millis(400) && waited < Duration::from_millis(900), "{waited:?}");
+        assert!(outcome.is_err_and(|error| error.is_transient()));
+        busy.abort();
     }
 }
