@@ -44,7 +44,7 @@ pub struct Args {
     /// Longest wait for a free HBase connection, in milliseconds; a request that
     /// waits longer answers 503 `overloaded` with `Retry-After` instead of
     /// queueing behind a slow HBase. Well under the request deadline.
-    #[arg(long, env = "REVIEWS_API_HBASE_QUEUE_TIMEOUT_MS", default_value_t = 250)]
+    #[arg(long, env = "REVIEWS_API_HBASE_QUEUE_TIMEOUT_MS", default_value_t = 500)]
     pub hbase_queue_timeout_ms: u64,
 
     /// Most requests waiting for a free HBase connection at once; one more
@@ -172,7 +172,7 @@ mod tests {
         assert_eq!(config.retries, 1);
         assert!(config.operation_timeout <= Duration::from_secs(2));
         // Readers fail fast instead of queueing: a bounded wait, a bounded queue.
-        assert_eq!(config.queue_timeout, Some(Duration::from_millis(250)));
+        assert_eq!(config.queue_timeout, Some(Duration::from_millis(500)));
         assert_eq!(config.max_queued, Some(64));
     }
 

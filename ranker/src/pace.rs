@@ -114,9 +114,9 @@ impl Default for PacingSettings {
             max_rate: None,
             initial_rate: 2_000.0,
             min_rate: 200.0,
-            increase_step: 1_000.0,
+            increase_step: 500.0,
             decrease_factor: 0.5,
-            tolerance: 2.0,
+            tolerance: 1.5,
             window_ms: 1_000,
             page_rows: 250,
         }
