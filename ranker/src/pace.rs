@@ -8,7 +8,8 @@
 //! - At the start the rate is low and doubles every window while the calls stay
 //!   fast (slow start, as TCP does), so the first calls meet an HBase carrying
 //!   only the readers and teach the controller what "idle" looks like: a
-//!   baseline per kind of call and per call size.
+//!   baseline per kind of call and per call size. Slow start ends at the first
+//!   window whose calls are noticeably slower than their baseline.
 //! - After that the rate grows by a fixed step per window while the calls stay
 //!   near their baseline (additive increase), and is cut by a factor, at most
 //!   once per window, when the window's typical call is more than `tolerance`
@@ -34,7 +35,7 @@
 //! time and answers with rate changes, which the unit tests drive on a simulated
 //! latency signal. [`Pacer`] wraps it with the token bucket, metrics and logs.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
 use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
@@ -49,15 +50,28 @@ const MAX_RATE_SAMPLES: usize = 240;
 const BURST_SECONDS: f64 = 0.1;
 /// Longest single sleep of a waiter, so a rate change reaches waiters soon.
 const LONGEST_WAIT_STEP: Duration = Duration::from_millis(100);
-/// How much a size class's baseline may rise per window when its calls stay
-/// slower: about 2x in six minutes of one-second windows. Slow on purpose, so
-/// congestion that lasts is not learned as the new normal within a run, while
-/// a baseline taken on an unusually quiet moment does not hold the run back all night.
-const BASELINE_DRIFT_PER_WINDOW: f64 = 0.002;
+/// How many recent windows a size class's baseline is the lowest median of.
+/// A baseline that only ever fell would hold a run at its floor all night
+/// after one unusually quiet start (seen in the test suite on a loaded
+/// machine: 115 s at 100 comments/s with nothing but the machine slowing the
+/// calls down). Forgetting old minima lets it rise when the calls stay slower
+/// however slow the run goes, which means the slowness is not the run's doing,
+/// as BBR's minimum round-trip time expires after ten seconds. Thirty windows
+/// are long enough that every slow-down (which brings the latency back down)
+/// renews a low baseline.
+const BASELINE_WINDOWS: u64 = 30;
 /// A window whose comment throughput was below this share of the allowed rate
 /// does not raise the rate: raising a limit nobody reaches would only allow a
 /// burst later (TCP's congestion-window validation, RFC 7661).
 const USED_SHARE_TO_GROW: f64 = 0.5;
+/// Slow start ends at the first window whose median call is this much slower
+/// than its baseline, even if still within the tolerance: rising latency means
+/// queues are forming, and doubling once more would overshoot well past the
+/// point where readers start to wait (the "delay increase" exit of TCP's
+/// HyStart, RFC 9406). The first contention round, without it, doubled to
+/// 32,000 comments/s before its first slow-down and gave the readers their
+/// worst window of the run.
+const SLOW_START_EXIT: f64 = 1.25;
 
 /// Whether a run paces itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -97,7 +111,7 @@ pub struct PacingSettings {
     /// Factor the rate is multiplied by after a slow window (multiplicative decrease).
     pub decrease_factor: f64,
     /// A window is slow when its median call takes more than this many times its
-    /// baseline (the lowest median of its size class seen so far).
+    /// baseline (the lowest median of its size class over the last 30 windows).
     pub tolerance: f64,
     /// Length of one control window, in milliseconds.
     pub window_ms: u64,
@@ -200,7 +214,9 @@ pub(crate) struct Controller {
     settings: PacingSettings,
     rate: f64,
     slow_start: bool,
-    baselines: HashMap<(CallKind, u32), f64>,
+    /// Per size class: the median of each recent window that had calls of it, by window number.
+    medians: HashMap<(CallKind, u32), VecDeque<(u64, f64)>>,
+    window_number: u64,
     window_started: Instant,
     samples: Vec<Sample>,
     comments_in_window: u64,
@@ -215,7 +231,8 @@ impl Controller {
             settings,
             rate,
             slow_start: true,
-            baselines: HashMap::new(),
+            medians: HashMap::new(),
+            window_number: 0,
             window_started: now,
             samples: Vec::new(),
             comments_in_window: 0,
@@ -258,7 +275,7 @@ impl Controller {
             .samples
             .iter()
             .filter_map(|sample| {
-                let baseline = self.baselines.get(&(sample.kind, sample.class))?;
+                let baseline = self.baseline(sample.kind, sample.class)?;
                 Some(sample.seconds / baseline.max(1e-6))
             })
             .collect();
@@ -276,6 +293,9 @@ impl Controller {
             self.slowdowns += 1;
             return Some(Change::SlowDown { from, to: self.rate, slowness: median });
         }
+        if median > SLOW_START_EXIT {
+            self.slow_start = false;
+        }
         let used = self.comments_in_window as f64 / elapsed.as_secs_f64().max(1e-3);
         if used < self.rate * USED_SHARE_TO_GROW {
             return None;
@@ -285,13 +305,19 @@ impl Controller {
         (self.rate > from).then_some(Change::SpeedUp { from, to: self.rate })
     }
 
-    /// Moves each size class's baseline to the window's median call of that
-    /// class when it is faster, and lets it drift up slowly towards it
-    /// otherwise: a windowed minimum of medians. Medians, not the fastest call,
-    /// because the signal compared with the baseline is a median too: the
-    /// fastest call of a busy two-core machine was half its typical one with
-    /// no congestion at all, which read as congestion at every rate.
+    /// A size class's baseline: the lowest window median of its calls over
+    /// the last [`BASELINE_WINDOWS`] windows. Medians, not the fastest call,
+    /// because the signal compared with it is a median too: the fastest call
+    /// of a busy two-core machine was half its typical one with no congestion
+    /// at all, which read as congestion at every rate.
+    fn baseline(&self, kind: CallKind, class: u32) -> Option<f64> {
+        self.medians.get(&(kind, class))?.iter().map(|(_, median)| *median).reduce(f64::min)
+    }
+
+    /// Records this window's median of each size class and forgets the ones
+    /// older than [`BASELINE_WINDOWS`].
     fn learn_baselines(&mut self) {
+        self.window_number += 1;
         let mut by_class: HashMap<(CallKind, u32), Vec<f64>> = HashMap::new();
         for sample in &self.samples {
             by_class.entry((sample.kind, sample.class)).or_default().push(sample.seconds);
@@ -299,9 +325,15 @@ impl Controller {
         for (class, mut seconds) in by_class {
             seconds.sort_by(f64::total_cmp);
             let median = seconds[seconds.len() / 2];
-            let baseline = self.baselines.entry(class).or_insert(median);
-            *baseline = median.min(*baseline * (1.0 + BASELINE_DRIFT_PER_WINDOW));
+            self.medians.entry(class).or_default().push_back((self.window_number, median));
         }
+        let oldest = self.window_number.saturating_sub(BASELINE_WINDOWS);
+        for medians in self.medians.values_mut() {
+            while medians.front().is_some_and(|(number, _)| *number <= oldest) {
+                medians.pop_front();
+            }
+        }
+        self.medians.retain(|_, medians| !medians.is_empty());
     }
 }
 
@@ -581,6 +613,18 @@ mod tests {
     }
 
     #[tokio::test(start_paused = true)]
+    async fn slowness_the_run_cannot_relieve_becomes_the_new_baseline() {
+        let pacer = Pacer::new(&settings());
+        drive(&pacer, 5, |_| IDLE).await;
+        // The machine turns three times slower for good, whatever the run does.
+        drive(&pacer, 8, |_| IDLE * 3).await;
+        assert_eq!(pacer.rate(), 100.0, "first the run backs off to its floor");
+        // Thirty windows on, the old baseline is forgotten and the run speeds up again.
+        drive(&pacer, 40, |_| IDLE * 3).await;
+        assert!(pacer.rate() >= 2_000.0, "the run speeds up again: {}", pacer.rate());
+    }
+
+    #[tokio::test(start_paused = true)]
     async fn a_load_that_tracks_the_rate_settles_near_the_knee() {
         // Latency stays idle up to 5,000 comments/s and grows with the rate
         // beyond it, as a saturating HBase does.
@@ -641,6 +685,37 @@ mod tests {
         }
         let change = controller.observe(CallKind::CommentFetch, 10, Duration::from_millis(6), start + second * 3);
         assert!(matches!(change, Some(Change::SlowDown { from, to, .. }) if from == 2_000.0 && to == 1_000.0));
+    }
+
+    #[test]
+    fn slow_start_ends_when_calls_start_to_slow_down() {
+        let start = Instant::now();
+        let second = Duration::from_secs(1);
+        let mut controller = Controller::new(settings(), start);
+        let full_window = |controller: &mut Controller, at: Instant, latency: Duration| {
+            // A window's calls, enough comments to count as using the rate.
+            for _ in 0..99 {
+                controller.observe(CallKind::CommentFetch, 100, latency, at);
+            }
+            controller.observe(CallKind::CommentFetch, 100, latency, at + second)
+        };
+        full_window(&mut controller, start, IDLE);
+        // Calm: doubling.
+        assert_eq!(
+            full_window(&mut controller, start + second, IDLE),
+            Some(Change::SpeedUp { from: 1_000.0, to: 2_000.0 })
+        );
+        // 30 % slower: within the tolerance, but slow start is over; the rate
+        // grows by the step from now on.
+        let slower = IDLE.mul_f64(1.3);
+        assert_eq!(
+            full_window(&mut controller, start + second * 2, slower),
+            Some(Change::SpeedUp { from: 2_000.0, to: 2_500.0 })
+        );
+        assert_eq!(
+            full_window(&mut controller, start + second * 3, IDLE),
+            Some(Change::SpeedUp { from: 2_500.0, to: 3_000.0 })
+        );
     }
 
     #[test]

@@ -269,7 +269,9 @@ impl Hbase {
             let _running = CountWhileAlive(&hbase.inner.in_flight);
             hbase.blocking_until(deadline, retry, &abandoned, operation)
         });
-        match tokio::time::timeout_at(deadline.into(), work).await {
+        // Relative to now on tokio's clock, not `timeout_at` a std instant:
+        // under tokio's paused time (the daemon's tests) the two clocks differ.
+        match tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), work).await {
             Ok(joined) => joined.map_err(|error| Error::Hbase(format!("HBase task failed: {error}")))?,
             Err(_) => Err(Error::Unavailable(format!("no answer from HBase within {timeout:?}"))),
         }
@@ -289,7 +291,8 @@ impl Hbase {
             return Err(Error::Overloaded(format!("{queued} operations already wait for an HBase connection")));
         }
         let queue_deadline = inner.config.queue_timeout.map_or(deadline, |wait| deadline.min(Instant::now() + wait));
-        match tokio::time::timeout_at(queue_deadline.into(), inner.permits.clone().acquire_owned()).await {
+        let wait = queue_deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(wait, inner.permits.clone().acquire_owned()).await {
             Ok(permit) => permit.map_err(|_| Error::Unavailable("the HBase pool is shut down".to_owned())),
             Err(_) if queue_deadline < deadline => {
                 metrics::counter!("reviews_hbase_overloaded_total", "reason" => "queue_timeout").increment(1);
