@@ -51,7 +51,7 @@ async fn a_paced_run_slows_down_when_the_gateway_does_and_speeds_up_after() {
         initial_rate: 500.0,
         min_rate: 100.0,
         increase_step: 500.0,
-        window_ms: 200,
+        window_ms: 250,
         page_rows: 25,
         // Tolerant of a loaded CI machine (at 1.5 the suite's own load held
         // the run at its floor); the injected delay is twenty times the calls.
