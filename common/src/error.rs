@@ -30,6 +30,11 @@ pub enum Error {
     /// HBase or its Thrift gateway could not be reached in time. Transient: retry later.
     #[error("HBase is unavailable: {0}")]
     Unavailable(String),
+    /// Every connection to HBase was busy and the operation was refused
+    /// instead of queueing (its wait for a pool slot was bounded, see
+    /// [`crate::hbase::HbaseConfig::queue_timeout`]). Transient: retry later.
+    #[error("HBase is overloaded: {0}")]
+    Overloaded(String),
     /// HBase answered, but refused or failed the request (a missing table, a server-side exception).
     #[error("HBase failed the request: {0}")]
     Hbase(String),
@@ -46,7 +51,7 @@ pub enum Error {
 impl Error {
     /// Whether trying again later may succeed (HBase was unreachable or busy).
     pub fn is_transient(&self) -> bool {
-        matches!(self, Error::Unavailable(_))
+        matches!(self, Error::Unavailable(_) | Error::Overloaded(_))
     }
 
     /// Whether the caller's input, not the system, is at fault.

@@ -91,6 +91,15 @@ pub struct CronArgs {
     #[arg(long, env = "RANKER_CONCURRENCY")]
     pub concurrency: Option<usize>,
 
+    /// Pacing of each run: `adaptive` slows down when HBase calls slow down,
+    /// `off` for a maintenance window (overrides pacing.mode of the configuration file).
+    #[arg(long, value_enum, value_name = "MODE", env = "RANKER_PACE")]
+    pub pace: Option<ranker::PaceMode>,
+
+    /// Hard ceiling on comments per second, in both pacing modes (overrides pacing.max_rate).
+    #[arg(long, value_name = "N", env = "RANKER_MAX_RATE")]
+    pub max_rate: Option<f64>,
+
     /// Where HBase is.
     #[command(flatten)]
     pub hbase: HbaseArgs,
@@ -135,6 +144,13 @@ impl CronArgs {
                 return Err(ConfigError::Invalid("--concurrency must be at least 1".to_owned()));
             }
             run_options.concurrency = concurrency;
+        }
+        if let Some(mode) = self.pace {
+            run_options.pacing.mode = mode;
+        }
+        if let Some(max_rate) = self.max_rate {
+            run_options.pacing.max_rate = Some(max_rate);
+            run_options.pacing.validate().map_err(|error| ConfigError::Invalid(format!("--max-rate: {error}")))?;
         }
         let holder = match &self.holder {
             Some(holder) if !holder.trim().is_empty() => holder.trim().to_owned(),
@@ -195,12 +211,19 @@ mod tests {
             "daemon-a",
             "--retry-attempts",
             "1",
+            "--pace",
+            "off",
+            "--max-rate",
+            "25000",
         ]);
         assert_eq!(args.start_mode(), StartMode::RunNowThenSchedule);
         let settings = args.daemon_settings().expect("valid");
         assert_eq!(settings.run_options.concurrency, 3);
         assert_eq!(settings.holder, "daemon-a");
         assert_eq!(settings.retry.attempts, 1);
+        assert_eq!(settings.run_options.pacing.mode, ranker::PaceMode::Off);
+        assert_eq!(settings.run_options.pacing.max_rate, Some(25_000.0));
+        assert_eq!(parse(&[]).daemon_settings().expect("defaults").run_options.pacing.mode, ranker::PaceMode::Adaptive);
         assert_eq!(parse(&["--once"]).start_mode(), StartMode::Once);
         assert!(CronArgs::try_parse_from(["ranker-cron", "--once", "--run-now"]).is_err());
     }
@@ -214,6 +237,8 @@ mod tests {
         assert!(parse(&["--lease-ttl-secs", "1"]).daemon_settings().is_err());
         assert!(parse(&["--retry-attempts", "0"]).daemon_settings().is_err());
         assert!(parse(&["--concurrency", "0"]).daemon_settings().is_err());
+        assert!(parse(&["--max-rate", "0"]).daemon_settings().is_err());
+        assert!(CronArgs::try_parse_from(["ranker-cron", "--pace", "gentle"]).is_err());
         let error = parse(&["--config", "/nonexistent/ranker.toml"]).daemon_settings().expect_err("missing file");
         assert!(error.to_string().contains("/nonexistent/ranker.toml"), "{error}");
     }

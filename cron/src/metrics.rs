@@ -41,6 +41,15 @@ pub fn install_exporter(address: SocketAddr) -> Result<(), metrics_exporter_prom
     metrics::describe_counter!(PRODUCTS_RANKED, "Products ranked by this daemon's runs");
     metrics::describe_gauge!(RUN_IN_PROGRESS, "1 while this daemon runs the ranker");
     metrics::describe_counter!(LEASES_LOST, "Leases lost mid-run");
+    // Set by the ranker library's pacer (ranker::pace) during each run.
+    metrics::describe_gauge!(
+        "reviews_ranker_pace_rate",
+        "Comments per second the running ranking run may read now (its adaptive pacing's rate)"
+    );
+    metrics::describe_counter!(
+        "reviews_ranker_pace_slowdowns_total",
+        "Times the ranking runs' adaptive pacing cut the rate because HBase calls slowed down"
+    );
     Ok(())
 }
 

@@ -41,6 +41,17 @@ pub struct Args {
     #[arg(long, env = "REVIEWS_API_CORS_ORIGINS", value_delimiter = ',', default_value = "")]
     pub cors_origins: Vec<String>,
 
+    /// Longest wait for a free HBase connection, in milliseconds; a request that
+    /// waits longer answers 503 `overloaded` with `Retry-After` instead of
+    /// queueing behind a slow HBase. Well under the request deadline.
+    #[arg(long, env = "REVIEWS_API_HBASE_QUEUE_TIMEOUT_MS", default_value_t = 500)]
+    pub hbase_queue_timeout_ms: u64,
+
+    /// Most requests waiting for a free HBase connection at once; one more
+    /// answers 503 `overloaded` at once, so a backlog cannot grow memory.
+    #[arg(long, env = "REVIEWS_API_HBASE_MAX_QUEUED", default_value_t = 64)]
+    pub hbase_max_queued: usize,
+
     /// After SIGTERM or Ctrl-C, how long in-flight requests may finish before the service exits, in milliseconds.
     #[arg(long, env = "REVIEWS_API_DRAIN_DEADLINE_MS", default_value_t = 10_000)]
     pub drain_deadline_ms: u64,
@@ -98,7 +109,12 @@ impl Args {
     /// The HBase pool configuration for this service: the shared flags, with
     /// the HBase deadline never longer than a request may take.
     pub fn hbase_config(&self) -> HbaseConfig {
-        service_hbase_config(self.hbase.hbase_config(), self.settings().request_timeout)
+        let config = HbaseConfig {
+            queue_timeout: Some(Duration::from_millis(self.hbase_queue_timeout_ms)),
+            max_queued: Some(self.hbase_max_queued),
+            ..self.hbase.hbase_config()
+        };
+        service_hbase_config(config, self.settings().request_timeout)
     }
 }
 
@@ -155,6 +171,9 @@ mod tests {
         assert_eq!(config.operation_timeout, Duration::from_millis(1_500));
         assert_eq!(config.retries, 1);
         assert!(config.operation_timeout <= Duration::from_secs(2));
+        // Readers fail fast instead of queueing: a bounded wait, a bounded queue.
+        assert_eq!(config.queue_timeout, Some(Duration::from_millis(500)));
+        assert_eq!(config.max_queued, Some(64));
     }
 
     #[test]

@@ -37,6 +37,9 @@ pub enum ErrorCode {
     MethodNotAllowed,
     /// HBase or its Thrift gateway did not answer in time.
     Unavailable,
+    /// Every HBase connection was busy: the request was refused at once
+    /// instead of queueing (try again after `Retry-After`).
+    Overloaded,
     /// The request took longer than the service's per-request deadline.
     Timeout,
     /// Anything else: a bug or a misconfiguration (a missing table).
@@ -57,6 +60,7 @@ impl ErrorCode {
             ErrorCode::NotFound => "not_found",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::Unavailable => "unavailable",
+            ErrorCode::Overloaded => "overloaded",
             ErrorCode::Timeout => "timeout",
             ErrorCode::Internal => "internal",
         }
@@ -74,7 +78,7 @@ impl ErrorCode {
             ErrorCode::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorCode::NotFound => StatusCode::NOT_FOUND,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
-            ErrorCode::Unavailable | ErrorCode::Timeout => StatusCode::SERVICE_UNAVAILABLE,
+            ErrorCode::Unavailable | ErrorCode::Overloaded | ErrorCode::Timeout => StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }
     }
@@ -83,6 +87,7 @@ impl ErrorCode {
     fn public_message(self) -> &'static str {
         match self {
             ErrorCode::Unavailable => "the review store is unavailable; try again shortly",
+            ErrorCode::Overloaded => "the service is overloaded; try again shortly",
             ErrorCode::Timeout => "the request took too long; try again shortly",
             _ => "internal error",
         }
@@ -122,6 +127,7 @@ impl ApiError {
             Error::InvalidCursor(_) => ErrorCode::InvalidCursor,
             Error::InvalidInput(_) => ErrorCode::InvalidQuery,
             Error::Unavailable(_) => ErrorCode::Unavailable,
+            Error::Overloaded(_) => ErrorCode::Overloaded,
             // The service reads with validated ids only, so these mean a missing
             // table, a gateway refusing a call, or a bug: nothing the client can fix.
             Error::NotFound(_) | Error::Conflict(_) | Error::Hbase(_) | Error::BadData { .. } => ErrorCode::Internal,
@@ -177,6 +183,11 @@ impl IntoResponse for ApiError {
                 ErrorCode::Internal => {
                     tracing::error!(code = self.code.as_str(), cause = %self.detail, "request failed")
                 }
+                // Under overload this is every refused request: counted in
+                // reviews_hbase_overloaded_total, logged only at debug.
+                ErrorCode::Overloaded => {
+                    tracing::debug!(code = self.code.as_str(), cause = %self.detail, "request refused")
+                }
                 _ => tracing::warn!(code = self.code.as_str(), cause = %self.detail, "request failed"),
             }
             self.code.public_message().to_owned()
@@ -229,6 +240,16 @@ mod tests {
         assert!(!body.to_string().contains("secret"), "{body}");
     }
 
+    #[tokio::test]
+    async fn overload_answers_503_overloaded_with_retry_after() {
+        let response = ApiError::from(common::Error::Overloaded("64 operations wait".to_owned())).into_response();
+        assert_eq!(response.status(), StatusCode::SERVICE_UNAVAILABLE);
+        assert_eq!(response.headers()[header::RETRY_AFTER], "1");
+        let (_, body) = body_of(ApiError::from(common::Error::Overloaded("64 operations wait".to_owned()))).await;
+        assert_eq!(body["error"]["code"], "overloaded");
+        assert!(!body.to_string().contains("64 operations"), "{body}");
+    }
+
     #[test]
     fn every_code_has_a_distinct_name() {
         let codes = [
@@ -242,6 +263,7 @@ mod tests {
             ErrorCode::NotFound,
             ErrorCode::MethodNotAllowed,
             ErrorCode::Unavailable,
+            ErrorCode::Overloaded,
             ErrorCode::Timeout,
             ErrorCode::Internal,
         ];

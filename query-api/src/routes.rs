@@ -73,7 +73,7 @@ async fn v1_page(
     responses(
         (status = 200, description = "A page of comments, newest first.", body = CommentsPage),
         (status = 400, description = "Bad id, limit or cursor.", body = ErrorBody),
-        (status = 503, description = "HBase is unavailable.", body = ErrorBody),
+        (status = 503, description = "HBase is unavailable (`unavailable`) or busy (`overloaded`); see Retry-After.", body = ErrorBody),
     )
 )]
 pub async fn v1_product_comments(
@@ -97,7 +97,7 @@ pub async fn v1_product_comments(
     responses(
         (status = 200, description = "A page of comments, newest first.", body = CommentsPage),
         (status = 400, description = "Bad id, limit or cursor.", body = ErrorBody),
-        (status = 503, description = "HBase is unavailable.", body = ErrorBody),
+        (status = 503, description = "HBase is unavailable (`unavailable`) or busy (`overloaded`); see Retry-After.", body = ErrorBody),
     )
 )]
 pub async fn v1_user_comments(
@@ -145,7 +145,7 @@ fn render_error(error: serde_json::Error) -> ApiError {
     responses(
         (status = 200, description = "The ranked comments, best first.", body = RankedPage),
         (status = 400, description = "Bad id or limit.", body = ErrorBody),
-        (status = 503, description = "HBase is unavailable.", body = ErrorBody),
+        (status = 503, description = "HBase is unavailable (`unavailable`) or busy (`overloaded`); see Retry-After.", body = ErrorBody),
     )
 )]
 pub async fn v1_ranked_comments(
@@ -170,7 +170,7 @@ pub async fn v1_ranked_comments(
     responses(
         (status = 200, description = "The seed's GetCommentsResponse.", body = SeedCommentsPage),
         (status = 400, description = "Bad id or limit.", body = ErrorBody),
-        (status = 503, description = "HBase is unavailable.", body = ErrorBody),
+        (status = 503, description = "HBase is unavailable (`unavailable`) or busy (`overloaded`); see Retry-After.", body = ErrorBody),
     )
 )]
 pub async fn seed_product_latest(
@@ -193,7 +193,7 @@ pub async fn seed_product_latest(
     responses(
         (status = 200, description = "The seed's GetCommentsResponse.", body = SeedCommentsPage),
         (status = 400, description = "Bad id or limit.", body = ErrorBody),
-        (status = 503, description = "HBase is unavailable.", body = ErrorBody),
+        (status = 503, description = "HBase is unavailable (`unavailable`) or busy (`overloaded`); see Retry-After.", body = ErrorBody),
     )
 )]
 pub async fn seed_user_latest(
@@ -217,7 +217,7 @@ pub async fn seed_user_latest(
     responses(
         (status = 200, description = "The seed's GetCommentsResponse.", body = SeedCommentsPage),
         (status = 400, description = "Bad body, limit or startIndexKey.", body = ErrorBody),
-        (status = 503, description = "HBase is unavailable.", body = ErrorBody),
+        (status = 503, description = "HBase is unavailable (`unavailable`) or busy (`overloaded`); see Retry-After.", body = ErrorBody),
     )
 )]
 pub async fn seed_product_next(
@@ -242,7 +242,7 @@ pub async fn seed_product_next(
     responses(
         (status = 200, description = "The seed's GetCommentsResponse.", body = SeedCommentsPage),
         (status = 400, description = "Bad body, limit or startIndexKey.", body = ErrorBody),
-        (status = 503, description = "HBase is unavailable.", body = ErrorBody),
+        (status = 503, description = "HBase is unavailable (`unavailable`) or busy (`overloaded`); see Retry-After.", body = ErrorBody),
     )
 )]
 pub async fn seed_user_next(
@@ -267,7 +267,7 @@ pub async fn seed_user_next(
     responses(
         (status = 200, description = "The seed's GetCommentsResponse; `nextIndexKey` is always null.", body = SeedCommentsPage),
         (status = 400, description = "Bad id or limit.", body = ErrorBody),
-        (status = 503, description = "HBase is unavailable.", body = ErrorBody),
+        (status = 503, description = "HBase is unavailable (`unavailable`) or busy (`overloaded`); see Retry-After.", body = ErrorBody),
     )
 )]
 pub async fn seed_ranked(
@@ -351,7 +351,7 @@ pub async fn healthz() -> Json<Status> {
     get,
     path = "/readyz",
     tag = "operations",
-    responses((status = 200, body = Status), (status = 503, description = "HBase is unavailable.", body = ErrorBody))
+    responses((status = 200, body = Status), (status = 503, description = "HBase is unavailable (`unavailable`) or busy (`overloaded`); see Retry-After.", body = ErrorBody))
 )]
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<Status>, ApiError> {
     state.store().hbase().check_ready().await?;

@@ -94,11 +94,15 @@ fn cors_layer(origins: &[String]) -> CorsLayer {
         .max_age(Duration::from_secs(3_600))
 }
 
-/// Answers 503 when a request outlives the service's deadline. The HBase
-/// deadline is capped below it, so this is the backstop for time spent
-/// elsewhere (queueing for a pool slot, a slow client body).
+/// Answers 503 when a request outlives the service's deadline, and hands the
+/// deadline down to every HBase operation the request starts
+/// ([`common::hbase::with_deadline`]): the second read of a request gets what
+/// is left of it, not a fresh operation timeout, and once the request has
+/// given up its HBase work is not started.
 async fn enforce_deadline(State(deadline): State<Duration>, request: Request, next: Next) -> Response {
-    match tokio::time::timeout(deadline, next.run(request)).await {
+    let request_deadline = std::time::Instant::now() + deadline;
+    let work = common::hbase::with_deadline(request_deadline, next.run(request));
+    match tokio::time::timeout(deadline, work).await {
         Ok(response) => response,
         Err(_) => ApiError::timeout(deadline).into_response(),
     }

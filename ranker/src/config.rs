@@ -8,6 +8,7 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
+use crate::pace::PacingSettings;
 use crate::RankerError;
 
 /// The whole configuration file.
@@ -16,8 +17,11 @@ use crate::RankerError;
 pub struct RankerConfig {
     /// How a comment's score is computed (`[scoring]`).
     pub scoring: ScoringConfig,
-    /// How a run is paced (`[run]`); command-line flags override these.
+    /// How a run is carried out (`[run]`); command-line flags override these.
     pub run: RunSettings,
+    /// How a run paces itself to leave online reads alone (`[pacing]`);
+    /// `--pace` and `--max-rate` override these.
+    pub pacing: PacingSettings,
 }
 
 /// The terms of the default score (DESIGN.md §4.1) and their parameters.
@@ -53,7 +57,7 @@ pub struct Weights {
     pub photo: f64,
 }
 
-/// Pacing of a run.
+/// Concurrency, retries and page sizes of a run.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct RunSettings {
@@ -178,6 +182,7 @@ impl RankerConfig {
         if self.run.page_rows == 0 {
             return Err(RankerError::InvalidConfig("run.page_rows must be at least 1".to_owned()));
         }
+        self.pacing.validate().map_err(RankerError::InvalidConfig)?;
         Ok(())
     }
 }
@@ -214,6 +219,14 @@ mod tests {
     }
 
     #[test]
+    fn pacing_takes_a_mode_and_a_ceiling() {
+        let config = RankerConfig::from_toml("[pacing]\nmode = \"off\"\nmax_rate = 5000\n").expect("config");
+        assert_eq!(config.pacing.mode, crate::PaceMode::Off);
+        assert_eq!(config.pacing.max_rate, Some(5_000.0));
+        assert_eq!(config.pacing.tolerance, PacingSettings::default().tolerance);
+    }
+
+    #[test]
     fn refuses_unknown_fields_and_meaningless_values() {
         for bad in [
             "[scoring]\nmin_char = 3\n",
@@ -224,6 +237,9 @@ mod tests {
             "[scoring.weights]\nrecency = nan\n",
             "[run]\nconcurrency = 0\n",
             "[run]\nproduct_attempts = 0\n",
+            "[pacing]\nmode = \"sometimes\"\n",
+            "[pacing]\nmax_rate = 0\n",
+            "[pacing]\ntolerance = 0.5\n",
         ] {
             assert!(RankerConfig::from_toml(bad).is_err(), "accepted {bad:?}");
         }

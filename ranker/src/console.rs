@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 
 use tokio_util::sync::CancellationToken;
 
-use crate::{Explanation, LeftOutReason, ProgressSnapshot, RunProgress, RunReport};
+use crate::{Explanation, LeftOutReason, PaceReport, ProgressSnapshot, RunProgress, RunReport};
 
 /// How often the terminal progress line is redrawn.
 const TERMINAL_REFRESH: Duration = Duration::from_millis(250);
@@ -121,11 +121,24 @@ pub fn summary(report: &RunReport, read_only: bool) -> String {
     let _ = writeln!(text, "  slots deleted: {}", report.slots_deleted);
     let _ = writeln!(text, "  skipped rows:  {}", report.skipped_rows);
     let _ = writeln!(text, "  as of:         {} ms", report.as_of_ms);
+    let _ = writeln!(text, "  pacing:        {}", pacing_line(&report.pacing));
     let _ = writeln!(text, "  failures:      {}", report.failures.len());
     for failure in &report.failures {
         let _ = writeln!(text, "    {}: {}", failure.product, failure.error);
     }
     text
+}
+
+/// One line on what pacing did: mode, ceiling, mean rate, the allowed rate's
+/// range and the slow-downs.
+fn pacing_line(pacing: &PaceReport) -> String {
+    let ceiling = pacing.max_rate.map_or_else(|| "no ceiling".to_owned(), |rate| format!("ceiling {rate:.0}/s"));
+    let mut line = format!("{}, {ceiling}, mean {:.0} comments/s", pacing.mode.as_str(), pacing.mean_rate);
+    let rates = pacing.rate_samples.iter().map(|sample| sample.rate);
+    if let (Some(low), Some(high)) = (rates.clone().reduce(f64::min), rates.reduce(f64::max)) {
+        let _ = write!(line, ", allowed {low:.0} to {high:.0}/s, {} slow-downs", pacing.slowdowns);
+    }
+    line
 }
 
 /// An explanation as text: a table of the picks with every term, then the

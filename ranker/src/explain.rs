@@ -14,6 +14,7 @@ use common::Id;
 use serde::Serialize;
 
 use crate::config::ScoringConfig;
+use crate::pace::Pacer;
 use crate::product::stream_comments;
 use crate::score::{score_terms, ScoreTerms};
 use crate::select::{rank_order, Candidate, PassReason, TopComments, MAX_PICKS};
@@ -152,7 +153,8 @@ pub async fn explain(
         }
     };
     let state = (TopComments::new(MAX_PICKS), TooShort::default());
-    let ((pool, too_short), totals) = stream_comments(store, product, page_rows.max(1), state, work, None).await?;
+    let ((pool, too_short), totals) =
+        stream_comments(store, product, page_rows.max(1), &Pacer::unlimited(), state, work, None).await?;
     let selection = pool.finish();
 
     // A too-short comment is notable when it would have ranked above the last

@@ -10,12 +10,15 @@
 //!   retrying and reporting failures; the CLI and the cron daemon both call it.
 //! - [`explain()`] shows how one product's ranking came about; [`read_pass()`]
 //!   reads what a run reads without scoring or writing (the benchmark baseline).
+//! - [`pace`] paces a run by the latency of its own HBase calls, so the
+//!   nightly run leaves online reads their latency.
 //! - [`config`] is the TOML configuration file.
 
 pub mod config;
 pub mod console;
 mod discovery;
 mod explain;
+pub mod pace;
 mod product;
 mod run;
 pub mod score;
@@ -31,6 +34,7 @@ use serde::Serialize;
 
 pub use config::{RankerConfig, RunSettings, ScoringConfig, Weights};
 pub use explain::{explain, ExplainedComment, Explanation, LeftOut, LeftOutReason};
+pub use pace::{PaceMode, PaceReport, PacingSettings, RateSample};
 pub use run::{read_pass, run};
 pub use shard::{InvalidShard, KeyRange, Shard};
 
@@ -70,6 +74,8 @@ pub struct RunOptions {
     /// product is one product, but a listing that gives up loses every
     /// product after it from the run.
     pub listing_patience: Duration,
+    /// How the run paces itself (adaptive by default; `ranker bench-read` turns it off).
+    pub pacing: PacingSettings,
     /// Live counters for a progress display; `None` when nobody watches.
     pub progress: Option<Arc<RunProgress>>,
 }
@@ -93,6 +99,7 @@ impl RunOptions {
             retry_backoff: config.run.retry_backoff(),
             page_rows: config.run.page_rows,
             listing_patience: config.run.listing_patience(),
+            pacing: config.pacing.clone(),
             progress: None,
         }
     }
@@ -108,6 +115,7 @@ impl RunOptions {
         if self.page_rows == 0 {
             return Err(RankerError::InvalidOptions("page rows must be at least 1".to_owned()));
         }
+        self.pacing.validate().map_err(RankerError::InvalidOptions)?;
         Ok(())
     }
 }
@@ -124,6 +132,7 @@ impl std::fmt::Debug for RunOptions {
             .field("retry_backoff", &self.retry_backoff)
             .field("page_rows", &self.page_rows)
             .field("listing_patience", &self.listing_patience)
+            .field("pacing", &self.pacing)
             .field("progress", &self.progress.is_some())
             .finish()
     }
@@ -154,6 +163,8 @@ pub struct RunReport {
     pub failures: Vec<ProductFailure>,
     /// Wall-clock time of the run.
     pub duration_ms: u64,
+    /// What pacing did: mode, ceiling, mean rate, the rate over time, slow-downs.
+    pub pacing: PaceReport,
 }
 
 impl RunReport {

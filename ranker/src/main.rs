@@ -9,7 +9,7 @@ use clap::{Args, Parser, Subcommand};
 use common::config::HbaseArgs;
 use common::Id;
 use ranker::console::{self, ProgressDisplay};
-use ranker::{RankerConfig, RunOptions, RunProgress, RunReport, Scope, Shard};
+use ranker::{PaceMode, RankerConfig, RunOptions, RunProgress, RunReport, Scope, Shard};
 use tokio_util::sync::CancellationToken;
 
 /// Exit status of a run stopped by a signal (128 + SIGINT, as shells report it).
@@ -106,6 +106,16 @@ struct PassArgs {
     #[arg(long)]
     json: bool,
 
+    /// Pacing: `adaptive` slows the run down when its HBase calls slow down, so
+    /// online reads keep their latency; `off` for a maintenance window
+    /// [default: pacing.mode of the config, adaptive; `off` for bench-read].
+    #[arg(long, value_enum, value_name = "MODE", env = "RANKER_PACE")]
+    pace: Option<PaceMode>,
+
+    /// Hard ceiling on comments per second, in both pacing modes [default: pacing.max_rate, none].
+    #[arg(long, value_name = "N", env = "RANKER_MAX_RATE", value_parser = parse_rate)]
+    max_rate: Option<f64>,
+
     #[command(flatten)]
     hbase: HbaseArgs,
 }
@@ -164,6 +174,14 @@ fn parse_as_of(text: &str) -> Result<i64, String> {
         .map_err(|error| format!("expected RFC 3339 (2024-05-01T03:00:00Z) or epoch milliseconds: {error}"))
 }
 
+/// Parses a rate in comments per second: a finite number above zero.
+fn parse_rate(text: &str) -> Result<f64, String> {
+    match text.trim().parse::<f64>() {
+        Ok(rate) if rate.is_finite() && rate > 0.0 => Ok(rate),
+        _ => Err(format!("expected comments per second, a number above 0, got {text:?}")),
+    }
+}
+
 fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
@@ -209,9 +227,17 @@ async fn wait_for_signal() {
     }
 }
 
-fn options(pass: &PassArgs, as_of_ms: i64) -> Result<RunOptions> {
+/// The options of a pass; `default_pace` applies when neither `--pace` nor
+/// the configuration file's `pacing.mode` says otherwise (`None`: the config's).
+fn options(pass: &PassArgs, as_of_ms: i64, default_pace: Option<PaceMode>) -> Result<RunOptions> {
     let config = load_config(pass.config.as_ref())?;
     let mut options = RunOptions::with_config(pass.scope.scope(), as_of_ms, &config);
+    if let Some(mode) = pass.pace.or(default_pace) {
+        options.pacing.mode = mode;
+    }
+    if let Some(max_rate) = pass.max_rate {
+        options.pacing.max_rate = Some(max_rate);
+    }
     if let Some(concurrency) = pass.concurrency {
         options.concurrency = concurrency;
     }
@@ -279,14 +305,15 @@ async fn main() -> Result<ExitCode> {
     common::config::init_tracing();
     match &cli.command {
         Command::Run(args) => {
-            let mut options = options(&args.pass, args.as_of.unwrap_or_else(now_ms))?;
+            let mut options = options(&args.pass, args.as_of.unwrap_or_else(now_ms), None)?;
             options.dry_run = args.dry_run;
             run_pass(&args.pass, options, false).await
         }
         Command::Explain(args) => explain(args).await,
         Command::Runs(args) => runs(args).await,
         Command::BenchRead(args) => {
-            let options = options(&args.pass, now_ms())?;
+            // The raw baseline: unpaced unless --pace says otherwise.
+            let options = options(&args.pass, now_ms(), Some(PaceMode::Off))?;
             run_pass(&args.pass, options, true).await
         }
     }
@@ -321,6 +348,24 @@ mod tests {
         for bad in [["--shard", "8/8"], ["--product", "short"], ["--as-of", "tomorrow"]] {
             let error = parse(&bad).expect_err("refused");
             assert_eq!(error.kind(), clap::error::ErrorKind::ValueValidation, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn pace_flags_override_the_config_and_bench_read_is_unpaced() {
+        let pass = |arguments: &[&str]| match Cli::try_parse_from([&["ranker"], arguments].concat()).expect("parses") {
+            Cli { command: Command::Run(args) } => options(&args.pass, 0, None).expect("options"),
+            Cli { command: Command::BenchRead(args) } => options(&args.pass, 0, Some(PaceMode::Off)).expect("options"),
+            other => panic!("unexpected {other:?}"),
+        };
+        let run = pass(&["run"]);
+        assert_eq!((run.pacing.mode, run.pacing.max_rate), (PaceMode::Adaptive, None));
+        let run = pass(&["run", "--pace", "off", "--max-rate", "20000"]);
+        assert_eq!((run.pacing.mode, run.pacing.max_rate), (PaceMode::Off, Some(20_000.0)));
+        assert_eq!(pass(&["bench-read"]).pacing.mode, PaceMode::Off);
+        assert_eq!(pass(&["bench-read", "--pace", "adaptive"]).pacing.mode, PaceMode::Adaptive);
+        for bad in [["--pace", "sometimes"], ["--max-rate", "0"], ["--max-rate", "fast"]] {
+            assert!(Cli::try_parse_from([&["ranker", "run"][..], &bad[..]].concat()).is_err(), "{bad:?}");
         }
     }
 }

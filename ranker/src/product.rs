@@ -21,6 +21,7 @@ use common::Id;
 use tokio::sync::mpsc;
 
 use crate::config::ScoringConfig;
+use crate::pace::{CallKind, Pacer};
 use crate::select::{Selection, TopComments, MAX_PICKS};
 use crate::writer::SlotWriter;
 use crate::{RankerError, RunProgress};
@@ -40,6 +41,8 @@ pub(crate) struct ProductJob {
     pub writer: Option<SlotWriter>,
     /// Index rows read per round trip.
     pub page_rows: usize,
+    /// The run's shared rate, acquired before each page of comments is fetched.
+    pub pacer: Pacer,
     /// Where to count scored comments as they go.
     pub progress: Option<Arc<RunProgress>>,
 }
@@ -93,14 +96,23 @@ impl Drop for AbortOnDrop {
 impl IndexReader {
     /// Starts reading `product`'s index, `rows` rows a page, at most
     /// [`INDEX_READ_AHEAD`] pages ahead of the consumer.
-    fn start(store: &Store, product: &Id, rows: usize) -> IndexReader {
+    ///
+    /// Index scans are not paced themselves: the bounded read-ahead ties them
+    /// to the comment fetches, which are, so a paced run scans its index at the
+    /// paced rate too. Their latency still feeds the pacing.
+    fn start(store: &Store, product: &Id, rows: usize, pacer: &Pacer) -> IndexReader {
         let (sender, pages) = mpsc::channel(INDEX_READ_AHEAD);
         let store = store.clone();
         let product = *product;
+        let pacer = pacer.clone();
         let task = tokio::spawn(async move {
             let mut start = None;
             loop {
+                let asked = std::time::Instant::now();
                 let page = store.product_comment_page_counted(&product, start, rows).await;
+                if let Ok(page) = &page {
+                    pacer.observe(CallKind::IndexPage, page.entries.len(), asked.elapsed());
+                }
                 let next = page.as_ref().ok().and_then(|page| page.next.clone());
                 let failed = page.is_err();
                 if sender.send(page).await.is_err() || failed {
@@ -118,13 +130,21 @@ impl IndexReader {
     /// Fetches the comments of the next index page; `None` after the last page.
     /// Rows that cannot be used (bad index rows, comments gone or undecodable,
     /// comments of another product) are left out and counted.
-    async fn next_page(&mut self, store: &Store, product: &Id) -> common::Result<Option<CommentPage>> {
+    async fn next_page(&mut self, store: &Store, product: &Id, pacer: &Pacer) -> common::Result<Option<CommentPage>> {
         let Some(index) = self.pages.recv().await else {
             return Ok(None);
         };
         let index = index?;
         let keys: Vec<CommentKey> = index.entries.iter().map(|entry| entry.comment).collect();
-        let fetched = if keys.is_empty() { Vec::new() } else { store.get_comments(&keys).await? };
+        let fetched = if keys.is_empty() {
+            Vec::new()
+        } else {
+            pacer.acquire(keys.len()).await;
+            let asked = std::time::Instant::now();
+            let fetched = store.get_comments(&keys).await?;
+            pacer.observe(CallKind::CommentFetch, keys.len(), asked.elapsed());
+            fetched
+        };
         let named = fetched.len() as u64;
         // A stale index row (the Java service's overwritten double post) names a
         // comment listed elsewhere under its own timestamp: it is not a second vote.
@@ -171,6 +191,7 @@ pub(crate) async fn stream_comments<S, W>(
     store: &Store,
     product: &Id,
     page_rows: usize,
+    pacer: &Pacer,
     state: S,
     work: W,
     progress: Option<&RunProgress>,
@@ -181,8 +202,8 @@ where
 {
     let mut totals = StreamTotals::default();
     let mut state = state;
-    let mut index = IndexReader::start(store, product, page_rows);
-    let mut current = index.next_page(store, product).await?;
+    let mut index = IndexReader::start(store, product, page_rows, pacer);
+    let mut current = index.next_page(store, product, pacer).await?;
     while let Some(page) = current {
         let count = page.comments.len() as u64;
         totals.comments += count;
@@ -193,7 +214,7 @@ where
             page_work(&mut state, comments);
             state
         });
-        let (processed, next) = tokio::join!(processed, index.next_page(store, product));
+        let (processed, next) = tokio::join!(processed, index.next_page(store, product, pacer));
         state = processed?;
         if let Some(progress) = progress {
             progress.add_comments(count);
@@ -214,9 +235,16 @@ pub(crate) async fn select_for_product(
     let work = move |pool: &mut TopComments, comments: Vec<Comment>| {
         pool.offer_comments(&scoring, as_of_ms, &comments, None);
     };
-    let (pool, totals) =
-        stream_comments(store, product, job.page_rows, TopComments::new(MAX_PICKS), work, job.progress.as_deref())
-            .await?;
+    let (pool, totals) = stream_comments(
+        store,
+        product,
+        job.page_rows,
+        &job.pacer,
+        TopComments::new(MAX_PICKS),
+        work,
+        job.progress.as_deref(),
+    )
+    .await?;
     Ok((pool.finish(), totals))
 }
 

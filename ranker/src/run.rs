@@ -11,6 +11,7 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::discovery::{Discovery, ListingRetry};
+use crate::pace::{PaceMode, Pacer};
 use crate::product::{existing_slot_mask, rank_product, stream_comments, ProductJob, ProductOutcome};
 use crate::shard::KeyRange;
 use crate::writer::SlotWriter;
@@ -54,6 +55,7 @@ async fn drive(
 ) -> Result<RunReport, RankerError> {
     options.validate()?;
     let started = Instant::now();
+    let pacer = Pacer::new(&options.pacing);
     let mut report = RunReport {
         as_of_ms: options.as_of_ms,
         dry_run: options.dry_run || pass == Pass::ReadOnly,
@@ -65,12 +67,20 @@ async fn drive(
         skipped_rows: 0,
         failures: Vec::new(),
         duration_ms: 0,
+        pacing: pacer.report(0, Duration::ZERO),
+    };
+    // Smaller pages when paced adaptively: a reader queues behind a big
+    // multi-get for as long as it holds a gateway thread and a handler.
+    let page_rows = match options.pacing.mode {
+        PaceMode::Adaptive => options.pacing.page_rows,
+        PaceMode::Off => options.page_rows,
     };
     let job = Arc::new(ProductJob {
         scoring: Arc::new(options.scoring.clone()),
         as_of_ms: options.as_of_ms,
         writer: (!report.dry_run).then(|| SlotWriter::start(store.clone())),
-        page_rows: options.page_rows,
+        page_rows,
+        pacer: pacer.clone(),
         progress: options.progress.clone(),
     });
     let worker = Worker {
@@ -81,7 +91,17 @@ async fn drive(
         backoff: options.retry_backoff,
         stop: stop.clone(),
     };
-    tracing::info!(scope = ?options.scope, as_of_ms = options.as_of_ms, dry_run = report.dry_run, ?pass, concurrency = options.concurrency, "run started");
+    tracing::info!(
+        scope = ?options.scope,
+        as_of_ms = options.as_of_ms,
+        dry_run = report.dry_run,
+        ?pass,
+        concurrency = options.concurrency,
+        pace = options.pacing.mode.as_str(),
+        max_rate = options.pacing.max_rate,
+        page_rows,
+        "run started"
+    );
 
     let mut products = match options.scope {
         Scope::Product(product) => Products::One(Some(product)),
@@ -127,6 +147,7 @@ async fn drive(
     }
     report.interrupted |= stop.is_cancelled();
     report.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    report.pacing = pacer.report(report.comments_scored, started.elapsed());
     tracing::info!(
         products = report.products_ranked,
         comments = report.comments_scored,
@@ -137,6 +158,7 @@ async fn drive(
         interrupted = report.interrupted,
         duration_ms = report.duration_ms,
         comments_per_second = report.comments_per_second() as u64,
+        pace_slowdowns = report.pacing.slowdowns,
         "run finished"
     );
     Ok(report)
@@ -248,9 +270,17 @@ impl Worker {
             }
             Pass::ReadOnly => {
                 let count = |_: &mut (), _: Vec<common::model::Comment>| {};
-                let ((), totals) =
-                    stream_comments(&self.store, &product, self.job.page_rows, (), count, self.job.progress.as_deref())
-                        .await?;
+                let job = &self.job;
+                let ((), totals) = stream_comments(
+                    &self.store,
+                    &product,
+                    job.page_rows,
+                    &job.pacer,
+                    (),
+                    count,
+                    job.progress.as_deref(),
+                )
+                .await?;
                 Ok(ProductOutcome {
                     comments_scored: totals.comments,
                     skipped_rows: totals.skipped_rows,

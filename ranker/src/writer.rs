@@ -70,6 +70,7 @@ async fn write_queued(store: Store, mut queue: mpsc::Receiver<WriteRequest>) {
 fn copy_error(error: &common::Error) -> common::Error {
     match error {
         common::Error::Unavailable(message) => common::Error::Unavailable(message.clone()),
+        common::Error::Overloaded(message) => common::Error::Overloaded(message.clone()),
         common::Error::Hbase(message) => common::Error::Hbase(message.clone()),
         other => common::Error::Hbase(other.to_string()),
     }

@@ -117,3 +117,103 @@ fn hbasectl(arguments: &[&str]) {
     let status = std::process::Command::new(script).args(arguments).status().expect("run hbase/hbasectl");
     assert!(status.success(), "hbase/hbasectl {arguments:?} failed with {status}");
 }
+
+/// What a [`FaultyProxy`] does with the gateway's answers.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ProxyMode {
+    /// Passes every byte on at once.
+    Pass,
+    /// Holds each chunk of an answer this long before passing it on: a slow
+    /// gateway (or an HBase busy with someone else's work).
+    Delay(Duration),
+    /// Swallows every answer: a gateway that accepts calls and never answers
+    /// (a hung process, a host gone without a reset: the outage that costs
+    /// callers the most). Answers swallowed are lost for good, so a connection
+    /// that lost one stays out of step after the mode changes, as a connection
+    /// to a gateway that restarted would.
+    BlackHole,
+}
+
+/// A TCP proxy in front of a Thrift gateway whose answers a test can slow down
+/// or withhold while it runs, to show how callers behave when the gateway
+/// turns slow or silent and when it comes back. Stops when dropped.
+#[derive(Debug)]
+pub struct FaultyProxy {
+    address: String,
+    mode: std::sync::Arc<std::sync::Mutex<ProxyMode>>,
+    task: tokio::task::JoinHandle<()>,
+}
+
+impl FaultyProxy {
+    /// Starts a proxy to `upstream` on a free port, passing everything on.
+    pub async fn start(upstream: &str) -> FaultyProxy {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the proxy");
+        let address = listener.local_addr().expect("proxy address").to_string();
+        let mode = std::sync::Arc::new(std::sync::Mutex::new(ProxyMode::Pass));
+        let upstream = upstream.to_owned();
+        let shared_mode = mode.clone();
+        let task = tokio::spawn(async move {
+            while let Ok((client, _)) = listener.accept().await {
+                let (upstream, mode) = (upstream.clone(), shared_mode.clone());
+                tokio::spawn(async move {
+                    let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else {
+                        return;
+                    };
+                    let (client_read, client_write) = client.into_split();
+                    let (server_read, server_write) = server.into_split();
+                    // Calls go through untouched; answers take the mode.
+                    tokio::join!(
+                        forward(client_read, server_write, None),
+                        forward(server_read, client_write, Some(mode))
+                    );
+                });
+            }
+        });
+        FaultyProxy { address, mode, task }
+    }
+
+    /// The proxy's `host:port`, to give callers instead of the gateway's.
+    pub fn address(&self) -> String {
+        self.address.clone()
+    }
+
+    /// Changes what happens to answers from now on.
+    pub fn set_mode(&self, mode: ProxyMode) {
+        *self.mode.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = mode;
+    }
+
+    fn mode(mode: &std::sync::Mutex<ProxyMode>) -> ProxyMode {
+        *mode.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
+    }
+}
+
+impl Drop for FaultyProxy {
+    fn drop(&mut self) {
+        self.task.abort();
+    }
+}
+
+/// Copies `from` into `to` until either side closes, applying `mode` (when
+/// given) to each chunk.
+async fn forward(
+    mut from: tokio::net::tcp::OwnedReadHalf,
+    mut to: tokio::net::tcp::OwnedWriteHalf,
+    mode: Option<std::sync::Arc<std::sync::Mutex<ProxyMode>>>,
+) {
+    use tokio::io::{AsyncReadExt, AsyncWriteExt};
+    let mut buffer = vec![0u8; 64 * 1024];
+    loop {
+        let read = match from.read(&mut buffer).await {
+            Ok(0) | Err(_) => return,
+            Ok(read) => read,
+        };
+        match mode.as_deref().map(FaultyProxy::mode) {
+            None | Some(ProxyMode::Pass) => {}
+            Some(ProxyMode::Delay(delay)) => tokio::time::sleep(delay).await,
+            Some(ProxyMode::BlackHole) => continue,
+        }
+        if to.write_all(&buffer[..read]).await.is_err() {
+            return;
+        }
+    }
+}

@@ -71,6 +71,11 @@ pub struct ScanSpec {
     pub page_size: usize,
     /// Columns to return; empty returns every column.
     pub columns: Vec<Column>,
+    /// Whether the region server keeps the blocks this scan reads in its block
+    /// cache. Online reads do (what they read is likely read again); a batch
+    /// pass over every product does not, so it cannot evict the readers' blocks
+    /// (HBase's advice for MapReduce-style scans: `Scan.setCacheBlocks(false)`).
+    pub cache_blocks: bool,
 }
 
 /// A change to one row: cells to put, or the whole row to delete.
@@ -95,6 +100,14 @@ pub enum RowMutation {
 /// A pooled Thrift1 connection.
 pub struct Connection {
     client: HbaseSyncClient<Input, Output>,
+    /// A handle on the client's socket, to shorten its timeouts to a caller's deadline.
+    socket: TcpStream,
+    /// The longest a socket read or write may block.
+    io_timeout: Duration,
+    /// The socket timeout set now.
+    applied_timeout: Duration,
+    /// When the caller of the current operation stops waiting, if it said.
+    deadline: Option<Instant>,
     broken: bool,
     last_used: Instant,
 }
@@ -178,17 +191,58 @@ impl Connection {
         stream.set_nodelay(true).map_err(setup)?;
         stream.set_read_timeout(Some(io_timeout)).map_err(setup)?;
         stream.set_write_timeout(Some(io_timeout)).map_err(setup)?;
+        let socket = stream.try_clone().map_err(setup)?;
         let (read_half, write_half) = TTcpChannel::with_stream(stream)
             .split()
             .map_err(|error| Error::Unavailable(format!("cannot split socket: {error}")))?;
         let input = TBinaryInputProtocol::new(BufReader::with_capacity(BUFFER_BYTES, read_half), true);
         let output = TBinaryOutputProtocol::new(BufWriter::with_capacity(BUFFER_BYTES, write_half), true);
-        Ok(Connection { client: HbaseSyncClient::new(input, output), broken: false, last_used: Instant::now() })
+        Ok(Connection {
+            client: HbaseSyncClient::new(input, output),
+            socket,
+            io_timeout,
+            applied_timeout: io_timeout,
+            deadline: None,
+            broken: false,
+            last_used: Instant::now(),
+        })
     }
 
     /// Whether a transport error left this connection out of step with the server.
     pub fn is_broken(&self) -> bool {
         self.broken
+    }
+
+    /// Bounds every call from now on by `deadline` as well as by the socket
+    /// timeout: a call is not started after it, and a socket read or write
+    /// blocks no longer than until it. `None` leaves only the socket timeout.
+    pub fn set_deadline(&mut self, deadline: Option<Instant>) {
+        self.deadline = deadline;
+    }
+
+    /// Shortens the socket timeouts to what is left before the deadline; an
+    /// error when nothing is left.
+    fn apply_deadline(&mut self) -> Result<()> {
+        let wanted = match self.deadline {
+            None => self.io_timeout,
+            Some(deadline) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(Error::Unavailable("the caller's deadline passed".to_owned()));
+                }
+                left.min(self.io_timeout)
+            }
+        };
+        if wanted != self.applied_timeout {
+            let applied =
+                self.socket.set_read_timeout(Some(wanted)).and_then(|()| self.socket.set_write_timeout(Some(wanted)));
+            if let Err(error) = applied {
+                self.broken = true;
+                return Err(Error::Unavailable(format!("cannot set the socket timeout: {error}")));
+            }
+            self.applied_timeout = wanted;
+        }
+        Ok(())
     }
 
     /// Runs one Thrift call, recording its latency and outcome, and marking the
@@ -198,6 +252,7 @@ impl Connection {
         operation: &'static str,
         request: impl FnOnce(&mut HbaseSyncClient<Input, Output>) -> thrift::Result<T>,
     ) -> Result<T> {
+        self.apply_deadline()?;
         let started = Instant::now();
         let outcome = request(&mut self.client);
         self.last_used = Instant::now();
@@ -299,7 +354,7 @@ impl Connection {
             batch_size: None,
             sort_columns: Some(false),
             reversed: Some(false),
-            cache_blocks: Some(true),
+            cache_blocks: Some(spec.cache_blocks),
         };
         let scanner = self.call("scanner_open", |client| {
             client.scanner_open_with_scan(table.as_bytes().to_vec(), scan, BTreeMap::new())
@@ -428,6 +483,8 @@ impl r2d2::ManageConnection for ConnectionManager {
     /// Pings only connections idle long enough for the gateway to have closed
     /// them; a busy connection is used without an extra round trip.
     fn is_valid(&self, connection: &mut Connection) -> Result<()> {
+        // The previous user's deadline does not bind the validation ping.
+        connection.set_deadline(None);
         if connection.last_used.elapsed() >= VALIDATE_AFTER_IDLE {
             connection.ping()?;
         }

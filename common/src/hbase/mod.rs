@@ -6,9 +6,20 @@
 //! every round trip, return) onto tokio's blocking pool behind a semaphore sized
 //! to the pool, and bounds it with a deadline so a dead gateway costs callers a
 //! timeout, never a hang. Synchronous callers use [`Hbase::blocking`].
+//!
+//! The deadline is the caller's: an operation's own `operation_timeout`, or an
+//! earlier deadline the caller set with [`with_deadline`] (query-api sets its
+//! request's). The wait for a pool slot counts against it, the blocking work
+//! does not start (or retry) once it has passed or its caller has gone, so
+//! during an outage abandoned requests do not keep holding the pool. A service
+//! can also bound the wait for a slot ([`HbaseConfig::queue_timeout`]) and the
+//! number of waiters ([`HbaseConfig::max_queued`]): beyond them an operation
+//! fails at once with [`Error::Overloaded`] instead of queueing.
 
 mod connection;
 
+use std::future::Future;
+use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -40,6 +51,14 @@ pub struct HbaseConfig {
     pub retries: u32,
     /// First backoff between retries; doubles each time.
     pub retry_backoff: Duration,
+    /// How long an operation may wait for a pool slot before it is refused
+    /// with [`Error::Overloaded`]; `None` waits up to the operation deadline
+    /// (what batch tools want: they wait their turn).
+    pub queue_timeout: Option<Duration>,
+    /// Most operations waiting for a pool slot at once; one more is refused
+    /// with [`Error::Overloaded`] at once, so a backlog cannot grow memory.
+    /// `None`: no bound.
+    pub max_queued: Option<usize>,
 }
 
 impl Default for HbaseConfig {
@@ -52,6 +71,8 @@ impl Default for HbaseConfig {
             operation_timeout: Duration::from_secs(60),
             retries: 3,
             retry_backoff: Duration::from_millis(100),
+            queue_timeout: None,
+            max_queued: None,
         }
     }
 }
@@ -74,7 +95,42 @@ pub struct Hbase {
 struct Inner {
     pool: r2d2::Pool<ConnectionManager>,
     permits: Arc<tokio::sync::Semaphore>,
+    /// Operations waiting for a permit now.
+    queued: AtomicUsize,
+    /// Operations whose blocking work is running now (never more than the pool).
+    in_flight: AtomicUsize,
     config: HbaseConfig,
+}
+
+tokio::task_local! {
+    /// The deadline of the caller's whole piece of work (an HTTP request), set by [`with_deadline`].
+    static CALLER_DEADLINE: Instant;
+}
+
+/// Runs `work` with `deadline` as the deadline of every HBase operation it
+/// starts (when earlier than the operation's own): an operation never outlives
+/// the request it serves, and a permit wait counts against the request's time.
+pub async fn with_deadline<F: Future>(deadline: Instant, work: F) -> F::Output {
+    CALLER_DEADLINE.scope(deadline, work).await
+}
+
+/// Decrements a counter when dropped.
+struct CountWhileAlive<'a>(&'a AtomicUsize);
+
+impl Drop for CountWhileAlive<'_> {
+    fn drop(&mut self) {
+        self.0.fetch_sub(1, Ordering::Relaxed);
+    }
+}
+
+/// Marks an operation abandoned when its caller stops waiting (the future is
+/// dropped or finishes), so blocking work not yet started is skipped.
+struct AbandonOnDrop(Arc<AtomicBool>);
+
+impl Drop for AbandonOnDrop {
+    fn drop(&mut self) {
+        self.0.store(true, Ordering::Relaxed);
+    }
 }
 
 impl std::fmt::Debug for Hbase {
@@ -115,7 +171,15 @@ impl Hbase {
             .error_handler(Box::new(CountErrors))
             .build_unchecked(manager);
         let permits = Arc::new(tokio::sync::Semaphore::new(config.pool_size.max(1) as usize));
-        Hbase { inner: Arc::new(Inner { pool, permits, config }) }
+        Hbase {
+            inner: Arc::new(Inner {
+                pool,
+                permits,
+                queued: AtomicUsize::new(0),
+                in_flight: AtomicUsize::new(0),
+                config,
+            }),
+        }
     }
 
     /// The configuration the pool was built with.
@@ -126,17 +190,32 @@ impl Hbase {
     /// Runs `operation` on a pooled connection on the current thread, retrying
     /// transient failures (for [`Retry::Idempotent`] operations) until the
     /// operation deadline.
-    pub fn blocking<T>(&self, retry: Retry, mut operation: impl FnMut(&mut Connection) -> Result<T>) -> Result<T> {
+    pub fn blocking<T>(&self, retry: Retry, operation: impl FnMut(&mut Connection) -> Result<T>) -> Result<T> {
+        let deadline = Instant::now() + self.inner.config.operation_timeout;
+        self.blocking_until(deadline, retry, &AtomicBool::new(false), operation)
+    }
+
+    /// [`Hbase::blocking`] with the caller's `deadline`; stops retrying once `abandoned` is set.
+    fn blocking_until<T>(
+        &self,
+        deadline: Instant,
+        retry: Retry,
+        abandoned: &AtomicBool,
+        mut operation: impl FnMut(&mut Connection) -> Result<T>,
+    ) -> Result<T> {
         let config = &self.inner.config;
-        let deadline = Instant::now() + config.operation_timeout;
         let mut backoff = config.retry_backoff;
         let mut attempt = 0;
         loop {
-            let outcome = self.checkout(deadline).and_then(|mut connection| operation(&mut connection));
+            let outcome = self.checkout(deadline).and_then(|mut connection| {
+                // Every round trip of the operation ends by the caller's deadline.
+                connection.set_deadline(Some(deadline));
+                operation(&mut connection)
+            });
             match outcome {
                 Err(error) if error.is_transient() && retry == Retry::Idempotent && attempt < config.retries => {
                     let now = Instant::now();
-                    if now + backoff >= deadline {
+                    if now + backoff >= deadline || abandoned.load(Ordering::Relaxed) {
                         return Err(error);
                     }
                     attempt += 1;
@@ -159,33 +238,201 @@ impl Hbase {
     }
 
     /// Runs `operation` off the async runtime, bounded by the pool's size and by
-    /// the operation deadline. When the deadline passes the caller gets
-    /// [`Error::Unavailable`] at once; the blocking work, bounded by socket
-    /// timeouts, finishes in the background and its connection is dropped if broken.
+    /// the caller's deadline (the operation deadline, or an earlier one set with
+    /// [`with_deadline`]). The wait for a pool slot counts against it, and is
+    /// bounded further by [`HbaseConfig::queue_timeout`] and
+    /// [`HbaseConfig::max_queued`] when set. When the deadline passes the caller
+    /// gets [`Error::Unavailable`] at once; the blocking work, bounded by socket
+    /// timeouts, finishes in the background and its connection is dropped if
+    /// broken. Work whose caller has gone before it started is never started.
     pub async fn run<T, F>(&self, retry: Retry, operation: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnMut(&mut Connection) -> Result<T> + Send + 'static,
     {
         let timeout = self.inner.config.operation_timeout;
+        let own_deadline = Instant::now() + timeout;
+        let deadline =
+            CALLER_DEADLINE.try_with(|caller| *caller).map_or(own_deadline, |caller| caller.min(own_deadline));
+        let abandoned = Arc::new(AtomicBool::new(false));
+        let _abandon = AbandonOnDrop(abandoned.clone());
+        let permit = self.wait_for_permit(deadline).await?;
         let hbase = self.clone();
-        let work = async move {
-            let permit = hbase.inner.permits.clone().acquire_owned().await;
-            let permit = permit.map_err(|_| Error::Unavailable("the HBase pool is shut down".to_owned()))?;
-            tokio::task::spawn_blocking(move || {
-                let _permit = permit;
-                hbase.blocking(retry, operation)
-            })
-            .await
-            .map_err(|error| Error::Hbase(format!("HBase task failed: {error}")))?
-        };
-        tokio::time::timeout(timeout, work)
-            .await
-            .unwrap_or_else(|_| Err(Error::Unavailable(format!("no answer from HBase within {timeout:?}"))))
+        let work = tokio::task::spawn_blocking(move || {
+            let _permit = permit;
+            // The blocking pool may start this late; whoever asked may be gone by then.
+            if abandoned.load(Ordering::Relaxed) || Instant::now() >= deadline {
+                metrics::counter!("reviews_hbase_abandoned_total").increment(1);
+                return Err(Error::Unavailable("the caller's deadline passed before the operation started".to_owned()));
+            }
+            hbase.inner.in_flight.fetch_add(1, Ordering::Relaxed);
+            let _running = CountWhileAlive(&hbase.inner.in_flight);
+            hbase.blocking_until(deadline, retry, &abandoned, operation)
+        });
+        // Relative to now on tokio's clock, not `timeout_at` a std instant:
+        // under tokio's paused time (the daemon's tests) the two clocks differ.
+        match tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), work).await {
+            Ok(joined) => joined.map_err(|error| Error::Hbase(format!("HBase task failed: {error}")))?,
+            Err(_) => Err(Error::Unavailable(format!("no answer from HBase within {timeout:?}"))),
+        }
+    }
+
+    /// A pool slot, waited for at most until `deadline` (and the queue timeout),
+    /// or an overload error when too many operations wait already.
+    async fn wait_for_permit(&self, deadline: Instant) -> Result<tokio::sync::OwnedSemaphorePermit> {
+        let inner = &self.inner;
+        if let Ok(permit) = inner.permits.clone().try_acquire_owned() {
+            return Ok(permit);
+        }
+        let queued = inner.queued.fetch_add(1, Ordering::Relaxed);
+        let _queued = CountWhileAlive(&inner.queued);
+        if inner.config.max_queued.is_some_and(|max_queued| queued >= max_queued) {
+            metrics::counter!("reviews_hbase_overloaded_total", "reason" => "queue_full").increment(1);
+            return Err(Error::Overloaded(format!("{queued} operations already wait for an HBase connection")));
+        }
+        let queue_deadline = inner.config.queue_timeout.map_or(deadline, |wait| deadline.min(Instant::now() + wait));
+        let wait = queue_deadline.saturating_duration_since(Instant::now());
+        match tokio::time::timeout(wait, inner.permits.clone().acquire_owned()).await {
+            Ok(permit) => permit.map_err(|_| Error::Unavailable("the HBase pool is shut down".to_owned())),
+            Err(_) if queue_deadline < deadline => {
+                metrics::counter!("reviews_hbase_overloaded_total", "reason" => "queue_timeout").increment(1);
+                Err(Error::Overloaded(format!(
+                    "no HBase connection free within the queue timeout of {:?}",
+                    inner.config.queue_timeout.unwrap_or_default()
+                )))
+            }
+            Err(_) => Err(Error::Unavailable("no HBase connection free before the deadline".to_owned())),
+        }
+    }
+
+    /// Operations whose blocking work runs now (at most the pool's size).
+    pub fn in_flight(&self) -> usize {
+        self.inner.in_flight.load(Ordering::Relaxed)
+    }
+
+    /// Operations waiting for a pool slot now.
+    pub fn queued(&self) -> usize {
+        self.inner.queued.load(Ordering::Relaxed)
     }
 
     /// Whether HBase answers: lists tables (which reaches the master) once, without retries.
     pub async fn check_ready(&self) -> Result<()> {
         self.run(Retry::Once, |connection| connection.table_names().map(drop)).await
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A "gateway" that accepts connections and never answers (a hung
+    /// process): every call on it blocks until a socket timeout.
+    fn silent_gateway() -> (std::net::TcpListener, String) {
+        let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+        let address = listener.local_addr().expect("address").to_string();
+        (listener, address)
+    }
+
+    fn patient_pool(address: String) -> Hbase {
+        Hbase::new(HbaseConfig {
+            address,
+            pool_size: 1,
+            io_timeout: Duration::from_secs(5),
+            operation_timeout: Duration::from_secs(5),
+            retries: 3,
+            ..HbaseConfig::default()
+        })
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn work_ends_by_the_callers_deadline_not_a_fresh_timeout_of_its_own() {
+        let (_gateway, address) = silent_gateway();
+        let hbase = patient_pool(address);
+        let asked = Instant::now();
+        let deadline = asked + Duration::from_millis(300);
+        let outcome = with_deadline(deadline, hbase.run(Retry::Idempotent, |connection| connection.ping())).await;
+        assert!(matches!(outcome, Err(Error::Unavailable(_))), "{outcome:?}");
+        assert!(asked.elapsed() < Duration::from_secs(1), "the caller got its answer at its deadline");
+        // The blocking call, too, gives up by the caller's deadline (its socket
+        // timeout is cut to it) instead of holding the connection for its own
+        // five seconds, and it does not retry for a caller that has gone.
+        let released = Instant::now();
+        while hbase.in_flight() > 0 {
+            assert!(released.elapsed() < Duration::from_millis(500), "abandoned work still holds the pool");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn work_whose_caller_has_gone_is_not_started() {
+        let (_gateway, address) = silent_gateway();
+        let hbase = patient_pool(address);
+        // The one connection is busy for a second.
+        let busy = {
+            let hbase = hbase.clone();
+            tokio::spawn(with_deadline(Instant::now() + Duration::from_secs(1), async move {
+                hbase.run(Retry::Idempotent, |connection| connection.ping()).await
+            }))
+        };
+        while hbase.in_flight() == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        // A caller with 200 ms to spare waits for it, and gives up.
+        let started = Arc::new(AtomicBool::new(false));
+        let flag = started.clone();
+        let waited = Instant::now();
+        let outcome = with_deadline(
+            Instant::now() + Duration::from_millis(200),
+            hbase.run(Retry::Idempotent, move |_| {
+                flag.store(true, Ordering::Relaxed);
+                Ok(())
+            }),
+        )
+        .await;
+        assert!(matches!(outcome, Err(Error::Unavailable(_))), "{outcome:?}");
+        assert!(waited.elapsed() < Duration::from_millis(700), "the wait counted against the deadline");
+        assert!(busy.await.expect("busy task").is_err());
+        tokio::time::sleep(Duration::from_millis(100)).await;
+        assert!(!started.load(Ordering::Relaxed), "work for a caller that had gone was started");
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn a_bounded_queue_refuses_at_once_and_a_queue_timeout_refuses_in_time() {
+        let (_gateway, address) = silent_gateway();
+        let hbase = Hbase::new(HbaseConfig {
+            address,
+            pool_size: 1,
+            io_timeout: Duration::from_secs(3),
+            operation_timeout: Duration::from_secs(3),
+            queue_timeout: Some(Duration::from_millis(400)),
+            max_queued: Some(1),
+            ..HbaseConfig::default()
+        });
+        let busy = {
+            let hbase = hbase.clone();
+            tokio::spawn(async move { hbase.run(Retry::Once, |connection| connection.ping()).await })
+        };
+        while hbase.in_flight() == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let waiter = {
+            let hbase = hbase.clone();
+            tokio::spawn(async move {
+                let asked = Instant::now();
+                (hbase.run(Retry::Once, |connection| connection.ping()).await, asked.elapsed())
+            })
+        };
+        while hbase.queued() == 0 {
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+        let asked = Instant::now();
+        let refused = hbase.run(Retry::Once, |connection| connection.ping()).await;
+        assert!(matches!(refused, Err(Error::Overloaded(_))), "{refused:?}");
+        assert!(asked.elapsed() < Duration::from_millis(100), "refused at once: {:?}", asked.elapsed());
+        let (outcome, waited) = waiter.await.expect("waiter");
+        assert!(matches!(outcome, Err(Error::Overloaded(_))), "{outcome:?}");
+        assert!(waited >= Duration::from_millis(400) && waited < Duration::from_millis(900), "{waited:?}");
+        assert!(outcome.is_err_and(|error| error.is_transient()));
+        busy.abort();
     }
 }

@@ -193,6 +193,7 @@ impl Store {
             limit: limit.saturating_add(1),
             page_size: limit.saturating_add(1).min(INDEX_PAGE_ROWS),
             columns: vec![COLUMN_VALUE.to_vec()],
+            cache_blocks: true,
         };
         let stop = spec.stop.clone();
         let mut rows = {

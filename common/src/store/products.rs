@@ -71,8 +71,15 @@ impl Store {
             ProductIndex::RankSlots => self.tables().product_comment_rank.clone(),
         };
         let rows = rows.max(1);
-        let spec =
-            ScanSpec { start, stop: stop.clone(), limit: rows, page_size: rows, columns: vec![COLUMN_VALUE.to_vec()] };
+        let spec = ScanSpec {
+            start,
+            stop: stop.clone(),
+            limit: rows,
+            page_size: rows,
+            columns: vec![COLUMN_VALUE.to_vec()],
+            // Listing is a batch pass over every product: it must not evict the readers' blocks.
+            cache_blocks: false,
+        };
         let page = {
             let table = table.clone();
             self.hbase().run(Retry::Idempotent, move |connection| connection.scan(&table, &spec)).await?
@@ -124,6 +131,8 @@ impl Store {
             limit: limit + 1,
             page_size: limit + 1,
             columns: vec![COLUMN_VALUE.to_vec()],
+            // Only the ranker reads whole indexes; its pass must not evict the readers' blocks.
+            cache_blocks: false,
         };
         let mut rows = {
             let table = table.clone();

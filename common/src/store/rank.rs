@@ -28,6 +28,7 @@ impl Store {
             limit: usize::from(MAX_RANK) + 1,
             page_size: usize::from(MAX_RANK) + 1,
             columns: vec![COLUMN_VALUE.to_vec(), COLUMN_SCORE.to_vec()],
+            cache_blocks: true,
         };
         let rows = {
             let table = table.clone();

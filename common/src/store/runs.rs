@@ -155,6 +155,7 @@ impl Store {
             limit,
             page_size: limit.min(RUN_PAGE_ROWS),
             columns: vec![COLUMN_VALUE.to_vec()],
+            cache_blocks: true,
         };
         let rows = {
             let table = table.clone();

@@ -314,6 +314,7 @@ impl Store {
                         limit: usize::MAX,
                         page_size: 1_000,
                         columns: vec![COLUMN_VALUE.to_vec()],
+                        cache_blocks: true,
                     };
                     let deletes: Vec<RowMutation> = connection
                         .scan(table, &spec)?

@@ -10,7 +10,9 @@
 //!
 //! It exits non-zero when any answer was a 5xx or missing, when the rate could
 //! not be held, or when the resident memory at the end differs from that
-//! after the first window by more than `--max-rss-growth`.
+//! after the first window by more than `--max-rss-growth`; with `--report-only`
+//! it reports the same and exits zero (benchmarks that measure a degradation).
+//! `--windows-json PATH` also writes each window as one JSON line, for scripts.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -91,6 +93,16 @@ struct SoakArgs {
     /// Seed of the random route and id choice.
     #[arg(long, default_value_t = 7)]
     seed: u64,
+
+    /// Also write each window as one JSON line to this file (seconds, counts,
+    /// p50/p99/max in milliseconds, RSS in KiB).
+    #[arg(long, value_name = "PATH")]
+    windows_json: Option<std::path::PathBuf>,
+
+    /// Report problems (5xx, shed, RSS growth) but exit zero: for benchmarks
+    /// that measure how the service degrades rather than assert that it does not.
+    #[arg(long)]
+    report_only: bool,
 }
 
 /// The routes of the mix.
@@ -341,6 +353,12 @@ async fn main() -> anyhow::Result<()> {
     let mut last_rss: Option<u64> = None;
     let mut sent: u64 = 0;
     let mut housekeeping = tokio::time::interval(Duration::from_millis(200));
+    let mut windows_json = match &args.windows_json {
+        Some(path) => Some(std::io::BufWriter::new(
+            std::fs::File::create(path).with_context(|| format!("creating {}", path.display()))?,
+        )),
+        None => None,
+    };
     println!(
         "window  seconds  requests  req/s   2xx/3xx   4xx  5xx  no-answer  shed   p50 ms   p99 ms   max ms   rss MiB"
     );
@@ -406,6 +424,24 @@ async fn main() -> anyhow::Result<()> {
                 window.latency_micros.max() as f64 / 1_000.0,
                 rss.map_or_else(|| "-".to_owned(), |kib| format!("{:.1}", kib as f64 / 1024.0)),
             );
+            if let Some(out) = windows_json.as_mut() {
+                use std::io::Write as _;
+                let line = json!({
+                    "window": reported + 1,
+                    "end_secs": window_end.duration_since(started).as_secs(),
+                    "requests": requests,
+                    "ok": window.ok,
+                    "client_errors": window.client_errors,
+                    "server_errors": window.server_errors,
+                    "no_answer": window.no_answer,
+                    "shed": window.shed,
+                    "p50_ms": window.millis(0.5),
+                    "p99_ms": window.millis(0.99),
+                    "max_ms": window.latency_micros.max() as f64 / 1_000.0,
+                    "rss_kib": rss,
+                });
+                writeln!(out, "{line}").and_then(|()| out.flush()).context("writing the windows JSON")?;
+            }
             totals.latency_micros.add(&window.latency_micros).context("merging histograms")?;
             totals.ok += window.ok;
             totals.client_errors += window.client_errors;
@@ -455,6 +491,9 @@ async fn main() -> anyhow::Result<()> {
     }
     if problems.is_empty() {
         println!("soak passed");
+        Ok(())
+    } else if args.report_only {
+        println!("soak report: {}", problems.join("; "));
         Ok(())
     } else {
         bail!("soak failed: {}", problems.join("; "))

@@ -31,7 +31,14 @@ fn small_spec() -> DemoSpec {
 
 async fn scan_all(store: &Store, table: &str) -> Vec<Row> {
     let table = table.to_owned();
-    let spec = ScanSpec { start: Vec::new(), stop: None, limit: usize::MAX, page_size: 500, columns: Vec::new() };
+    let spec = ScanSpec {
+        start: Vec::new(),
+        stop: None,
+        limit: usize::MAX,
+        page_size: 500,
+        columns: Vec::new(),
+        cache_blocks: true,
+    };
     store.hbase().run(Retry::Idempotent, move |connection| connection.scan(&table, &spec)).await.expect("scan")
 }
 

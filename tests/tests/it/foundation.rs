@@ -35,7 +35,14 @@ fn new_comment(order: &Id, product: &Id, user: &Id, content: &str, timestamp_ms:
 
 async fn scan_all(store: &Store, table: &str) -> Vec<Row> {
     let table = table.to_owned();
-    let spec = ScanSpec { start: Vec::new(), stop: None, limit: usize::MAX, page_size: 500, columns: Vec::new() };
+    let spec = ScanSpec {
+        start: Vec::new(),
+        stop: None,
+        limit: usize::MAX,
+        page_size: 500,
+        columns: Vec::new(),
+        cache_blocks: true,
+    };
     store.hbase().run(Retry::Idempotent, move |connection| connection.scan(&table, &spec)).await.expect("scan")
 }
 
@@ -287,7 +294,7 @@ async fn scans_honour_stop_rows_limits_and_pages() {
     }
     let scan = |start: Vec<u8>, stop: Option<Vec<u8>>, limit: usize, page_size: usize| {
         let table = table.clone();
-        let spec = ScanSpec { start, stop, limit, page_size, columns: vec![COLUMN_VALUE.to_vec()] };
+        let spec = ScanSpec { start, stop, limit, page_size, columns: vec![COLUMN_VALUE.to_vec()], cache_blocks: true };
         let hbase = store.hbase().clone();
         async move { hbase.run(Retry::Idempotent, move |c| c.scan(&table, &spec)).await.expect("scan") }
     };

@@ -146,7 +146,14 @@ async fn run(store: &Store, options: &RunOptions) -> RunReport {
 /// Every row of `table`, every column: what "identical bytes" compares.
 async fn raw_rows(store: &Store, table: &str) -> Vec<Row> {
     let table = table.to_owned();
-    let spec = ScanSpec { start: Vec::new(), stop: None, limit: usize::MAX, page_size: 1_000, columns: Vec::new() };
+    let spec = ScanSpec {
+        start: Vec::new(),
+        stop: None,
+        limit: usize::MAX,
+        page_size: 1_000,
+        columns: Vec::new(),
+        cache_blocks: true,
+    };
     store.hbase().run(Retry::Idempotent, move |connection| connection.scan(&table, &spec)).await.expect("scan")
 }
 

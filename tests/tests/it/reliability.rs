@@ -1,6 +1,9 @@
 //! Reliability and bad input (issue 6): the services against faults of the
 //! real HBase, hostile requests, corrupt rows, and interrupted runs.
 //!
+//! - [`contention`]: a paced ranking run slowing down when its gateway turns
+//!   slow; query-api refusing (503 `overloaded`) instead of queueing, serving
+//!   cached rankings meanwhile, and leaving no backlog after an outage.
 //! - [`gateway_outage`]: the query service under load while its Thrift
 //!   gateway (a private one, never the shared gateway) stops and returns.
 //! - [`ranker_faults`]: the `ranker` binary killed with SIGKILL and rerun, and
@@ -14,6 +17,7 @@
 //! `scripts/fault-master-restart.sh` and `scripts/soak.sh` run them, and
 //! `docs/what-it-survives.md` records what they measured.
 
+mod contention;
 mod corrupt_data;
 mod gateway_outage;
 mod hostile_input;

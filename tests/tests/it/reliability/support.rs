@@ -236,7 +236,14 @@ pub async fn post_all(store: &Store, comments: Vec<NewComment>) -> Vec<Comment> 
 /// Every row of `table`, every column.
 pub async fn raw_rows(hbase: &Hbase, table: &str) -> Vec<Row> {
     let table = table.to_owned();
-    let spec = ScanSpec { start: Vec::new(), stop: None, limit: usize::MAX, page_size: 1_000, columns: Vec::new() };
+    let spec = ScanSpec {
+        start: Vec::new(),
+        stop: None,
+        limit: usize::MAX,
+        page_size: 1_000,
+        columns: Vec::new(),
+        cache_blocks: true,
+    };
     hbase.run(Retry::Idempotent, move |connection| connection.scan(&table, &spec)).await.expect("scan a table")
 }
 

@@ -1,0 +1,184 @@
+#!/usr/bin/env bash
+# The contention benchmark (issue 9, BENCHMARKS.md "Contention"): do online
+# reads keep their latency while the nightly ranking runs?
+#
+# On the bench_ data set (bench/load.sh; loaded here first when missing) it
+# starts the release query-api on the bench_ tables and holds it at an
+# open-loop rate of mixed routes (soak, 10-s windows), REST seconds at rest,
+# then runs `ranker run` with its defaults (adaptive pacing, a fixed --as-of)
+# and keeps the load on for TAIL seconds after the ranker ends. Then the same
+# with `ranker run --pace off`. Then, with no readers, an unpaced `ranker run
+# --pace off` and a `ranker bench-read`, for the wall-time and throughput
+# ratios of the targets. About 8 to 10 minutes.
+#
+# Prints, per phase: the p50/p99 of every window, shed and 5xx counts,
+# query-api's RSS, the ranker's wall time, mean rate and slow-downs; then the
+# targets' figures. Writes everything to bench/out/contention/ and the plot of
+# p99 over time (both runs on one chart) to bench/contention-p99.png
+# (matplotlib: `python3 -m venv /tmp/plot-venv && /tmp/plot-venv/bin/pip
+# install matplotlib`, then PLOT_PYTHON=/tmp/plot-venv/bin/python3).
+#
+# Environment: CONTENTION_RATE (req/s, default 500), CONTENTION_REST_SECS
+# (default 60), CONTENTION_TAIL_SECS (default 30), CONTENTION_PORT (default
+# 18090), REVIEWS_THRIFT_ADDR (default 127.0.0.1:9090), PLOT_PYTHON (default
+# python3). Stays out of CI: it needs the 1,000,000-comment data set and a
+# quiet machine.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+
+RATE="${CONTENTION_RATE:-500}"
+REST="${CONTENTION_REST_SECS:-60}"
+TAIL="${CONTENTION_TAIL_SECS:-30}"
+PORT="${CONTENTION_PORT:-18090}"
+THRIFT_ADDR="${REVIEWS_THRIFT_ADDR:-127.0.0.1:9090}"
+PLOT_PYTHON="${PLOT_PYTHON:-python3}"
+AS_OF=1793491200000
+OUT=bench/out/contention
+BIN=target/release
+mkdir -p "$OUT"
+
+hbase/hbasectl start
+cargo build --release --locked -p common --bin reviews-admin -p ranker --bin ranker \
+  -p query-api --bin query-api -p integration-tests --bin soak
+hbase_flags=(--thrift-addr "$THRIFT_ADDR" --table-prefix bench_)
+
+# The data set: bench/load.sh writes it once; a bench-read over it says whether it is there.
+if ! "$BIN/ranker" bench-read "${hbase_flags[@]}" --product P000000001 --json >"$OUT/probe.json" 2>/dev/null ||
+  ! python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["comments_scored"] >= 100000 else 1)' "$OUT/probe.json"; then
+  echo "contention: the bench_ data set is missing; loading it with bench/load.sh (about two minutes)"
+  bench/load.sh
+fi
+
+api_pid=
+soak_pid=
+cleanup() {
+  [[ -n "$soak_pid" ]] && kill -TERM "$soak_pid" 2>/dev/null
+  [[ -n "$api_pid" ]] && kill -TERM "$api_pid" 2>/dev/null && wait "$api_pid" 2>/dev/null
+  true
+}
+trap cleanup EXIT
+
+# One phase: query-api under load, the ranker (with extra flags) after REST s.
+phase() {
+  local name=$1
+  shift
+  echo "contention: phase $name: query-api at $RATE req/s, ranker $* after ${REST} s"
+  RUST_LOG=warn "$BIN/query-api" --listen "127.0.0.1:$PORT" "${hbase_flags[@]}" >"$OUT/$name-api.log" 2>&1 &
+  api_pid=$!
+  for _ in $(seq 1 60); do
+    curl -fsS "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break
+    sleep 0.5
+  done
+  curl -fsS "http://127.0.0.1:$PORT/readyz" >/dev/null
+  local started
+  started=$(date +%s.%N)
+  # Longer than any run; stopped after the tail. Each window is flushed as it ends.
+  "$BIN/soak" --base "http://127.0.0.1:$PORT" --pid "$api_pid" --rate "$RATE" --window-secs 10 \
+    --duration-secs 1800 --products 10000 --users 100000 --report-only \
+    --windows-json "$OUT/$name-windows.jsonl" >"$OUT/$name-soak.txt" 2>&1 &
+  soak_pid=$!
+  sleep "$REST"
+  local ranker_start ranker_end
+  ranker_start=$(date +%s.%N)
+  "$BIN/ranker" run "${hbase_flags[@]}" --as-of "$AS_OF" --json "$@" >"$OUT/$name-ranker.json" 2>"$OUT/$name-ranker.log"
+  ranker_end=$(date +%s.%N)
+  sleep "$TAIL"
+  # Let the window in progress end and be written.
+  sleep 11
+  kill -TERM "$soak_pid" 2>/dev/null || true
+  wait "$soak_pid" 2>/dev/null || true
+  soak_pid=
+  kill -TERM "$api_pid"
+  wait "$api_pid" || true
+  api_pid=
+  python3 -c 'import sys; s, a, b = map(float, sys.argv[1:]); print(f"{{\"start_secs\": {a - s:.3f}, \"end_secs\": {b - s:.3f}}}")' \
+    "$started" "$ranker_start" "$ranker_end" >"$OUT/$name-timeline.json"
+}
+
+phase paced
+phase unpaced --pace off
+echo "contention: idle HBase: ranker run --pace off, then ranker bench-read"
+"$BIN/ranker" run "${hbase_flags[@]}" --as-of "$AS_OF" --json --pace off >"$OUT/idle-unpaced-ranker.json" 2>"$OUT/idle-unpaced-ranker.log"
+"$BIN/ranker" bench-read "${hbase_flags[@]}" --json >"$OUT/idle-bench-read.json" 2>"$OUT/idle-bench-read.log"
+
+python3 - "$OUT" "$REST" <<'PY'
+import json, statistics, sys
+out, rest = sys.argv[1], float(sys.argv[2])
+
+def load(name):
+    windows = [json.loads(line) for line in open(f"{out}/{name}-windows.jsonl")]
+    timeline = json.load(open(f"{out}/{name}-timeline.json"))
+    report = json.load(open(f"{out}/{name}-ranker.json"))
+    return windows, timeline, report
+
+summary = {}
+for name in ("paced", "unpaced"):
+    windows, timeline, report = load(name)
+    start, end = timeline["start_secs"], timeline["end_secs"]
+    # At rest: the windows of the last 30 s before the ranker (the first ones warm up).
+    at_rest = [w for w in windows if w["end_secs"] <= start and w["end_secs"] > rest - 30]
+    during = [w for w in windows if w["end_secs"] > start and w["end_secs"] - 10 < end]
+    rest_p99 = statistics.median(w["p99_ms"] for w in at_rest)
+    worst = max(w["p99_ms"] for w in during)
+    rss_rest = at_rest[-1]["rss_kib"] / 1024
+    rss_peak = max(w["rss_kib"] for w in during) / 1024
+    print(f"\n{name}: ranker from {start:.0f} s to {end:.0f} s ({report['duration_ms'] / 1000:.1f} s), "
+          f"mean {report['pacing']['mean_rate']:,.0f} comments/s, {report['pacing']['slowdowns']} slow-downs, "
+          f"{report['products_ranked']} products, {len(report['failures'])} failures")
+    print("  window  end s   p50 ms   p99 ms   max ms  5xx  shed  rss MiB  phase")
+    for w in windows:
+        phase = "ranker" if w in during else ("rest" if w in at_rest else "")
+        print(f"  {w['window']:>6}  {w['end_secs']:>5}  {w['p50_ms']:>7.1f}  {w['p99_ms']:>7.1f}  {w['max_ms']:>7.1f}"
+              f"  {w['server_errors'] + w['no_answer']:>3}  {w['shed']:>4}  {w['rss_kib'] / 1024:>7.1f}  {phase}")
+    shed = sum(w["shed"] for w in during)
+    errors = sum(w["server_errors"] + w["no_answer"] for w in during)
+    print(f"  at rest: median p99 {rest_p99:.1f} ms; during the run: worst p99 {worst:.1f} ms "
+          f"({worst / rest_p99:.1f}x rest), shed {shed}, 5xx/no answer {errors}, "
+          f"RSS {rss_rest:.1f} MiB at rest, peak {rss_peak:.1f} MiB ({(rss_peak / rss_rest - 1) * 100:+.1f} %)")
+    summary[name] = {"rest_p99_ms": rest_p99, "worst_p99_ms": worst, "shed": shed, "errors": errors,
+                     "rss_rest_mib": rss_rest, "rss_peak_mib": rss_peak, "wall_secs": report["duration_ms"] / 1000,
+                     "mean_rate": report["pacing"]["mean_rate"], "slowdowns": report["pacing"]["slowdowns"]}
+
+idle = json.load(open(f"{out}/idle-unpaced-ranker.json"))
+read = json.load(open(f"{out}/idle-bench-read.json"))
+idle_secs = idle["duration_ms"] / 1000
+idle_rate = idle["comments_scored"] / idle_secs
+read_rate = read["comments_scored"] / (read["duration_ms"] / 1000)
+paced = summary["paced"]
+print(f"\nidle HBase: ranker run --pace off {idle_secs:.1f} s ({idle_rate:,.0f} comments/s); "
+      f"bench-read {read_rate:,.0f} comments/s")
+print("targets:")
+print(f"  paced worst p99 / rest median p99: {paced['worst_p99_ms'] / paced['rest_p99_ms']:.2f} (<= 3), "
+      f"worst p99 {paced['worst_p99_ms']:.1f} ms (< 50)")
+print(f"  paced shed {paced['shed']}, 5xx {paced['errors']} (0, 0); "
+      f"RSS peak vs rest {(paced['rss_peak_mib'] / paced['rss_rest_mib'] - 1) * 100:+.1f} % (within 10 %)")
+print(f"  paced wall / unpaced wall on idle HBase: {paced['wall_secs'] / idle_secs:.2f} (<= 3)")
+print(f"  unpaced rate / bench-read rate: {idle_rate / read_rate:.2f} (>= 0.8)")
+summary["idle"] = {"wall_secs": idle_secs, "rate": idle_rate, "bench_read_rate": read_rate}
+json.dump(summary, open(f"{out}/summary.json", "w"), indent=2)
+PY
+
+"$PLOT_PYTHON" - "$OUT" bench/contention-p99.png <<'PY' || echo "contention: no plot (matplotlib missing? see the header)"
+import json, sys
+import matplotlib
+matplotlib.use("Agg")
+import matplotlib.pyplot as plt
+out, png = sys.argv[1], sys.argv[2]
+fig, ax = plt.subplots(figsize=(10, 5))
+for name, colour in (("paced", "tab:blue"), ("unpaced", "tab:red")):
+    windows = [json.loads(line) for line in open(f"{out}/{name}-windows.jsonl")]
+    timeline = json.load(open(f"{out}/{name}-timeline.json"))
+    ax.plot([w["end_secs"] for w in windows], [w["p99_ms"] for w in windows], marker="o", color=colour,
+            label=f"p99, ranker {'default (adaptive pacing)' if name == 'paced' else '--pace off'}")
+    ax.axvspan(timeline["start_secs"], timeline["end_secs"], color=colour, alpha=0.08)
+ax.set_yscale("log")
+ax.set_xlabel("seconds since the load started (shaded: the ranker runs)")
+ax.set_ylabel("p99 latency per 10-s window (ms, log scale)")
+ax.set_title("query-api at an open-loop 500 req/s while the ranker runs (bench_ data, 1,000,000 comments)")
+ax.grid(True, which="both", alpha=0.3)
+ax.legend()
+fig.tight_layout()
+fig.savefig(png, dpi=110)
+print(f"contention: plot written to {png}")
+PY
+echo "contention: results in $OUT/ (summary.json, per-phase windows, ranker reports)"

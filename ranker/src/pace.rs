@@ -1,0 +1,775 @@
+//! Pacing of a run, so that the nightly ranking leaves online reads their latency.
+//!
+//! Every product task acquires comments from one shared [`Pacer`] before it
+//! fetches a page of them, and reports how long each of its HBase calls took.
+//! The pacer is a token bucket (comments per second, with a small burst) whose
+//! rate a [`Controller`] moves at run time:
+//!
+//! - At the start the rate is low and doubles every window while the calls stay
+//!   fast (slow start, as TCP does), so the first calls meet an HBase carrying
+//!   only the readers and teach the controller what "idle" looks like: a
+//!   baseline per kind of call and per call size. Slow start ends at the first
+//!   window whose calls are noticeably slower than their baseline.
+//! - After that the rate grows by a fixed step per window while the calls stay
+//!   near their baseline (additive increase), and is cut by a factor, at most
+//!   once per window, when the window's typical call is more than `tolerance`
+//!   times slower than its baseline (multiplicative decrease).
+//!
+//! Why latency, and why AIMD: the ranker cannot see the readers, but readers
+//! and ranker queue for the same gateway threads, region-server handlers and
+//! CPU, so the ranker's own calls slowing down is the earliest sign that the
+//! readers are queueing too. HBase throttles its own background work the same
+//! way: `PressureAwareThroughputController` (compactions and flushes) moves a
+//! bytes-per-second limit between a lower and an upper bound according to a
+//! pressure signal, so background work takes what the foreground leaves. Our
+//! pressure signal is the ranker's call latency over its idle baseline; the
+//! additive increase and multiplicative decrease make concurrent runs (shards)
+//! converge to a fair share instead of oscillating together.
+//!
+//! Calls differ in size: a product has from one to 100,000 comments, so a
+//! multi-get carries from one to a page of rows. Each call is compared with the
+//! baseline of its own size class (powers of two of its rows), so a big
+//! multi-get is not mistaken for congestion.
+//!
+//! The control law ([`Controller`]) is pure: it is fed observations with their
+//! time and answers with rate changes, which the unit tests drive on a simulated
+//! latency signal. [`Pacer`] wraps it with the token bucket, metrics and logs.
+
+use std::collections::{HashMap, VecDeque};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, Mutex};
+use std::time::Duration;
+
+use serde::{Deserialize, Serialize};
+use tokio::time::Instant;
+
+/// Most rate samples kept in a run's report; older ones are thinned out.
+const MAX_RATE_SAMPLES: usize = 240;
+/// Seconds of the current rate the bucket may hold: a small burst, so a pause
+/// between products does not turn into a spike of calls afterwards.
+const BURST_SECONDS: f64 = 0.1;
+/// Longest single sleep of a waiter, so a rate change reaches waiters soon.
+const LONGEST_WAIT_STEP: Duration = Duration::from_millis(100);
+/// How many recent windows a size class's baseline is the lowest median of.
+/// A baseline that only ever fell would hold a run at its floor all night
+/// after one unusually quiet start (seen in the test suite on a loaded
+/// machine: 115 s at 100 comments/s with nothing but the machine slowing the
+/// calls down). Forgetting old minima lets it rise when the calls stay slower
+/// however slow the run goes, which means the slowness is not the run's doing,
+/// as BBR's minimum round-trip time expires after ten seconds. Thirty windows
+/// are long enough that every slow-down (which brings the latency back down)
+/// renews a low baseline.
+const BASELINE_WINDOWS: u64 = 30;
+/// Calls a window needs before it is judged; a window with fewer stretches
+/// until it has them (or until [`LONGEST_WINDOW_STRETCH`] windows have passed).
+/// A median of one or two calls is noise: on a loaded machine single calls
+/// vary tenfold, and judging them held a run at its floor.
+const MIN_WINDOW_CALLS: usize = 8;
+/// A window with few calls is judged anyway after this many window lengths,
+/// so a run at a low rate still speeds up.
+const LONGEST_WINDOW_STRETCH: u32 = 5;
+/// A window whose comment throughput was below this share of the allowed rate
+/// does not raise the rate: raising a limit nobody reaches would only allow a
+/// burst later (TCP's congestion-window validation, RFC 7661).
+const USED_SHARE_TO_GROW: f64 = 0.5;
+/// Slow start ends at the first window whose median call is this much slower
+/// than its baseline, even if still within the tolerance: rising latency means
+/// queues are forming, and doubling once more would overshoot well past the
+/// point where readers start to wait (the "delay increase" exit of TCP's
+/// HyStart, RFC 9406). The first contention round, without it, doubled to
+/// 32,000 comments/s before its first slow-down and gave the readers their
+/// worst window of the run.
+const SLOW_START_EXIT: f64 = 1.25;
+
+/// Whether a run paces itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum PaceMode {
+    /// Follow the latency of the ranker's own HBase calls (the default).
+    Adaptive,
+    /// No adaptive pacing: for a maintenance window with no readers. A
+    /// `max_rate`, if set, still caps the rate.
+    Off,
+}
+
+impl PaceMode {
+    /// The mode as flags and reports spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PaceMode::Adaptive => "adaptive",
+            PaceMode::Off => "off",
+        }
+    }
+}
+
+/// How a run is paced (`[pacing]` in the configuration file).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PacingSettings {
+    /// `adaptive` (default) or `off`.
+    pub mode: PaceMode,
+    /// Hard ceiling in comments per second, in both modes; `None`: no ceiling.
+    pub max_rate: Option<f64>,
+    /// Rate of the first window, comments per second (slow start doubles it).
+    pub initial_rate: f64,
+    /// The rate never drops below this, so a run always finishes.
+    pub min_rate: f64,
+    /// Comments per second added after each calm window (additive increase).
+    pub increase_step: f64,
+    /// Factor the rate is multiplied by after a slow window (multiplicative decrease).
+    pub decrease_factor: f64,
+    /// A window is slow when its median call takes more than this many times its
+    /// baseline (the lowest median of its size class over the last 30 windows).
+    pub tolerance: f64,
+    /// Length of one control window, in milliseconds.
+    pub window_ms: u64,
+    /// Index rows (and comments) per page while paced adaptively, instead of
+    /// `run.page_rows`: a smaller multi-get holds a gateway thread and a
+    /// region-server handler for less time, so readers queue behind it less.
+    pub page_rows: usize,
+}
+
+impl Default for PacingSettings {
+    fn default() -> Self {
+        PacingSettings {
+            mode: PaceMode::Adaptive,
+            max_rate: None,
+            initial_rate: 2_000.0,
+            min_rate: 200.0,
+            increase_step: 500.0,
+            decrease_factor: 0.5,
+            tolerance: 1.5,
+            window_ms: 1_000,
+            page_rows: 250,
+        }
+    }
+}
+
+impl PacingSettings {
+    /// Refuses values that would stop a run or make the control law meaningless.
+    pub fn validate(&self) -> Result<(), String> {
+        let positive = |name: &str, value: f64| {
+            if value.is_finite() && value > 0.0 {
+                Ok(())
+            } else {
+                Err(format!("pacing.{name} must be a finite number > 0, got {value}"))
+            }
+        };
+        if let Some(max_rate) = self.max_rate {
+            positive("max_rate", max_rate)?;
+        }
+        positive("initial_rate", self.initial_rate)?;
+        positive("min_rate", self.min_rate)?;
+        positive("increase_step", self.increase_step)?;
+        if !(self.decrease_factor > 0.0 && self.decrease_factor < 1.0) {
+            return Err(format!("pacing.decrease_factor must be between 0 and 1, got {}", self.decrease_factor));
+        }
+        if !(self.tolerance.is_finite() && self.tolerance > 1.0) {
+            return Err(format!("pacing.tolerance must be a finite number > 1, got {}", self.tolerance));
+        }
+        if self.window_ms == 0 {
+            return Err("pacing.window_ms must be at least 1".to_owned());
+        }
+        if self.page_rows == 0 {
+            return Err("pacing.page_rows must be at least 1".to_owned());
+        }
+        Ok(())
+    }
+
+    fn window(&self) -> Duration {
+        Duration::from_millis(self.window_ms)
+    }
+
+    /// The ceiling as a number (infinite when there is none).
+    fn ceiling(&self) -> f64 {
+        self.max_rate.unwrap_or(f64::INFINITY)
+    }
+}
+
+/// The kinds of call the controller keeps baselines for.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
+pub(crate) enum CallKind {
+    /// A page of a product's comment index (a scan).
+    IndexPage,
+    /// A multi-get of a page of comments.
+    CommentFetch,
+}
+
+/// One call's size class: the power of two at or above its row count.
+fn size_class(rows: usize) -> u32 {
+    usize::BITS - rows.max(1).saturating_sub(1).leading_zeros()
+}
+
+/// A rate change the controller decided at the end of a window.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub(crate) enum Change {
+    /// Calls stayed near their baseline; the rate went up.
+    SpeedUp { from: f64, to: f64 },
+    /// The window's median call was `slowness` times its baseline; the rate went down.
+    SlowDown { from: f64, to: f64, slowness: f64 },
+}
+
+#[derive(Debug, Clone, Copy)]
+struct Sample {
+    kind: CallKind,
+    class: u32,
+    seconds: f64,
+}
+
+/// The control law: observations in, rate changes out. No I/O, no clock of its own.
+#[derive(Debug)]
+pub(crate) struct Controller {
+    settings: PacingSettings,
+    rate: f64,
+    slow_start: bool,
+    /// Per size class: the median of each recent window that had calls of it, by window number.
+    medians: HashMap<(CallKind, u32), VecDeque<(u64, f64)>>,
+    window_number: u64,
+    window_started: Instant,
+    samples: Vec<Sample>,
+    comments_in_window: u64,
+    slowdowns: u64,
+}
+
+impl Controller {
+    /// A controller starting its first window at `now`, at the initial rate (under the ceiling).
+    pub(crate) fn new(settings: PacingSettings, now: Instant) -> Controller {
+        let rate = settings.initial_rate.min(settings.ceiling()).max(settings.min_rate.min(settings.ceiling()));
+        Controller {
+            settings,
+            rate,
+            slow_start: true,
+            medians: HashMap::new(),
+            window_number: 0,
+            window_started: now,
+            samples: Vec::new(),
+            comments_in_window: 0,
+            slowdowns: 0,
+        }
+    }
+
+    /// The rate allowed now, comments per second.
+    pub(crate) fn rate(&self) -> f64 {
+        self.rate
+    }
+
+    /// How many times the rate was cut.
+    pub(crate) fn slowdowns(&self) -> u64 {
+        self.slowdowns
+    }
+
+    /// Records one call of `kind` over `rows` rows that took `latency`, ending
+    /// at `now`; when that closes a window, returns the window's rate change.
+    pub(crate) fn observe(&mut self, kind: CallKind, rows: usize, latency: Duration, now: Instant) -> Option<Change> {
+        self.samples.push(Sample { kind, class: size_class(rows), seconds: latency.as_secs_f64() });
+        if kind == CallKind::CommentFetch {
+            self.comments_in_window += rows as u64;
+        }
+        let elapsed = now.saturating_duration_since(self.window_started);
+        let window = self.settings.window();
+        if elapsed < window || (self.samples.len() < MIN_WINDOW_CALLS && elapsed < window * LONGEST_WINDOW_STRETCH) {
+            return None;
+        }
+        let change = self.close_window(elapsed);
+        self.window_started = now;
+        self.samples.clear();
+        self.comments_in_window = 0;
+        change
+    }
+
+    fn close_window(&mut self, elapsed: Duration) -> Option<Change> {
+        // Each call against the baseline of its size class as it was before
+        // this window; calls of a class never seen before only teach its baseline.
+        let mut slowness: Vec<f64> = self
+            .samples
+            .iter()
+            .filter_map(|sample| {
+                let baseline = self.baseline(sample.kind, sample.class)?;
+                Some(sample.seconds / baseline.max(1e-6))
+            })
+            .collect();
+        self.learn_baselines();
+        if slowness.is_empty() {
+            return None;
+        }
+        slowness.sort_by(f64::total_cmp);
+        let median = slowness[slowness.len() / 2];
+        let from = self.rate;
+        if median > self.settings.tolerance {
+            self.slow_start = false;
+            let floor = self.settings.min_rate.min(self.settings.ceiling());
+            self.rate = (self.rate * self.settings.decrease_factor).max(floor);
+            self.slowdowns += 1;
+            return Some(Change::SlowDown { from, to: self.rate, slowness: median });
+        }
+        if median > SLOW_START_EXIT {
+            self.slow_start = false;
+        }
+        let used = self.comments_in_window as f64 / elapsed.as_secs_f64().max(1e-3);
+        if used < self.rate * USED_SHARE_TO_GROW {
+            return None;
+        }
+        let grown = if self.slow_start { self.rate * 2.0 } else { self.rate + self.settings.increase_step };
+        self.rate = grown.min(self.settings.ceiling());
+        (self.rate > from).then_some(Change::SpeedUp { from, to: self.rate })
+    }
+
+    /// A size class's baseline: the lowest window median of its calls over
+    /// the last [`BASELINE_WINDOWS`] windows. Medians, not the fastest call,
+    /// because the signal compared with it is a median too: the fastest call
+    /// of a busy two-core machine was half its typical one with no congestion
+    /// at all, which read as congestion at every rate.
+    fn baseline(&self, kind: CallKind, class: u32) -> Option<f64> {
+        self.medians.get(&(kind, class))?.iter().map(|(_, median)| *median).reduce(f64::min)
+    }
+
+    /// Records this window's median of each size class and forgets the ones
+    /// older than [`BASELINE_WINDOWS`].
+    fn learn_baselines(&mut self) {
+        self.window_number += 1;
+        let mut by_class: HashMap<(CallKind, u32), Vec<f64>> = HashMap::new();
+        for sample in &self.samples {
+            by_class.entry((sample.kind, sample.class)).or_default().push(sample.seconds);
+        }
+        for (class, mut seconds) in by_class {
+            seconds.sort_by(f64::total_cmp);
+            let median = seconds[seconds.len() / 2];
+            self.medians.entry(class).or_default().push_back((self.window_number, median));
+        }
+        let oldest = self.window_number.saturating_sub(BASELINE_WINDOWS);
+        for medians in self.medians.values_mut() {
+            while medians.front().is_some_and(|(number, _)| *number <= oldest) {
+                medians.pop_front();
+            }
+        }
+        self.medians.retain(|_, medians| !medians.is_empty());
+    }
+}
+
+/// The allowed rate at one moment of a run.
+#[derive(Debug, Clone, Copy, PartialEq, Serialize)]
+pub struct RateSample {
+    /// Milliseconds since the run started.
+    pub at_ms: u64,
+    /// Comments per second allowed from then on.
+    pub rate: f64,
+}
+
+/// What pacing did during a run (part of [`crate::RunReport`]).
+#[derive(Debug, Clone, PartialEq, Serialize)]
+pub struct PaceReport {
+    /// `adaptive` or `off`.
+    pub mode: PaceMode,
+    /// The hard ceiling, comments per second, if one was set.
+    pub max_rate: Option<f64>,
+    /// Comments scored per second over the whole run.
+    pub mean_rate: f64,
+    /// Times the adaptive pacing cut the rate.
+    pub slowdowns: u64,
+    /// The allowed rate over time (adaptive mode; at most 240 samples, evenly thinned).
+    pub rate_samples: Vec<RateSample>,
+}
+
+/// The allowed rate over time, in bounded memory: when the series is full,
+/// every other sample is dropped and samples are taken half as often.
+#[derive(Debug)]
+struct RateHistory {
+    samples: Vec<RateSample>,
+    every: Duration,
+    last: Option<Instant>,
+}
+
+impl RateHistory {
+    fn new(every: Duration) -> RateHistory {
+        RateHistory { samples: Vec::new(), every, last: None }
+    }
+
+    fn record(&mut self, started: Instant, now: Instant, rate: f64) {
+        if self.last.is_some_and(|last| now.saturating_duration_since(last) < self.every) {
+            return;
+        }
+        if self.samples.len() >= MAX_RATE_SAMPLES {
+            let mut index = 0;
+            self.samples.retain(|_| {
+                index += 1;
+                index % 2 == 1
+            });
+            self.every = self.every.saturating_mul(2);
+        }
+        self.last = Some(now);
+        let at_ms = u64::try_from(now.saturating_duration_since(started).as_millis()).unwrap_or(u64::MAX);
+        self.samples.push(RateSample { at_ms, rate });
+    }
+}
+
+struct Bucket {
+    tokens: f64,
+    updated: Instant,
+}
+
+struct Adaptive {
+    controller: Controller,
+    history: RateHistory,
+}
+
+/// The rate every product task of a run acquires comments from; cheap to clone.
+#[derive(Clone)]
+pub struct Pacer {
+    inner: Arc<PacerInner>,
+}
+
+struct PacerInner {
+    mode: PaceMode,
+    max_rate: Option<f64>,
+    started: Instant,
+    /// The allowed rate as f64 bits; infinite when unlimited.
+    rate_bits: AtomicU64,
+    /// Waiters queue on this lock in arrival order (tokio's mutex is fair), so
+    /// one product cannot starve the others.
+    bucket: tokio::sync::Mutex<Bucket>,
+    adaptive: Option<Mutex<Adaptive>>,
+}
+
+impl std::fmt::Debug for Pacer {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("Pacer")
+            .field("mode", &self.inner.mode)
+            .field("max_rate", &self.inner.max_rate)
+            .field("rate", &self.rate())
+            .finish_non_exhaustive()
+    }
+}
+
+impl Pacer {
+    /// A pacer following `settings`, starting now.
+    pub fn new(settings: &PacingSettings) -> Pacer {
+        let now = Instant::now();
+        let (rate, adaptive) = match settings.mode {
+            PaceMode::Adaptive => {
+                let controller = Controller::new(settings.clone(), now);
+                let rate = controller.rate();
+                let mut history = RateHistory::new(settings.window());
+                history.record(now, now, rate);
+                (rate, Some(Mutex::new(Adaptive { controller, history })))
+            }
+            PaceMode::Off => (settings.ceiling(), None),
+        };
+        metrics::gauge!("reviews_ranker_pace_rate").set(if rate.is_finite() { rate } else { 0.0 });
+        Pacer {
+            inner: Arc::new(PacerInner {
+                mode: settings.mode,
+                max_rate: settings.max_rate,
+                started: now,
+                rate_bits: AtomicU64::new(rate.to_bits()),
+                bucket: tokio::sync::Mutex::new(Bucket { tokens: rate_burst(rate), updated: now }),
+                adaptive,
+            }),
+        }
+    }
+
+    /// A pacer that never waits (explanations, and `--pace off` without a ceiling).
+    pub fn unlimited() -> Pacer {
+        Pacer::new(&PacingSettings { mode: PaceMode::Off, max_rate: None, ..PacingSettings::default() })
+    }
+
+    /// The rate allowed now, comments per second (infinite when unlimited).
+    pub fn rate(&self) -> f64 {
+        f64::from_bits(self.inner.rate_bits.load(Ordering::Relaxed))
+    }
+
+    /// Waits until `comments` may be fetched. A request larger than the burst
+    /// is let through when the bucket is not in debt and leaves it in debt, so
+    /// the next caller waits for it: the average rate holds for any page size.
+    pub async fn acquire(&self, comments: usize) {
+        if self.rate().is_infinite() || comments == 0 {
+            return;
+        }
+        let mut bucket = self.inner.bucket.lock().await;
+        loop {
+            let rate = self.rate();
+            let now = Instant::now();
+            let refill = rate * now.saturating_duration_since(bucket.updated).as_secs_f64();
+            bucket.tokens = (bucket.tokens + refill).min(rate_burst(rate));
+            bucket.updated = now;
+            if bucket.tokens >= 0.0 {
+                bucket.tokens -= comments as f64;
+                return;
+            }
+            let wait = Duration::from_secs_f64(-bucket.tokens / rate).min(LONGEST_WAIT_STEP);
+            tokio::time::sleep(wait.max(Duration::from_millis(1))).await;
+        }
+    }
+
+    /// Reports one HBase call of the run; in adaptive mode it may move the rate.
+    pub(crate) fn observe(&self, kind: CallKind, rows: usize, latency: Duration) {
+        let Some(adaptive) = &self.inner.adaptive else {
+            return;
+        };
+        let now = Instant::now();
+        // A poisoned lock means a panic while pacing; keep going with its state.
+        let mut adaptive = adaptive.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        let Some(change) = adaptive.controller.observe(kind, rows, latency, now) else {
+            return;
+        };
+        let rate = adaptive.controller.rate();
+        self.inner.rate_bits.store(rate.to_bits(), Ordering::Relaxed);
+        adaptive.history.record(self.inner.started, now, rate);
+        metrics::gauge!("reviews_ranker_pace_rate").set(rate);
+        if let Change::SlowDown { from, to, slowness } = change {
+            metrics::counter!("reviews_ranker_pace_slowdowns_total").increment(1);
+            tracing::info!(
+                from = from.round() as u64,
+                to = to.round() as u64,
+                slowness = format!("{slowness:.1}"),
+                "HBase calls slowed down; pacing the run down (comments/s)"
+            );
+        }
+    }
+
+    /// What the pacing did, for a run that scored `comments` in `duration`.
+    pub fn report(&self, comments: u64, duration: Duration) -> PaceReport {
+        let (slowdowns, rate_samples) = match &self.inner.adaptive {
+            Some(adaptive) => {
+                let adaptive = adaptive.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+                (adaptive.controller.slowdowns(), adaptive.history.samples.clone())
+            }
+            None => (0, Vec::new()),
+        };
+        PaceReport {
+            mode: self.inner.mode,
+            max_rate: self.inner.max_rate,
+            mean_rate: comments as f64 / duration.as_secs_f64().max(1e-3),
+            slowdowns,
+            rate_samples,
+        }
+    }
+}
+
+fn rate_burst(rate: f64) -> f64 {
+    if rate.is_finite() {
+        (rate * BURST_SECONDS).max(1.0)
+    } else {
+        0.0
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    const IDLE: Duration = Duration::from_millis(5);
+
+    fn settings() -> PacingSettings {
+        PacingSettings {
+            initial_rate: 1_000.0,
+            min_rate: 100.0,
+            increase_step: 500.0,
+            window_ms: 1_000,
+            ..PacingSettings::default()
+        }
+    }
+
+    /// Drives `pacer` for `seconds`: each simulated product task acquires a
+    /// page of 100 comments, "fetches" it in `latency(rate)`, reports the call,
+    /// and goes again. Returns the comments fetched.
+    async fn drive(pacer: &Pacer, seconds: u64, latency: impl Fn(f64) -> Duration + Send + Sync + 'static) -> u64 {
+        let latency = Arc::new(latency);
+        let end = Instant::now() + Duration::from_secs(seconds);
+        let mut tasks = tokio::task::JoinSet::new();
+        for _ in 0..4 {
+            let (pacer, latency) = (pacer.clone(), latency.clone());
+            tasks.spawn(async move {
+                let mut fetched = 0;
+                while Instant::now() < end {
+                    pacer.acquire(100).await;
+                    let took = latency(pacer.rate());
+                    tokio::time::sleep(took).await;
+                    pacer.observe(CallKind::CommentFetch, 100, took);
+                    fetched += 100;
+                }
+                fetched
+            });
+        }
+        let mut fetched = 0;
+        while let Some(done) = tasks.join_next().await {
+            fetched += done.expect("task");
+        }
+        fetched
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn rising_latency_slows_the_run_down_and_recovery_speeds_it_up() {
+        let pacer = Pacer::new(&settings());
+        // Calm: slow start, then additive increase.
+        drive(&pacer, 10, |_| IDLE).await;
+        let calm_rate = pacer.rate();
+        assert!(calm_rate > 8_000.0, "the rate grew while calls stayed fast: {calm_rate}");
+        assert_eq!(pacer.report(0, Duration::from_secs(1)).slowdowns, 0);
+
+        // HBase turns slow (four times the idle latency): the rate is cut.
+        drive(&pacer, 5, |_| IDLE * 4).await;
+        let slow_rate = pacer.rate();
+        assert!(slow_rate <= calm_rate / 8.0, "the rate fell from {calm_rate} to {slow_rate}");
+        assert!(slow_rate >= 100.0, "never below the floor: {slow_rate}");
+        let slowdowns = pacer.report(0, Duration::from_secs(1)).slowdowns;
+        assert!((3..=5).contains(&slowdowns), "at most one slow-down per window: {slowdowns}");
+
+        // HBase recovers: the rate climbs back additively (500 per window).
+        drive(&pacer, 6, |_| IDLE).await;
+        let recovered = pacer.rate();
+        assert!(recovered >= slow_rate + 5.0 * 500.0, "the rate recovered from {slow_rate} to {recovered}");
+        assert!(recovered <= slow_rate + 6.0 * 500.0, "additively, not by doubling: {slow_rate} to {recovered}");
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn slowness_the_run_cannot_relieve_becomes_the_new_baseline() {
+        let pacer = Pacer::new(&settings());
+        drive(&pacer, 5, |_| IDLE).await;
+        // The machine turns three times slower for good, whatever the run does.
+        drive(&pacer, 8, |_| IDLE * 3).await;
+        assert!(pacer.rate() <= 300.0, "first the run backs off towards its floor: {}", pacer.rate());
+        // Thirty windows on (long ones: at a low rate a window waits for
+        // enough calls), the old baseline is forgotten and the run speeds up again.
+        drive(&pacer, 200, |_| IDLE * 3).await;
+        assert!(pacer.rate() >= 2_000.0, "the run speeds up again: {}", pacer.rate());
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn a_load_that_tracks_the_rate_settles_near_the_knee() {
+        // Latency stays idle up to 5,000 comments/s and grows with the rate
+        // beyond it, as a saturating HBase does.
+        let pacer = Pacer::new(&settings());
+        let knee = |rate: f64| if rate <= 5_000.0 { IDLE } else { IDLE.mul_f64(1.0 + (rate - 5_000.0) / 1_000.0) };
+        let fetched_first = drive(&pacer, 30, knee).await;
+        let fetched = drive(&pacer, 30, knee).await;
+        let mean = fetched as f64 / 30.0;
+        assert!((2_000.0..=7_000.0).contains(&mean), "the rate hovers around the knee: {mean} comments/s");
+        assert!(fetched_first > 0);
+        assert!(pacer.report(0, Duration::from_secs(1)).slowdowns >= 3);
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn the_ceiling_holds_in_both_modes() {
+        for mode in [PaceMode::Adaptive, PaceMode::Off] {
+            let pacer = Pacer::new(&PacingSettings { mode, max_rate: Some(3_000.0), ..settings() });
+            let fetched = drive(&pacer, 20, |_| IDLE).await;
+            let mean = fetched as f64 / 20.0;
+            assert!(pacer.rate() <= 3_000.0, "{mode:?}: rate {}", pacer.rate());
+            // The burst and the pages in flight allow a little over; never much.
+            assert!(mean <= 3_000.0 * 1.05, "{mode:?}: {mean} comments/s over a 3,000 ceiling");
+            assert!(mean >= 3_000.0 * 0.8, "{mode:?}: {mean} comments/s, well under the ceiling");
+        }
+    }
+
+    #[tokio::test(start_paused = true)]
+    async fn off_without_a_ceiling_never_waits() {
+        let pacer = Pacer::new(&PacingSettings { mode: PaceMode::Off, ..settings() });
+        let started = Instant::now();
+        for _ in 0..1_000 {
+            pacer.acquire(1_000).await;
+        }
+        assert_eq!(started.elapsed(), Duration::ZERO);
+        assert!(pacer.rate().is_infinite());
+        let report = pacer.report(1_000_000, Duration::from_secs(2));
+        assert_eq!((report.mode, report.slowdowns, report.mean_rate), (PaceMode::Off, 0, 500_000.0));
+        assert!(report.rate_samples.is_empty());
+    }
+
+    #[test]
+    fn a_big_call_is_compared_with_big_calls() {
+        let start = Instant::now();
+        let mut controller = Controller::new(settings(), start);
+        let second = Duration::from_secs(1);
+        let window = |controller: &mut Controller, end: Instant, small: u64, big: u64| {
+            // Four calls of 10 rows and four of 1,000 rows; the last one closes the window.
+            let mut change = None;
+            for call in 0..8 {
+                let at = if call == 7 { end } else { end - second / 2 };
+                change = if call % 2 == 0 {
+                    controller.observe(CallKind::CommentFetch, 10, Duration::from_millis(small), at)
+                } else {
+                    controller.observe(CallKind::CommentFetch, 1_000, Duration::from_millis(big), at)
+                };
+            }
+            change
+        };
+        // Window 1 teaches two size classes: 10 rows in 2 ms, 1,000 rows in 40 ms.
+        assert_eq!(window(&mut controller, start + second, 2, 40), None);
+        // Window 2: the same mix at the same latencies is calm, though the big
+        // calls are 20 times slower than the small ones.
+        assert_eq!(
+            window(&mut controller, start + second * 2, 2, 40),
+            Some(Change::SpeedUp { from: 1_000.0, to: 2_000.0 })
+        );
+        // Window 3: small calls three times slower than theirs are congestion.
+        let change = window(&mut controller, start + second * 3, 6, 120);
+        assert!(
+            matches!(change, Some(Change::SlowDown { from, to, .. }) if from == 2_000.0 && to == 1_000.0),
+            "{change:?}"
+        );
+    }
+
+    #[test]
+    fn slow_start_ends_when_calls_start_to_slow_down() {
+        let start = Instant::now();
+        let second = Duration::from_secs(1);
+        let mut controller = Controller::new(settings(), start);
+        let full_window = |controller: &mut Controller, at: Instant, latency: Duration| {
+            // A window's calls, enough comments to count as using the rate.
+            for _ in 0..99 {
+                controller.observe(CallKind::CommentFetch, 100, latency, at);
+            }
+            controller.observe(CallKind::CommentFetch, 100, latency, at + second)
+        };
+        full_window(&mut controller, start, IDLE);
+        // Calm: doubling.
+        assert_eq!(
+            full_window(&mut controller, start + second, IDLE),
+            Some(Change::SpeedUp { from: 1_000.0, to: 2_000.0 })
+        );
+        // 30 % slower: within the tolerance, but slow start is over; the rate
+        // grows by the step from now on.
+        let slower = IDLE.mul_f64(1.3);
+        assert_eq!(
+            full_window(&mut controller, start + second * 2, slower),
+            Some(Change::SpeedUp { from: 2_000.0, to: 2_500.0 })
+        );
+        assert_eq!(
+            full_window(&mut controller, start + second * 3, IDLE),
+            Some(Change::SpeedUp { from: 2_500.0, to: 3_000.0 })
+        );
+    }
+
+    #[test]
+    fn the_rate_series_stays_bounded_and_spans_the_run() {
+        let start = Instant::now();
+        let mut history = RateHistory::new(Duration::from_secs(1));
+        for second in 0..10_000u64 {
+            history.record(start, start + Duration::from_secs(second), second as f64);
+        }
+        assert!(history.samples.len() <= MAX_RATE_SAMPLES);
+        assert!(history.samples.len() >= MAX_RATE_SAMPLES / 2);
+        assert_eq!(history.samples[0].at_ms, 0);
+        assert!(history.samples.last().expect("samples").at_ms >= 9_900_000 - 64_000);
+    }
+
+    #[test]
+    fn size_classes_are_powers_of_two() {
+        assert_eq!([1, 2, 3, 4, 5, 75, 128, 129, 1_000].map(size_class), [0, 1, 2, 2, 3, 7, 7, 8, 10]);
+    }
+
+    #[test]
+    fn meaningless_settings_are_refused() {
+        assert!(PacingSettings::default().validate().is_ok());
+        for bad in [
+            PacingSettings { max_rate: Some(0.0), ..PacingSettings::default() },
+            PacingSettings { tolerance: 1.0, ..PacingSettings::default() },
+            PacingSettings { decrease_factor: 1.0, ..PacingSettings::default() },
+            PacingSettings { min_rate: f64::NAN, ..PacingSettings::default() },
+            PacingSettings { window_ms: 0, ..PacingSettings::default() },
+            PacingSettings { page_rows: 0, ..PacingSettings::default() },
+        ] {
+            assert!(bad.validate().is_err(), "accepted {bad:?}");
+        }
+    }
+}

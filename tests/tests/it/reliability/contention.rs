@@ -1,0 +1,293 @@
+//! Batch and online traffic sharing one HBase (issue 9), and abandoned work
+//! under an outage (issue 11, item 2), through a [`FaultyProxy`] in front of
+//! the shared gateway that the tests slow down or silence while they run:
+//!
+//! - a paced ranking run slows down when the gateway turns slow and speeds up
+//!   again when it recovers;
+//! - query-api refuses instead of queueing: a request waits at most the queue
+//!   timeout for an HBase connection, a waiter beyond the bound is refused at
+//!   once, and a ranked read in the cache is served while every connection is busy;
+//! - during an outage the operations in flight never exceed the pool, and right
+//!   after the gateway returns the service answers at once, with no backlog of
+//!   abandoned work to drain.
+
+use std::time::{Duration, Instant};
+
+use common::hbase::{Hbase, HbaseConfig};
+use common::store::Store;
+use integration_tests::{fresh_store, thrift_addr, FaultyProxy, ProxyMode};
+use query_api::{AppState, Settings};
+use ranker::{PaceMode, PacingSettings, RunOptions, Scope};
+use reqwest::StatusCode;
+use tokio_util::sync::CancellationToken;
+
+use super::support::{post_all, Catalogue, AS_OF_MS};
+
+/// A store over `tables_of`'s tables, reached through `proxy`.
+fn store_through(proxy: &FaultyProxy, tables_of: &Store, config: HbaseConfig) -> (Store, Hbase) {
+    let hbase = Hbase::new(HbaseConfig { address: proxy.address(), ..config });
+    (Store::new(hbase.clone(), tables_of.tables().clone()), hbase)
+}
+
+/// The allowed rates of a run's report within `[from, to)` milliseconds.
+fn rates_between(report: &ranker::RunReport, from: u64, to: u64) -> Vec<f64> {
+    report.pacing.rate_samples.iter().filter(|sample| (from..to).contains(&sample.at_ms)).map(|s| s.rate).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_paced_run_slows_down_when_the_gateway_does_and_speeds_up_after() {
+    let catalogue = Catalogue { products: 40, comments_per_product: 400, users: 300 };
+    let tables = fresh_store("paced_run_slows_down").await;
+    post_all(&tables, catalogue.new_comments(0)).await;
+    let proxy = FaultyProxy::start(&thrift_addr()).await;
+    let (store, _) = store_through(&proxy, &tables, integration_tests::hbase_config(&proxy.address()));
+
+    let mut options = RunOptions::new(Scope::All, AS_OF_MS);
+    // Short windows and a ceiling, so the run lasts long enough (16,000
+    // comments at 3,000/s at most, slower while the gateway is slow) for three phases.
+    options.pacing = PacingSettings {
+        mode: PaceMode::Adaptive,
+        max_rate: Some(3_000.0),
+        initial_rate: 500.0,
+        min_rate: 100.0,
+        increase_step: 500.0,
+        window_ms: 250,
+        page_rows: 25,
+        // Tolerant of a loaded CI machine (at 1.5 the suite's own load held
+        // the run at its floor); the injected delay is twenty times the calls.
+        tolerance: 3.0,
+        ..PacingSettings::default()
+    };
+    let run = tokio::spawn(async move { ranker::run(&store, &options, CancellationToken::new()).await });
+    // Calm for 3 s, a slow gateway (every answer 100 ms late) for 2 s, calm again.
+    tokio::time::sleep(Duration::from_secs(3)).await;
+    proxy.set_mode(ProxyMode::Delay(Duration::from_millis(100)));
+    tokio::time::sleep(Duration::from_secs(2)).await;
+    proxy.set_mode(ProxyMode::Pass);
+    let report = run.await.expect("run task").expect("the run");
+
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    assert_eq!(report.products_ranked, catalogue.products);
+    let samples: Vec<(u64, u64)> =
+        report.pacing.rate_samples.iter().map(|sample| (sample.at_ms, sample.rate as u64)).collect();
+    assert!(report.duration_ms > 6_000, "the run outlasted the slow phase: {} ms, {samples:?}", report.duration_ms);
+    // Phases by the run's clock, which starts a moment after the test's:
+    // generous margins, because on a loaded CI machine windows stretch.
+    let calm_peak = rates_between(&report, 0, 3_000).into_iter().fold(0.0, f64::max);
+    let slow_low = rates_between(&report, 3_000, 5_300).into_iter().fold(f64::INFINITY, f64::min);
+    let recovered = rates_between(&report, 5_300, u64::MAX).into_iter().fold(0.0, f64::max);
+    assert!(calm_peak >= 1_500.0, "the rate grew (from 500) while the gateway was fast: {samples:?}");
+    assert!(slow_low <= calm_peak / 2.0, "the rate fell while the gateway was slow: {samples:?}");
+    assert!(recovered >= slow_low + 1_000.0, "the rate grew again after the gateway recovered: {samples:?}");
+    assert!(report.pacing.slowdowns >= 1, "{samples:?}");
+}
+
+/// A running service on an ephemeral port, with its own HTTP client.
+struct Service {
+    base: String,
+    client: reqwest::Client,
+    _stop: tokio::sync::oneshot::Sender<()>,
+}
+
+impl Service {
+    async fn start(store: Store, settings: Settings) -> Service {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind port 0");
+        let base = format!("http://{}", listener.local_addr().expect("address"));
+        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
+        tokio::spawn(query_api::serve(listener, AppState::new(store, settings), async move {
+            let _ = stopped.await;
+        }));
+        let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().expect("client");
+        Service { base, client, _stop: stop }
+    }
+
+    /// GETs `path`: status, `Retry-After`, body, and how long the answer took.
+    async fn get(&self, path: &str) -> (StatusCode, Option<String>, serde_json::Value, Duration) {
+        let asked = Instant::now();
+        let response = self.client.get(format!("{}{path}", self.base)).send().await.expect("GET");
+        let status = response.status();
+        let retry_after = response
+            .headers()
+            .get(reqwest::header::RETRY_AFTER)
+            .map(|value| value.to_str().unwrap_or_default().to_owned());
+        let body = response.json().await.unwrap_or(serde_json::Value::Null);
+        (status, retry_after, body, asked.elapsed())
+    }
+
+    /// Starts GETs of `path` that hold HBase connections while the proxy is silent.
+    fn hold(&self, path: &str, count: usize) -> tokio::task::JoinSet<()> {
+        let mut held = tokio::task::JoinSet::new();
+        for _ in 0..count {
+            let (client, url) = (self.client.clone(), format!("{}{path}", self.base));
+            held.spawn(async move {
+                let _ = client.get(url).send().await;
+            });
+        }
+        held
+    }
+}
+
+/// Waits until `condition` holds, for at most five seconds.
+async fn until(what: &str, condition: impl Fn() -> bool) {
+    let deadline = Instant::now() + Duration::from_secs(5);
+    while !condition() {
+        assert!(Instant::now() < deadline, "timed out waiting until {what}");
+        tokio::time::sleep(Duration::from_millis(10)).await;
+    }
+}
+
+/// The pool of the overload tests: two connections, a queue of two waiting
+/// at most `queue_timeout`, patient deadlines so only the queue bound decides.
+fn small_pool(queue_timeout: Duration) -> HbaseConfig {
+    HbaseConfig {
+        pool_size: 2,
+        operation_timeout: Duration::from_secs(8),
+        io_timeout: Duration::from_secs(8),
+        retries: 0,
+        queue_timeout: Some(queue_timeout),
+        max_queued: Some(2),
+        ..HbaseConfig::default()
+    }
+}
+
+fn patient_settings() -> Settings {
+    Settings { request_timeout: Duration::from_secs(10), ..Settings::default() }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn query_api_refuses_instead_of_queueing_when_every_connection_is_busy() {
+    let tables = fresh_store("api_refuses_when_busy").await;
+    let proxy = FaultyProxy::start(&thrift_addr()).await;
+    let queue_timeout = Duration::from_millis(1_000);
+    let (store, hbase) = store_through(&proxy, &tables, small_pool(queue_timeout));
+    let service = Service::start(store, patient_settings()).await;
+    let product = integration_tests::test_id("P", 1);
+
+    // The gateway goes silent; two requests take both connections and hang.
+    proxy.set_mode(ProxyMode::BlackHole);
+    let _held = service.hold(&format!("/v1/products/{product}/comments"), 2);
+    until("both connections are busy", || hbase.in_flight() == 2).await;
+
+    // Two more wait for a connection (the queue's bound)...
+    let waiting: Vec<_> = (0..2)
+        .map(|_| {
+            let (client, url) = (service.client.clone(), format!("{}/v1/products/{product}/comments", service.base));
+            tokio::spawn(async move {
+                let asked = Instant::now();
+                let response = client.get(url).send().await.expect("GET");
+                (response.status(), response.headers().contains_key(reqwest::header::RETRY_AFTER), asked.elapsed())
+            })
+        })
+        .collect();
+    until("two requests wait for a connection", || hbase.queued() == 2).await;
+
+    // ...so the next one is refused at once, without waiting the queue timeout.
+    let (status, retry_after, body, took) = service.get(&format!("/v1/users/{product}/comments")).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::SERVICE_UNAVAILABLE, Some("overloaded")));
+    assert_eq!(retry_after.as_deref(), Some("1"));
+    assert!(took < queue_timeout / 2, "refused at once, not after a wait: {took:?}");
+
+    // The waiters give up after the queue timeout, not the 8-s operation deadline.
+    for waiter in waiting {
+        let (status, has_retry_after, took) = waiter.await.expect("waiter");
+        assert_eq!(status, StatusCode::SERVICE_UNAVAILABLE);
+        assert!(has_retry_after);
+        assert!(took >= queue_timeout && took < queue_timeout * 2, "waited {took:?} for a {queue_timeout:?} queue");
+    }
+    proxy.set_mode(ProxyMode::Pass);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_cached_ranking_is_served_while_every_connection_is_busy() {
+    let tables = fresh_store("cached_ranking_while_busy").await;
+    let catalogue = Catalogue { products: 1, comments_per_product: 30, users: 30 };
+    post_all(&tables, catalogue.new_comments(0)).await;
+    let ranked =
+        ranker::run(&tables, &RunOptions::new(Scope::All, AS_OF_MS), CancellationToken::new()).await.expect("ranking");
+    assert_eq!(ranked.products_ranked, 1);
+    let proxy = FaultyProxy::start(&thrift_addr()).await;
+    let (store, hbase) = store_through(&proxy, &tables, small_pool(Duration::from_millis(200)));
+    let service = Service::start(store, patient_settings()).await;
+    let path = format!("/v1/products/{}/comments/ranked", catalogue.product(0));
+    let (status, _, fresh, _) = service.get(&path).await;
+    assert_eq!(status, StatusCode::OK, "{fresh}");
+
+    proxy.set_mode(ProxyMode::BlackHole);
+    let _held = service.hold(&format!("/v1/products/{}/comments", catalogue.product(0)), 2);
+    until("both connections are busy", || hbase.in_flight() == 2).await;
+    let (status, _, cached, took) = service.get(&path).await;
+    assert_eq!(status, StatusCode::OK, "{cached}");
+    assert_eq!(cached, fresh);
+    assert!(took < Duration::from_millis(200), "a cache hit waits for no connection: {took:?}");
+    // An uncached read, by contrast, cannot be answered now.
+    let (status, _, body, _) = service.get(&format!("/v1/products/{}/comments/ranked", catalogue.product(7))).await;
+    assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::SERVICE_UNAVAILABLE, Some("overloaded")));
+    proxy.set_mode(ProxyMode::Pass);
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_outage_leaves_no_backlog_of_abandoned_work() {
+    let tables = fresh_store("outage_leaves_no_backlog").await;
+    let catalogue = Catalogue { products: 1, comments_per_product: 5, users: 5 };
+    post_all(&tables, catalogue.new_comments(0)).await;
+    let proxy = FaultyProxy::start(&thrift_addr()).await;
+    // The service's own settings (a 1.5-s HBase deadline inside a 2-s request
+    // deadline, one retry), with a queue patient enough that requests do wait
+    // for connections: what matters here is what becomes of the work of
+    // requests that have given up.
+    let settings = Settings::default();
+    let config = query_api::config::service_hbase_config(
+        HbaseConfig {
+            pool_size: 4,
+            operation_timeout: Duration::from_millis(1_500),
+            retries: 1,
+            queue_timeout: Some(Duration::from_secs(2)),
+            max_queued: Some(1_000),
+            ..HbaseConfig::default()
+        },
+        settings.request_timeout,
+    );
+    let (store, hbase) = store_through(&proxy, &tables, config);
+    let service = Service::start(store, settings.clone()).await;
+    let path = format!("/v1/products/{}/comments", catalogue.product(0));
+    assert_eq!(service.get(&path).await.0, StatusCode::OK);
+
+    // A silent gateway, under 20 requests per second for three seconds: more
+    // than four connections can serve, so requests queue for one.
+    proxy.set_mode(ProxyMode::BlackHole);
+    let sending_ends = Instant::now() + Duration::from_secs(3);
+    let mut requests = tokio::task::JoinSet::new();
+    let mut most_in_flight = 0;
+    while Instant::now() < sending_ends {
+        let (client, url) = (service.client.clone(), format!("{}{path}", service.base));
+        requests.spawn(async move {
+            let asked = Instant::now();
+            let status = client.get(url).send().await.map(|response| response.status());
+            (status, asked.elapsed())
+        });
+        most_in_flight = most_in_flight.max(hbase.in_flight());
+        tokio::time::sleep(Duration::from_millis(50)).await;
+    }
+    let in_time = settings.request_timeout + Duration::from_millis(500);
+    while let Some(done) = requests.join_next().await {
+        let (status, took) = done.expect("request task");
+        assert_eq!(status.expect("an answer"), StatusCode::SERVICE_UNAVAILABLE);
+        assert!(took < in_time, "every request answered within its deadline: {took:?}");
+        most_in_flight = most_in_flight.max(hbase.in_flight());
+    }
+    assert!(most_in_flight <= 4, "operations in flight exceeded the pool: {most_in_flight}");
+
+    // Every request has had its answer, so no HBase work may be left: work
+    // whose caller has gone ends by the caller's deadline (or never starts)
+    // instead of holding a connection for a fresh timeout of its own.
+    let settled = Instant::now();
+    until("no abandoned work holds a connection", || hbase.in_flight() == 0).await;
+    assert!(settled.elapsed() < Duration::from_millis(300), "abandoned work ran {:?} on", settled.elapsed());
+
+    // The gateway returns: a request is answered at once, with no backlog of
+    // abandoned work between it and HBase.
+    proxy.set_mode(ProxyMode::Pass);
+    let (status, _, body, took) = service.get(&path).await;
+    assert_eq!(status, StatusCode::OK, "{body}");
+    assert!(took < Duration::from_millis(500), "no backlog to drain: answered in {took:?}");
+}
