@@ -108,6 +108,8 @@ impl Store {
                 limit: page_rows,
                 page_size: page_rows,
                 columns: vec![COLUMN_VALUE.to_vec()],
+                // A pass over the whole table must not evict what readers cache.
+                cache_blocks: false,
             };
             let rows = {
                 let table = table.clone();
@@ -221,6 +223,7 @@ impl Store {
             limit: usize::MAX,
             page_size: 100,
             columns: vec![COLUMN_VALUE.to_vec()],
+            cache_blocks: false,
         };
         let table = table.to_owned();
         let rows = self.hbase().run(Retry::Idempotent, move |connection| connection.scan(&table, &spec)).await?;

@@ -230,6 +230,8 @@ impl Store {
                 limit: 1,
                 page_size: 1,
                 columns: vec![COLUMN_VALUE.to_vec()],
+                // A reader's page: the same blocks its own scan just cached.
+                cache_blocks: true,
             };
             let table = table.to_owned();
             let rows = self.hbase.run(Retry::Idempotent, move |connection| connection.scan(&table, &spec)).await?;
