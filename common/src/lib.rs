@@ -13,6 +13,7 @@ pub mod config;
 pub mod cursor;
 pub mod demo;
 pub mod error;
+pub mod exit;
 pub mod hbase;
 pub mod ids;
 pub mod keys;

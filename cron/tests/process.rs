@@ -211,7 +211,7 @@ async fn sigterm_mid_run_finishes_products_in_flight_records_the_run_interrupted
     }
     process.signal(Signal::SIGTERM);
     let status = process.wait(Duration::from_secs(30));
-    assert_eq!(status.code(), Some(2), "--once exits 2 for an interrupted run:\n{}", process.log_text());
+    assert_eq!(status.code(), Some(130), "--once exits 130 for an interrupted run:\n{}", process.log_text());
 
     let runs = store.recent_runs(10).await.expect("history");
     assert_eq!(runs.len(), 1, "{runs:#?}");
@@ -256,7 +256,7 @@ fn bad_schedules_and_zones_are_refused_at_start_with_a_clear_error() {
             .args([flag, value, "--no-metrics"])
             .output()
             .expect("run ranker-cron");
-        assert_eq!(output.status.code(), Some(1));
+        assert_eq!(output.status.code(), Some(2), "a bad setting is a usage error");
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains(message), "{stderr}");
     }
@@ -308,4 +308,101 @@ async fn run_now_runs_at_once_then_keeps_the_schedule_and_serves_the_metrics_an_
 
     process.signal(Signal::SIGTERM);
     assert_eq!(process.wait(Duration::from_secs(30)).code(), Some(0), "{}", process.log_text());
+}
+
+/// The `ranker` binary beside this build's `ranker-cron` (scripts/test.sh builds every binary first).
+fn ranker_binary() -> PathBuf {
+    let binary = PathBuf::from(env!("CARGO_BIN_EXE_ranker-cron"))
+        .with_file_name(format!("ranker{}", std::env::consts::EXE_SUFFIX));
+    assert!(binary.is_file(), "{} is missing: build every binary first (scripts/test.sh does)", binary.display());
+    binary
+}
+
+fn ranker(store: &Store, args: &[&str]) -> std::process::Output {
+    Command::new(ranker_binary())
+        .args(args)
+        .args(["--thrift-addr", &thrift_addr(), "--table-prefix", &store.tables().prefix])
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the ranker")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_another_run_holds_the_lease_full_runs_exit_75_naming_it_and_reruns_of_one_product_go_ahead() {
+    let store = fresh_store("cron_lease_exit_codes").await;
+    seed(&store).await;
+    // Another daemon, mid-run: it holds the nightly lease for a slot of its own.
+    let holder = "other-host:4242:nightly";
+    let request = common::store::lease::LeaseRequest {
+        name: "nightly".to_owned(),
+        holder: holder.to_owned(),
+        slot_ms: SystemClock.now_ms() - 60_000,
+        ttl: Duration::from_secs(600),
+    };
+    let common::store::lease::TakeOutcome::Taken { lease: held, .. } =
+        store.take_lease(&request, &SystemClock).await.expect("take the lease")
+    else {
+        panic!("a fresh table's lease is free");
+    };
+
+    let mut once = DaemonProcess::start(&store, "second-daemon", &["--once", "--no-metrics"]);
+    let status = once.wait(Duration::from_secs(60));
+    assert_eq!(
+        status.code(),
+        Some(75),
+        "--once while another holds the night is told to try later:\n{}",
+        once.log_text()
+    );
+
+    let full = ranker(&store, &["run"]);
+    let stderr = String::from_utf8_lossy(&full.stderr);
+    assert_eq!(full.status.code(), Some(75), "{stderr}");
+    assert!(stderr.contains(holder), "the refusal names the holder: {stderr}");
+    let shard = ranker(&store, &["run", "--shard", "0/2"]);
+    assert_eq!(shard.status.code(), Some(75), "{}", String::from_utf8_lossy(&shard.stderr));
+    assert_eq!(stored_products(&store).await, 0, "a refused run wrote nothing");
+
+    let product = test_id("p", 7);
+    let one = ranker(&store, &["run", "--product", &product.to_string()]);
+    assert_eq!(one.status.code(), Some(0), "{}", String::from_utf8_lossy(&one.stderr));
+    assert_eq!(stored_products(&store).await, 1, "a rerun of one product needs no lease");
+
+    let forced = ranker(&store, &["run", "--ignore-lease"]);
+    let stderr = String::from_utf8_lossy(&forced.stderr);
+    assert_eq!(forced.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("WARN") && stderr.contains("--ignore-lease"), "the override is logged at warn: {stderr}");
+    assert_eq!(stored_products(&store).await, PRODUCTS, "--ignore-lease ranks every product");
+    let lease = store.lease("nightly").await.expect("read").expect("row");
+    assert_eq!(lease.holder.as_deref(), Some(holder), "--ignore-lease leaves the holder's lease alone");
+
+    // Once the holder releases, a full run takes the lease, ranks, and frees it again.
+    store.release_lease(held, false, &SystemClock).await.expect("release");
+    let full = ranker(&store, &["run"]);
+    let stderr = String::from_utf8_lossy(&full.stderr);
+    assert_eq!(full.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("took the lease"), "{stderr}");
+    let lease = store.lease("nightly").await.expect("read").expect("row");
+    assert_eq!(lease.holder, None, "the manual run released the lease");
+    assert_eq!(lease.completed_slot_ms, None, "a manual run marks no nightly slot done");
+}
+
+/// Products whose slots a run wrote (the seed's sentinel slots do not count).
+async fn stored_products(store: &Store) -> u64 {
+    let mut products = 0;
+    for product in 0..PRODUCTS {
+        let slots = store.rank_slots(&test_id("p", product)).await.expect("slots");
+        if slots.iter().any(|slot| slot.comment != old_slot(product)) {
+            products += 1;
+        }
+    }
+    products
+}
+
+#[test]
+fn usage_errors_exit_2_in_the_ranker() {
+    for args in [&["run", "--concurrency", "many"][..], &["run", "--lease-ttl-secs", "1"], &["no-such-command"]] {
+        let output = Command::new(ranker_binary()).args(args).output().expect("run the ranker");
+        assert_eq!(output.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+    }
 }

@@ -16,6 +16,7 @@ pub mod config;
 pub mod console;
 mod discovery;
 mod explain;
+pub mod keeper;
 mod product;
 mod run;
 pub mod score;

@@ -10,6 +10,7 @@ use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use common::config::{init_tracing, HbaseArgs};
 use common::demo::{self, DemoPlan, DemoSpec, LoadOptions, LoadReport, Phase, Progress, Ranked};
+use common::exit::ExitStatus;
 use common::hbase::{Hbase, Retry};
 use common::schema;
 use indicatif::{HumanCount, ProgressBar, ProgressDrawTarget, ProgressStyle};
@@ -111,12 +112,12 @@ async fn main() -> ExitCode {
         Command::Demo(DemoCommand::Load(args)) => load_demo(&args).await,
     };
     match outcome {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => ExitStatus::Success.into(),
         Err(error) => {
             // The cause chain on one line is what an operator needs; a stack
             // trace (which anyhow adds under RUST_BACKTRACE) is not.
             eprintln!("error: {error:#}");
-            ExitCode::FAILURE
+            ExitStatus::Failure.into()
         }
     }
 }
