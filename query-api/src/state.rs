@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use common::keys::CommentKey;
-use common::store::Store;
+use common::keys::{self, CommentKey};
+use common::store::{SkipReason, Store};
 use common::Id;
 use metrics_exporter_prometheus::PrometheusHandle;
 use moka::future::Cache;
@@ -100,7 +100,12 @@ async fn load_ranking(store: &Store, product: Id) -> common::Result<Arc<Ranking>
             // write (the seed's upsert route took any key); showing it would
             // put one product's review on another's page.
             if slot.comment.product_id() != product {
-                tracing::warn!(%product, rank = slot.rank, comment = %slot.comment, "skipped a rank slot naming another product's comment");
+                store.count_skipped_row(
+                    &store.tables().product_comment_rank,
+                    SkipReason::OtherProduct,
+                    &keys::rank_key(&product, slot.rank),
+                    &format_args!("rank {} of product {product} names comment {}", slot.rank, slot.comment),
+                );
                 return None;
             }
             comment.map(|comment| RankedComment { comment, rank: slot.rank, score: slot.score })

@@ -8,7 +8,7 @@
 //! the successor of its id. A product with a million index rows therefore costs
 //! one short read, and a long tail of small products is read a page at a time.
 
-use super::{index_entry, skip_row, IndexEntry, IndexKind, Store};
+use super::{index_entry, skip_row, IndexEntry, IndexKind, SkipReason, Store};
 use crate::error::Result;
 use crate::hbase::{Retry, Row, ScanSpec, COLUMN_VALUE};
 use crate::ids::{Id, ID_LEN};
@@ -80,7 +80,13 @@ impl Store {
         let mut listing = ProductListing::default();
         for row in &page {
             let Some(product) = keys::leading_id("productId", &row.key) else {
-                skip_row(&table, "bad_key", &row.key, &"the key does not start with a product id");
+                skip_row(
+                    self.tables(),
+                    &table,
+                    SkipReason::BadKey,
+                    &row.key,
+                    &"the key does not start with a product id",
+                );
                 continue;
             };
             let slot = match index {
@@ -127,7 +133,7 @@ impl Store {
         let next = (rows.len() > limit).then(|| rows.swap_remove(limit).key);
         rows.truncate(limit);
         let entries: Vec<IndexEntry> =
-            rows.iter().filter_map(|row| index_entry(&table, IndexKind::Product, row)).collect();
+            rows.iter().filter_map(|row| index_entry(self.tables(), &table, IndexKind::Product, row)).collect();
         let skipped = (rows.len() - entries.len()) as u64;
         Ok(CountedIndexPage { entries, skipped, next })
     }
