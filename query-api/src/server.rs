@@ -20,6 +20,7 @@ use tracing::Level;
 use utoipa::OpenApi;
 
 use crate::error::{ApiError, ErrorCode};
+use crate::etag;
 use crate::openapi::{self, ApiDoc};
 use crate::routes;
 use crate::state::AppState;
@@ -51,15 +52,19 @@ pub fn app(state: AppState) -> Router {
         // Innermost, so a panic becomes a 500 that the layers above still log,
         // count and tag with the request id.
         .layer(CatchPanicLayer::custom(panic_response));
-    Router::new()
+    // The comment reads answer conditional GETs (ETag, If-None-Match → 304).
+    let comment_reads = Router::new()
         .route("/v1/products/{productId}/comments", get(routes::v1_product_comments))
         .route("/v1/users/{userId}/comments", get(routes::v1_user_comments))
         .route("/v1/products/{productId}/comments/ranked", get(routes::v1_ranked_comments))
         .route("/product/{productId}/comments/latest", get(routes::seed_product_latest))
-        .route("/product/comments/get", post(routes::seed_product_next))
         .route("/user/{userId}/comments/latest", get(routes::seed_user_latest))
-        .route("/user/comments/get", post(routes::seed_user_next))
         .route("/product/{productId}/comments/ranked", get(routes::seed_ranked))
+        .route_layer(middleware::from_fn(etag::conditional_get));
+    Router::new()
+        .merge(comment_reads)
+        .route("/product/comments/get", post(routes::seed_product_next))
+        .route("/user/comments/get", post(routes::seed_user_next))
         .route("/healthz", get(routes::healthz))
         .route("/readyz", get(routes::readyz))
         .route("/metrics", get(routes::metrics))
