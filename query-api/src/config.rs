@@ -33,9 +33,11 @@ pub struct Args {
     #[arg(long, env = "REVIEWS_API_RANKED_CACHE_TTL_MS", default_value_t = 10_000)]
     pub ranked_cache_ttl_ms: u64,
 
-    /// Most products whose ranked comments the cache holds.
-    #[arg(long, env = "REVIEWS_API_RANKED_CACHE_CAPACITY", default_value_t = 10_000)]
-    pub ranked_cache_capacity: u64,
+    /// Most bytes the ranked-read cache holds (comments and their rendered
+    /// answers); the least used rankings are evicted past it.
+    #[arg(long, env = "REVIEWS_API_RANKED_CACHE_MAX_BYTES", default_value_t = DEFAULT_RANKED_CACHE_MAX_BYTES,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub ranked_cache_max_bytes: u64,
 
     /// Origins allowed to call the API from a browser (CORS), comma-separated; `*` allows any; empty allows none.
     #[arg(long, env = "REVIEWS_API_CORS_ORIGINS", value_delimiter = ',', default_value = "")]
@@ -84,7 +86,7 @@ impl Args {
         Settings {
             request_timeout: Duration::from_millis(self.request_timeout_ms.max(1)),
             ranked_cache_ttl: Duration::from_millis(self.ranked_cache_ttl_ms),
-            ranked_cache_capacity: self.ranked_cache_capacity,
+            ranked_cache_max_bytes: self.ranked_cache_max_bytes,
             cors_origins: self
                 .cors_origins
                 .iter()
@@ -115,6 +117,10 @@ pub fn service_hbase_config(config: HbaseConfig, request_timeout: Duration) -> H
     }
 }
 
+/// The ranked-read cache's default bound: 256 MiB holds some 25,000 rankings of
+/// ten typical (300-byte) comments, or 130 of the worst case (ten 64 KiB comments).
+pub const DEFAULT_RANKED_CACHE_MAX_BYTES: u64 = 256 * 1024 * 1024;
+
 /// Everything about the service that is not HBase.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
@@ -122,8 +128,8 @@ pub struct Settings {
     pub request_timeout: Duration,
     /// How long a ranked read is served from the cache; zero turns the cache off.
     pub ranked_cache_ttl: Duration,
-    /// Most products held in the ranked-read cache.
-    pub ranked_cache_capacity: u64,
+    /// Most bytes held in the ranked-read cache (see `Ranking::weight_bytes`).
+    pub ranked_cache_max_bytes: u64,
     /// Origins allowed by CORS; `*` allows any.
     pub cors_origins: Vec<String>,
     /// How long in-flight requests may run after a shutdown signal.
@@ -135,7 +141,7 @@ impl Default for Settings {
         Settings {
             request_timeout: Duration::from_secs(2),
             ranked_cache_ttl: Duration::from_secs(10),
-            ranked_cache_capacity: 10_000,
+            ranked_cache_max_bytes: DEFAULT_RANKED_CACHE_MAX_BYTES,
             cors_origins: Vec::new(),
             drain_deadline: Duration::from_secs(10),
         }

@@ -549,6 +549,9 @@ async fn comment_reads_carry_an_etag_and_a_matching_if_none_match_answers_304_wi
         tags.push(tag.to_owned());
     }
 
+    let metrics = get(&app, "/metrics").await.text();
+    assert!(metrics.contains("reviews_api_ranked_cache_bytes"), "the cache's size is exported:\n{metrics}");
+
     // With the gateway cut, cached rankings still answer 304, while a
     // page read, which needs HBase, fails: the 304 did not touch HBase.
     relay.stop();

@@ -37,13 +37,7 @@ impl AppState {
     /// The state of a service reading `store` with `settings`. Installs the
     /// process's Prometheus recorder on first use.
     pub fn new(store: Store, settings: Settings) -> AppState {
-        let ranked_cache = (!settings.ranked_cache_ttl.is_zero()).then(|| {
-            Cache::builder()
-                .name("ranked")
-                .max_capacity(settings.ranked_cache_capacity.max(1))
-                .time_to_live(settings.ranked_cache_ttl)
-                .build()
-        });
+        let ranked_cache = (!settings.ranked_cache_ttl.is_zero()).then(|| ranked_cache(&settings));
         AppState { store, settings: Arc::new(settings), ranked_cache, metrics: telemetry::prometheus_handle() }
     }
 
@@ -78,9 +72,24 @@ impl AppState {
             .await
             .map_err(|error| ApiError::from_store(&error))?;
         let result = if entry.is_fresh() { "miss" } else { "hit" };
+        // moka weighs entries as they are inserted and evicts soon after, so
+        // this trails the truth by at most a few recent loads.
+        metrics::gauge!("reviews_api_ranked_cache_bytes").set(cache.weighted_size() as f64);
         metrics::counter!("ranked_cache_requests_total", "result" => result).increment(1);
         Ok(entry.into_value())
     }
+}
+
+/// The ranked-read cache: bounded by bytes (each ranking weighed by
+/// [`Ranking::weight_bytes`]), not by entries, because one ranking of ten
+/// 64 KiB comments weighs as much as two hundred typical ones.
+pub fn ranked_cache(settings: &Settings) -> Cache<Id, Arc<Ranking>> {
+    Cache::builder()
+        .name("ranked")
+        .weigher(|_product: &Id, ranking: &Arc<Ranking>| u32::try_from(ranking.weight_bytes()).unwrap_or(u32::MAX))
+        .max_capacity(settings.ranked_cache_max_bytes.max(1))
+        .time_to_live(settings.ranked_cache_ttl)
+        .build()
 }
 
 /// Reads `product`'s rank slots, then their comments in one multi-get; slots
