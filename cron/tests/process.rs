@@ -310,12 +310,9 @@ async fn run_now_runs_at_once_then_keeps_the_schedule_and_serves_the_metrics_an_
     assert_eq!(process.wait(Duration::from_secs(30)).code(), Some(0), "{}", process.log_text());
 }
 
-/// The `ranker` binary beside this build's `ranker-cron` (scripts/test.sh builds every binary first).
+/// The `ranker` binary beside this build's `ranker-cron`.
 fn ranker_binary() -> PathBuf {
-    let binary = PathBuf::from(env!("CARGO_BIN_EXE_ranker-cron"))
-        .with_file_name(format!("ranker{}", std::env::consts::EXE_SUFFIX));
-    assert!(binary.is_file(), "{} is missing: build every binary first (scripts/test.sh does)", binary.display());
-    binary
+    sibling_binary("ranker")
 }
 
 fn ranker(store: &Store, args: &[&str]) -> std::process::Output {
@@ -399,10 +396,45 @@ async fn stored_products(store: &Store) -> u64 {
     products
 }
 
+/// A binary of this build beside `ranker-cron` (scripts/test.sh builds every binary first).
+fn sibling_binary(name: &str) -> PathBuf {
+    let binary = PathBuf::from(env!("CARGO_BIN_EXE_ranker-cron"))
+        .with_file_name(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(binary.is_file(), "{} is missing: build every binary first (scripts/test.sh does)", binary.display());
+    binary
+}
+
 #[test]
-fn usage_errors_exit_2_in_the_ranker() {
-    for args in [&["run", "--concurrency", "many"][..], &["run", "--lease-ttl-secs", "1"], &["no-such-command"]] {
-        let output = Command::new(ranker_binary()).args(args).output().expect("run the ranker");
-        assert_eq!(output.status.code(), Some(2), "{args:?}: {}", String::from_utf8_lossy(&output.stderr));
+fn usage_errors_exit_2_in_every_binary() {
+    let config = std::env::temp_dir().join(format!("usage-errors-{}.toml", std::process::id()));
+    std::fs::write(&config, "[run]\npage_rows = 100000\n").expect("write a config");
+    let config = config.to_str().expect("utf-8 path");
+    let cases: [(&str, &[&str], &str); 8] = [
+        ("ranker", &["run", "--concurrency", "many"], "invalid value"),
+        ("ranker", &["run", "--page-rows", "5001"], "5001 is not in 1..=5000"),
+        ("ranker", &["run", "--config", config], "run.page_rows must be from 1 to 5000, got 100000"),
+        ("ranker", &["run", "--lease-ttl-secs", "1"], "invalid value"),
+        ("ranker", &["no-such-command"], "unrecognized subcommand"),
+        ("query-api", &["--listen", "not-an-address"], "invalid value"),
+        ("query-api", &["--table-prefix=bad/prefix"], "invalid --table-prefix"),
+        // A billion users and products would need some 53 GB up front: refused before allocating.
+        (
+            "reviews-admin",
+            &["demo", "load", "--users", "999999999", "--products", "999999999"],
+            "available on this machine",
+        ),
+    ];
+    for (binary, args, message) in cases {
+        let started = Instant::now();
+        let output = Command::new(sibling_binary(binary))
+            .args(args)
+            .args(["--thrift-addr", "127.0.0.1:1"])
+            .output()
+            .expect("run the binary");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{binary} {args:?}: {stderr}");
+        assert!(stderr.contains(message), "{binary} {args:?}: {stderr}");
+        assert!(started.elapsed() < Duration::from_secs(10), "{binary} {args:?} took {:?}", started.elapsed());
     }
+    drop(std::fs::remove_file(config));
 }

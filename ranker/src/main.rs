@@ -100,6 +100,10 @@ struct PassArgs {
     #[arg(long, value_name = "N")]
     concurrency: Option<usize>,
 
+    /// Index rows (and comments) read per round trip, 1 to 5000 [default: run.page_rows, 1000].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=ranker::config::MAX_PAGE_ROWS as i64))]
+    page_rows: Option<u16>,
+
     /// Attempts per product before it counts as failed [default: run.product_attempts, 3].
     #[arg(long, value_name = "N")]
     attempts: Option<u32>,
@@ -242,6 +246,9 @@ fn options(pass: &PassArgs, as_of_ms: i64) -> Result<RunOptions> {
     let mut options = RunOptions::with_config(pass.scope.scope(), as_of_ms, &config);
     if let Some(concurrency) = pass.concurrency {
         options.concurrency = concurrency;
+    }
+    if let Some(page_rows) = pass.page_rows {
+        options.page_rows = usize::from(page_rows);
     }
     if let Some(attempts) = pass.attempts {
         options.product_attempts = attempts;
@@ -402,9 +409,26 @@ async fn runs(args: &RunsArgs) -> Result<ExitCode> {
 }
 
 #[tokio::main]
-async fn main() -> Result<ExitCode> {
+async fn main() -> ExitCode {
     let cli = Cli::parse();
     common::config::init_tracing();
+    match run_command(&cli).await {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("Error: {error:#}");
+            // A configuration that does not validate is a usage error, like a bad flag.
+            let usage = error.chain().any(|cause| {
+                matches!(
+                    cause.downcast_ref::<ranker::RankerError>(),
+                    Some(ranker::RankerError::InvalidConfig(_) | ranker::RankerError::InvalidOptions(_))
+                )
+            });
+            if usage { ExitStatus::Usage } else { ExitStatus::Failure }.into()
+        }
+    }
+}
+
+async fn run_command(cli: &Cli) -> Result<ExitCode> {
     match &cli.command {
         Command::Run(args) => {
             let mut options = options(&args.pass, args.as_of.unwrap_or_else(now_ms))?;
