@@ -156,7 +156,7 @@ async fn a_killed_holders_lease_lapses_and_the_next_tick_proceeds() {
     );
     let killed_run = wait_for_run(&store, "killed-daemon", RunStatus::Running, Duration::from_secs(30)).await;
     let metrics = scrape(metrics_port);
-    assert!(metrics.contains("ranker_cron_run_in_progress 1"), "{metrics}");
+    assert!(metrics.contains("reviews_ranker_cron_run_in_progress 1"), "{metrics}");
 
     process.signal(Signal::SIGKILL);
     assert!(process.wait(Duration::from_secs(10)).code().is_none(), "killed by a signal");
@@ -281,17 +281,18 @@ async fn run_now_runs_at_once_then_keeps_the_schedule_and_serves_the_metrics_an_
     let deadline = Instant::now() + Duration::from_secs(10);
     let metrics = loop {
         let metrics = scrape(metrics_port);
-        if metrics.contains("ranker_cron_runs_total{outcome=\"succeeded\"} 1") || Instant::now() > deadline {
+        if metrics.contains("reviews_ranker_cron_runs_total{outcome=\"succeeded\"} 1") || Instant::now() > deadline {
             break metrics;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    assert!(metrics.contains("ranker_cron_runs_total{outcome=\"succeeded\"} 1"), "{metrics}");
-    assert!(metrics.contains(&format!("ranker_cron_products_ranked_total {PRODUCTS}")), "{metrics}");
-    assert!(metrics.contains("ranker_cron_run_in_progress 0"), "{metrics}");
+    assert!(metrics.contains("reviews_ranker_cron_runs_total{outcome=\"succeeded\"} 1"), "{metrics}");
+    assert!(metrics.contains(&format!("reviews_ranker_cron_products_ranked_total {PRODUCTS}")), "{metrics}");
+    assert!(metrics.contains("reviews_ranker_cron_run_in_progress 0"), "{metrics}");
+    assert_described_and_namespaced(&metrics);
     let last_success = metrics
         .lines()
-        .find_map(|line| line.strip_prefix("ranker_cron_last_success_timestamp_seconds "))
+        .find_map(|line| line.strip_prefix("reviews_ranker_cron_last_success_timestamp_seconds "))
         .and_then(|value| value.trim().parse::<f64>().ok())
         .unwrap_or_else(|| panic!("no last-success gauge:\n{metrics}"));
     let ended_ms = run.ended_ms.expect("a finished run has an end");
@@ -351,6 +352,7 @@ async fn while_another_run_holds_the_lease_full_runs_exit_75_naming_it_and_rerun
         "--once while another holds the night is told to try later:\n{}",
         once.log_text()
     );
+    assert!(!once.log_text().contains('\u{1b}'), "a log file carries no ANSI escape codes:\n{}", once.log_text());
 
     let full = ranker(&store, &["run"]);
     let stderr = String::from_utf8_lossy(&full.stderr);
@@ -379,6 +381,7 @@ async fn while_another_run_holds_the_lease_full_runs_exit_75_naming_it_and_rerun
     let stderr = String::from_utf8_lossy(&full.stderr);
     assert_eq!(full.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("took the lease"), "{stderr}");
+    assert!(!stderr.contains('\u{1b}'), "a log written to a pipe carries no ANSI escape codes: {stderr}");
     let lease = store.lease("nightly").await.expect("read").expect("row");
     assert_eq!(lease.holder, None, "the manual run released the lease");
     assert_eq!(lease.completed_slot_ms, None, "a manual run marks no nightly slot done");
@@ -437,4 +440,76 @@ fn usage_errors_exit_2_in_every_binary() {
         assert!(started.elapsed() < Duration::from_secs(10), "{binary} {args:?} took {:?}", started.elapsed());
     }
     drop(std::fs::remove_file(config));
+}
+
+/// Checks a Prometheus page: every metric has HELP text and a TYPE, and every
+/// series is in the `reviews_` namespace; histograms render as buckets.
+fn assert_described_and_namespaced(page: &str) {
+    let body = page.split_once("\r\n\r\n").map_or(page, |(_, body)| body);
+    let mut typed = Vec::new();
+    for line in body.lines().filter(|line| !line.trim().is_empty()) {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let name = rest.split(' ').next().expect("a name");
+            assert!(body.contains(&format!("# HELP {name} ")), "{name} has no HELP text:\n{body}");
+            typed.push(name.to_owned());
+        } else if !line.starts_with('#') {
+            assert!(line.starts_with("reviews_"), "a series outside the reviews_ namespace: {line}");
+        }
+    }
+    assert!(!typed.is_empty(), "no metrics at all:\n{body}");
+    if body.contains("reviews_hbase_call_seconds") {
+        assert!(body.contains("# TYPE reviews_hbase_call_seconds histogram"), "{body}");
+        assert!(body.contains("reviews_hbase_call_seconds_bucket{"), "{body}");
+    }
+}
+
+fn http_get(port: u16, path: &str) -> String {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes()).expect("request");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("response");
+    response
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn query_api_serves_metrics_on_its_own_listener_and_logs_without_colour_to_a_file() {
+    let store = fresh_store("qapi_metrics_listen").await;
+    let (port, metrics_port) = (free_port(), free_port());
+    let log = std::env::temp_dir().join(format!("{}query-api.log", store.tables().prefix));
+    let mut child = Command::new(sibling_binary("query-api"))
+        .args(["--listen", &format!("127.0.0.1:{port}"), "--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
+        .args(["--thrift-addr", &thrift_addr(), "--table-prefix", &store.tables().prefix])
+        .env("RUST_LOG", "debug")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("start query-api");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "query-api did not listen within 30 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let ranked = http_get(port, &format!("/v1/products/{}/comments/ranked", test_id("p", 1)));
+    assert!(ranked.starts_with("HTTP/1.0 200") || ranked.starts_with("HTTP/1.1 200"), "{ranked}");
+    let on_main = http_get(port, "/metrics");
+    assert!(on_main.contains(" 404 "), "the main listener no longer serves /metrics: {on_main}");
+    let metrics = http_get(metrics_port, "/metrics");
+    assert!(metrics.contains(" 200 "), "{metrics}");
+    assert!(metrics.contains("reviews_api_http_requests_total{"), "{metrics}");
+    assert!(metrics.contains("reviews_hbase_call_seconds_bucket{"), "a real HBase call was timed:\n{metrics}");
+    assert_described_and_namespaced(&metrics);
+
+    let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+    kill(pid, Signal::SIGTERM).expect("SIGTERM");
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(0), "a drained stop is a success");
+    let text = std::fs::read_to_string(&log).expect("log");
+    assert!(
+        text.contains("request") && text.contains("/v1/products/{productId}/comments/ranked"),
+        "one access line per request at debug:\n{text}"
+    );
+    assert!(!text.contains('\u{1b}'), "a log written to a file carries no ANSI escape codes:\n{text}");
+    drop(std::fs::remove_file(log));
 }

@@ -47,6 +47,11 @@ pub struct Args {
     #[arg(long, env = "REVIEWS_API_DRAIN_DEADLINE_MS", default_value_t = 10_000)]
     pub drain_deadline_ms: u64,
 
+    /// Serve `/metrics` on this address instead of `--listen` (for example a
+    /// port only Prometheus can reach); the main listener then answers 404 there.
+    #[arg(long, env = "REVIEWS_API_METRICS_LISTEN", value_name = "ADDRESS")]
+    pub metrics_listen: Option<SocketAddr>,
+
     /// Where HBase is and which tables to read.
     #[command(flatten)]
     pub hbase: HbaseArgs,
@@ -94,6 +99,7 @@ impl Args {
                 .filter(|o| !o.is_empty())
                 .collect(),
             drain_deadline: Duration::from_millis(self.drain_deadline_ms),
+            metrics_on_main_listener: self.metrics_listen.is_none(),
         }
     }
 
@@ -134,6 +140,8 @@ pub struct Settings {
     pub cors_origins: Vec<String>,
     /// How long in-flight requests may run after a shutdown signal.
     pub drain_deadline: Duration,
+    /// Whether the main router serves `/metrics` (not when `--metrics-listen` moves it).
+    pub metrics_on_main_listener: bool,
 }
 
 impl Default for Settings {
@@ -144,6 +152,7 @@ impl Default for Settings {
             ranked_cache_max_bytes: DEFAULT_RANKED_CACHE_MAX_BYTES,
             cors_origins: Vec::new(),
             drain_deadline: Duration::from_secs(10),
+            metrics_on_main_listener: true,
         }
     }
 }

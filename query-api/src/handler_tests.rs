@@ -215,12 +215,15 @@ async fn health_carries_a_request_id_and_metrics_count_requests() {
     let metrics = get(&app, "/metrics").await;
     assert_eq!(metrics.status, StatusCode::OK);
     let text = metrics.text();
-    assert!(text.contains("http_requests_total{method=\"GET\",route=\"/healthz\",status=\"200\"}"), "{text}");
+    assert!(
+        text.contains("reviews_api_http_requests_total{method=\"GET\",route=\"/healthz\",status=\"200\"}"),
+        "{text}"
+    );
     assert!(
         text.contains("route=\"/v1/products/{productId}/comments\",status=\"400\""),
         "requests are counted by route template: {text}"
     );
-    assert!(text.contains("http_request_duration_seconds_bucket"), "{text}");
+    assert!(text.contains("reviews_api_http_request_duration_seconds_bucket"), "{text}");
 }
 
 #[tokio::test]

@@ -46,6 +46,19 @@ async fn serve(args: &Args, tables: common::tables::Tables) -> anyhow::Result<()
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let address = listener.local_addr().context("the listener has no local address")?;
+    if let Some(metrics_address) = args.metrics_listen {
+        let metrics_listener = tokio::net::TcpListener::bind(metrics_address)
+            .await
+            .with_context(|| format!("cannot listen for /metrics on {metrics_address}"))?;
+        let metrics_app = query_api::server::metrics_app(state.clone());
+        tracing::info!(address = %metrics_address, "serving /metrics on its own listener");
+        // Scrapes are short and stateless: this listener simply ends with the process.
+        tokio::spawn(async move {
+            if let Err(error) = axum::serve(metrics_listener, metrics_app).await {
+                tracing::error!(%error, "the metrics listener failed");
+            }
+        });
+    }
     tracing::info!(%address, thrift = %args.hbase.thrift_addr, prefix = %args.hbase.table_prefix, "query-api listening");
     if let Err(error) = state.store().hbase().check_ready().await {
         // Not fatal: the service answers 503 until HBase is back, and /readyz says so.

@@ -41,7 +41,9 @@ pub fn app(state: AppState) -> Router {
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(telemetry::request_span)
-                .on_response(DefaultOnResponse::new().level(Level::INFO)),
+                // The access line per request is `telemetry::record_request`'s
+                // (debug, or info when slow); this one is for tracing at debug.
+                .on_response(DefaultOnResponse::new().level(Level::DEBUG)),
         )
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(middleware::from_fn(telemetry::record_request))
@@ -61,18 +63,25 @@ pub fn app(state: AppState) -> Router {
         .route("/user/{userId}/comments/latest", get(routes::seed_user_latest))
         .route("/product/{productId}/comments/ranked", get(routes::seed_ranked))
         .route_layer(middleware::from_fn(etag::conditional_get));
-    Router::new()
-        .merge(comment_reads)
+    let mut router = Router::new().merge(comment_reads);
+    if state.settings().metrics_on_main_listener {
+        router = router.route("/metrics", get(routes::metrics));
+    }
+    router
         .route("/product/comments/get", post(routes::seed_product_next))
         .route("/user/comments/get", post(routes::seed_user_next))
         .route("/healthz", get(routes::healthz))
         .route("/readyz", get(routes::readyz))
-        .route("/metrics", get(routes::metrics))
         .merge(openapi::docs(ApiDoc::openapi()))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(middleware)
         .with_state(state)
+}
+
+/// The router of the separate metrics listener (`--metrics-listen`): `/metrics` only.
+pub fn metrics_app(state: AppState) -> Router {
+    Router::new().route("/metrics", get(routes::metrics)).fallback(routes::not_found).with_state(state)
 }
 
 /// CORS for browser frontends: only the configured origins, `*` for any, none when empty.

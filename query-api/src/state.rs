@@ -63,7 +63,7 @@ impl AppState {
     /// per waiting request. Failed loads are not cached.
     pub async fn ranking(&self, product: Id) -> Result<Arc<Ranking>, ApiError> {
         let Some(cache) = &self.ranked_cache else {
-            metrics::counter!("ranked_cache_requests_total", "result" => "disabled").increment(1);
+            metrics::counter!(telemetry::RANKED_CACHE_REQUESTS, "result" => "disabled").increment(1);
             return load_ranking(&self.store, product).await.map_err(ApiError::from);
         };
         let entry = cache
@@ -74,8 +74,8 @@ impl AppState {
         let result = if entry.is_fresh() { "miss" } else { "hit" };
         // moka weighs entries as they are inserted and evicts soon after, so
         // this trails the truth by at most a few recent loads.
-        metrics::gauge!("reviews_api_ranked_cache_bytes").set(cache.weighted_size() as f64);
-        metrics::counter!("ranked_cache_requests_total", "result" => result).increment(1);
+        metrics::gauge!(telemetry::RANKED_CACHE_BYTES).set(cache.weighted_size() as f64);
+        metrics::counter!(telemetry::RANKED_CACHE_REQUESTS, "result" => result).increment(1);
         Ok(entry.into_value())
     }
 }

@@ -90,7 +90,7 @@ struct CountErrors;
 
 impl r2d2::HandleError<Error> for CountErrors {
     fn handle_error(&self, error: Error) {
-        metrics::counter!("hbase_connect_errors_total").increment(1);
+        metrics::counter!(crate::telemetry::HBASE_CONNECT_ERRORS).increment(1);
         tracing::debug!(%error, "opening a Thrift connection failed");
     }
 }
@@ -140,7 +140,7 @@ impl Hbase {
                         return Err(error);
                     }
                     attempt += 1;
-                    metrics::counter!("hbase_retries_total").increment(1);
+                    metrics::counter!(crate::telemetry::HBASE_RETRIES).increment(1);
                     tracing::debug!(%error, attempt, "retrying a transient HBase failure");
                     std::thread::sleep(backoff);
                     backoff = backoff.saturating_mul(2);

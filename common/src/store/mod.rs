@@ -104,7 +104,7 @@ impl SkipReason {
 /// the deployment's prefix, so dashboards and alerts read the same everywhere.
 pub(crate) fn skip_row(tables: &Tables, table: &str, reason: SkipReason, key: &[u8], detail: &dyn std::fmt::Display) {
     let label = tables.unprefixed(table);
-    metrics::counter!("reviews_skipped_rows_total", "table" => label.to_owned(), "reason" => reason.as_str())
+    metrics::counter!(crate::telemetry::SKIPPED_ROWS, "table" => label.to_owned(), "reason" => reason.as_str())
         .increment(1);
     tracing::warn!(table = label, reason = reason.as_str(), key = %escape(key), %detail, "skipped a row");
 }
