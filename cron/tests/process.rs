@@ -513,3 +513,36 @@ async fn query_api_serves_metrics_on_its_own_listener_and_logs_without_colour_to
     assert!(!text.contains('\u{1b}'), "a log written to a file carries no ANSI escape codes:\n{text}");
     drop(std::fs::remove_file(log));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ranker_exits_130_when_interrupted_and_1_when_it_fails() {
+    let store = fresh_store("ranker_exit_codes").await;
+    seed(&store).await;
+    let mut child = Command::new(ranker_binary())
+        .args(["run", "--concurrency", "1", "--thrift-addr", &thrift_addr(), "--table-prefix", &store.tables().prefix])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the ranker");
+    // Products are ranked in key order: once the first has its new slots, the run is under way.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while store.rank_slots(&test_id("p", 0)).await.expect("slots").iter().any(|slot| slot.score == Some(OLD_SCORE)) {
+        assert!(Instant::now() < deadline, "the run never reached the first product");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    kill(Pid::from_raw(i32::try_from(child.id()).expect("pid")), Signal::SIGINT).expect("SIGINT");
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(130), "an interrupted run exits 130");
+    let lease = store.lease("nightly").await.expect("read").expect("row");
+    assert_eq!(lease.holder, None, "the interrupted run released the lease");
+
+    // Nothing listens on port 1: the product cannot be read, and the run fails.
+    let failed = Command::new(ranker_binary())
+        .args(["explain", "--product", &test_id("p", 0).to_string(), "--thrift-addr", "127.0.0.1:1"])
+        .args(["--hbase-timeout-ms", "500", "--hbase-retries", "0"])
+        .output()
+        .expect("run the ranker");
+    assert_eq!(failed.status.code(), Some(1), "{}", String::from_utf8_lossy(&failed.stderr));
+}
