@@ -155,7 +155,15 @@ async fn a_killed_holders_lease_lapses_and_the_next_tick_proceeds() {
         &["--once", "--lease-ttl-secs", "3", "--concurrency", "1", "--metrics-addr", &port_flag],
     );
     let killed_run = wait_for_run(&store, "killed-daemon", RunStatus::Running, Duration::from_secs(30)).await;
-    let metrics = scrape(metrics_port);
+    // The daemon records the run as running a moment before it sets the gauge.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let metrics = loop {
+        let metrics = scrape(metrics_port);
+        if metrics.contains("reviews_ranker_cron_run_in_progress 1") || Instant::now() > deadline {
+            break metrics;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
     assert!(metrics.contains("reviews_ranker_cron_run_in_progress 1"), "{metrics}");
 
     process.signal(Signal::SIGKILL);
