@@ -71,7 +71,7 @@ status=0
 "$BIN/soak" --base "http://127.0.0.1:$PORT" --pid "$api_pid" --products "$PRODUCTS" --users "$USERS" "$@" |
   tee "$OUT_DIR/soak.txt" || status=$?
 echo "soak: machine load after the run: $(cut -d' ' -f1-3 /proc/loadavg)"
-curl -fsS "http://127.0.0.1:$PORT/metrics" | grep -E '^(http_requests_total|reviews_skipped_rows_total)' \
+curl -fsS "http://127.0.0.1:$PORT/metrics" | grep -E '^(reviews_api_http_requests_total|reviews_skipped_rows_total)' \
   >"$OUT_DIR/metrics.txt" || true
 echo "soak: report in $OUT_DIR/soak.txt, request counts by route and status in $OUT_DIR/metrics.txt"
 exit "$status"

@@ -65,7 +65,10 @@ impl HbaseArgs {
 pub fn init_tracing() {
     use tracing_subscriber::EnvFilter;
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr);
+    // Colour codes only where a person reads the log live: redirected to a file
+    // or collected by journald, every line would carry escape sequences.
+    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr());
+    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(colour);
     let installed = if std::env::var("REVIEWS_LOG_FORMAT").is_ok_and(|format| format == "json") {
         builder.json().try_init()
     } else {

@@ -185,7 +185,44 @@ impl Default for DemoSpec {
     }
 }
 
+/// Bytes the plan and the load hold per user, up front: the author weights
+/// (built, then kept as `WeightedIndex`'s cumulative weights) and the load's
+/// comments-per-user tally, eight bytes each.
+const PLANNED_BYTES_PER_USER: u64 = 24;
+/// Bytes per product, up front: its weight, its comment count (and the
+/// apportioning's scratch copy of it) and its end offset, eight bytes each.
+const PLANNED_BYTES_PER_PRODUCT: u64 = 32;
+/// The share of the machine's available memory a plan may take: the load also
+/// needs its batches, the pool and the allocator's slack.
+const PLANNED_SHARE_OF_AVAILABLE: u64 = 2;
+
 impl DemoSpec {
+    /// The memory a plan and its load allocate up front for this spec, in
+    /// bytes (what grows with the counts; batches are bounded separately).
+    pub fn planned_bytes(&self) -> u64 {
+        self.users
+            .saturating_mul(PLANNED_BYTES_PER_USER)
+            .saturating_add(self.products.saturating_mul(PLANNED_BYTES_PER_PRODUCT))
+    }
+
+    /// Refuses a spec whose plan would take more than half of `available`
+    /// bytes of memory, before anything is allocated for it.
+    pub fn check_memory(&self, available: u64) -> Result<(), DemoError> {
+        let needed = self.planned_bytes();
+        let allowed = available / PLANNED_SHARE_OF_AVAILABLE;
+        if needed > allowed {
+            return Err(DemoError::InvalidSpec(format!(
+                "{} users and {} products need about {} MiB of memory up front, more than half of the {} MiB \
+                 available on this machine; use fewer users or products, or a larger machine",
+                self.users,
+                self.products,
+                needed >> 20,
+                available >> 20
+            )));
+        }
+        Ok(())
+    }
+
     /// Checks that the spec describes a data set that can be generated.
     pub fn validate(&self) -> Result<(), DemoError> {
         let invalid = |message: String| Err(DemoError::InvalidSpec(message));
@@ -217,6 +254,22 @@ impl DemoSpec {
         }
         Ok(())
     }
+}
+
+/// The memory this machine can still give, from `MemAvailable` in
+/// /proc/meminfo; where that cannot be read, a fixed 4 GiB, so that the check
+/// still refuses the absurd sizes.
+fn available_memory_bytes() -> u64 {
+    const FALLBACK_BYTES: u64 = 4 << 30;
+    std::fs::read_to_string("/proc/meminfo")
+        .ok()
+        .and_then(|meminfo| {
+            meminfo.lines().find_map(|line| {
+                let kib = line.strip_prefix("MemAvailable:")?.trim().strip_suffix("kB")?.trim();
+                kib.parse::<u64>().ok().map(|kib| kib * 1024)
+            })
+        })
+        .unwrap_or(FALLBACK_BYTES)
 }
 
 /// Independent random streams, one family per kind of record. The numbers (and
@@ -412,6 +465,7 @@ impl DemoPlan {
     /// Validates `spec` and lays out its comments over products and users.
     pub fn new(spec: DemoSpec) -> Result<DemoPlan, DemoError> {
         spec.validate()?;
+        spec.check_memory(available_memory_bytes())?;
         let mut stream_keys = [[0u8; 32]; 7];
         for (stream, key) in stream_keys.iter_mut().enumerate() {
             let mut root = ChaCha8Rng::seed_from_u64(spec.seed);
@@ -1170,5 +1224,16 @@ mod tests {
         let counts = apportion(1_000_003, &weights, 1);
         assert_eq!(counts.iter().sum::<u64>(), 1_000_003);
         assert!(counts.iter().all(|count| *count >= 1));
+    }
+
+    #[test]
+    fn sizes_that_cannot_fit_in_memory_are_refused_with_the_estimate() {
+        let huge = DemoSpec { users: MAX_RECORDS, products: MAX_RECORDS, ..DemoSpec::default() };
+        assert!(huge.validate().is_ok(), "the ids fit; only the memory does not");
+        let error = huge.check_memory(8 << 30).expect_err("8 GiB cannot hold a plan of a billion users");
+        let message = error.to_string();
+        assert!(message.contains("53405 MiB") && message.contains("8192 MiB"), "{message}");
+        assert!(DemoSpec::default().check_memory(8 << 30).is_ok());
+        assert!(matches!(DemoPlan::new(huge), Err(DemoError::InvalidSpec(_))), "the plan refuses it before allocating");
     }
 }

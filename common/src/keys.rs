@@ -281,16 +281,12 @@ pub fn leading_id(field: &'static str, key: &[u8]) -> Option<Id> {
     key.get(..ID_LEN).and_then(|bytes| Id::from_bytes(field, bytes).ok())
 }
 
-/// Why a key's first ten bytes are not an id, as a skip reason: `multibyte_id`
-/// when they hold non-ASCII bytes (the original Java service stored a
-/// ten-character id such as ten Hangul syllables as a 30-byte key, which no
-/// reader can tell from its neighbours), `bad_key` for anything else.
-pub fn leading_id_problem(key: &[u8]) -> &'static str {
-    if key.iter().take(ID_LEN).any(|byte| !byte.is_ascii()) {
-        "multibyte_id"
-    } else {
-        "bad_key"
-    }
+/// Whether a key's first ten bytes hold non-ASCII bytes: the original Java
+/// service stored a ten-character id such as ten Hangul syllables as a 30-byte
+/// key, which no reader can tell from its neighbours. Readers count such keys
+/// apart from other bad keys.
+pub fn leading_id_is_multibyte(key: &[u8]) -> bool {
+    key.iter().take(ID_LEN).any(|byte| !byte.is_ascii())
 }
 
 /// The smallest key greater than every key that starts with the same ten
@@ -525,9 +521,9 @@ mod tests {
             None,
             "ten Hangul characters are 30 bytes"
         );
-        assert_eq!(leading_id_problem("가나다라마바사아자차c".as_bytes()), "multibyte_id");
-        assert_eq!(leading_id_problem(b"P0000/0001c"), "bad_key");
-        assert_eq!(leading_id_problem(b"P00"), "bad_key");
+        assert!(leading_id_is_multibyte("가나다라마바사아자차c".as_bytes()));
+        assert!(!leading_id_is_multibyte(b"P0000/0001c"));
+        assert!(!leading_id_is_multibyte(b"P00"));
         let java = Id::parse("productId", "JP-edge-01").expect("the Java service's id");
         assert_eq!(leading_id("productId", &rank_key(&java, 1)), Some(java));
         assert_eq!(next_leading_id(&key), Some(b"P000000002".to_vec()));

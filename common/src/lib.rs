@@ -8,12 +8,15 @@
 //!   async bridge); no other crate sees Thrift.
 //! - [`store`] maps tables to models, skips rows that do not decode, and holds
 //!   the write path; [`schema`] creates the tables; [`demo`] generates data.
-//! - [`config`] holds the flags and logging setup every binary shares.
+//! - [`config`] holds the flags and logging setup every binary shares;
+//!   [`telemetry`] the shared metric names and exporter settings; [`exit`] the
+//!   exit statuses of every binary.
 
 pub mod config;
 pub mod cursor;
 pub mod demo;
 pub mod error;
+pub mod exit;
 pub mod hbase;
 pub mod ids;
 pub mod jackson;
@@ -22,6 +25,7 @@ pub mod model;
 pub mod schema;
 pub mod store;
 pub mod tables;
+pub mod telemetry;
 
 pub use error::{Error, Result};
 pub use ids::Id;

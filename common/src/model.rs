@@ -169,7 +169,7 @@ pub trait Record: Serialize + for<'de> Deserialize<'de> + Send + 'static {
             return Err(strict_error);
         };
         let record = serde_json::from_slice(&repaired)?;
-        metrics::counter!("reviews_lossy_json_rows_total", "kind" => Self::KIND).increment(1);
+        metrics::counter!(crate::telemetry::LOSSY_JSON_ROWS, "kind" => Self::KIND).increment(1);
         tracing::debug!(kind = Self::KIND, "read a record whose JSON holds an unpaired UTF-16 surrogate as U+FFFD");
         Ok(record)
     }

@@ -55,6 +55,13 @@ impl Tables {
         })
     }
 
+    /// A full table name without the prefix (`product-comment-rank`), for
+    /// metric labels that must not depend on the deployment; a name without
+    /// the prefix is returned as it is.
+    pub fn unprefixed<'name>(&self, table: &'name str) -> &'name str {
+        table.strip_prefix(self.prefix.as_str()).unwrap_or(table)
+    }
+
     /// Every table, in creation order.
     pub fn all(&self) -> [&str; 10] {
         [

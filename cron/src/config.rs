@@ -29,7 +29,8 @@ pub enum ConfigError {
 /// a time across every daemon sharing the HBase lease.
 ///
 /// Exit status with --once: 0 succeeded (or the slot was already done),
-/// 1 failed, 2 interrupted, 3 skipped because another daemon holds the lease.
+/// 1 failed, 2 usage error, 75 skipped because another run holds the lease
+/// (try later), 130 interrupted.
 #[derive(Debug, Clone, clap::Parser)]
 #[command(name = "ranker-cron", version)]
 pub struct CronArgs {

@@ -19,6 +19,7 @@ use std::sync::Arc;
 use std::time::Duration;
 
 use chrono::{DateTime, Utc};
+use common::exit::ExitStatus;
 use common::store::lease::{Clock, LeaseRequest, LeaseState, ReleaseOutcome, TakeOutcome};
 use common::store::runs::{RunRecord, RunStatus};
 use common::store::Store;
@@ -26,10 +27,11 @@ use tokio_cron_scheduler::{Job, JobScheduler, JobSchedulerError};
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
 
-use crate::keeper::{keep_lease, KeeperEnd, StoreRenewer};
 use crate::metrics;
 use crate::retry::RetryPolicy;
 use crate::schedule::Schedule;
+pub use ranker::keeper::default_holder;
+use ranker::keeper::{keep_lease, KeeperEnd, StoreRenewer};
 
 /// How many recent history records are searched for the runs of a holder whose lease lapsed.
 const ABANDONED_RUN_SEARCH: usize = 50;
@@ -90,18 +92,19 @@ pub enum SlotOutcome {
 }
 
 impl SlotOutcome {
-    /// The process exit status for `--once`: 0 succeeded (or already done),
-    /// 1 failed, 2 interrupted, 3 skipped because another run holds the lease.
-    pub fn exit_code(&self) -> u8 {
+    /// The process exit status for `--once` (the table in `common::exit`): 0
+    /// succeeded (or already done), 1 failed, 75 skipped because another run
+    /// holds the lease (try later), 130 interrupted.
+    pub fn exit_status(&self) -> ExitStatus {
         match self {
             SlotOutcome::Ran(record) => match record.status {
-                RunStatus::Succeeded => 0,
-                RunStatus::Failed | RunStatus::Running => 1,
-                RunStatus::Interrupted => 2,
+                RunStatus::Succeeded => ExitStatus::Success,
+                RunStatus::Failed | RunStatus::Running => ExitStatus::Failure,
+                RunStatus::Interrupted => ExitStatus::Interrupted,
             },
-            SlotOutcome::AlreadyCompleted(_) => 0,
-            SlotOutcome::Stopped => 2,
-            SlotOutcome::Overlap | SlotOutcome::LeaseHeld(_) => 3,
+            SlotOutcome::AlreadyCompleted(_) => ExitStatus::Success,
+            SlotOutcome::Stopped => ExitStatus::Interrupted,
+            SlotOutcome::Overlap | SlotOutcome::LeaseHeld(_) => ExitStatus::TryLater,
         }
     }
 
@@ -156,19 +159,6 @@ impl Drop for RunningGuard<'_> {
     fn drop(&mut self) {
         self.0.store(false, Ordering::Release);
     }
-}
-
-/// A name for this process in leases and history: `host:pid:random`. The
-/// random part tells apart two daemons in one process (tests) and a restarted
-/// daemon that got the same pid.
-pub fn default_holder() -> String {
-    let host = nix::unistd::gethostname()
-        .ok()
-        .and_then(|name| name.into_string().ok())
-        .filter(|name| !name.is_empty())
-        .unwrap_or_else(|| "unknown-host".to_owned());
-    let host: String = host.chars().map(|c| if c.is_ascii_graphic() { c } else { '_' }).collect();
-    format!("{host}:{}:{:08x}", std::process::id(), rand::random::<u32>())
 }
 
 /// How often a daemon standing by for another daemon's run of the same slot
@@ -690,11 +680,12 @@ mod tests {
             completed_slot_ms: Some(0),
             completed_by: None,
         };
-        assert_eq!(SlotOutcome::Ran(record(RunStatus::Succeeded)).exit_code(), 0);
-        assert_eq!(SlotOutcome::Ran(record(RunStatus::Failed)).exit_code(), 1);
-        assert_eq!(SlotOutcome::Ran(record(RunStatus::Interrupted)).exit_code(), 2);
-        assert_eq!(SlotOutcome::AlreadyCompleted(free.clone()).exit_code(), 0);
-        assert_eq!(SlotOutcome::LeaseHeld(free).exit_code(), 3);
-        assert_eq!(SlotOutcome::Stopped.exit_code(), 2);
+        assert_eq!(SlotOutcome::Ran(record(RunStatus::Succeeded)).exit_status(), ExitStatus::Success);
+        assert_eq!(SlotOutcome::Ran(record(RunStatus::Failed)).exit_status(), ExitStatus::Failure);
+        assert_eq!(SlotOutcome::Ran(record(RunStatus::Interrupted)).exit_status(), ExitStatus::Interrupted);
+        assert_eq!(SlotOutcome::AlreadyCompleted(free.clone()).exit_status(), ExitStatus::Success);
+        assert_eq!(SlotOutcome::LeaseHeld(free).exit_status(), ExitStatus::TryLater);
+        assert_eq!(SlotOutcome::Overlap.exit_status(), ExitStatus::TryLater);
+        assert_eq!(SlotOutcome::Stopped.exit_status(), ExitStatus::Interrupted);
     }
 }

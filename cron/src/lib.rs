@@ -8,13 +8,13 @@
 //!   across daemons through the HBase lease (`common::store::lease`), each
 //!   attempt recorded in the run history (`common::store::runs`), failed runs
 //!   retried per [`retry`], a shutdown finishing the products in flight.
-//! - [`keeper`] renews the lease during a run and stops the run if it is lost.
+//! - `ranker::keeper` renews the lease during a run and stops the run if it is
+//!   lost (it lives in the ranker, whose manual full runs take the same lease).
 //! - [`metrics`] is what Prometheus scrapes; [`config`] is the command line.
 //!   (`common::store::runs::format_runs_table` prints the history for `ranker runs`.)
 
 pub mod config;
 pub mod daemon;
-pub mod keeper;
 pub mod metrics;
 pub mod retry;
 pub mod schedule;

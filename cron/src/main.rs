@@ -5,6 +5,7 @@ use std::sync::Arc;
 
 use anyhow::Context;
 use clap::Parser;
+use common::exit::ExitStatus;
 use common::store::lease::SystemClock;
 use cron::{CronArgs, Daemon};
 use tokio::signal::unix::{signal, SignalKind};
@@ -17,14 +18,21 @@ async fn main() -> ExitCode {
         Err(error) => {
             tracing::error!(error = format!("{error:#}"), "ranker-cron failed");
             eprintln!("ranker-cron: {error:#}");
-            ExitCode::FAILURE
+            ExitStatus::Failure.into()
         }
     }
 }
 
 async fn run() -> anyhow::Result<ExitCode> {
     let args = CronArgs::parse();
-    let settings = args.daemon_settings().context("invalid settings")?;
+    let settings = match args.daemon_settings() {
+        Ok(settings) => settings,
+        Err(error) => {
+            // A wrong flag value is a usage error, like the ones clap reports itself.
+            eprintln!("ranker-cron: invalid settings: {error}");
+            return Ok(ExitStatus::Usage.into());
+        }
+    };
     let store = args.hbase.store().context("invalid HBase settings")?;
     if !args.no_metrics {
         match cron::metrics::install_exporter(args.metrics_addr) {
@@ -44,7 +52,7 @@ async fn run() -> anyhow::Result<ExitCode> {
     let daemon = Daemon::new(store, settings, Arc::new(SystemClock));
     listen_for_shutdown(daemon.shutdown_token()).context("cannot listen for signals")?;
     let outcome = daemon.serve(args.start_mode()).await.context("the daemon stopped")?;
-    Ok(outcome.map_or(ExitCode::SUCCESS, |outcome| ExitCode::from(outcome.exit_code())))
+    Ok(outcome.map_or(ExitStatus::Success.into(), |outcome| ExitCode::from(outcome.exit_status())))
 }
 
 /// The first SIGTERM or SIGINT asks for a graceful stop (finish the products
@@ -65,7 +73,7 @@ fn listen_for_shutdown(shutdown: tokio_util::sync::CancellationToken) -> std::io
                 shutdown.cancel();
             } else {
                 tracing::warn!(signal = name, "second signal: exiting now without waiting for the run");
-                std::process::exit(130);
+                ExitStatus::Interrupted.exit_now();
             }
         }
     });

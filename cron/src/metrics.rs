@@ -3,8 +3,8 @@
 //!
 //! ```text
 //! # No successful run for 26 hours (max over both daemons; absent = never succeeded):
-//! time() - max(ranker_cron_last_success_timestamp_seconds) > 26 * 3600
-//!   or absent(ranker_cron_last_success_timestamp_seconds)
+//! time() - max(reviews_ranker_cron_last_success_timestamp_seconds) > 26 * 3600
+//!   or absent(reviews_ranker_cron_last_success_timestamp_seconds)
 //! ```
 //!
 //! The last-success gauge is read from the run history in HBase (at start,
@@ -17,23 +17,25 @@ use std::time::Duration;
 use common::store::runs::RunStatus;
 
 /// Unix time (s) of the latest run that succeeded, from the shared history.
-pub const LAST_SUCCESS: &str = "ranker_cron_last_success_timestamp_seconds";
+pub const LAST_SUCCESS: &str = "reviews_ranker_cron_last_success_timestamp_seconds";
 /// How long this daemon's latest run attempt took.
-pub const LAST_DURATION: &str = "ranker_cron_last_run_duration_seconds";
+pub const LAST_DURATION: &str = "reviews_ranker_cron_last_run_duration_seconds";
 /// Run attempts of this daemon by outcome (`succeeded`, `failed`, `interrupted`).
-pub const RUNS: &str = "ranker_cron_runs_total";
+pub const RUNS: &str = "reviews_ranker_cron_runs_total";
 /// Ticks by what came of them (`ran`, `overlap`, `lease_held`, `completed`, `error`).
-pub const TICKS: &str = "ranker_cron_ticks_total";
+pub const TICKS: &str = "reviews_ranker_cron_ticks_total";
 /// Products ranked by this daemon's runs.
-pub const PRODUCTS_RANKED: &str = "ranker_cron_products_ranked_total";
+pub const PRODUCTS_RANKED: &str = "reviews_ranker_cron_products_ranked_total";
 /// 1 while this daemon is running the ranker.
-pub const RUN_IN_PROGRESS: &str = "ranker_cron_run_in_progress";
+pub const RUN_IN_PROGRESS: &str = "reviews_ranker_cron_run_in_progress";
 /// Leases this daemon lost mid-run (it stopped the run each time).
-pub const LEASES_LOST: &str = "ranker_cron_leases_lost_total";
+pub const LEASES_LOST: &str = "reviews_ranker_cron_leases_lost_total";
 
 /// Serves `/metrics` on `address` and registers every metric's description.
 pub fn install_exporter(address: SocketAddr) -> Result<(), metrics_exporter_prometheus::BuildError> {
-    metrics_exporter_prometheus::PrometheusBuilder::new().with_http_listener(address).install()?;
+    // The shared builder gives `reviews_hbase_call_seconds` the same buckets as in query-api.
+    common::telemetry::prometheus_builder().with_http_listener(address).install()?;
+    common::telemetry::describe_shared_metrics();
     metrics::describe_gauge!(LAST_SUCCESS, metrics::Unit::Seconds, "Unix time of the latest successful ranking run");
     metrics::describe_gauge!(LAST_DURATION, metrics::Unit::Seconds, "Duration of this daemon's latest run attempt");
     metrics::describe_counter!(RUNS, "Run attempts of this daemon, by outcome");
@@ -43,11 +45,11 @@ pub fn install_exporter(address: SocketAddr) -> Result<(), metrics_exporter_prom
     metrics::describe_counter!(LEASES_LOST, "Leases lost mid-run");
     // Set by the ranker library's pacer (ranker::pace) during each run.
     metrics::describe_gauge!(
-        "reviews_ranker_pace_rate",
+        ranker::pace::PACE_RATE,
         "Comments per second the running ranking run may read now (its adaptive pacing's rate)"
     );
     metrics::describe_counter!(
-        "reviews_ranker_pace_slowdowns_total",
+        ranker::pace::PACE_SLOWDOWNS,
         "Times the ranking runs' adaptive pacing cut the rate because HBase calls slowed down"
     );
     Ok(())

@@ -155,8 +155,16 @@ async fn a_killed_holders_lease_lapses_and_the_next_tick_proceeds() {
         &["--once", "--lease-ttl-secs", "3", "--concurrency", "1", "--metrics-addr", &port_flag],
     );
     let killed_run = wait_for_run(&store, "killed-daemon", RunStatus::Running, Duration::from_secs(30)).await;
-    let metrics = scrape(metrics_port);
-    assert!(metrics.contains("ranker_cron_run_in_progress 1"), "{metrics}");
+    // The daemon records the run as running a moment before it sets the gauge.
+    let deadline = Instant::now() + Duration::from_secs(10);
+    let metrics = loop {
+        let metrics = scrape(metrics_port);
+        if metrics.contains("reviews_ranker_cron_run_in_progress 1") || Instant::now() > deadline {
+            break metrics;
+        }
+        std::thread::sleep(Duration::from_millis(20));
+    };
+    assert!(metrics.contains("reviews_ranker_cron_run_in_progress 1"), "{metrics}");
 
     process.signal(Signal::SIGKILL);
     assert!(process.wait(Duration::from_secs(10)).code().is_none(), "killed by a signal");
@@ -211,7 +219,7 @@ async fn sigterm_mid_run_finishes_products_in_flight_records_the_run_interrupted
     }
     process.signal(Signal::SIGTERM);
     let status = process.wait(Duration::from_secs(30));
-    assert_eq!(status.code(), Some(2), "--once exits 2 for an interrupted run:\n{}", process.log_text());
+    assert_eq!(status.code(), Some(130), "--once exits 130 for an interrupted run:\n{}", process.log_text());
 
     let runs = store.recent_runs(10).await.expect("history");
     assert_eq!(runs.len(), 1, "{runs:#?}");
@@ -256,7 +264,7 @@ fn bad_schedules_and_zones_are_refused_at_start_with_a_clear_error() {
             .args([flag, value, "--no-metrics"])
             .output()
             .expect("run ranker-cron");
-        assert_eq!(output.status.code(), Some(1));
+        assert_eq!(output.status.code(), Some(2), "a bad setting is a usage error");
         let stderr = String::from_utf8_lossy(&output.stderr);
         assert!(stderr.contains(message), "{stderr}");
     }
@@ -281,17 +289,18 @@ async fn run_now_runs_at_once_then_keeps_the_schedule_and_serves_the_metrics_an_
     let deadline = Instant::now() + Duration::from_secs(10);
     let metrics = loop {
         let metrics = scrape(metrics_port);
-        if metrics.contains("ranker_cron_runs_total{outcome=\"succeeded\"} 1") || Instant::now() > deadline {
+        if metrics.contains("reviews_ranker_cron_runs_total{outcome=\"succeeded\"} 1") || Instant::now() > deadline {
             break metrics;
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     };
-    assert!(metrics.contains("ranker_cron_runs_total{outcome=\"succeeded\"} 1"), "{metrics}");
-    assert!(metrics.contains(&format!("ranker_cron_products_ranked_total {PRODUCTS}")), "{metrics}");
-    assert!(metrics.contains("ranker_cron_run_in_progress 0"), "{metrics}");
+    assert!(metrics.contains("reviews_ranker_cron_runs_total{outcome=\"succeeded\"} 1"), "{metrics}");
+    assert!(metrics.contains(&format!("reviews_ranker_cron_products_ranked_total {PRODUCTS}")), "{metrics}");
+    assert!(metrics.contains("reviews_ranker_cron_run_in_progress 0"), "{metrics}");
+    assert_described_and_namespaced(&metrics);
     let last_success = metrics
         .lines()
-        .find_map(|line| line.strip_prefix("ranker_cron_last_success_timestamp_seconds "))
+        .find_map(|line| line.strip_prefix("reviews_ranker_cron_last_success_timestamp_seconds "))
         .and_then(|value| value.trim().parse::<f64>().ok())
         .unwrap_or_else(|| panic!("no last-success gauge:\n{metrics}"));
     let ended_ms = run.ended_ms.expect("a finished run has an end");
@@ -308,4 +317,240 @@ async fn run_now_runs_at_once_then_keeps_the_schedule_and_serves_the_metrics_an_
 
     process.signal(Signal::SIGTERM);
     assert_eq!(process.wait(Duration::from_secs(30)).code(), Some(0), "{}", process.log_text());
+}
+
+/// The `ranker` binary beside this build's `ranker-cron`.
+fn ranker_binary() -> PathBuf {
+    sibling_binary("ranker")
+}
+
+fn ranker(store: &Store, args: &[&str]) -> std::process::Output {
+    Command::new(ranker_binary())
+        .args(args)
+        .args(["--thrift-addr", &thrift_addr(), "--table-prefix", &store.tables().prefix])
+        .env("RUST_LOG", "info")
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the ranker")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn while_another_run_holds_the_lease_full_runs_exit_75_naming_it_and_reruns_of_one_product_go_ahead() {
+    let store = fresh_store("cron_lease_exit_codes").await;
+    seed(&store).await;
+    // Another daemon, mid-run: it holds the nightly lease for a slot of its own.
+    let holder = "other-host:4242:nightly";
+    let request = common::store::lease::LeaseRequest {
+        name: "nightly".to_owned(),
+        holder: holder.to_owned(),
+        slot_ms: SystemClock.now_ms() - 60_000,
+        ttl: Duration::from_secs(600),
+    };
+    let common::store::lease::TakeOutcome::Taken { lease: held, .. } =
+        store.take_lease(&request, &SystemClock).await.expect("take the lease")
+    else {
+        panic!("a fresh table's lease is free");
+    };
+
+    let mut once = DaemonProcess::start(&store, "second-daemon", &["--once", "--no-metrics"]);
+    let status = once.wait(Duration::from_secs(60));
+    assert_eq!(
+        status.code(),
+        Some(75),
+        "--once while another holds the night is told to try later:\n{}",
+        once.log_text()
+    );
+    assert!(!once.log_text().contains('\u{1b}'), "a log file carries no ANSI escape codes:\n{}", once.log_text());
+
+    let full = ranker(&store, &["run"]);
+    let stderr = String::from_utf8_lossy(&full.stderr);
+    assert_eq!(full.status.code(), Some(75), "{stderr}");
+    assert!(stderr.contains(holder), "the refusal names the holder: {stderr}");
+    let shard = ranker(&store, &["run", "--shard", "0/2"]);
+    assert_eq!(shard.status.code(), Some(75), "{}", String::from_utf8_lossy(&shard.stderr));
+    assert_eq!(stored_products(&store).await, 0, "a refused run wrote nothing");
+
+    let product = test_id("p", 7);
+    let one = ranker(&store, &["run", "--product", &product.to_string()]);
+    assert_eq!(one.status.code(), Some(0), "{}", String::from_utf8_lossy(&one.stderr));
+    assert_eq!(stored_products(&store).await, 1, "a rerun of one product needs no lease");
+
+    let forced = ranker(&store, &["run", "--ignore-lease"]);
+    let stderr = String::from_utf8_lossy(&forced.stderr);
+    assert_eq!(forced.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("WARN") && stderr.contains("--ignore-lease"), "the override is logged at warn: {stderr}");
+    assert_eq!(stored_products(&store).await, PRODUCTS, "--ignore-lease ranks every product");
+    let lease = store.lease("nightly").await.expect("read").expect("row");
+    assert_eq!(lease.holder.as_deref(), Some(holder), "--ignore-lease leaves the holder's lease alone");
+
+    // Once the holder releases, a full run takes the lease, ranks, and frees it again.
+    store.release_lease(held, false, &SystemClock).await.expect("release");
+    let full = ranker(&store, &["run"]);
+    let stderr = String::from_utf8_lossy(&full.stderr);
+    assert_eq!(full.status.code(), Some(0), "{stderr}");
+    assert!(stderr.contains("took the lease"), "{stderr}");
+    assert!(!stderr.contains('\u{1b}'), "a log written to a pipe carries no ANSI escape codes: {stderr}");
+    let lease = store.lease("nightly").await.expect("read").expect("row");
+    assert_eq!(lease.holder, None, "the manual run released the lease");
+    assert_eq!(lease.completed_slot_ms, None, "a manual run marks no nightly slot done");
+}
+
+/// Products whose slots a run wrote (the seed's sentinel slots do not count).
+async fn stored_products(store: &Store) -> u64 {
+    let mut products = 0;
+    for product in 0..PRODUCTS {
+        let slots = store.rank_slots(&test_id("p", product)).await.expect("slots");
+        if slots.iter().any(|slot| slot.comment != old_slot(product)) {
+            products += 1;
+        }
+    }
+    products
+}
+
+/// A binary of this build beside `ranker-cron` (scripts/test.sh builds every binary first).
+fn sibling_binary(name: &str) -> PathBuf {
+    let binary = PathBuf::from(env!("CARGO_BIN_EXE_ranker-cron"))
+        .with_file_name(format!("{name}{}", std::env::consts::EXE_SUFFIX));
+    assert!(binary.is_file(), "{} is missing: build every binary first (scripts/test.sh does)", binary.display());
+    binary
+}
+
+#[test]
+fn usage_errors_exit_2_in_every_binary() {
+    let config = std::env::temp_dir().join(format!("usage-errors-{}.toml", std::process::id()));
+    std::fs::write(&config, "[run]\npage_rows = 100000\n").expect("write a config");
+    let config = config.to_str().expect("utf-8 path");
+    let cases: [(&str, &[&str], &str); 8] = [
+        ("ranker", &["run", "--concurrency", "many"], "invalid value"),
+        ("ranker", &["run", "--page-rows", "5001"], "5001 is not in 1..=5000"),
+        ("ranker", &["run", "--config", config], "run.page_rows must be from 1 to 5000, got 100000"),
+        ("ranker", &["run", "--lease-ttl-secs", "1"], "invalid value"),
+        ("ranker", &["no-such-command"], "unrecognized subcommand"),
+        ("query-api", &["--listen", "not-an-address"], "invalid value"),
+        ("query-api", &["--table-prefix=bad/prefix"], "invalid --table-prefix"),
+        // A billion users and products would need some 53 GB up front: refused before allocating.
+        (
+            "reviews-admin",
+            &["demo", "load", "--users", "999999999", "--products", "999999999"],
+            "available on this machine",
+        ),
+    ];
+    for (binary, args, message) in cases {
+        let started = Instant::now();
+        let output = Command::new(sibling_binary(binary))
+            .args(args)
+            .args(["--thrift-addr", "127.0.0.1:1"])
+            .output()
+            .expect("run the binary");
+        let stderr = String::from_utf8_lossy(&output.stderr);
+        assert_eq!(output.status.code(), Some(2), "{binary} {args:?}: {stderr}");
+        assert!(stderr.contains(message), "{binary} {args:?}: {stderr}");
+        assert!(started.elapsed() < Duration::from_secs(10), "{binary} {args:?} took {:?}", started.elapsed());
+    }
+    drop(std::fs::remove_file(config));
+}
+
+/// Checks a Prometheus page: every metric has HELP text and a TYPE, and every
+/// series is in the `reviews_` namespace; histograms render as buckets.
+fn assert_described_and_namespaced(page: &str) {
+    let body = page.split_once("\r\n\r\n").map_or(page, |(_, body)| body);
+    let mut typed = Vec::new();
+    for line in body.lines().filter(|line| !line.trim().is_empty()) {
+        if let Some(rest) = line.strip_prefix("# TYPE ") {
+            let name = rest.split(' ').next().expect("a name");
+            assert!(body.contains(&format!("# HELP {name} ")), "{name} has no HELP text:\n{body}");
+            typed.push(name.to_owned());
+        } else if !line.starts_with('#') {
+            assert!(line.starts_with("reviews_"), "a series outside the reviews_ namespace: {line}");
+        }
+    }
+    assert!(!typed.is_empty(), "no metrics at all:\n{body}");
+    if body.contains("reviews_hbase_call_seconds") {
+        assert!(body.contains("# TYPE reviews_hbase_call_seconds histogram"), "{body}");
+        assert!(body.contains("reviews_hbase_call_seconds_bucket{"), "{body}");
+    }
+}
+
+fn http_get(port: u16, path: &str) -> String {
+    let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect");
+    stream.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
+    stream.write_all(format!("GET {path} HTTP/1.0\r\nHost: localhost\r\n\r\n").as_bytes()).expect("request");
+    let mut response = String::new();
+    stream.read_to_string(&mut response).expect("response");
+    response
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn query_api_serves_metrics_on_its_own_listener_and_logs_without_colour_to_a_file() {
+    let store = fresh_store("qapi_metrics_listen").await;
+    let (port, metrics_port) = (free_port(), free_port());
+    let log = std::env::temp_dir().join(format!("{}query-api.log", store.tables().prefix));
+    let mut child = Command::new(sibling_binary("query-api"))
+        .args(["--listen", &format!("127.0.0.1:{port}"), "--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
+        .args(["--thrift-addr", &thrift_addr(), "--table-prefix", &store.tables().prefix])
+        .env("RUST_LOG", "debug")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("start query-api");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
+        assert!(Instant::now() < deadline, "query-api did not listen within 30 s");
+        std::thread::sleep(Duration::from_millis(50));
+    }
+    let ranked = http_get(port, &format!("/v1/products/{}/comments/ranked", test_id("p", 1)));
+    assert!(ranked.starts_with("HTTP/1.0 200") || ranked.starts_with("HTTP/1.1 200"), "{ranked}");
+    let on_main = http_get(port, "/metrics");
+    assert!(on_main.contains(" 404 "), "the main listener no longer serves /metrics: {on_main}");
+    let metrics = http_get(metrics_port, "/metrics");
+    assert!(metrics.contains(" 200 "), "{metrics}");
+    assert!(metrics.contains("reviews_api_http_requests_total{"), "{metrics}");
+    assert!(metrics.contains("reviews_hbase_call_seconds_bucket{"), "a real HBase call was timed:\n{metrics}");
+    assert_described_and_namespaced(&metrics);
+
+    let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+    kill(pid, Signal::SIGTERM).expect("SIGTERM");
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(0), "a drained stop is a success");
+    let text = std::fs::read_to_string(&log).expect("log");
+    assert!(
+        text.contains("request") && text.contains("/v1/products/{productId}/comments/ranked"),
+        "one access line per request at debug:\n{text}"
+    );
+    assert!(!text.contains('\u{1b}'), "a log written to a file carries no ANSI escape codes:\n{text}");
+    drop(std::fs::remove_file(log));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn the_ranker_exits_130_when_interrupted_and_1_when_it_fails() {
+    let store = fresh_store("ranker_exit_codes").await;
+    seed(&store).await;
+    let mut child = Command::new(ranker_binary())
+        .args(["run", "--concurrency", "1", "--thrift-addr", &thrift_addr(), "--table-prefix", &store.tables().prefix])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start the ranker");
+    // Products are ranked in key order: once the first has its new slots, the run is under way.
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while store.rank_slots(&test_id("p", 0)).await.expect("slots").iter().any(|slot| slot.score == Some(OLD_SCORE)) {
+        assert!(Instant::now() < deadline, "the run never reached the first product");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    kill(Pid::from_raw(i32::try_from(child.id()).expect("pid")), Signal::SIGINT).expect("SIGINT");
+    let status = child.wait().expect("wait");
+    assert_eq!(status.code(), Some(130), "an interrupted run exits 130");
+    let lease = store.lease("nightly").await.expect("read").expect("row");
+    assert_eq!(lease.holder, None, "the interrupted run released the lease");
+
+    // Nothing listens on port 1: the product cannot be read, and the run fails.
+    let failed = Command::new(ranker_binary())
+        .args(["explain", "--product", &test_id("p", 0).to_string(), "--thrift-addr", "127.0.0.1:1"])
+        .args(["--hbase-timeout-ms", "500", "--hbase-retries", "0"])
+        .output()
+        .expect("run the ranker");
+    assert_eq!(failed.status.code(), Some(1), "{}", String::from_utf8_lossy(&failed.stderr));
 }

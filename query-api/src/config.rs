@@ -33,9 +33,11 @@ pub struct Args {
     #[arg(long, env = "REVIEWS_API_RANKED_CACHE_TTL_MS", default_value_t = 10_000)]
     pub ranked_cache_ttl_ms: u64,
 
-    /// Most products whose ranked comments the cache holds.
-    #[arg(long, env = "REVIEWS_API_RANKED_CACHE_CAPACITY", default_value_t = 10_000)]
-    pub ranked_cache_capacity: u64,
+    /// Most bytes the ranked-read cache holds (comments and their rendered
+    /// answers); the least used rankings are evicted past it.
+    #[arg(long, env = "REVIEWS_API_RANKED_CACHE_MAX_BYTES", default_value_t = DEFAULT_RANKED_CACHE_MAX_BYTES,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub ranked_cache_max_bytes: u64,
 
     /// Origins allowed to call the API from a browser (CORS), comma-separated; `*` allows any; empty allows none.
     #[arg(long, env = "REVIEWS_API_CORS_ORIGINS", value_delimiter = ',', default_value = "")]
@@ -55,6 +57,11 @@ pub struct Args {
     /// After SIGTERM or Ctrl-C, how long in-flight requests may finish before the service exits, in milliseconds.
     #[arg(long, env = "REVIEWS_API_DRAIN_DEADLINE_MS", default_value_t = 10_000)]
     pub drain_deadline_ms: u64,
+
+    /// Serve `/metrics` on this address instead of `--listen` (for example a
+    /// port only Prometheus can reach); the main listener then answers 404 there.
+    #[arg(long, env = "REVIEWS_API_METRICS_LISTEN", value_name = "ADDRESS")]
+    pub metrics_listen: Option<SocketAddr>,
 
     /// Where HBase is and which tables to read.
     #[command(flatten)]
@@ -95,7 +102,7 @@ impl Args {
         Settings {
             request_timeout: Duration::from_millis(self.request_timeout_ms.max(1)),
             ranked_cache_ttl: Duration::from_millis(self.ranked_cache_ttl_ms),
-            ranked_cache_capacity: self.ranked_cache_capacity,
+            ranked_cache_max_bytes: self.ranked_cache_max_bytes,
             cors_origins: self
                 .cors_origins
                 .iter()
@@ -103,6 +110,7 @@ impl Args {
                 .filter(|o| !o.is_empty())
                 .collect(),
             drain_deadline: Duration::from_millis(self.drain_deadline_ms),
+            metrics_on_main_listener: self.metrics_listen.is_none(),
         }
     }
 
@@ -131,6 +139,10 @@ pub fn service_hbase_config(config: HbaseConfig, request_timeout: Duration) -> H
     }
 }
 
+/// The ranked-read cache's default bound: 256 MiB holds some 25,000 rankings of
+/// ten typical (300-byte) comments, or 130 of the worst case (ten 64 KiB comments).
+pub const DEFAULT_RANKED_CACHE_MAX_BYTES: u64 = 256 * 1024 * 1024;
+
 /// Everything about the service that is not HBase.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
@@ -138,12 +150,14 @@ pub struct Settings {
     pub request_timeout: Duration,
     /// How long a ranked read is served from the cache; zero turns the cache off.
     pub ranked_cache_ttl: Duration,
-    /// Most products held in the ranked-read cache.
-    pub ranked_cache_capacity: u64,
+    /// Most bytes held in the ranked-read cache (see `Ranking::weight_bytes`).
+    pub ranked_cache_max_bytes: u64,
     /// Origins allowed by CORS; `*` allows any.
     pub cors_origins: Vec<String>,
     /// How long in-flight requests may run after a shutdown signal.
     pub drain_deadline: Duration,
+    /// Whether the main router serves `/metrics` (not when `--metrics-listen` moves it).
+    pub metrics_on_main_listener: bool,
 }
 
 impl Default for Settings {
@@ -151,9 +165,10 @@ impl Default for Settings {
         Settings {
             request_timeout: Duration::from_secs(2),
             ranked_cache_ttl: Duration::from_secs(10),
-            ranked_cache_capacity: 10_000,
+            ranked_cache_max_bytes: DEFAULT_RANKED_CACHE_MAX_BYTES,
             cors_origins: Vec::new(),
             drain_deadline: Duration::from_secs(10),
+            metrics_on_main_listener: true,
         }
     }
 }

@@ -218,12 +218,15 @@ async fn health_carries_a_request_id_and_metrics_count_requests() {
     let metrics = get(&app, "/metrics").await;
     assert_eq!(metrics.status, StatusCode::OK);
     let text = metrics.text();
-    assert!(text.contains("http_requests_total{method=\"GET\",route=\"/healthz\",status=\"200\"}"), "{text}");
+    assert!(
+        text.contains("reviews_api_http_requests_total{method=\"GET\",route=\"/healthz\",status=\"200\"}"),
+        "{text}"
+    );
     assert!(
         text.contains("route=\"/v1/products/{productId}/comments\",status=\"400\""),
         "requests are counted by route template: {text}"
     );
-    assert!(text.contains("http_request_duration_seconds_bucket"), "{text}");
+    assert!(text.contains("reviews_api_http_request_duration_seconds_bucket"), "{text}");
 }
 
 #[tokio::test]
@@ -439,5 +442,130 @@ async fn pages_and_rankings_come_from_hbase() {
     assert_eq!(seed["comments"].as_array().expect("comments").len(), 1);
     assert_eq!(seed["comments"][0]["content"], posted[1].text());
     assert!(seed["nextIndexKey"].is_null());
+    live.drop().await;
+}
+
+/// A TCP relay to the real Thrift gateway that the test can cut: once
+/// stopped, every connection through it is closed and new ones are refused,
+/// as if the gateway had gone away.
+struct Relay {
+    address: String,
+    tasks: std::sync::Arc<std::sync::Mutex<Vec<tokio::task::JoinHandle<()>>>>,
+}
+
+impl Relay {
+    async fn start(target: String) -> Relay {
+        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the relay");
+        let address = listener.local_addr().expect("address").to_string();
+        let tasks = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
+        let connections = tasks.clone();
+        let acceptor = tokio::spawn(async move {
+            while let Ok((mut client, _)) = listener.accept().await {
+                let target = target.clone();
+                let connection = tokio::spawn(async move {
+                    if let Ok(mut gateway) = tokio::net::TcpStream::connect(target).await {
+                        let _ = tokio::io::copy_bidirectional(&mut client, &mut gateway).await;
+                    }
+                });
+                connections.lock().expect("lock").push(connection);
+            }
+        });
+        tasks.lock().expect("lock").push(acceptor);
+        Relay { address, tasks }
+    }
+
+    fn stop(&self) {
+        for task in self.tasks.lock().expect("lock").drain(..) {
+            task.abort();
+        }
+    }
+}
+
+#[tokio::test]
+async fn comment_reads_carry_an_etag_and_a_matching_if_none_match_answers_304_without_hbase() {
+    let live = LiveTables::create("etag").await;
+    let product = id("P", 7);
+    let user = id("U", 7);
+    let orders: Vec<Order> =
+        (0..3).map(|n| Order { id: id("E", n), user_id: user, extra: Default::default() }).collect();
+    live.store.put_records(&orders).await.expect("orders");
+    let posted = live
+        .store
+        .post_comments(
+            (0..3)
+                .map(|n| NewComment {
+                    order_id: id("E", n),
+                    product_id: product,
+                    user_id: user,
+                    content: format!("tagged review {n}"),
+                    timestamp_ms: 1_700_000_000_000 + i64::try_from(n).expect("small"),
+                    rating: None,
+                    helpful: None,
+                    unhelpful: None,
+                    photos: None,
+                })
+                .collect(),
+        )
+        .await
+        .expect("comments");
+    live.store
+        .replace_rank_slots(&product, &[(posted[2].row_key(), 0.9), (posted[0].row_key(), 0.5)])
+        .await
+        .expect("slots");
+
+    // The service reaches HBase through a relay the test can cut.
+    let gateway = live.store.hbase().config().address.clone();
+    let relay = Relay::start(gateway).await;
+    let hbase = Hbase::new(HbaseConfig {
+        address: relay.address.clone(),
+        connect_timeout: Duration::from_millis(500),
+        operation_timeout: Duration::from_secs(2),
+        retries: 1,
+        ..HbaseConfig::default()
+    });
+    let store = Store::new(hbase, live.store.tables().clone());
+    let settings = Settings { ranked_cache_ttl: Duration::from_secs(600), ..Settings::default() };
+    let app = crate::app(AppState::new(store, settings));
+
+    let conditional = |uri: &str, tag: &str| {
+        Request::get(uri).header(header::IF_NONE_MATCH, tag).body(Body::empty()).expect("request")
+    };
+    let pages = [
+        format!("/v1/products/{product}/comments/ranked"),
+        format!("/product/{product}/comments/ranked"),
+        format!("/v1/products/{product}/comments?limit=2"),
+        format!("/v1/users/{user}/comments"),
+        format!("/product/{product}/comments/latest"),
+        format!("/user/{user}/comments/latest"),
+    ];
+    let mut tags = Vec::new();
+    for uri in &pages {
+        let first = get(&app, uri).await;
+        assert_eq!(first.status, StatusCode::OK, "{uri}: {}", first.text());
+        let tag =
+            first.headers.get(header::ETAG).unwrap_or_else(|| panic!("{uri} has no ETag")).to_str().expect("ascii");
+        assert_eq!(get(&app, uri).await.headers[header::ETAG], tag, "{uri}: the same answer, the same tag");
+        let not_modified = send(&app, conditional(uri, tag)).await;
+        assert_eq!(not_modified.status, StatusCode::NOT_MODIFIED, "{uri}");
+        assert!(not_modified.body.is_empty(), "{uri}: a 304 has no body");
+        assert_eq!(not_modified.headers[header::ETAG], tag, "{uri}");
+        let changed = send(&app, conditional(uri, "W/\"0123456789abcdef0123456789abcdef\"")).await;
+        assert_eq!(changed.status, StatusCode::OK, "{uri}: another tag gets the answer");
+        assert_eq!(changed.body, first.body, "{uri}");
+        tags.push(tag.to_owned());
+    }
+
+    let metrics = get(&app, "/metrics").await.text();
+    assert!(metrics.contains("reviews_api_ranked_cache_bytes"), "the cache's size is exported:\n{metrics}");
+
+    // With the gateway cut, cached rankings still answer 304, while a
+    // page read, which needs HBase, fails: the 304 did not touch HBase.
+    relay.stop();
+    for (uri, tag) in pages[..2].iter().zip(&tags) {
+        let not_modified = send(&app, conditional(uri, tag)).await;
+        assert_eq!(not_modified.status, StatusCode::NOT_MODIFIED, "{uri} with HBase gone: {}", not_modified.text());
+    }
+    let page = send(&app, conditional(&pages[2], &tags[2])).await;
+    assert_eq!(page.status, StatusCode::SERVICE_UNAVAILABLE, "a page read needs HBase: {}", page.text());
     live.drop().await;
 }

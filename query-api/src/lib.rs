@@ -9,12 +9,14 @@
 //!   with a bounded graceful shutdown ([`serve`]).
 //! - [`routes`] holds the handlers; [`extract`] validates ids, limits and
 //!   bodies at the edge; [`views`] is the JSON they answer; [`error`] is the
-//!   one error shape every failure answers with.
+//!   one error shape every failure answers with; [`etag`] tags comment reads
+//!   and answers 304 to a client that holds the answer.
 //! - [`state`] is what requests share; [`config`] the flags; [`telemetry`] the
 //!   metrics and request spans; [`openapi`] the generated document and `/docs`.
 
 pub mod config;
 pub mod error;
+pub mod etag;
 pub mod extract;
 pub mod openapi;
 pub mod routes;

@@ -1,6 +1,9 @@
 //! `query-api`: serves the review tables over HTTP until SIGTERM or Ctrl-C.
 
+use std::process::ExitCode;
+
 use anyhow::Context;
+use common::exit::ExitStatus;
 use common::hbase::Hbase;
 use common::store::Store;
 use query_api::{AppState, Args};
@@ -14,16 +17,48 @@ use query_api::{AppState, Args};
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[tokio::main]
-async fn main() -> anyhow::Result<()> {
+async fn main() -> ExitCode {
     common::config::init_tracing();
+    // Flags that do not parse exit 2 inside `Args::parse`, like every binary's usage errors.
     let args = Args::parse();
-    let tables = args.hbase.tables().context("invalid --table-prefix")?;
+    let tables = match args.hbase.tables() {
+        Ok(tables) => tables,
+        Err(error) => {
+            eprintln!("query-api: invalid --table-prefix: {error}");
+            return ExitStatus::Usage.into();
+        }
+    };
+    match serve(&args, tables).await {
+        Ok(()) => ExitStatus::Success.into(),
+        Err(error) => {
+            tracing::error!(error = format!("{error:#}"), "query-api failed");
+            eprintln!("query-api: {error:#}");
+            ExitStatus::Failure.into()
+        }
+    }
+}
+
+/// Serves until a shutdown signal; a graceful stop is a success (0), not an interruption.
+async fn serve(args: &Args, tables: common::tables::Tables) -> anyhow::Result<()> {
     let store = Store::new(Hbase::new(args.hbase_config()), tables);
     let state = AppState::new(store, args.settings());
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;
     let address = listener.local_addr().context("the listener has no local address")?;
+    if let Some(metrics_address) = args.metrics_listen {
+        let metrics_listener = tokio::net::TcpListener::bind(metrics_address)
+            .await
+            .with_context(|| format!("cannot listen for /metrics on {metrics_address}"))?;
+        let metrics_app = query_api::server::metrics_app(state.clone());
+        tracing::info!(address = %metrics_address, "serving /metrics on its own listener");
+        // Scrapes are short and stateless: this listener simply ends with the process.
+        tokio::spawn(async move {
+            if let Err(error) = axum::serve(metrics_listener, metrics_app).await {
+                tracing::error!(%error, "the metrics listener failed");
+            }
+        });
+    }
     tracing::info!(%address, thrift = %args.hbase.thrift_addr, prefix = %args.hbase.table_prefix, "query-api listening");
     if let Err(error) = state.store().hbase().check_ready().await {
         // Not fatal: the service answers 503 until HBase is back, and /readyz says so.

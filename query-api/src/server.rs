@@ -20,6 +20,7 @@ use tracing::Level;
 use utoipa::OpenApi;
 
 use crate::error::{ApiError, ErrorCode};
+use crate::etag;
 use crate::openapi::{self, ApiDoc};
 use crate::routes;
 use crate::state::AppState;
@@ -40,7 +41,9 @@ pub fn app(state: AppState) -> Router {
         .layer(
             TraceLayer::new_for_http()
                 .make_span_with(telemetry::request_span)
-                .on_response(DefaultOnResponse::new().level(Level::INFO)),
+                // The access line per request is `telemetry::record_request`'s
+                // (debug, or info when slow); this one is for tracing at debug.
+                .on_response(DefaultOnResponse::new().level(Level::DEBUG)),
         )
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(middleware::from_fn(telemetry::record_request))
@@ -51,23 +54,34 @@ pub fn app(state: AppState) -> Router {
         // Innermost, so a panic becomes a 500 that the layers above still log,
         // count and tag with the request id.
         .layer(CatchPanicLayer::custom(panic_response));
-    Router::new()
+    // The comment reads answer conditional GETs (ETag, If-None-Match → 304).
+    let comment_reads = Router::new()
         .route("/v1/products/{productId}/comments", get(routes::v1_product_comments))
         .route("/v1/users/{userId}/comments", get(routes::v1_user_comments))
         .route("/v1/products/{productId}/comments/ranked", get(routes::v1_ranked_comments))
         .route("/product/{productId}/comments/latest", get(routes::seed_product_latest))
-        .route("/product/comments/get", post(routes::seed_product_next))
         .route("/user/{userId}/comments/latest", get(routes::seed_user_latest))
-        .route("/user/comments/get", post(routes::seed_user_next))
         .route("/product/{productId}/comments/ranked", get(routes::seed_ranked))
+        .route_layer(middleware::from_fn(etag::conditional_get));
+    let mut router = Router::new().merge(comment_reads);
+    if state.settings().metrics_on_main_listener {
+        router = router.route("/metrics", get(routes::metrics));
+    }
+    router
+        .route("/product/comments/get", post(routes::seed_product_next))
+        .route("/user/comments/get", post(routes::seed_user_next))
         .route("/healthz", get(routes::healthz))
         .route("/readyz", get(routes::readyz))
-        .route("/metrics", get(routes::metrics))
         .merge(openapi::docs(ApiDoc::openapi()))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
         .layer(middleware)
         .with_state(state)
+}
+
+/// The router of the separate metrics listener (`--metrics-listen`): `/metrics` only.
+pub fn metrics_app(state: AppState) -> Router {
+    Router::new().route("/metrics", get(routes::metrics)).fallback(routes::not_found).with_state(state)
 }
 
 /// CORS for browser frontends: only the configured origins, `*` for any, none when empty.

@@ -3,8 +3,8 @@
 
 use std::sync::Arc;
 
-use common::keys::CommentKey;
-use common::store::Store;
+use common::keys::{self, CommentKey};
+use common::store::{SkipReason, Store};
 use common::Id;
 use metrics_exporter_prometheus::PrometheusHandle;
 use moka::future::Cache;
@@ -37,13 +37,7 @@ impl AppState {
     /// The state of a service reading `store` with `settings`. Installs the
     /// process's Prometheus recorder on first use.
     pub fn new(store: Store, settings: Settings) -> AppState {
-        let ranked_cache = (!settings.ranked_cache_ttl.is_zero()).then(|| {
-            Cache::builder()
-                .name("ranked")
-                .max_capacity(settings.ranked_cache_capacity.max(1))
-                .time_to_live(settings.ranked_cache_ttl)
-                .build()
-        });
+        let ranked_cache = (!settings.ranked_cache_ttl.is_zero()).then(|| ranked_cache(&settings));
         AppState { store, settings: Arc::new(settings), ranked_cache, metrics: telemetry::prometheus_handle() }
     }
 
@@ -69,7 +63,7 @@ impl AppState {
     /// per waiting request. Failed loads are not cached.
     pub async fn ranking(&self, product: Id) -> Result<Arc<Ranking>, ApiError> {
         let Some(cache) = &self.ranked_cache else {
-            metrics::counter!("ranked_cache_requests_total", "result" => "disabled").increment(1);
+            metrics::counter!(telemetry::RANKED_CACHE_REQUESTS, "result" => "disabled").increment(1);
             return load_ranking(&self.store, product).await.map_err(ApiError::from);
         };
         let entry = cache
@@ -78,9 +72,24 @@ impl AppState {
             .await
             .map_err(|error| ApiError::from_store(&error))?;
         let result = if entry.is_fresh() { "miss" } else { "hit" };
-        metrics::counter!("ranked_cache_requests_total", "result" => result).increment(1);
+        // moka weighs entries as they are inserted and evicts soon after, so
+        // this trails the truth by at most a few recent loads.
+        metrics::gauge!(telemetry::RANKED_CACHE_BYTES).set(cache.weighted_size() as f64);
+        metrics::counter!(telemetry::RANKED_CACHE_REQUESTS, "result" => result).increment(1);
         Ok(entry.into_value())
     }
+}
+
+/// The ranked-read cache: bounded by bytes (each ranking weighed by
+/// [`Ranking::weight_bytes`]), not by entries, because one ranking of ten
+/// 64 KiB comments weighs as much as two hundred typical ones.
+pub fn ranked_cache(settings: &Settings) -> Cache<Id, Arc<Ranking>> {
+    Cache::builder()
+        .name("ranked")
+        .weigher(|_product: &Id, ranking: &Arc<Ranking>| u32::try_from(ranking.weight_bytes()).unwrap_or(u32::MAX))
+        .max_capacity(settings.ranked_cache_max_bytes.max(1))
+        .time_to_live(settings.ranked_cache_ttl)
+        .build()
 }
 
 /// Reads `product`'s rank slots, then their comments in one multi-get; slots
@@ -100,7 +109,12 @@ async fn load_ranking(store: &Store, product: Id) -> common::Result<Arc<Ranking>
             // write (the seed's upsert route took any key); showing it would
             // put one product's review on another's page.
             if slot.comment.product_id() != product {
-                tracing::warn!(%product, rank = slot.rank, comment = %slot.comment, "skipped a rank slot naming another product's comment");
+                store.count_skipped_row(
+                    &store.tables().product_comment_rank,
+                    SkipReason::OtherProduct,
+                    &keys::rank_key(&product, slot.rank),
+                    &format_args!("rank {} of product {product} names comment {}", slot.rank, slot.comment),
+                );
                 return None;
             }
             comment.map(|comment| RankedComment { comment, rank: slot.rank, score: slot.score })

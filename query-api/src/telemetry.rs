@@ -2,17 +2,24 @@
 //! metrics middleware and the span every request's log lines carry.
 
 use std::sync::OnceLock;
-use std::time::Instant;
+use std::time::{Duration, Instant};
 
 use axum::extract::{MatchedPath, Request};
 use axum::middleware::Next;
 use axum::response::Response;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
-/// Histogram buckets in seconds, for request latency and HBase call latency
-/// alike: from sub-millisecond cache hits to the 2 s request deadline and past it.
-const LATENCY_BUCKETS_SECONDS: &[f64] =
-    &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0];
+/// Requests answered, by method, route template and status.
+pub const HTTP_REQUESTS: &str = "reviews_api_http_requests_total";
+/// Request latency, by method and route template: a histogram.
+pub const HTTP_REQUEST_SECONDS: &str = "reviews_api_http_request_duration_seconds";
+/// Ranked reads by what the cache did (`hit`, `miss`, `disabled`).
+pub const RANKED_CACHE_REQUESTS: &str = "reviews_api_ranked_cache_requests_total";
+/// The ranked-read cache's current weight in bytes.
+pub const RANKED_CACHE_BYTES: &str = "reviews_api_ranked_cache_bytes";
+
+/// Requests slower than this log one `info` line (every request logs one at `debug`).
+pub const SLOW_REQUEST: Duration = Duration::from_millis(500);
 
 /// The handle of the process's Prometheus recorder, installed on first call.
 ///
@@ -24,23 +31,34 @@ pub fn prometheus_handle() -> PrometheusHandle {
     static HANDLE: OnceLock<PrometheusHandle> = OnceLock::new();
     HANDLE
         .get_or_init(|| {
-            let builder = PrometheusBuilder::new();
-            let builder = match builder.set_buckets(LATENCY_BUCKETS_SECONDS) {
-                Ok(builder) => builder,
-                Err(error) => {
-                    tracing::warn!(%error, "latency buckets refused; histograms render as summaries");
-                    PrometheusBuilder::new()
-                }
-            };
-            match builder.install_recorder() {
+            let handle = match common::telemetry::prometheus_builder().install_recorder() {
                 Ok(handle) => handle,
                 Err(error) => {
                     tracing::warn!(%error, "another metrics recorder is installed; /metrics will be empty");
                     PrometheusBuilder::new().build_recorder().handle()
                 }
-            }
+            };
+            describe_metrics();
+            handle
         })
         .clone()
+}
+
+/// Registers every metric's HELP text: the service's own and the shared ones.
+fn describe_metrics() {
+    common::telemetry::describe_shared_metrics();
+    metrics::describe_counter!(HTTP_REQUESTS, "HTTP requests answered, by method, route template and status");
+    metrics::describe_histogram!(
+        HTTP_REQUEST_SECONDS,
+        metrics::Unit::Seconds,
+        "HTTP request latency, by method and route template"
+    );
+    metrics::describe_counter!(RANKED_CACHE_REQUESTS, "Ranked reads by what the cache did: hit, miss or disabled");
+    metrics::describe_gauge!(
+        RANKED_CACHE_BYTES,
+        metrics::Unit::Bytes,
+        "Bytes the ranked-read cache holds (comments and rendered answers), bounded by --ranked-cache-max-bytes"
+    );
 }
 
 /// Counts each request and records its latency, by route template (never the
@@ -55,9 +73,16 @@ pub async fn record_request(request: Request, next: Next) -> Response {
     let response = next.run(request).await;
     let status = response.status().as_u16().to_string();
     let elapsed = started.elapsed().as_secs_f64();
-    metrics::histogram!("http_request_duration_seconds", "method" => method.clone(), "route" => route.clone())
-        .record(elapsed);
-    metrics::counter!("http_requests_total", "method" => method, "route" => route, "status" => status).increment(1);
+    metrics::histogram!(HTTP_REQUEST_SECONDS, "method" => method.clone(), "route" => route.clone()).record(elapsed);
+    // The access log: one short line per request at debug (turn it on with
+    // RUST_LOG=query_api=debug), and at info only for slow requests, so a
+    // busy day does not write gigabytes of log.
+    if started.elapsed() >= SLOW_REQUEST {
+        tracing::info!(%route, %status, elapsed_ms = elapsed * 1_000.0, "slow request");
+    } else {
+        tracing::debug!(%route, %status, elapsed_ms = elapsed * 1_000.0, "request");
+    }
+    metrics::counter!(HTTP_REQUESTS, "method" => method, "route" => route, "status" => status).increment(1);
     response
 }
 

@@ -73,6 +73,24 @@ impl Ranking {
         Ranking { comments, v1_body, seed_body }
     }
 
+    /// The bytes this ranking holds, as the ranked-read cache weighs it: the
+    /// two rendered answers, the comments (weighed by their JSON in the `/v1`
+    /// answer, which spells out every string they hold), and a fixed overhead
+    /// for the structs and the cache's own entry.
+    pub fn weight_bytes(&self) -> u64 {
+        const ENTRY_OVERHEAD_BYTES: usize = 1024;
+        let rendered = |body: &Option<Bytes>| body.as_ref().map_or(0, Bytes::len);
+        let comments_json = match &self.v1_body {
+            Some(body) => body.len(),
+            // Never seen (rendering plain structs does not fail); weigh the worst case.
+            None => self.comments.len() * common::store::MAX_CONTENT_BYTES,
+        };
+        let structs = self.comments.len() * std::mem::size_of::<RankedComment>();
+        let total =
+            rendered(&self.v1_body) + rendered(&self.seed_body) + comments_json + structs + ENTRY_OVERHEAD_BYTES;
+        u64::try_from(total).unwrap_or(u64::MAX)
+    }
+
     /// The ranked comments, best first.
     pub fn comments(&self) -> &[RankedComment] {
         &self.comments

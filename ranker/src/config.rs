@@ -179,13 +179,22 @@ impl RankerConfig {
         if self.run.product_attempts == 0 {
             return Err(RankerError::InvalidConfig("run.product_attempts must be at least 1".to_owned()));
         }
-        if self.run.page_rows == 0 {
-            return Err(RankerError::InvalidConfig("run.page_rows must be at least 1".to_owned()));
+        if !(1..=MAX_PAGE_ROWS).contains(&self.run.page_rows) {
+            return Err(RankerError::InvalidConfig(format!(
+                "run.page_rows must be from 1 to {MAX_PAGE_ROWS}, got {}",
+                self.run.page_rows
+            )));
         }
         self.pacing.validate().map_err(RankerError::InvalidConfig)?;
         Ok(())
     }
 }
+
+/// The most index rows (and comments) one page may read. A page's comments are
+/// in memory at once, up to 64 KiB each, for every product in flight: 5,000
+/// rows is at most 320 MiB per product, so eight at once still fit a modest
+/// machine, and pages past a few thousand rows no longer save round trips.
+pub const MAX_PAGE_ROWS: usize = 5_000;
 
 #[cfg(test)]
 mod tests {
@@ -243,5 +252,19 @@ mod tests {
         ] {
             assert!(RankerConfig::from_toml(bad).is_err(), "accepted {bad:?}");
         }
+    }
+
+    #[test]
+    fn page_rows_is_bounded_with_a_clear_error() {
+        let config = |rows: usize| format!("[run]\npage_rows = {rows}\n");
+        for rows in [0, MAX_PAGE_ROWS + 1, 100_000_000] {
+            let error = toml::from_str::<RankerConfig>(&config(rows))
+                .map_err(|e| e.to_string())
+                .and_then(|c| c.validate().map_err(|e| e.to_string()));
+            let message = error.expect_err("out of range");
+            assert!(message.contains("run.page_rows must be from 1 to 5000"), "{message}");
+        }
+        let fine: RankerConfig = toml::from_str(&config(MAX_PAGE_ROWS)).expect("parses");
+        assert!(fine.validate().is_ok());
     }
 }

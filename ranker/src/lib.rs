@@ -18,6 +18,7 @@ pub mod config;
 pub mod console;
 mod discovery;
 mod explain;
+pub mod keeper;
 pub mod pace;
 mod product;
 mod run;
@@ -112,8 +113,12 @@ impl RunOptions {
         if self.product_attempts == 0 {
             return Err(RankerError::InvalidOptions("product attempts must be at least 1".to_owned()));
         }
-        if self.page_rows == 0 {
-            return Err(RankerError::InvalidOptions("page rows must be at least 1".to_owned()));
+        if !(1..=config::MAX_PAGE_ROWS).contains(&self.page_rows) {
+            return Err(RankerError::InvalidOptions(format!(
+                "page rows must be from 1 to {}, got {}",
+                config::MAX_PAGE_ROWS,
+                self.page_rows
+            )));
         }
         self.pacing.validate().map_err(RankerError::InvalidOptions)?;
         Ok(())

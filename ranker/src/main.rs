@@ -3,17 +3,19 @@
 use std::path::PathBuf;
 use std::process::ExitCode;
 use std::sync::Arc;
+use std::time::Duration;
 
 use anyhow::{Context, Result};
 use clap::{Args, Parser, Subcommand};
 use common::config::HbaseArgs;
+use common::exit::ExitStatus;
+use common::store::lease::{Clock, LeaseRequest, ReleaseOutcome, SystemClock, TakeOutcome};
+use common::store::Store;
 use common::Id;
 use ranker::console::{self, ProgressDisplay};
+use ranker::keeper::{keep_lease, KeeperEnd, StoreRenewer};
 use ranker::{PaceMode, RankerConfig, RunOptions, RunProgress, RunReport, Scope, Shard};
 use tokio_util::sync::CancellationToken;
-
-/// Exit status of a run stopped by a signal (128 + SIGINT, as shells report it).
-const EXIT_INTERRUPTED: u8 = 130;
 
 /// Picks each product's ten best reviews and writes them to product-comment-rank.
 ///
@@ -31,8 +33,12 @@ struct Cli {
 enum Command {
     /// Rank every product (or one, or one shard) and write the slots.
     ///
+    /// A full or shard run takes the nightly lease that `ranker-cron` takes, so
+    /// it never interleaves with the nightly run; `--product` reruns do not.
+    ///
     /// Exits 0 when every product was ranked, 1 when any failed (after its
-    /// retries), 130 when stopped by SIGINT/SIGTERM (products in flight are
+    /// retries), 2 for a usage error, 75 when another run holds the lease (try
+    /// later), 130 when stopped by SIGINT/SIGTERM (products in flight are
     /// finished first).
     Run(RunArgs),
     /// Show how one product's ranking comes about (writes nothing).
@@ -94,6 +100,10 @@ struct PassArgs {
     #[arg(long, value_name = "N")]
     concurrency: Option<usize>,
 
+    /// Index rows (and comments) read per round trip, 1 to 5000 [default: run.page_rows, 1000].
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=ranker::config::MAX_PAGE_ROWS as i64))]
+    page_rows: Option<u16>,
+
     /// Attempts per product before it counts as failed [default: run.product_attempts, 3].
     #[arg(long, value_name = "N")]
     attempts: Option<u32>,
@@ -127,12 +137,34 @@ struct RunArgs {
     #[arg(long, value_name = "TIME", value_parser = parse_as_of)]
     as_of: Option<i64>,
 
-    /// Compute and report, but write nothing.
+    /// Compute and report, but write nothing (takes no lease).
     #[arg(long)]
     dry_run: bool,
 
     #[command(flatten)]
+    lease: LeaseArgs,
+
+    #[command(flatten)]
     pass: PassArgs,
+}
+
+/// The lease a full or shard run shares with `ranker-cron`.
+#[derive(Debug, Args)]
+struct LeaseArgs {
+    /// The lease taken by a full or shard run: the one `ranker-cron` takes
+    /// (its --lease-name), so the two never rank at the same time.
+    #[arg(long, value_name = "NAME", env = "RANKER_CRON_LEASE", default_value = "nightly")]
+    lease_name: String,
+
+    /// Seconds the lease lasts without renewal (renewed every third of it).
+    #[arg(long, value_name = "SECS", env = "RANKER_CRON_LEASE_TTL_SECS", default_value_t = 600,
+          value_parser = clap::value_parser!(u64).range(3..))]
+    lease_ttl_secs: u64,
+
+    /// Run without the lease even if another run holds it (emergencies only:
+    /// the two runs may leave products ranked at two as-of times).
+    #[arg(long)]
+    ignore_lease: bool,
 }
 
 #[derive(Debug, Args)]
@@ -200,7 +232,7 @@ fn stop_on_signals(stop: CancellationToken) {
         eprintln!("stopping: finishing the products in flight (signal again to quit at once)");
         stop.cancel();
         wait_for_signal().await;
-        std::process::exit(i32::from(EXIT_INTERRUPTED));
+        ExitStatus::Interrupted.exit_now();
     });
 }
 
@@ -241,19 +273,46 @@ fn options(pass: &PassArgs, as_of_ms: i64, default_pace: Option<PaceMode>) -> Re
     if let Some(concurrency) = pass.concurrency {
         options.concurrency = concurrency;
     }
+    if let Some(page_rows) = pass.page_rows {
+        options.page_rows = usize::from(page_rows);
+    }
     if let Some(attempts) = pass.attempts {
         options.product_attempts = attempts;
     }
     Ok(options)
 }
 
-/// Runs a pass with a progress display, prints its summary, and picks the exit status.
-async fn run_pass(pass: &PassArgs, mut options: RunOptions, read_only: bool) -> Result<ExitCode> {
+/// Runs a pass with a progress display, prints its summary, and picks the
+/// exit status. With `lease`, the pass runs only while it holds that lease.
+async fn run_pass(
+    pass: &PassArgs,
+    mut options: RunOptions,
+    read_only: bool,
+    lease: Option<&LeaseArgs>,
+) -> Result<ExitCode> {
     let store = pass.hbase.store().context("configuring HBase access")?;
     let progress = Arc::new(RunProgress::default());
     options.progress = Some(progress.clone());
     let stop = CancellationToken::new();
     stop_on_signals(stop.clone());
+    let clock: Arc<dyn Clock> = Arc::new(SystemClock);
+    let keeper = match lease {
+        Some(lease) => match take_manual_lease(&store, lease, clock.as_ref()).await? {
+            Some(held) => {
+                let done = CancellationToken::new();
+                let task = tokio::spawn(keep_lease(
+                    StoreRenewer::new(store.clone(), held, clock.clone()),
+                    Duration::from_secs(lease.lease_ttl_secs) / 3,
+                    clock.clone(),
+                    done.clone(),
+                    stop.clone(),
+                ));
+                Some((done, task))
+            }
+            None => return Ok(ExitStatus::TryLater.into()),
+        },
+        None => None,
+    };
     let verb = if read_only { "read" } else { "ranked" };
     let display = ProgressDisplay::start(progress, verb);
     let outcome = if read_only {
@@ -262,19 +321,95 @@ async fn run_pass(pass: &PassArgs, mut options: RunOptions, read_only: bool) -> 
         ranker::run(&store, &options, stop).await
     };
     display.finish().await;
+    let lease_lost = match keeper {
+        Some((done, task)) => release_manual_lease(&store, done, task, clock.as_ref()).await,
+        None => false,
+    };
     let report: RunReport = outcome.context("the run could not proceed")?;
     if pass.json {
         println!("{}", serde_json::to_string_pretty(&report).context("encoding the report")?);
     } else {
         print!("{}", console::summary(&report, read_only));
     }
-    Ok(if report.interrupted {
-        ExitCode::from(EXIT_INTERRUPTED)
-    } else if report.failures.is_empty() {
-        ExitCode::SUCCESS
+    // A lost lease stopped the run like a signal would have, but nobody asked
+    // for it: the run failed, and the log says why.
+    Ok(if lease_lost || !report.failures.is_empty() {
+        ExitStatus::Failure
+    } else if report.interrupted {
+        ExitStatus::Interrupted
     } else {
-        ExitCode::FAILURE
-    })
+        ExitStatus::Success
+    }
+    .into())
+}
+
+/// Takes the lease for a manual run, or says who holds it and returns `None`.
+///
+/// The lease's slot is the wall-clock time of the take: every slot the daemon
+/// completed lies before it, so the daemon's "already completed" record never
+/// refuses a manual run, and a daemon whose tick fires meanwhile sees another
+/// slot held and skips that tick (the manual run ranks the night instead).
+async fn take_manual_lease(
+    store: &Store,
+    lease: &LeaseArgs,
+    clock: &dyn Clock,
+) -> Result<Option<common::store::lease::HeldLease>> {
+    let request = LeaseRequest {
+        name: lease.lease_name.clone(),
+        holder: ranker::keeper::default_holder(),
+        slot_ms: clock.now_ms(),
+        ttl: Duration::from_secs(lease.lease_ttl_secs),
+    };
+    let outcome =
+        store.take_lease(&request, clock).await.with_context(|| format!("taking the lease {:?}", lease.lease_name))?;
+    match outcome {
+        TakeOutcome::Taken { lease: held, .. } => {
+            tracing::info!(lease = %lease.lease_name, holder = %request.holder, "took the lease for this run");
+            Ok(Some(held))
+        }
+        TakeOutcome::Held(state) | TakeOutcome::Completed(state) => {
+            let holder = state.holder.or(state.completed_by).unwrap_or_else(|| "an unknown holder".to_owned());
+            let expires = chrono::DateTime::from_timestamp_millis(state.expires_ms)
+                .map_or_else(|| state.expires_ms.to_string(), |time| time.to_rfc3339());
+            eprintln!(
+                "ranker: the lease {:?} is held by {holder} until {expires}; another run has the night. \
+                 Try again later, rerun single products with --product, or (emergencies only) pass --ignore-lease",
+                lease.lease_name
+            );
+            Ok(None)
+        }
+    }
+}
+
+/// Stops renewing and frees the lease; `true` when it was lost during the run.
+async fn release_manual_lease(
+    store: &Store,
+    done: CancellationToken,
+    task: tokio::task::JoinHandle<(StoreRenewer, KeeperEnd)>,
+    clock: &dyn Clock,
+) -> bool {
+    done.cancel();
+    match task.await {
+        Ok((renewer, KeeperEnd::Kept)) => {
+            // A manual run never marks a nightly slot done: `completed` stays false.
+            match store.release_lease(renewer.into_lease(), false, clock).await {
+                Ok(ReleaseOutcome::Released) => tracing::info!("released the lease"),
+                Ok(ReleaseOutcome::NotOurs(_)) => {
+                    tracing::warn!("the lease was no longer ours at release; left it alone")
+                }
+                Err(error) => tracing::error!(%error, "releasing the lease failed; it lapses at its expiry"),
+            }
+            false
+        }
+        Ok((_, KeeperEnd::Lost(reason))) => {
+            eprintln!("ranker: the run stopped because {reason}");
+            true
+        }
+        Err(error) => {
+            tracing::error!(%error, "the lease keeper failed; the lease lapses at its expiry");
+            false
+        }
+    }
 }
 
 async fn explain(args: &ExplainArgs) -> Result<ExitCode> {
@@ -300,21 +435,45 @@ async fn runs(args: &RunsArgs) -> Result<ExitCode> {
 }
 
 #[tokio::main]
-async fn main() -> Result<ExitCode> {
+async fn main() -> ExitCode {
     let cli = Cli::parse();
     common::config::init_tracing();
+    match run_command(&cli).await {
+        Ok(code) => code,
+        Err(error) => {
+            eprintln!("Error: {error:#}");
+            // A configuration that does not validate is a usage error, like a bad flag.
+            let usage = error.chain().any(|cause| {
+                matches!(
+                    cause.downcast_ref::<ranker::RankerError>(),
+                    Some(ranker::RankerError::InvalidConfig(_) | ranker::RankerError::InvalidOptions(_))
+                )
+            });
+            if usage { ExitStatus::Usage } else { ExitStatus::Failure }.into()
+        }
+    }
+}
+
+async fn run_command(cli: &Cli) -> Result<ExitCode> {
     match &cli.command {
         Command::Run(args) => {
             let mut options = options(&args.pass, args.as_of.unwrap_or_else(now_ms), None)?;
             options.dry_run = args.dry_run;
-            run_pass(&args.pass, options, false).await
+            // A rerun of one product is how an operator fixes a night by hand,
+            // and a dry run writes nothing: neither needs the night to itself.
+            let needs_lease = !args.dry_run && args.pass.scope.product.is_none();
+            if needs_lease && args.lease.ignore_lease {
+                tracing::warn!(lease = %args.lease.lease_name, "--ignore-lease: running without the lease; a nightly run may rank at the same time");
+            }
+            let lease = (needs_lease && !args.lease.ignore_lease).then_some(&args.lease);
+            run_pass(&args.pass, options, false, lease).await
         }
         Command::Explain(args) => explain(args).await,
         Command::Runs(args) => runs(args).await,
         Command::BenchRead(args) => {
             // The raw baseline: unpaced unless --pace says otherwise.
             let options = options(&args.pass, now_ms(), Some(PaceMode::Off))?;
-            run_pass(&args.pass, options, true).await
+            run_pass(&args.pass, options, true, None).await
         }
     }
 }

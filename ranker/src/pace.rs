@@ -43,6 +43,11 @@ use std::time::Duration;
 use serde::{Deserialize, Serialize};
 use tokio::time::Instant;
 
+/// Gauge: comments per second the running run may read now.
+pub const PACE_RATE: &str = "reviews_ranker_pace_rate";
+/// Counter: times the adaptive pacing cut the rate.
+pub const PACE_SLOWDOWNS: &str = "reviews_ranker_pace_slowdowns_total";
+
 /// Most rate samples kept in a run's report; older ones are thinned out.
 const MAX_RATE_SAMPLES: usize = 240;
 /// Seconds of the current rate the bucket may hold: a small burst, so a pause
@@ -72,14 +77,6 @@ const LONGEST_WINDOW_STRETCH: u32 = 5;
 /// does not raise the rate: raising a limit nobody reaches would only allow a
 /// burst later (TCP's congestion-window validation, RFC 7661).
 const USED_SHARE_TO_GROW: f64 = 0.5;
-/// Slow start ends at the first window whose median call is this much slower
-/// than its baseline, even if still within the tolerance: rising latency means
-/// queues are forming, and doubling once more would overshoot well past the
-/// point where readers start to wait (the "delay increase" exit of TCP's
-/// HyStart, RFC 9406). The first contention round, without it, doubled to
-/// 32,000 comments/s before its first slow-down and gave the readers their
-/// worst window of the run.
-const SLOW_START_EXIT: f64 = 1.25;
 
 /// Whether a run paces itself.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
@@ -112,12 +109,27 @@ pub struct PacingSettings {
     pub max_rate: Option<f64>,
     /// Rate of the first window, comments per second (slow start doubles it).
     pub initial_rate: f64,
+    /// Slow start doubles the rate only up to this, comments per second; past
+    /// it the rate grows by `increase_step` (TCP's ssthresh). Size classes met
+    /// for the first time teach their baseline before they can signal anything,
+    /// so without a threshold slow start doubled to 32,000 comments/s within
+    /// six windows, before the first slow-down.
+    pub slow_start_threshold: f64,
     /// The rate never drops below this, so a run always finishes.
     pub min_rate: f64,
     /// Comments per second added after each calm window (additive increase).
     pub increase_step: f64,
     /// Factor the rate is multiplied by after a slow window (multiplicative decrease).
     pub decrease_factor: f64,
+    /// A window whose median call is more than this many times its baseline,
+    /// though within `tolerance`, ends slow start and holds the rate where it
+    /// is: rising latency means queues are forming, and growing further would
+    /// overshoot into the readers' waits before the next window could cut it
+    /// back (the "delay increase" exit of TCP's HyStart, RFC 9406, and TCP
+    /// Vegas's band between growing and cutting). Probing on up to the
+    /// tolerance every time gave the readers a 200-ms p99 window at each
+    /// overshoot (bench/contention.sh, BENCHMARKS.md).
+    pub hold_above: f64,
     /// A window is slow when its median call takes more than this many times its
     /// baseline (the lowest median of its size class over the last 30 windows).
     pub tolerance: f64,
@@ -135,9 +147,11 @@ impl Default for PacingSettings {
             mode: PaceMode::Adaptive,
             max_rate: None,
             initial_rate: 2_000.0,
+            slow_start_threshold: 8_000.0,
             min_rate: 200.0,
             increase_step: 500.0,
             decrease_factor: 0.5,
+            hold_above: 1.25,
             tolerance: 1.5,
             window_ms: 1_000,
             page_rows: 250,
@@ -159,6 +173,7 @@ impl PacingSettings {
             positive("max_rate", max_rate)?;
         }
         positive("initial_rate", self.initial_rate)?;
+        positive("slow_start_threshold", self.slow_start_threshold)?;
         positive("min_rate", self.min_rate)?;
         positive("increase_step", self.increase_step)?;
         if !(self.decrease_factor > 0.0 && self.decrease_factor < 1.0) {
@@ -166,6 +181,12 @@ impl PacingSettings {
         }
         if !(self.tolerance.is_finite() && self.tolerance > 1.0) {
             return Err(format!("pacing.tolerance must be a finite number > 1, got {}", self.tolerance));
+        }
+        if !(self.hold_above > 1.0 && self.hold_above <= self.tolerance) {
+            return Err(format!(
+                "pacing.hold_above must be > 1 and at most pacing.tolerance ({}), got {}",
+                self.tolerance, self.hold_above
+            ));
         }
         if self.window_ms == 0 {
             return Err("pacing.window_ms must be at least 1".to_owned());
@@ -302,14 +323,23 @@ impl Controller {
             self.slowdowns += 1;
             return Some(Change::SlowDown { from, to: self.rate, slowness: median });
         }
-        if median > SLOW_START_EXIT {
+        if median > self.settings.hold_above {
             self.slow_start = false;
+            return None;
         }
         let used = self.comments_in_window as f64 / elapsed.as_secs_f64().max(1e-3);
         if used < self.rate * USED_SHARE_TO_GROW {
             return None;
         }
-        let grown = if self.slow_start { self.rate * 2.0 } else { self.rate + self.settings.increase_step };
+        let grown = if self.slow_start {
+            let doubled = self.rate * 2.0;
+            if doubled >= self.settings.slow_start_threshold {
+                self.slow_start = false;
+            }
+            doubled.min(self.settings.slow_start_threshold.max(self.rate + self.settings.increase_step))
+        } else {
+            self.rate + self.settings.increase_step
+        };
         self.rate = grown.min(self.settings.ceiling());
         (self.rate > from).then_some(Change::SpeedUp { from, to: self.rate })
     }
@@ -454,7 +484,7 @@ impl Pacer {
             }
             PaceMode::Off => (settings.ceiling(), None),
         };
-        metrics::gauge!("reviews_ranker_pace_rate").set(if rate.is_finite() { rate } else { 0.0 });
+        metrics::gauge!(PACE_RATE).set(if rate.is_finite() { rate } else { 0.0 });
         Pacer {
             inner: Arc::new(PacerInner {
                 mode: settings.mode,
@@ -514,9 +544,9 @@ impl Pacer {
         let rate = adaptive.controller.rate();
         self.inner.rate_bits.store(rate.to_bits(), Ordering::Relaxed);
         adaptive.history.record(self.inner.started, now, rate);
-        metrics::gauge!("reviews_ranker_pace_rate").set(rate);
+        metrics::gauge!(PACE_RATE).set(rate);
         if let Change::SlowDown { from, to, slowness } = change {
-            metrics::counter!("reviews_ranker_pace_slowdowns_total").increment(1);
+            metrics::counter!(PACE_SLOWDOWNS).increment(1);
             tracing::info!(
                 from = from.round() as u64,
                 to = to.round() as u64,

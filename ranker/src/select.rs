@@ -560,21 +560,26 @@ mod tests {
         }
 
         #[test]
-        fn more_helpful_votes_never_lose_a_pick_or_its_rank(comments in comments_strategy(), pick in 0usize..10, votes in 1u64..500) {
+        fn more_helpful_votes_never_lose_a_pick_or_its_rank(
+            comments in comments_strategy(), pick in any::<proptest::sample::Index>(), votes in 1u64..500,
+        ) {
             let before = rank_with_pool(&comments, 0);
-            if let Some(picked) = before.picks.get(pick) {
-                let mut changed = comments.clone();
-                let target = changed.iter_mut().find(|comment| comment.row_key() == picked.comment).expect("picked comment");
-                target.helpful = Some(target.helpful.unwrap_or(0) + votes);
-                let after = rank_with_pool(&changed, 0);
-                let new_rank = after.picks.iter().position(|candidate| candidate.comment == picked.comment);
-                prop_assert!(new_rank.is_some_and(|rank| rank <= pick), "rank {pick} became {new_rank:?}");
-            }
+            // Without a pick there is nothing to vote up; the case says nothing, so it is discarded.
+            prop_assume!(!before.picks.is_empty());
+            // The pick is drawn among the picks that exist, so every kept case votes one up.
+            let pick = pick.index(before.picks.len());
+            let picked = before.picks[pick];
+            let mut changed = comments.clone();
+            let target = changed.iter_mut().find(|comment| comment.row_key() == picked.comment).expect("picked comment");
+            target.helpful = Some(target.helpful.unwrap_or(0) + votes);
+            let after = rank_with_pool(&changed, 0);
+            let new_rank = after.picks.iter().position(|candidate| candidate.comment == picked.comment);
+            prop_assert!(new_rank.is_some_and(|rank| rank <= pick), "rank {pick} became {new_rank:?}");
         }
 
         #[test]
         fn longer_content_never_loses_a_pick_or_its_rank(
-            lengths in proptest::collection::vec(10usize..1_200, 1..30), pick in 0usize..10, extra in 1usize..400,
+            lengths in proptest::collection::vec(10usize..1_200, 1..30), pick in any::<proptest::sample::Index>(), extra in 1usize..400,
         ) {
             // Unique contents (each starts with its own number), so lengthening
             // one cannot create or remove a duplicate.
@@ -585,16 +590,21 @@ mod tests {
                     comment(n, n, &content, (n as i64 * 37) % 400, (n as u64 * 13) % 7, 0)
                 }).collect()
             };
+            let length_cap = ScoringConfig::default().length_cap_chars;
             let before = rank_with_pool(&make(&lengths), 0);
-            if let Some(picked) = before.picks.get(pick) {
-                let index = before.picks[pick].user;
-                let position = (0..lengths.len()).find(|&n| id("U", n) == index).expect("author");
-                let mut longer = lengths.clone();
-                longer[position] = (longer[position] + extra).min(1_000).max(longer[position]);
-                let after = rank_with_pool(&make(&longer), 0);
-                let new_rank = after.picks.iter().position(|candidate| candidate.comment == picked.comment);
-                prop_assert!(new_rank.is_some_and(|rank| rank <= pick), "rank {pick} became {new_rank:?}");
-            }
+            prop_assume!(!before.picks.is_empty());
+            let pick = pick.index(before.picks.len());
+            let picked = before.picks[pick];
+            let position = (0..lengths.len()).find(|&n| id("U", n) == picked.user).expect("author");
+            // Content at or past the length cap cannot get longer in the score's
+            // eyes; such a case would compare a ranking with itself, so it is discarded.
+            prop_assume!(lengths[position] < length_cap);
+            let mut longer = lengths.clone();
+            longer[position] = (longer[position] + extra).min(length_cap);
+            prop_assert!(longer[position] > lengths[position]);
+            let after = rank_with_pool(&make(&longer), 0);
+            let new_rank = after.picks.iter().position(|candidate| candidate.comment == picked.comment);
+            prop_assert!(new_rank.is_some_and(|rank| rank <= pick), "rank {pick} became {new_rank:?}");
         }
     }
 }

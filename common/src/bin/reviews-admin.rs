@@ -10,7 +10,8 @@ use std::time::{Duration, Instant};
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use common::config::{init_tracing, HbaseArgs};
-use common::demo::{self, DemoPlan, DemoSpec, LoadOptions, LoadReport, Phase, Progress, Ranked};
+use common::demo::{self, DemoError, DemoPlan, DemoSpec, LoadOptions, LoadReport, Phase, Progress, Ranked};
+use common::exit::ExitStatus;
 use common::hbase::{Hbase, Retry};
 use common::schema;
 use common::store::{IndexCheckOptions, MissingIndex};
@@ -147,12 +148,19 @@ async fn main() -> ExitCode {
         }
     };
     match outcome {
-        Ok(()) => ExitCode::SUCCESS,
+        Ok(()) => ExitStatus::Success.into(),
         Err(error) => {
             // The cause chain on one line is what an operator needs; a stack
             // trace (which anyhow adds under RUST_BACKTRACE) is not.
             eprintln!("error: {error:#}");
-            ExitCode::FAILURE
+            // Sizes or options that cannot work are usage errors, like a bad flag.
+            let usage = error.chain().any(|cause| {
+                matches!(
+                    cause.downcast_ref::<DemoError>(),
+                    Some(DemoError::InvalidSpec(_) | DemoError::InvalidOptions(_))
+                )
+            });
+            if usage { ExitStatus::Usage } else { ExitStatus::Failure }.into()
         }
     }
 }

@@ -256,7 +256,8 @@ impl Connection {
         let started = Instant::now();
         let outcome = request(&mut self.client);
         self.last_used = Instant::now();
-        metrics::histogram!("hbase_call_seconds", "op" => operation).record(started.elapsed().as_secs_f64());
+        metrics::histogram!(crate::telemetry::HBASE_CALL_SECONDS, "op" => operation)
+            .record(started.elapsed().as_secs_f64());
         outcome.map_err(|error| {
             let (error, broken) = classify(error);
             self.broken |= broken;
@@ -265,7 +266,7 @@ impl Connection {
                 Error::NotFound(_) => "not_found",
                 _ => "failed",
             };
-            metrics::counter!("hbase_call_errors_total", "op" => operation, "kind" => kind).increment(1);
+            metrics::counter!(crate::telemetry::HBASE_CALL_ERRORS, "op" => operation, "kind" => kind).increment(1);
             error
         })
     }

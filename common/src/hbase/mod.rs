@@ -146,7 +146,7 @@ struct CountErrors;
 
 impl r2d2::HandleError<Error> for CountErrors {
     fn handle_error(&self, error: Error) {
-        metrics::counter!("hbase_connect_errors_total").increment(1);
+        metrics::counter!(crate::telemetry::HBASE_CONNECT_ERRORS).increment(1);
         tracing::debug!(%error, "opening a Thrift connection failed");
     }
 }
@@ -219,7 +219,7 @@ impl Hbase {
                         return Err(error);
                     }
                     attempt += 1;
-                    metrics::counter!("hbase_retries_total").increment(1);
+                    metrics::counter!(crate::telemetry::HBASE_RETRIES).increment(1);
                     tracing::debug!(%error, attempt, "retrying a transient HBase failure");
                     std::thread::sleep(backoff);
                     backoff = backoff.saturating_mul(2);
@@ -262,7 +262,7 @@ impl Hbase {
             let _permit = permit;
             // The blocking pool may start this late; whoever asked may be gone by then.
             if abandoned.load(Ordering::Relaxed) || Instant::now() >= deadline {
-                metrics::counter!("reviews_hbase_abandoned_total").increment(1);
+                metrics::counter!(crate::telemetry::HBASE_ABANDONED).increment(1);
                 return Err(Error::Unavailable("the caller's deadline passed before the operation started".to_owned()));
             }
             hbase.inner.in_flight.fetch_add(1, Ordering::Relaxed);
@@ -287,7 +287,7 @@ impl Hbase {
         let queued = inner.queued.fetch_add(1, Ordering::Relaxed);
         let _queued = CountWhileAlive(&inner.queued);
         if inner.config.max_queued.is_some_and(|max_queued| queued >= max_queued) {
-            metrics::counter!("reviews_hbase_overloaded_total", "reason" => "queue_full").increment(1);
+            metrics::counter!(crate::telemetry::HBASE_OVERLOADED, "reason" => "queue_full").increment(1);
             return Err(Error::Overloaded(format!("{queued} operations already wait for an HBase connection")));
         }
         let queue_deadline = inner.config.queue_timeout.map_or(deadline, |wait| deadline.min(Instant::now() + wait));
@@ -295,7 +295,7 @@ impl Hbase {
         match tokio::time::timeout(wait, inner.permits.clone().acquire_owned()).await {
             Ok(permit) => permit.map_err(|_| Error::Unavailable("the HBase pool is shut down".to_owned())),
             Err(_) if queue_deadline < deadline => {
-                metrics::counter!("reviews_hbase_overloaded_total", "reason" => "queue_timeout").increment(1);
+                metrics::counter!(crate::telemetry::HBASE_OVERLOADED, "reason" => "queue_timeout").increment(1);
                 Err(Error::Overloaded(format!(
                     "no HBase connection free within the queue timeout of {:?}",
                     inner.config.queue_timeout.unwrap_or_default()

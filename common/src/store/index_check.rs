@@ -123,15 +123,16 @@ impl Store {
                         Ok(comment) if comment.row_key().as_bytes().as_slice() == row.key.as_slice() => Some(comment),
                         Ok(comment) => {
                             super::skip_row(
+                                self.tables(),
                                 &table,
-                                "key_mismatch",
+                                super::SkipReason::KeyMismatch,
                                 &row.key,
                                 &format_args!("the JSON names {}", comment.row_key()),
                             );
                             None
                         }
                         Err(error) => {
-                            super::skip_row(&table, "bad_json", &row.key, &error);
+                            super::skip_row(self.tables(), &table, super::SkipReason::BadJson, &row.key, &error);
                             None
                         }
                     }

@@ -87,7 +87,6 @@ pub struct IndexPage {
     pub next: Option<Vec<u8>>,
 }
 
-/// Counts and logs a row that was skipped because it does not decode.
 /// Decodes a record read from `table`; one that does not decode is [`Error::BadData`].
 fn decode_record<R: Record>(table: &str, value: &[u8]) -> Result<R> {
     R::from_json(value).map_err(|error| Error::BadData {
@@ -96,9 +95,50 @@ fn decode_record<R: Record>(table: &str, value: &[u8]) -> Result<R> {
     })
 }
 
-pub(crate) fn skip_row(table: &str, reason: &'static str, key: &[u8], detail: &dyn std::fmt::Display) {
-    metrics::counter!("reviews_skipped_rows_total", "table" => table.to_owned(), "reason" => reason).increment(1);
-    tracing::warn!(table, reason, key = %escape(key), %detail, "skipped a row");
+/// Why a row was skipped: the `reason` label of `reviews_skipped_rows_total`.
+///
+/// One enum, so every place that skips a row uses the same few label values.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::EnumIter, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
+pub enum SkipReason {
+    /// The row key does not have the table's layout.
+    BadKey,
+    /// The row has no `cf:q` cell (a rank slot or index row without its value).
+    NoValue,
+    /// The `cf:q` value is not what the table stores (say, not a comment key).
+    BadValue,
+    /// An index row or rank slot names a comment that is gone.
+    Missing,
+    /// The comment's JSON names another row than the one it is stored in.
+    KeyMismatch,
+    /// The stored JSON does not decode.
+    BadJson,
+    /// A product's rank slot names a comment of another product.
+    OtherProduct,
+    /// An index row left pointing at a comment that was overwritten by a later
+    /// post (the original Java service's double post); the row at the
+    /// comment's own timestamp lists it instead.
+    StaleIndex,
+    /// The key's leading id is not ASCII: the original Java service stored a
+    /// ten-character id such as ten Hangul syllables as a 30-byte key.
+    MultibyteId,
+}
+
+impl SkipReason {
+    /// The label value.
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+}
+
+/// Counts a skipped row in `reviews_skipped_rows_total{table, reason}` and logs
+/// it. `table` is the full name read; the label is the table's name without
+/// the deployment's prefix, so dashboards and alerts read the same everywhere.
+pub(crate) fn skip_row(tables: &Tables, table: &str, reason: SkipReason, key: &[u8], detail: &dyn std::fmt::Display) {
+    let label = tables.unprefixed(table);
+    metrics::counter!(crate::telemetry::SKIPPED_ROWS, "table" => label.to_owned(), "reason" => reason.as_str())
+        .increment(1);
+    tracing::warn!(table = label, reason = reason.as_str(), key = %escape(key), %detail, "skipped a row");
 }
 
 /// Renders a row key for a log line: printable ASCII as is, other bytes as `\xNN`.
@@ -145,6 +185,12 @@ impl Store {
         decode_record(&table, &value).map(Some)
     }
 
+    /// Counts and logs a row that a reader of this store skipped (see
+    /// [`SkipReason`]); for readers outside the store, such as query-api.
+    pub fn count_skipped_row(&self, table: &str, reason: SkipReason, key: &[u8], detail: &dyn std::fmt::Display) {
+        skip_row(&self.tables, table, reason, key, detail);
+    }
+
     /// The bytes in `cf:q` of one row, as stored.
     async fn stored_value(&self, table: &str, key: Vec<u8>) -> Result<Option<Vec<u8>>> {
         let table = table.to_owned();
@@ -169,7 +215,7 @@ impl Store {
                 })
                 .await?
         };
-        Ok(decode_comments(&table, keys, rows))
+        Ok(decode_comments(&self.tables, &table, keys, rows))
     }
 
     /// Reads a page of `limit` entries of an index, starting at `start` (a key
@@ -202,7 +248,7 @@ impl Store {
         };
         let lookahead = (rows.len() > limit).then(|| rows.swap_remove(limit));
         rows.truncate(limit);
-        let entries: Vec<IndexEntry> = rows.iter().filter_map(|row| index_entry(&table, kind, row)).collect();
+        let entries: Vec<IndexEntry> = rows.iter().filter_map(|row| index_entry(&self.tables, &table, kind, row)).collect();
         let next = match (lookahead, entries.last()) {
             (Some(lookahead), Some(last)) => self.next_listing_start(&table, kind, lookahead, last, stop).await?,
             (lookahead, _) => lookahead.map(|row| row.key),
@@ -269,8 +315,9 @@ impl Store {
                 let comment = comment?;
                 if !entry.lists(&comment) {
                     skip_row(
+                        &self.tables,
                         &self.tables.comment,
-                        "stale_index",
+                        SkipReason::StaleIndex,
                         &entry.index_key,
                         &format_args!("the comment's timestamp is {}", comment.timestamp),
                     );
@@ -283,52 +330,67 @@ impl Store {
 }
 
 /// Checks an index row's key layout and value; `None` (counted) when either is wrong.
-pub(crate) fn index_entry(table: &str, kind: IndexKind, row: &Row) -> Option<IndexEntry> {
+pub(crate) fn index_entry(tables: &Tables, table: &str, kind: IndexKind, row: &Row) -> Option<IndexEntry> {
     match parse_index_entry(kind, row) {
         Ok(entry) => Some(entry),
         Err((reason, detail)) => {
-            skip_row(table, reason, &row.key, &detail);
+            skip_row(tables, table, reason, &row.key, &detail);
             None
         }
     }
 }
 
 /// An index row as an entry, or the skip reason and detail when it is not one.
-fn parse_index_entry(kind: IndexKind, row: &Row) -> std::result::Result<IndexEntry, (&'static str, String)> {
+fn parse_index_entry(kind: IndexKind, row: &Row) -> std::result::Result<IndexEntry, (SkipReason, String)> {
     let layout = match kind {
         IndexKind::User => keys::parse_user_comment_key(&row.key).map(|parsed| parsed.timestamp_ms),
         IndexKind::Product => keys::parse_product_comment_key(&row.key).map(|parsed| parsed.timestamp_ms),
     };
-    let timestamp_ms = layout.map_err(|error| ("bad_key", error.to_string()))?;
-    let value = row.value(COLUMN_VALUE).ok_or(("no_value", "the row has no cf:q".to_owned()))?;
-    let comment = CommentKey::parse(value).map_err(|error| ("bad_value", error.to_string()))?;
+    let timestamp_ms = layout.map_err(|error| (SkipReason::BadKey, error.to_string()))?;
+    let value = row.value(COLUMN_VALUE).ok_or((SkipReason::NoValue, "the row has no cf:q".to_owned()))?;
+    let comment = CommentKey::parse(value).map_err(|error| (SkipReason::BadValue, error.to_string()))?;
     Ok(IndexEntry { index_key: row.key.clone(), timestamp_ms, comment })
 }
 
 /// Matches multi-get results to `keys` by row key (Thrift1 drops missing rows,
 /// so positions do not line up) and decodes each comment.
-pub(crate) fn decode_comments(table: &str, keys: &[CommentKey], rows: Vec<Row>) -> Vec<Option<Comment>> {
+pub(crate) fn decode_comments(
+    tables: &Tables,
+    table: &str,
+    keys: &[CommentKey],
+    rows: Vec<Row>,
+) -> Vec<Option<Comment>> {
     let by_key: HashMap<Vec<u8>, Row> = rows.into_iter().map(|row| (row.key.clone(), row)).collect();
     keys.iter()
         .map(|key| {
             let Some(row) = by_key.get(key.as_bytes().as_slice()) else {
-                skip_row(table, "missing", key.as_bytes(), &"an index row points at a comment that is gone");
+                skip_row(
+                    tables,
+                    table,
+                    SkipReason::Missing,
+                    key.as_bytes(),
+                    &"an index row points at a comment that is gone",
+                );
                 return None;
             };
-            let value = row.value(COLUMN_VALUE)?;
+            let Some(value) = row.value(COLUMN_VALUE) else {
+                skip_row(tables, table, SkipReason::NoValue, key.as_bytes(), &"the comment row has no cf:q");
+                return None;
+            };
             match Comment::from_json(value) {
                 Ok(comment) if comment.row_key() == *key => Some(comment),
                 Ok(comment) => {
                     skip_row(
+                        tables,
                         table,
-                        "key_mismatch",
+                        SkipReason::KeyMismatch,
                         key.as_bytes(),
                         &format_args!("the JSON names {}", comment.row_key()),
                     );
                     None
                 }
                 Err(error) => {
-                    skip_row(table, "bad_json", key.as_bytes(), &error);
+                    skip_row(tables, table, SkipReason::BadJson, key.as_bytes(), &error);
                     None
                 }
             }

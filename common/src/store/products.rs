@@ -8,7 +8,7 @@
 //! the successor of its id. A product with a million index rows therefore costs
 //! one short read, and a long tail of small products is read a page at a time.
 
-use super::{index_entry, skip_row, IndexEntry, IndexKind, Store};
+use super::{index_entry, skip_row, IndexEntry, IndexKind, SkipReason, Store};
 use crate::error::Result;
 use crate::hbase::{Retry, Row, ScanSpec, COLUMN_VALUE};
 use crate::ids::{Id, ID_LEN};
@@ -88,8 +88,9 @@ impl Store {
         for row in &page {
             let Some(product) = keys::leading_id("productId", &row.key) else {
                 skip_row(
+                    self.tables(),
                     &table,
-                    keys::leading_id_problem(&row.key),
+                    if keys::leading_id_is_multibyte(&row.key) { SkipReason::MultibyteId } else { SkipReason::BadKey },
                     &row.key,
                     &"the key does not start with a product id",
                 );
@@ -141,7 +142,7 @@ impl Store {
         let next = (rows.len() > limit).then(|| rows.swap_remove(limit).key);
         rows.truncate(limit);
         let entries: Vec<IndexEntry> =
-            rows.iter().filter_map(|row| index_entry(&table, IndexKind::Product, row)).collect();
+            rows.iter().filter_map(|row| index_entry(self.tables(), &table, IndexKind::Product, row)).collect();
         let skipped = (rows.len() - entries.len()) as u64;
         Ok(CountedIndexPage { entries, skipped, next })
     }

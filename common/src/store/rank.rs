@@ -1,6 +1,6 @@
 //! The `product-comment-rank` slots: reading them, and replacing them after a ranking.
 
-use super::{skip_row, Store};
+use super::{skip_row, SkipReason, Store};
 use crate::error::Result;
 use crate::hbase::{Retry, RowMutation, ScanSpec, COLUMN_SCORE, COLUMN_VALUE, FAMILY};
 use crate::ids::Id;
@@ -39,17 +39,20 @@ impl Store {
             let rank = match keys::parse_rank_key(&row.key) {
                 Ok(parsed) => parsed.rank,
                 Err(error) => {
-                    skip_row(&table, "bad_key", &row.key, &error);
+                    skip_row(self.tables(), &table, SkipReason::BadKey, &row.key, &error);
                     continue;
                 }
             };
             let comment = match row.value(COLUMN_VALUE).map(CommentKey::parse) {
                 Some(Ok(comment)) => comment,
                 Some(Err(error)) => {
-                    skip_row(&table, "bad_value", &row.key, &error);
+                    skip_row(self.tables(), &table, SkipReason::BadValue, &row.key, &error);
                     continue;
                 }
-                None => continue,
+                None => {
+                    skip_row(self.tables(), &table, SkipReason::NoValue, &row.key, &"the slot has no cf:q");
+                    continue;
+                }
             };
             let score =
                 row.value(COLUMN_SCORE).and_then(|bytes| <[u8; 8]>::try_from(bytes).ok()).map(f64::from_be_bytes);

@@ -5,7 +5,7 @@
 use chrono::{DateTime, SecondsFormat, Utc};
 use serde::{Deserialize, Serialize};
 
-use super::{skip_row, Store};
+use super::{skip_row, SkipReason, Store};
 use crate::error::{Error, Result};
 use crate::hbase::{Retry, RowMutation, ScanSpec, COLUMN_VALUE};
 use crate::keys;
@@ -164,16 +164,16 @@ impl Store {
         let mut records = Vec::with_capacity(rows.len());
         for row in rows {
             if let Err(error) = keys::parse_ranker_run_key(&row.key) {
-                skip_row(&table, "bad_key", &row.key, &error);
+                skip_row(self.tables(), &table, SkipReason::BadKey, &row.key, &error);
                 continue;
             }
             let Some(value) = row.value(COLUMN_VALUE) else {
-                skip_row(&table, "no_value", &row.key, &"the row has no cf:q");
+                skip_row(self.tables(), &table, SkipReason::NoValue, &row.key, &"the row has no cf:q");
                 continue;
             };
             match serde_json::from_slice::<RunRecord>(value) {
                 Ok(record) => records.push(record),
-                Err(error) => skip_row(&table, "bad_json", &row.key, &error),
+                Err(error) => skip_row(self.tables(), &table, SkipReason::BadJson, &row.key, &error),
             }
         }
         Ok(records)

@@ -13,7 +13,7 @@
 
 use std::collections::{HashMap, HashSet};
 
-use super::Store;
+use super::{skip_row, SkipReason, Store};
 use crate::error::{Error, Result};
 use crate::hbase::{Retry, RowMutation, ScanSpec, COLUMN_VALUE, FAMILY};
 use crate::ids::Id;
@@ -213,6 +213,7 @@ impl Store {
         let mut orders = HashMap::with_capacity(rows.len());
         for row in rows {
             let Some(value) = row.value(COLUMN_VALUE) else {
+                skip_row(self.tables(), &table, SkipReason::NoValue, &row.key, &"the order row has no cf:q");
                 continue;
             };
             let order = Order::from_json(value).map_err(|error| Error::BadData {

@@ -560,7 +560,11 @@ async fn ranked_reads_follow_the_slots_and_skip_gone_comments() {
 
     let metrics = service.client.get(format!("{}/metrics", service.base)).send().await.expect("metrics");
     let text = metrics.text().await.expect("text");
-    for series in ["ranked_cache_requests_total{result=\"hit\"}", "hbase_call_seconds", "reviews_skipped_rows_total"] {
+    for series in [
+        "reviews_api_ranked_cache_requests_total{result=\"hit\"}",
+        "reviews_hbase_call_seconds",
+        "reviews_skipped_rows_total",
+    ] {
         assert!(text.contains(series), "{series} missing from /metrics");
     }
     service.shut_down(Duration::from_secs(15)).await;

@@ -56,6 +56,7 @@ async fn a_paced_run_slows_down_when_the_gateway_does_and_speeds_up_after() {
         // Tolerant of a loaded CI machine (at 1.5 the suite's own load held
         // the run at its floor); the injected delay is twenty times the calls.
         tolerance: 3.0,
+        hold_above: 2.0,
         ..PacingSettings::default()
     };
     let run = tokio::spawn(async move { ranker::run(&store, &options, CancellationToken::new()).await });

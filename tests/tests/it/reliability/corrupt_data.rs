@@ -8,6 +8,7 @@ use std::collections::BTreeSet;
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
+use common::hbase::{Row, COLUMN_SCORE};
 use common::keys::{self, CommentKey};
 use common::model::{Comment, Record};
 use common::store::Store;
@@ -19,7 +20,9 @@ use reqwest::StatusCode;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::support::{drop_tables, post_all, put_value, uncached_settings, Answer, Catalogue, Service, AS_OF_MS};
+use super::support::{
+    drop_tables, post_all, put_rows, put_value, uncached_settings, Answer, Catalogue, Service, AS_OF_MS,
+};
 
 /// Walks a `/v1` list page by page (following `nextCursor`) and returns every comment's key.
 async fn walk_v1(service: &Service, path: &str, limit: usize) -> Vec<CommentKey> {
@@ -166,8 +169,28 @@ async fn corrupt_rows_are_skipped_counted_and_the_rest_served_by_every_route_and
     let mut bad_rank_key = keys::rank_prefix(&product);
     bad_rank_key.push(7);
     put_value(&store, &tables.product_comment_rank, bad_rank_key, of_product[2].row_key().as_bytes().to_vec()).await;
+    // A slot with a score but no comment key, and a slot naming another product's comment.
+    let mut score_only = std::collections::BTreeMap::new();
+    score_only.insert(COLUMN_SCORE.to_vec(), 0.5f64.to_be_bytes().to_vec());
+    put_rows(
+        store.hbase(),
+        &tables.product_comment_rank,
+        vec![Row { key: keys::rank_key(&product, 6), cells: score_only }],
+    )
+    .await;
+    let other_product = good.iter().find(|c| c.product_id != product).expect("a comment of another product");
+    put_value(
+        &store,
+        &tables.product_comment_rank,
+        keys::rank_key(&product, 7),
+        other_product.row_key().as_bytes().to_vec(),
+    )
+    .await;
 
     let service = Service::start(store.clone(), uncached_settings()).await;
+    // The counters are the process's: other tests add to them too, so each
+    // count is compared with its value before this test's reads.
+    let before = service.metrics().await;
     let expected_product = product_order(&product, &of_product);
     let expected_user = user_order(&user, &of_user);
     for limit in [1, 3, 100] {
@@ -196,27 +219,34 @@ async fn corrupt_rows_are_skipped_counted_and_the_rest_served_by_every_route_and
     }
 
     let metrics = service.metrics().await;
+    // Labelled by the table's name without the test's prefix, as in production.
     let counted = [
-        (&tables.comment, "bad_json"),
-        (&tables.comment, "key_mismatch"),
-        (&tables.comment, "missing"),
-        (&tables.product_comment, "bad_key"),
-        (&tables.product_comment, "bad_value"),
-        (&tables.user_comment, "bad_key"),
-        (&tables.user_comment, "bad_value"),
-        (&tables.product_comment_rank, "bad_key"),
-        (&tables.product_comment_rank, "bad_value"),
+        ("comment", "bad_json"),
+        ("comment", "key_mismatch"),
+        ("comment", "missing"),
+        ("product-comment", "bad_key"),
+        ("product-comment", "bad_value"),
+        ("user-comment", "bad_key"),
+        ("user-comment", "bad_value"),
+        ("product-comment-rank", "bad_key"),
+        ("product-comment-rank", "bad_value"),
+        ("product-comment-rank", "no_value"),
+        ("product-comment-rank", "other_product"),
     ];
     let counts: Vec<String> = counted
         .iter()
         .map(|(table, reason)| {
-            format!("{}:{reason}={}", table.trim_start_matches(&tables.prefix), skipped(&metrics, table, reason))
+            format!("{table}:{reason}=+{}", skipped(&metrics, table, reason) - skipped(&before, table, reason))
         })
         .collect();
     println!("skipped rows counted by the service: {}", counts.join(", "));
     for (table, reason) in counted {
-        assert!(skipped(&metrics, table, reason) > 0, "/metrics does not count {reason} rows of {table}");
+        assert!(
+            skipped(&metrics, table, reason) > skipped(&before, table, reason),
+            "/metrics does not count {reason} rows of {table}"
+        );
     }
+    assert!(!metrics.contains(&format!("table=\"{}", tables.prefix)), "a label carries the deployment's prefix");
 
     // The ranker skips the same rows, counts them in its report, and ranks the rest.
     let report = ranker::run(&store, &ranker::RunOptions::new(ranker::Scope::All, AS_OF_MS), CancellationToken::new())

@@ -15,6 +15,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::hbase::{Hbase, HbaseConfig};
+use common::store::lease::Clock;
 use common::store::{NewComment, Store};
 use integration_tests::{fresh_store, thrift_addr, PrivateGateway};
 use ranker::{RunOptions, Scope};
@@ -127,10 +128,15 @@ fn ranker_binary() -> PathBuf {
     binary
 }
 
+/// The lease TTL of the killed run: how long its lease outlives it.
+const KILLED_LEASE_TTL: Duration = Duration::from_secs(3);
+
 fn ranker_command(binary: &PathBuf, store: &Store, config: &PathBuf) -> Command {
     let mut command = Command::new(binary);
     command
         .args(["run", "--as-of", &AS_OF_MS.to_string(), "--concurrency", "1", "--json"])
+        // A killed run cannot release the nightly lease; a short TTL lets the rerun take it soon after.
+        .args(["--lease-ttl-secs", &KILLED_LEASE_TTL.as_secs().to_string()])
         .arg("--config")
         .arg(config)
         .args(["--thrift-addr", &thrift_addr(), "--table-prefix", &store.tables().prefix])
@@ -184,6 +190,15 @@ async fn a_ranker_killed_mid_run_then_rerun_leaves_the_same_bytes_as_an_uninterr
     let (new, unchanged, mixed) = states(&after_kill, &old, &reference_slots);
     assert!(done_after_kill < changing, "the kill came too late: every product was already ranked");
 
+    // The killed run still holds the nightly lease until it lapses: a rerun at
+    // once is told to try later (75), one after the TTL takes the lease and runs.
+    let lease = killed.lease("nightly").await.expect("read the lease").expect("the killed run's lease");
+    assert!(lease.holder.is_some(), "a killed run cannot release its lease: {lease:?}");
+    let refused = ranker_command(&binary, &killed, &config).status().expect("rerun the ranker at once");
+    if common::store::lease::SystemClock.now_ms() < lease.expires_ms {
+        assert_eq!(refused.code(), Some(75), "a rerun while the killed run's lease holds must be told to try later");
+    }
+    tokio::time::sleep(KILLED_LEASE_TTL).await;
     let status = ranker_command(&binary, &killed, &config).status().expect("rerun the ranker");
     assert!(status.success(), "the rerun failed: {status}");
     let rerun_table = rank_table(&killed).await;

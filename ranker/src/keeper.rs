@@ -2,6 +2,8 @@
 //! run as soon as it can no longer be sure the lease is ours (another daemon
 //! took it, or renewals kept failing until it was about to lapse). Stopping
 //! then, rather than running on, is what keeps two daemons from ranking at once.
+//! `ranker-cron` keeps the nightly lease with it, and so does a manual full or
+//! shard `ranker run`.
 
 use std::future::Future;
 use std::sync::Arc;
@@ -106,6 +108,19 @@ pub async fn keep_lease<R: Renewer>(
             }
         }
     }
+}
+
+/// A name for this process in leases and history: `host:pid:random`. The
+/// random part tells apart two daemons in one process (tests) and a restarted
+/// daemon that got the same pid.
+pub fn default_holder() -> String {
+    let host = nix::unistd::gethostname()
+        .ok()
+        .and_then(|name| name.into_string().ok())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "unknown-host".to_owned());
+    let host: String = host.chars().map(|c| if c.is_ascii_graphic() { c } else { '_' }).collect();
+    format!("{host}:{}:{:08x}", std::process::id(), rand::random::<u32>())
 }
 
 #[cfg(test)]

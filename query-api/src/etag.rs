@@ -1,0 +1,106 @@
+//! Conditional GETs: every comment read carries an `ETag`, and a request whose
+//! `If-None-Match` names it is answered 304 without a body.
+//!
+//! The tag is a SHA-256 of the JSON body (the first 128 bits, hex), so equal
+//! answers get equal tags whichever instance of the service renders them. It is
+//! sent as a weak tag (`W/"..."`) because the compression layer may send the
+//! same answer gzipped, and a strong tag must differ between encodings;
+//! `If-None-Match` compares weakly anyway (RFC 9110 §13.1.2). Ranked reads come
+//! from the cache, so a 304 for a cached ranking costs a hash and no HBase call.
+
+use axum::body::Body;
+use axum::extract::Request;
+use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use sha2::{Digest, Sha256};
+
+use crate::error::{ApiError, ErrorCode};
+
+/// Bytes of the SHA-256 kept in the tag: 128 bits make a collision between
+/// two answers of one URL practically impossible.
+const TAG_BYTES: usize = 16;
+
+/// The entity tag of `body`.
+pub fn entity_tag(body: &[u8]) -> HeaderValue {
+    let digest = Sha256::digest(body);
+    let hex: String = digest[..TAG_BYTES].iter().map(|byte| format!("{byte:02x}")).collect();
+    HeaderValue::from_str(&format!("W/\"{hex}\"")).unwrap_or(HeaderValue::from_static("W/\"\""))
+}
+
+/// Whether an `If-None-Match` header matches `tag`: `*`, or any listed tag
+/// equal to it under the weak comparison (the `W/` prefix is ignored).
+pub fn none_match_hits(if_none_match: &HeaderMap, tag: &HeaderValue) -> bool {
+    let opaque = |value: &str| value.trim().trim_start_matches("W/").to_owned();
+    let Ok(ours) = tag.to_str().map(opaque) else {
+        return false;
+    };
+    if_none_match
+        .get_all(header::IF_NONE_MATCH)
+        .iter()
+        .filter_map(|value| value.to_str().ok())
+        .flat_map(|value| value.split(','))
+        .any(|candidate| candidate.trim() == "*" || opaque(candidate) == ours)
+}
+
+/// Middleware for GET routes: tags a 200 answer, and turns it into a 304 with
+/// no body when the request already holds that tag.
+pub async fn conditional_get(request: Request, next: Next) -> Response {
+    let conditions = request.headers().clone();
+    let response = next.run(request).await;
+    if response.status() != StatusCode::OK {
+        return response;
+    }
+    let (mut parts, body) = response.into_parts();
+    // The handlers answer with bodies built in memory (at most a page of 100
+    // comments), so buffering them costs a copy at most.
+    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            return ApiError::new(ErrorCode::Internal, format!("cannot read the answer's body: {error}"))
+                .into_response()
+        }
+    };
+    let tag = entity_tag(&bytes);
+    if none_match_hits(&conditions, &tag) {
+        // A 304 repeats the validators and caching headers a 200 would carry
+        // (RFC 9110 §15.4.5), and nothing else.
+        let mut not_modified = StatusCode::NOT_MODIFIED.into_response();
+        let headers = not_modified.headers_mut();
+        headers.insert(header::ETAG, tag);
+        for name in [header::CACHE_CONTROL, header::VARY] {
+            if let Some(value) = parts.headers.get(&name) {
+                headers.insert(name, value.clone());
+            }
+        }
+        return not_modified;
+    }
+    parts.headers.insert(header::ETAG, tag);
+    Response::from_parts(parts, Body::from(bytes))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn conditions(value: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::IF_NONE_MATCH, HeaderValue::from_str(value).expect("header"));
+        headers
+    }
+
+    #[test]
+    fn tags_follow_the_body_and_match_weakly_in_lists_or_as_a_star() {
+        let tag = entity_tag(b"{\"comments\":[]}");
+        assert_eq!(tag, entity_tag(b"{\"comments\":[]}"));
+        assert_ne!(tag, entity_tag(b"{\"comments\":[1]}"));
+        let text = tag.to_str().expect("ascii").to_owned();
+        assert!(text.starts_with("W/\"") && text.len() == 3 + 2 * TAG_BYTES + 1, "{text}");
+        assert!(none_match_hits(&conditions(&text), &tag));
+        assert!(none_match_hits(&conditions(text.trim_start_matches("W/")), &tag), "strong form of the same tag");
+        assert!(none_match_hits(&conditions(&format!("\"other\", {text}")), &tag));
+        assert!(none_match_hits(&conditions("*"), &tag));
+        assert!(!none_match_hits(&conditions("\"other\""), &tag));
+        assert!(!none_match_hits(&HeaderMap::new(), &tag));
+    }
+}

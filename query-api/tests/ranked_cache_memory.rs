@@ -1,0 +1,103 @@
+//! The ranked-read cache is bounded by bytes: filled with rankings of large
+//! comments, far more than the bound, the process's resident memory grows by
+//! about the bound, not by what was inserted. A test binary of its own, so no
+//! other test shares (and disturbs) the process's memory.
+
+use std::sync::Arc;
+use std::time::Duration;
+
+use common::model::{Comment, Record};
+use common::Id;
+use query_api::views::{RankedComment, Ranking};
+use query_api::Settings;
+
+/// The allocator of the service (`query-api`'s main.rs), so freed memory
+/// behaves here as it does there.
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+const BOUND_BYTES: u64 = 32 * 1024 * 1024;
+const RANKINGS: usize = 200;
+const COMMENT_BYTES: usize = 60 * 1024;
+
+/// The process's resident set, in bytes (Linux).
+fn resident_bytes() -> u64 {
+    let status = std::fs::read_to_string("/proc/self/status").expect("/proc/self/status");
+    let kib: u64 = status
+        .lines()
+        .find_map(|line| line.strip_prefix("VmRSS:"))
+        .and_then(|value| value.trim().trim_end_matches("kB").trim().parse().ok())
+        .expect("VmRSS");
+    kib * 1024
+}
+
+fn id(prefix: char, number: usize) -> Id {
+    Id::parse("id", &format!("{prefix}{number:09}")).expect("id")
+}
+
+/// A ranking of ten comments of `COMMENT_BYTES` each, every text its own.
+fn large_ranking(product: usize) -> Ranking {
+    let comments = (0..10)
+        .map(|rank| {
+            let filler = char::from(b'a' + u8::try_from((product + rank) % 26).expect("small"));
+            let content = format!("{product}-{rank} {}", filler.to_string().repeat(COMMENT_BYTES));
+            let json = serde_json::json!({
+                "orderId": id('O', product * 10 + rank).to_string(),
+                "productId": id('P', product).to_string(),
+                "userId": id('U', rank).to_string(),
+                "content": content,
+                "timestamp": 1_700_000_000_000i64,
+                "edited": false,
+            });
+            let comment = Comment::from_json(json.to_string().as_bytes()).expect("comment");
+            RankedComment { comment, rank: u16::try_from(rank + 1).expect("small"), score: Some(0.5) }
+        })
+        .collect();
+    Ranking::new(comments)
+}
+
+#[tokio::test]
+async fn a_cache_filled_far_past_its_bound_keeps_resident_memory_near_the_bound() {
+    let settings = Settings {
+        ranked_cache_ttl: Duration::from_secs(600),
+        ranked_cache_max_bytes: BOUND_BYTES,
+        ..Settings::default()
+    };
+    let cache = query_api::state::ranked_cache(&settings);
+    let one = large_ranking(0).weight_bytes();
+    assert!(one > 3 * 10 * COMMENT_BYTES as u64, "a ranking weighs its comments and both bodies: {one}");
+
+    let before = resident_bytes();
+    let mut peak = before;
+    for product in 0..RANKINGS {
+        cache.insert(id('P', product), Arc::new(large_ranking(product))).await;
+        if product % 5 == 4 {
+            cache.run_pending_tasks().await;
+            peak = peak.max(resident_bytes());
+        }
+    }
+    cache.run_pending_tasks().await;
+    peak = peak.max(resident_bytes());
+
+    let inserted = one * RANKINGS as u64;
+    let growth = peak.saturating_sub(before);
+    println!(
+        "inserted {} MiB of rankings into a {} MiB cache: holds {} entries weighing {} MiB; resident memory grew {} MiB at peak",
+        inserted >> 20,
+        BOUND_BYTES >> 20,
+        cache.entry_count(),
+        cache.weighted_size() >> 20,
+        growth >> 20
+    );
+    assert!(inserted > 8 * BOUND_BYTES, "the test must insert far more than the bound");
+    assert!(cache.weighted_size() <= BOUND_BYTES, "the cache holds {} bytes", cache.weighted_size());
+    // The bound plus what one insertion round has in flight (five rankings
+    // built and not yet evicted) and the allocator's slack.
+    let allowed = BOUND_BYTES + 5 * one + 16 * 1024 * 1024;
+    assert!(
+        growth <= allowed,
+        "resident memory grew {} MiB, more than the {} MiB allowed",
+        growth >> 20,
+        allowed >> 20
+    );
+}
