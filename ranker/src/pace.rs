@@ -675,7 +675,12 @@ mod tests {
         let mean = fetched as f64 / 30.0;
         assert!((2_000.0..=7_000.0).contains(&mean), "the rate hovers around the knee: {mean} comments/s");
         assert!(fetched_first > 0);
-        assert!(pacer.report(0, Duration::from_secs(1)).slowdowns >= 3);
+        // The hold band stops the growth as soon as calls slow down a little,
+        // so the run neither overshoots far past the knee nor saws up and down.
+        // It creeps past slowly: a baseline forgets windows older than thirty,
+        // so a held, slightly slow latency becomes the baseline in time.
+        assert!(pacer.rate() <= 5_000.0 * 1.25, "held near the knee, not far past it: {}", pacer.rate());
+        assert!(pacer.report(0, Duration::from_secs(1)).slowdowns <= 2);
     }
 
     #[tokio::test(start_paused = true)]
@@ -757,17 +762,47 @@ mod tests {
             full_window(&mut controller, start + second, IDLE),
             Some(Change::SpeedUp { from: 1_000.0, to: 2_000.0 })
         );
-        // 30 % slower: within the tolerance, but slow start is over; the rate
-        // grows by the step from now on.
+        // 30 % slower: within the tolerance, but above the hold band: slow
+        // start is over and the rate holds; it grows by the step from now on.
         let slower = IDLE.mul_f64(1.3);
-        assert_eq!(
-            full_window(&mut controller, start + second * 2, slower),
-            Some(Change::SpeedUp { from: 2_000.0, to: 2_500.0 })
-        );
+        assert_eq!(full_window(&mut controller, start + second * 2, slower), None);
+        assert_eq!(controller.rate(), 2_000.0);
         assert_eq!(
             full_window(&mut controller, start + second * 3, IDLE),
-            Some(Change::SpeedUp { from: 2_500.0, to: 3_000.0 })
+            Some(Change::SpeedUp { from: 2_000.0, to: 2_500.0 })
         );
+    }
+
+    #[test]
+    fn slow_start_doubles_only_up_to_its_threshold() {
+        let start = Instant::now();
+        let second = Duration::from_secs(1);
+        let mut controller = Controller::new(PacingSettings { slow_start_threshold: 3_000.0, ..settings() }, start);
+        let full_window = |controller: &mut Controller, at: Instant| {
+            for _ in 0..99 {
+                controller.observe(CallKind::CommentFetch, 100, IDLE, at);
+            }
+            controller.observe(CallKind::CommentFetch, 100, IDLE, at + second)
+        };
+        full_window(&mut controller, start);
+        assert_eq!(full_window(&mut controller, start + second), Some(Change::SpeedUp { from: 1_000.0, to: 2_000.0 }));
+        // Doubling would pass the threshold: the rate stops at it...
+        assert_eq!(
+            full_window(&mut controller, start + second * 2),
+            Some(Change::SpeedUp { from: 2_000.0, to: 3_000.0 })
+        );
+        // ...and grows by the step after it, though every call stays idle.
+        assert_eq!(
+            full_window(&mut controller, start + second * 3),
+            Some(Change::SpeedUp { from: 3_000.0, to: 3_500.0 })
+        );
+    }
+
+    #[test]
+    fn a_hold_band_above_the_tolerance_is_refused() {
+        let settings = PacingSettings { hold_above: 2.0, tolerance: 1.5, ..settings() };
+        let error = settings.validate().expect_err("hold_above over tolerance");
+        assert!(error.contains("hold_above"), "{error}");
     }
 
     #[test]

@@ -248,7 +248,8 @@ impl Store {
         };
         let lookahead = (rows.len() > limit).then(|| rows.swap_remove(limit));
         rows.truncate(limit);
-        let entries: Vec<IndexEntry> = rows.iter().filter_map(|row| index_entry(&self.tables, &table, kind, row)).collect();
+        let entries: Vec<IndexEntry> =
+            rows.iter().filter_map(|row| index_entry(&self.tables, &table, kind, row)).collect();
         let next = match (lookahead, entries.last()) {
             (Some(lookahead), Some(last)) => self.next_listing_start(&table, kind, lookahead, last, stop).await?,
             (lookahead, _) => lookahead.map(|row| row.key),
