@@ -133,11 +133,11 @@ impl Store {
             page_size: limit + 1,
             columns: vec![COLUMN_VALUE.to_vec()],
             // Cached, unlike the listing: a product's index is read in many short
-            // scans (a scanner per page), and without the block cache each of
-            // them re-reads and decompresses its blocks from the store files.
-            // On the contention benchmark that extra region-server CPU gave the
-            // readers their worst windows (147 ms p99 uncached, 69 ms cached,
-            // and the paced run took 154 s instead of 114 s; BENCHMARKS.md).
+            // scans (a scanner per page), and a block read without the cache is
+            // not kept, so the next page's scanner reads and decompresses it
+            // from the store files again. On the contention benchmark the
+            // readers' worst window was 147 ms p99 uncached and 69 ms cached, and
+            // the paced run took 154 s against 114 s (BENCHMARKS.md, one round each).
             cache_blocks: true,
         };
         let mut rows = {
