@@ -11,6 +11,8 @@
 //! - [`config`] holds the flags and logging setup every binary shares;
 //!   [`telemetry`] the shared metric names and exporter settings; [`exit`] the
 //!   exit statuses of every binary.
+//! - [`retry`] is the one backoff policy (capped, jittered) of every retry
+//!   loop; [`shutdown`] is how every binary hears SIGTERM and SIGINT.
 
 pub mod config;
 pub mod cursor;
@@ -22,7 +24,9 @@ pub mod ids;
 pub mod jackson;
 pub mod keys;
 pub mod model;
+pub mod retry;
 pub mod schema;
+pub mod shutdown;
 pub mod store;
 pub mod tables;
 pub mod telemetry;

@@ -68,7 +68,7 @@ pub struct CronArgs {
     #[arg(long, env = "RANKER_CRON_RETRY_ATTEMPTS", default_value_t = 3)]
     pub retry_attempts: u32,
 
-    /// Seconds before the first retry; doubles for each further retry.
+    /// Seconds before the first retry; doubles for each further retry (each pause less up to a quarter of jitter).
     #[arg(long, env = "RANKER_CRON_RETRY_BACKOFF_SECS", default_value_t = 300)]
     pub retry_backoff_secs: u64,
 

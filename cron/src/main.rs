@@ -8,7 +8,6 @@ use clap::Parser;
 use common::exit::ExitStatus;
 use common::store::lease::SystemClock;
 use cron::{CronArgs, Daemon};
-use tokio::signal::unix::{signal, SignalKind};
 
 #[tokio::main]
 async fn main() -> ExitCode {
@@ -50,32 +49,13 @@ async fn run() -> anyhow::Result<ExitCode> {
         }
     }
     let daemon = Daemon::new(store, settings, Arc::new(SystemClock));
-    listen_for_shutdown(daemon.shutdown_token()).context("cannot listen for signals")?;
+    // The first SIGTERM or SIGINT asks for a graceful stop (finish the products
+    // in flight, record the run, release the lease); a second one exits at once.
+    let shutdown = daemon.shutdown_token();
+    common::shutdown::stop_on_signals(move |signal| {
+        tracing::info!(signal, "stopping: finishing the products in flight, then recording the run");
+        shutdown.cancel();
+    });
     let outcome = daemon.serve(args.start_mode()).await.context("the daemon stopped")?;
     Ok(outcome.map_or(ExitStatus::Success.into(), |outcome| ExitCode::from(outcome.exit_status())))
-}
-
-/// The first SIGTERM or SIGINT asks for a graceful stop (finish the products
-/// in flight, record the run, release the lease); a second one exits at once.
-fn listen_for_shutdown(shutdown: tokio_util::sync::CancellationToken) -> std::io::Result<()> {
-    let mut terminate = signal(SignalKind::terminate())?;
-    let mut interrupt = signal(SignalKind::interrupt())?;
-    tokio::spawn(async move {
-        let mut signals_seen = 0;
-        loop {
-            let name = tokio::select! {
-                _ = terminate.recv() => "SIGTERM",
-                _ = interrupt.recv() => "SIGINT",
-            };
-            signals_seen += 1;
-            if signals_seen == 1 {
-                tracing::info!(signal = name, "stopping: finishing the products in flight, then recording the run");
-                shutdown.cancel();
-            } else {
-                tracing::warn!(signal = name, "second signal: exiting now without waiting for the run");
-                ExitStatus::Interrupted.exit_now();
-            }
-        }
-    });
-    Ok(())
 }

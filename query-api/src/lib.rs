@@ -27,7 +27,7 @@ pub mod views;
 
 pub use config::{Args, Settings};
 pub use error::{ApiError, ErrorCode};
-pub use server::{app, serve, shutdown_signal};
+pub use server::{app, serve};
 pub use state::AppState;
 
 #[cfg(test)]

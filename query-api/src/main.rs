@@ -64,7 +64,7 @@ async fn serve(args: &Args, tables: common::tables::Tables) -> anyhow::Result<()
         // Not fatal: the service answers 503 until HBase is back, and /readyz says so.
         tracing::warn!(%error, "HBase does not answer yet");
     }
-    query_api::serve(listener, state, query_api::shutdown_signal()).await.context("serving failed")?;
+    query_api::serve(listener, state, common::shutdown::first_signal()).await.context("serving failed")?;
     tracing::info!("query-api stopped");
     Ok(())
 }

@@ -174,31 +174,3 @@ async fn drain_expiry(draining: tokio::sync::oneshot::Receiver<()>, deadline: Du
         std::future::pending::<()>().await;
     }
 }
-
-/// Completes on SIGTERM (how orchestrators stop a service) or Ctrl-C.
-pub async fn shutdown_signal() {
-    let ctrl_c = async {
-        if let Err(error) = tokio::signal::ctrl_c().await {
-            tracing::error!(%error, "cannot listen for Ctrl-C; relying on SIGTERM");
-            std::future::pending::<()>().await;
-        }
-    };
-    #[cfg(unix)]
-    let terminate = async {
-        match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(mut signal) => {
-                signal.recv().await;
-            }
-            Err(error) => {
-                tracing::error!(%error, "cannot listen for SIGTERM; relying on Ctrl-C");
-                std::future::pending::<()>().await;
-            }
-        }
-    };
-    #[cfg(not(unix))]
-    let terminate = std::future::pending::<()>();
-    tokio::select! {
-        () = ctrl_c => tracing::info!("Ctrl-C received"),
-        () = terminate => tracing::info!("SIGTERM received"),
-    }
-}

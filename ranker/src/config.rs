@@ -65,7 +65,7 @@ pub struct RunSettings {
     pub concurrency: usize,
     /// Attempts per product before it is reported as failed (1 = no retry).
     pub product_attempts: u32,
-    /// Pause before a product's second attempt, in milliseconds; doubles for each further attempt.
+    /// Pause before a product's second attempt, in milliseconds; doubles for each further attempt, less jitter.
     pub retry_backoff_ms: u64,
     /// Index rows (and comments) read per round trip while ranking one product.
     pub page_rows: usize,

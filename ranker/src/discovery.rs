@@ -9,6 +9,7 @@
 
 use std::time::Duration;
 
+use common::retry::Backoff;
 use common::store::products::{ListedProduct, ProductIndex};
 use common::store::Store;
 use common::Id;
@@ -74,7 +75,8 @@ const MAX_LISTING_BACKOFF: Duration = Duration::from_secs(5);
 /// refuses) fails the step at once.
 #[derive(Debug, Clone, Copy)]
 pub(crate) struct ListingRetry {
-    /// The pause after the first failure; it doubles up to [`MAX_LISTING_BACKOFF`].
+    /// The pause after the first failure; it doubles up to [`MAX_LISTING_BACKOFF`]
+    /// (which caps the first too), less jitter (`common::retry`).
     pub backoff: Duration,
     /// How long a step keeps trying while HBase is unavailable.
     pub patience: Duration,
@@ -197,7 +199,7 @@ async fn list_step(
     retry: ListingRetry,
     stop: &CancellationToken,
 ) -> Result<common::store::products::ProductListing, common::Error> {
-    let mut backoff = retry.backoff;
+    let backoff = Backoff::new(retry.backoff, MAX_LISTING_BACKOFF);
     let mut attempt = 1;
     let mut first_failure: Option<tokio::time::Instant> = None;
     loop {
@@ -208,12 +210,12 @@ async fn list_step(
                 if failing_for >= retry.patience {
                     return Err(error);
                 }
-                tracing::warn!(%error, attempt, ?failing_for, "listing products failed; retrying");
+                let delay = backoff.delay(attempt);
+                tracing::warn!(%error, attempt, ?failing_for, ?delay, "listing products failed; retrying");
                 tokio::select! {
-                    () = tokio::time::sleep(backoff) => {}
+                    () = tokio::time::sleep(delay) => {}
                     () = stop.cancelled() => return Err(error),
                 }
-                backoff = backoff.saturating_mul(2).min(MAX_LISTING_BACKOFF);
                 attempt += 1;
             }
             Err(error) => return Err(error),

@@ -66,7 +66,7 @@ pub struct RunOptions {
     pub scoring: ScoringConfig,
     /// Attempts per product before it is reported as failed (1 = no retry).
     pub product_attempts: u32,
-    /// Pause before a product's second attempt; doubles for each further attempt.
+    /// Pause before a product's second attempt; doubles for each further attempt, less jitter (`common::retry`).
     pub retry_backoff: Duration,
     /// Index rows (and comments) read per round trip within one product.
     pub page_rows: usize,

@@ -225,40 +225,6 @@ fn load_config(path: Option<&PathBuf>) -> Result<RankerConfig> {
     }
 }
 
-/// Cancels `stop` on SIGINT or SIGTERM; a second signal exits at once.
-fn stop_on_signals(stop: CancellationToken) {
-    tokio::spawn(async move {
-        wait_for_signal().await;
-        eprintln!("stopping: finishing the products in flight (signal again to quit at once)");
-        stop.cancel();
-        wait_for_signal().await;
-        ExitStatus::Interrupted.exit_now();
-    });
-}
-
-async fn wait_for_signal() {
-    let interrupt = tokio::signal::ctrl_c();
-    #[cfg(unix)]
-    {
-        let mut terminate = match tokio::signal::unix::signal(tokio::signal::unix::SignalKind::terminate()) {
-            Ok(terminate) => terminate,
-            Err(error) => {
-                tracing::warn!(%error, "cannot listen for SIGTERM; only SIGINT stops the run");
-                let _ = interrupt.await;
-                return;
-            }
-        };
-        tokio::select! {
-            _ = interrupt => {}
-            _ = terminate.recv() => {}
-        }
-    }
-    #[cfg(not(unix))]
-    {
-        let _ = interrupt.await;
-    }
-}
-
 /// The options of a pass; `default_pace` applies when neither `--pace` nor
 /// the configuration file's `pacing.mode` says otherwise (`None`: the config's).
 fn options(pass: &PassArgs, as_of_ms: i64, default_pace: Option<PaceMode>) -> Result<RunOptions> {
@@ -294,7 +260,14 @@ async fn run_pass(
     let progress = Arc::new(RunProgress::default());
     options.progress = Some(progress.clone());
     let stop = CancellationToken::new();
-    stop_on_signals(stop.clone());
+    // The first SIGINT or SIGTERM finishes the products in flight; a second exits at once.
+    common::shutdown::stop_on_signals({
+        let stop = stop.clone();
+        move |_| {
+            eprintln!("stopping: finishing the products in flight (signal again to quit at once)");
+            stop.cancel();
+        }
+    });
     let clock: Arc<dyn Clock> = Arc::new(SystemClock);
     let keeper = match lease {
         Some(lease) => match take_manual_lease(&store, lease, clock.as_ref()).await? {

@@ -5,6 +5,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::retry::Backoff;
 use common::store::Store;
 use common::Id;
 use tokio::task::JoinSet;
@@ -31,7 +32,7 @@ enum Pass {
 /// Products are ranked `options.concurrency` at a time while discovery lists
 /// the next ones, so HBase reads of some products overlap the scoring of
 /// others. A product that fails is retried `options.product_attempts` times in
-/// all (with doubling backoff) and then listed in [`RunReport::failures`]; the
+/// all (with doubling, jittered backoff: `common::retry`) and then listed in [`RunReport::failures`]; the
 /// run goes on. When `stop` is cancelled the run takes no new product,
 /// finishes the ones in flight (each ends with its old slots or its new ones,
 /// never a mix) and returns a report with `interrupted: true`.
@@ -88,7 +89,8 @@ async fn drive(
         job,
         pass,
         attempts: options.product_attempts,
-        backoff: options.retry_backoff,
+        // Uncapped: a product has few attempts, so its pauses stay short.
+        backoff: Backoff::uncapped(options.retry_backoff),
         stop: stop.clone(),
     };
     tracing::info!(
@@ -229,25 +231,24 @@ struct Worker {
     job: Arc<ProductJob>,
     pass: Pass,
     attempts: u32,
-    backoff: Duration,
+    backoff: Backoff,
     stop: CancellationToken,
 }
 
 impl Worker {
     /// One product, with retries.
     async fn product(&self, found: ProductToRank) -> Result<ProductOutcome, String> {
-        let mut backoff = self.backoff;
         let mut attempt = 1;
         loop {
             match self.attempt(found).await {
                 Ok(outcome) => return Ok(outcome),
                 Err(error) if attempt < self.attempts && !self.stop.is_cancelled() => {
-                    tracing::warn!(product = %found.product, attempt, %error, "ranking a product failed; retrying");
+                    let delay = self.backoff.delay(attempt);
+                    tracing::warn!(product = %found.product, attempt, %error, ?delay, "ranking a product failed; retrying");
                     tokio::select! {
-                        () = tokio::time::sleep(backoff) => {}
+                        () = tokio::time::sleep(delay) => {}
                         () = self.stop.cancelled() => return Err(format!("{error} (not retried: the run was stopped)")),
                     }
-                    backoff = backoff.saturating_mul(2);
                     attempt += 1;
                 }
                 Err(error) => {

@@ -26,6 +26,7 @@ use std::time::{Duration, Instant};
 pub use connection::{Column, Connection, ConnectionManager, Row, RowMutation, ScanSpec};
 
 use crate::error::{Error, Result};
+use crate::retry::Backoff;
 
 /// The column family of every table.
 pub const FAMILY: &str = "cf";
@@ -49,7 +50,7 @@ pub struct HbaseConfig {
     pub operation_timeout: Duration,
     /// Retries after a transient failure.
     pub retries: u32,
-    /// First backoff between retries; doubles each time.
+    /// First backoff between retries; doubles each time, less jitter (`crate::retry`).
     pub retry_backoff: Duration,
     /// How long an operation may wait for a pool slot before it is refused
     /// with [`Error::Overloaded`]; `None` waits up to the operation deadline
@@ -204,7 +205,8 @@ impl Hbase {
         mut operation: impl FnMut(&mut Connection) -> Result<T>,
     ) -> Result<T> {
         let config = &self.inner.config;
-        let mut backoff = config.retry_backoff;
+        // Uncapped: the operation's deadline ends the pauses first.
+        let backoff = Backoff::uncapped(config.retry_backoff);
         let mut attempt = 0;
         loop {
             let outcome = self.checkout(deadline).and_then(|mut connection| {
@@ -214,15 +216,16 @@ impl Hbase {
             });
             match outcome {
                 Err(error) if error.is_transient() && retry == Retry::Idempotent && attempt < config.retries => {
-                    let now = Instant::now();
-                    if now + backoff >= deadline || abandoned.load(Ordering::Relaxed) {
+                    let Some(delay) = backoff.delay_within(attempt + 1, deadline) else {
+                        return Err(error);
+                    };
+                    if abandoned.load(Ordering::Relaxed) {
                         return Err(error);
                     }
                     attempt += 1;
                     metrics::counter!(crate::telemetry::HBASE_RETRIES).increment(1);
-                    tracing::debug!(%error, attempt, "retrying a transient HBase failure");
-                    std::thread::sleep(backoff);
-                    backoff = backoff.saturating_mul(2);
+                    tracing::debug!(%error, attempt, ?delay, "retrying a transient HBase failure");
+                    std::thread::sleep(delay);
                 }
                 outcome => return outcome,
             }
