@@ -18,9 +18,8 @@ export REVIEWS_THRIFT_ADDR="127.0.0.1:$HBASE_THRIFT_PORT"
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # Build everything before HBase starts, so the two do not compete for the CPU.
-# The binaries are built explicitly: tests spawn target/debug/ranker and
-# ranker-cron, and `cargo test` builds a package's binaries only when that
-# package has integration tests of its own.
+# The tests that spawn a binary have Cargo build it (`integration_tests::cargo_binary`
+# runs `cargo build --workspace --bin <name>`), which finds it up to date after this.
 cargo build --workspace --bins --locked
 cargo test --workspace --locked --no-run
 

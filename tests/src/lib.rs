@@ -2,7 +2,10 @@
 //! the one real HBase the test command started, isolated by a table prefix
 //! (the zero2prod "database per test" idea, at HBase's scale).
 
+use std::collections::BTreeMap;
+use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
+use std::sync::Mutex;
 use std::time::Duration;
 
 use common::hbase::{Hbase, HbaseConfig};
@@ -58,6 +61,37 @@ pub async fn fresh_store(test_name: &str) -> Store {
 pub fn test_id(prefix: &str, number: u64) -> common::Id {
     let text = format!("{prefix}{number:0width$}", width = 10 - prefix.len());
     common::Id::parse("id", &text).expect("test ids are valid")
+}
+
+/// The path of the workspace binary `bin` (`ranker`, `ranker-cron`,
+/// `query-api`, `reviews-admin`), built by Cargo for the tests that spawn it.
+///
+/// `cargo test` builds a package's binaries only for that package's own
+/// integration tests, so a test here cannot count on finding them built. This
+/// runs `cargo build --workspace --bin <bin>` once per test process and binary:
+/// a no-op when the binary is up to date. `--workspace` resolves features as
+/// `cargo build --workspace --bins` does, so the two builds share their
+/// artifacts instead of rebuilding each other's (a `-p <package>` build unifies
+/// fewer features and would relink the binary in place).
+pub fn cargo_binary(bin: &str) -> PathBuf {
+    static BUILT: Mutex<BTreeMap<String, PathBuf>> = Mutex::new(BTreeMap::new());
+    // Held while building, so tests that want the same binary at once build it once.
+    let mut built = BUILT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    if let Some(path) = built.get(bin) {
+        return path.clone();
+    }
+    let workspace_manifest = Path::new(env!("CARGO_MANIFEST_DIR")).join("../Cargo.toml");
+    let run = escargot::CargoBuild::new()
+        .manifest_path(workspace_manifest)
+        .arg("--workspace")
+        .arg("--locked")
+        .bin(bin)
+        .current_release()
+        .run()
+        .unwrap_or_else(|error| panic!("cargo could not build the {bin} binary: {error}"));
+    let path = run.path().to_path_buf();
+    built.insert(bin.to_owned(), path.clone());
+    path
 }
 
 /// Waits until puts can no longer be hidden by deletes just made.

@@ -93,6 +93,29 @@ pub struct RunRecord {
 }
 
 impl RunRecord {
+    /// The record of an attempt that has just started: running, nothing counted yet.
+    pub fn started(run_id: String, holder: String, slot_ms: i64, attempt: u32, started_ms: i64) -> RunRecord {
+        RunRecord {
+            run_id,
+            holder,
+            slot_ms,
+            attempt,
+            // Every attempt at a slot ranks as of the slot's time, so retries and
+            // the other daemon would write exactly the same slots.
+            as_of_ms: slot_ms,
+            started_ms,
+            ended_ms: None,
+            status: RunStatus::Running,
+            products: 0,
+            comments_scored: 0,
+            slots_written: 0,
+            slots_deleted: 0,
+            failures: 0,
+            failure_samples: Vec::new(),
+            error: None,
+        }
+    }
+
     /// The record's row key in `ranker-run`.
     pub fn row_key(&self) -> Vec<u8> {
         keys::ranker_run_key(self.started_ms, &self.run_id)

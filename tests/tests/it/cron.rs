@@ -1,7 +1,7 @@
 //! Integration tests: the cron daemon's lease, run history and scheduling
 //! against the real HBase. Daemons run in-process here, each with its own
-//! holder name; the tests that kill or signal a real `ranker-cron` process live
-//! in `cron/tests/process.rs`, where Cargo builds the binary for them.
+//! holder name; `process` kills and signals the real `ranker-cron` process,
+//! and `virtual_time` runs production-sized pauses in tokio's paused time.
 
 use std::collections::HashSet;
 use std::future::Future;
@@ -45,6 +45,9 @@ fn now_ms() -> i64 {
 fn request(holder: &str, slot_ms: i64, ttl: Duration) -> LeaseRequest {
     LeaseRequest { name: "nightly".to_owned(), holder: holder.to_owned(), slot_ms, ttl }
 }
+
+mod process;
+mod virtual_time;
 
 /// Writes `products` products with `per_product` comments each (distinct
 /// users, lengths and votes) through the write path.
@@ -216,21 +219,8 @@ async fn an_undecodable_lease_is_an_error_never_a_free_lease() {
 async fn run_history_lists_the_newest_run_first_and_skips_rows_that_do_not_decode() {
     let store = fresh_store("cron_history").await;
     let record = |run_id: &str, started_ms: i64, status: RunStatus| RunRecord {
-        run_id: run_id.to_owned(),
-        holder: "daemon-a".to_owned(),
-        slot_ms: started_ms,
-        attempt: 1,
-        as_of_ms: started_ms,
-        started_ms,
-        ended_ms: None,
         status,
-        products: 0,
-        comments_scored: 0,
-        slots_written: 0,
-        slots_deleted: 0,
-        failures: 0,
-        failure_samples: Vec::new(),
-        error: None,
+        ..RunRecord::started(run_id.to_owned(), "daemon-a".to_owned(), started_ms, 1, started_ms)
     };
     let mut newest = record("run-3", 3_000, RunStatus::Running);
     for run in [record("run-1", 1_000, RunStatus::Failed), record("run-2", 2_000, RunStatus::Succeeded), newest.clone()]
@@ -413,23 +403,7 @@ async fn a_dead_holders_lease_lapses_and_the_next_tick_runs_and_closes_its_run()
     let ttl = Duration::from_millis(1_500);
     let taken = store.take_lease(&request("dead-holder", dead_slot, ttl), &SystemClock).await.expect("take");
     assert!(matches!(taken, TakeOutcome::Taken { .. }));
-    let abandoned = RunRecord {
-        run_id: "dead-run".to_owned(),
-        holder: "dead-holder".to_owned(),
-        slot_ms: dead_slot,
-        attempt: 1,
-        as_of_ms: dead_slot,
-        started_ms: dead_slot + 5,
-        ended_ms: None,
-        status: RunStatus::Running,
-        products: 0,
-        comments_scored: 0,
-        slots_written: 0,
-        slots_deleted: 0,
-        failures: 0,
-        failure_samples: Vec::new(),
-        error: None,
-    };
+    let abandoned = RunRecord::started("dead-run".to_owned(), "dead-holder".to_owned(), dead_slot, 1, dead_slot + 5);
     store.record_run(&abandoned).await.expect("record");
 
     let daemon = Daemon::new(store.clone(), settings("daemon-b", "0 0 3 * * *", 1), Arc::new(SystemClock));

@@ -259,20 +259,10 @@ async fn rows_the_java_service_wrote_read_back_on_every_route_and_rank_once() {
     drop_tables(&[&store]).await;
 }
 
-/// The `reviews-admin` binary of this build (`scripts/test.sh` builds every binary first).
-fn admin_binary() -> std::path::PathBuf {
-    let test_binary = std::env::current_exe().expect("the test binary's path");
-    // target/<profile>/deps/it-<hash> → target/<profile>/reviews-admin
-    let profile_dir = test_binary.parent().and_then(|deps| deps.parent()).expect("target/<profile>");
-    let binary = profile_dir.join(format!("reviews-admin{}", std::env::consts::EXE_SUFFIX));
-    assert!(binary.is_file(), "{} is missing: run `cargo build --workspace --bins` first", binary.display());
-    binary
-}
-
 /// Runs `reviews-admin index <verb>` over `store`'s tables: its exit code and
 /// the JSON report on its last line.
 fn admin_index(store: &Store, verb: &[&str]) -> (i32, Value) {
-    let output = std::process::Command::new(admin_binary())
+    let output = std::process::Command::new(integration_tests::cargo_binary("reviews-admin"))
         .arg("index")
         .args(verb)
         .args(["--page-rows", "2", "--json", "--thrift-addr", &integration_tests::thrift_addr()])

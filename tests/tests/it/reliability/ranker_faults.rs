@@ -17,7 +17,7 @@ use std::time::{Duration, Instant};
 use common::hbase::{Hbase, HbaseConfig};
 use common::store::lease::Clock;
 use common::store::{NewComment, Store};
-use integration_tests::{fresh_store, thrift_addr, PrivateGateway};
+use integration_tests::{cargo_binary, fresh_store, thrift_addr, PrivateGateway};
 use ranker::{RunOptions, Scope};
 use tokio_util::sync::CancellationToken;
 
@@ -111,23 +111,6 @@ fn states(now: &SlotsByProduct, old: &SlotsByProduct, reference: &SlotsByProduct
     (new, unchanged, mixed)
 }
 
-/// The `ranker` binary of this build. `cargo test` builds a package's binaries
-/// only for packages that have integration tests, which `ranker` has not, so
-/// the README's test command (`scripts/test.sh`) builds every binary first.
-fn ranker_binary() -> PathBuf {
-    let test_binary = std::env::current_exe().expect("the test binary's path");
-    // target/<profile>/deps/it-<hash> → target/<profile>/ranker
-    let profile_dir = test_binary.parent().and_then(|deps| deps.parent()).expect("target/<profile>");
-    let binary = profile_dir.join(format!("ranker{}", std::env::consts::EXE_SUFFIX));
-    assert!(
-        binary.is_file(),
-        "{} is missing: `cargo test` does not build the ranker binary by itself; run the README's test command \
-         (scripts/test.sh builds every binary first) or `cargo build -p ranker --bin ranker`",
-        binary.display()
-    );
-    binary
-}
-
 /// The lease TTL of the killed run: how long its lease outlives it.
 const KILLED_LEASE_TTL: Duration = Duration::from_secs(3);
 
@@ -149,7 +132,7 @@ fn ranker_command(binary: &PathBuf, store: &Store, config: &PathBuf) -> Command 
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_ranker_killed_mid_run_then_rerun_leaves_the_same_bytes_as_an_uninterrupted_run() {
-    let binary = ranker_binary();
+    let binary = cargo_binary("ranker");
     let catalogue = Catalogue { products: 150, comments_per_product: 12, users: 40 };
     let source = load_changed_catalogue("rel_kill_source", &catalogue).await;
     let reference = copy_of(&source, "rel_kill_reference").await;

@@ -1,7 +1,7 @@
 //! The real `ranker-cron` process against the real HBase: killed with SIGKILL
-//! mid-run, stopped with SIGTERM mid-run, and refusing bad settings. These live
-//! in the cron crate because only here does Cargo build the binary for the
-//! tests (`CARGO_BIN_EXE_ranker-cron`).
+//! mid-run, stopped with SIGTERM mid-run, and refusing bad settings; and the
+//! exit codes, signals and logs of the other binaries. Every binary is built
+//! through Cargo by `integration_tests::cargo_binary`.
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -10,12 +10,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::keys::CommentKey;
-use common::model::Order;
 use common::store::lease::{Clock, SystemClock};
 use common::store::runs::{RunRecord, RunStatus};
-use common::store::{NewComment, Store};
+use common::store::Store;
 use cron::{Daemon, DaemonSettings, RetryPolicy, Schedule, StartMode};
-use integration_tests::{fresh_store, test_id, thrift_addr};
+use integration_tests::{cargo_binary, fresh_store, test_id, thrift_addr};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
@@ -48,7 +47,7 @@ impl DaemonProcess {
     fn start(store: &Store, holder: &str, extra: &[&str]) -> DaemonProcess {
         let log = std::env::temp_dir().join(format!("ranker-cron-{}-{holder}.log", store.tables().prefix));
         let log_file = std::fs::File::create(&log).expect("log file");
-        let child = Command::new(env!("CARGO_BIN_EXE_ranker-cron"))
+        let child = Command::new(cargo_binary("ranker-cron"))
             .args(["--thrift-addr", &thrift_addr(), "--table-prefix", &store.tables().prefix, "--holder", holder])
             .args(extra)
             .env("RUST_LOG", "info")
@@ -81,33 +80,10 @@ impl DaemonProcess {
     }
 }
 
-/// Writes the products, their comments, and one sentinel slot per product.
+/// Writes the products and their comments (the daemon tests' seed), and one
+/// sentinel slot per product.
 async fn seed(store: &Store) {
-    let mut orders = Vec::new();
-    let mut comments = Vec::new();
-    for product in 0..PRODUCTS {
-        for index in 0..COMMENTS_PER_PRODUCT {
-            let number = product * 100 + index;
-            let order = Order { id: test_id("o", number), user_id: test_id("u", number), extra: Default::default() };
-            comments.push(NewComment {
-                order_id: order.id,
-                product_id: test_id("p", product),
-                user_id: order.user_id,
-                content: format!(
-                    "Review {index} of product {product}: it works{}",
-                    " very well".repeat(index as usize)
-                ),
-                timestamp_ms: 1_700_000_000_000 + i64::try_from(number).expect("small"),
-                rating: None,
-                helpful: Some(index),
-                unhelpful: None,
-                photos: None,
-            });
-            orders.push(order);
-        }
-    }
-    store.put_records(&orders).await.expect("orders");
-    store.post_comments(comments).await.expect("comments");
+    super::seed(store, PRODUCTS, COMMENTS_PER_PRODUCT).await;
     for product in 0..PRODUCTS {
         store.replace_rank_slots(&test_id("p", product), &[(old_slot(product), OLD_SCORE)]).await.expect("old slots");
     }
@@ -260,7 +236,7 @@ fn bad_schedules_and_zones_are_refused_at_start_with_a_clear_error() {
         ("--schedule", "61 * * * * *", "invalid cron expression \"61 * * * * *\""),
         ("--time-zone", "Mars/Olympus", "unknown time zone \"Mars/Olympus\""),
     ] {
-        let output = Command::new(env!("CARGO_BIN_EXE_ranker-cron"))
+        let output = Command::new(cargo_binary("ranker-cron"))
             .args([flag, value, "--no-metrics"])
             .output()
             .expect("run ranker-cron");
@@ -319,13 +295,8 @@ async fn run_now_runs_at_once_then_keeps_the_schedule_and_serves_the_metrics_an_
     assert_eq!(process.wait(Duration::from_secs(30)).code(), Some(0), "{}", process.log_text());
 }
 
-/// The `ranker` binary beside this build's `ranker-cron`.
-fn ranker_binary() -> PathBuf {
-    sibling_binary("ranker")
-}
-
 fn ranker(store: &Store, args: &[&str]) -> std::process::Output {
-    Command::new(ranker_binary())
+    Command::new(cargo_binary("ranker"))
         .args(args)
         .args(["--thrift-addr", &thrift_addr(), "--table-prefix", &store.tables().prefix])
         .env("RUST_LOG", "info")
@@ -407,14 +378,6 @@ async fn stored_products(store: &Store) -> u64 {
     products
 }
 
-/// A binary of this build beside `ranker-cron` (scripts/test.sh builds every binary first).
-fn sibling_binary(name: &str) -> PathBuf {
-    let binary = PathBuf::from(env!("CARGO_BIN_EXE_ranker-cron"))
-        .with_file_name(format!("{name}{}", std::env::consts::EXE_SUFFIX));
-    assert!(binary.is_file(), "{} is missing: build every binary first (scripts/test.sh does)", binary.display());
-    binary
-}
-
 #[test]
 fn usage_errors_exit_2_in_every_binary() {
     let config = std::env::temp_dir().join(format!("usage-errors-{}.toml", std::process::id()));
@@ -437,7 +400,7 @@ fn usage_errors_exit_2_in_every_binary() {
     ];
     for (binary, args, message) in cases {
         let started = Instant::now();
-        let output = Command::new(sibling_binary(binary))
+        let output = Command::new(cargo_binary(binary))
             .args(args)
             .args(["--thrift-addr", "127.0.0.1:1"])
             .output()
@@ -485,7 +448,7 @@ async fn query_api_serves_metrics_on_its_own_listener_and_logs_without_colour_to
     let store = fresh_store("qapi_metrics_listen").await;
     let (port, metrics_port) = (free_port(), free_port());
     let log = std::env::temp_dir().join(format!("{}query-api.log", store.tables().prefix));
-    let mut child = Command::new(sibling_binary("query-api"))
+    let mut child = Command::new(cargo_binary("query-api"))
         .args(["--listen", &format!("127.0.0.1:{port}"), "--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
         .args(["--thrift-addr", &thrift_addr(), "--table-prefix", &store.tables().prefix])
         .env("RUST_LOG", "debug")
@@ -526,7 +489,7 @@ async fn query_api_serves_metrics_on_its_own_listener_and_logs_without_colour_to
 async fn the_ranker_exits_130_when_interrupted_and_1_when_it_fails() {
     let store = fresh_store("ranker_exit_codes").await;
     seed(&store).await;
-    let mut child = Command::new(ranker_binary())
+    let mut child = Command::new(cargo_binary("ranker"))
         .args(["run", "--concurrency", "1", "--thrift-addr", &thrift_addr(), "--table-prefix", &store.tables().prefix])
         .env("RUST_LOG", "warn")
         .stdin(Stdio::null())
@@ -547,7 +510,7 @@ async fn the_ranker_exits_130_when_interrupted_and_1_when_it_fails() {
     assert_eq!(lease.holder, None, "the interrupted run released the lease");
 
     // Nothing listens on port 1: the product cannot be read, and the run fails.
-    let failed = Command::new(ranker_binary())
+    let failed = Command::new(cargo_binary("ranker"))
         .args(["explain", "--product", &test_id("p", 0).to_string(), "--thrift-addr", "127.0.0.1:1"])
         .args(["--hbase-timeout-ms", "500", "--hbase-retries", "0"])
         .output()

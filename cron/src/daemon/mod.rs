@@ -1,0 +1,151 @@
+//! The daemon: turns schedule ticks into ranking runs, at most one at a time.
+//!
+//! A tick stands for a slot (its scheduled time). For each slot the daemon
+//!
+//! 1. skips the tick if its own previous run is still going;
+//! 2. takes the HBase lease for the slot, or skips it when another daemon holds
+//!    the lease or the slot was already completed;
+//! 3. keeps the lease renewed (every TTL/3) while it runs the ranker in-process,
+//!    retrying a failed run per the [`RetryPolicy`], and records every attempt
+//!    in the run history;
+//! 4. releases the lease, marking the slot completed unless the run was
+//!    interrupted, so the other daemon does not run the night again.
+//!
+//! A shutdown (SIGTERM) cancels the ranker's stop token: it takes no new
+//! products, finishes those in flight, and the attempt is recorded as interrupted.
+//!
+//! Three parts, each in its own module with its own tests:
+//! - `ticker`: the schedule's job, housekeeping (a change of the zone's UTC
+//!   offset, the last-success gauge) and the shutdown; each tick becomes a slot;
+//! - `slot`: the night's slot: the one-run-at-a-time gate, the lease
+//!   (standing by for another daemon's run, taking over a lapsed lease), the
+//!   attempts and the release (steps 1 to 4);
+//! - `attempt`: one attempt: its record in the run history, the ranker
+//!   in-process, its metrics.
+
+use std::sync::atomic::AtomicBool;
+use std::sync::Arc;
+use std::time::Duration;
+
+use chrono::{DateTime, Utc};
+use common::store::lease::Clock;
+use common::store::Store;
+use tokio_cron_scheduler::JobSchedulerError;
+use tokio_util::sync::CancellationToken;
+use tokio_util::task::TaskTracker;
+
+use crate::retry::RetryPolicy;
+use crate::schedule::Schedule;
+
+mod attempt;
+mod slot;
+mod ticker;
+
+pub use ranker::keeper::default_holder;
+pub use slot::SlotOutcome;
+
+/// Everything the daemon needs to know besides the store and the clock.
+#[derive(Debug, Clone)]
+pub struct DaemonSettings {
+    /// When to run.
+    pub schedule: Schedule,
+    /// The lease's name (its row in `ranker-lease`); daemons that must not run
+    /// at the same time share it.
+    pub lease_name: String,
+    /// How long the lease lasts without renewal; renewed every third of it.
+    pub lease_ttl: Duration,
+    /// This daemon's name in the lease and the history (`host:pid:random`).
+    pub holder: String,
+    /// How failed runs are retried.
+    pub retry: RetryPolicy,
+    /// The ranker's options; each run sets its own as-of time.
+    pub run_options: ranker::RunOptions,
+}
+
+/// How the daemon starts.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum StartMode {
+    /// Wait for the schedule.
+    Schedule,
+    /// Run once now, and keep the schedule.
+    RunNowThenSchedule,
+    /// Run once now and return.
+    Once,
+}
+
+/// What can stop the daemon itself (as opposed to failing one run).
+#[derive(Debug, thiserror::Error)]
+pub enum DaemonError {
+    /// HBase failed while taking the lease or reading the history.
+    #[error(transparent)]
+    Store(#[from] common::Error),
+    /// The scheduler could not be set up.
+    #[error("the scheduler failed: {0}")]
+    Scheduler(#[from] JobSchedulerError),
+}
+
+/// The ranking daemon; cheap to clone (clones share one state).
+#[derive(Debug, Clone)]
+pub struct Daemon {
+    inner: Arc<Inner>,
+}
+
+#[derive(Debug)]
+struct Inner {
+    store: Store,
+    settings: DaemonSettings,
+    clock: Arc<dyn Clock>,
+    running: AtomicBool,
+    shutdown: CancellationToken,
+    tracker: TaskTracker,
+}
+
+/// Renders ms since the epoch for logs and ids.
+fn utc(ms: i64) -> DateTime<Utc> {
+    DateTime::<Utc>::from_timestamp_millis(ms).unwrap_or_default()
+}
+
+impl Daemon {
+    /// A daemon over `store`, judging lease expiry by `clock`.
+    pub fn new(store: Store, settings: DaemonSettings, clock: Arc<dyn Clock>) -> Daemon {
+        Daemon {
+            inner: Arc::new(Inner {
+                store,
+                settings,
+                clock,
+                running: AtomicBool::new(false),
+                shutdown: CancellationToken::new(),
+                tracker: TaskTracker::new(),
+            }),
+        }
+    }
+
+    /// Cancel this token to shut down: the run in progress stops taking new
+    /// products, finishes those in flight and is recorded as interrupted; then
+    /// [`Daemon::serve`] returns.
+    pub fn shutdown_token(&self) -> CancellationToken {
+        self.inner.shutdown.clone()
+    }
+
+    /// The daemon's settings.
+    pub fn settings(&self) -> &DaemonSettings {
+        &self.inner.settings
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn the_holder_name_is_host_pid_and_a_random_part() {
+        let holder = default_holder();
+        let parts: Vec<&str> = holder.rsplitn(3, ':').collect();
+        assert_eq!(parts.len(), 3, "{holder}");
+        assert_eq!(parts[1], std::process::id().to_string());
+        assert_eq!(parts[0].len(), 8);
+        assert!(!parts[2].is_empty());
+        assert_ne!(default_holder(), holder, "two daemons in one process get different names");
+        assert!(holder.bytes().all(|byte| byte.is_ascii_graphic()));
+    }
+}
