@@ -201,7 +201,8 @@ impl Store {
 
     /// The bytes in `cf:q` of each of `keys` in `table` that has them, as
     /// stored, by row key; in one multi-get. For comparing rows with what a
-    /// writer meant to write (the demo loader's check of an earlier load).
+    /// writer means to write (a post's check for an existing review, the demo
+    /// loader's check of an earlier load).
     pub async fn stored_values(&self, table: &str, keys: Vec<Vec<u8>>) -> Result<HashMap<Vec<u8>, Vec<u8>>> {
         let table = table.to_owned();
         let rows = self
