@@ -17,6 +17,14 @@ export REVIEWS_THRIFT_ADDR="127.0.0.1:$HBASE_THRIFT_PORT"
 
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings
+# The services build without common's `test-support` feature (raw HBase access
+# for the integration tests), dev-dependencies included: query-api never writes.
+for service in query-api ranker cron; do
+    if cargo tree -p "$service" -e features --locked | grep -q test-support; then
+        echo "$service must not depend on common's test-support feature" >&2
+        exit 1
+    fi
+done
 # Build everything before HBase starts, so the two do not compete for the CPU.
 # The tests that spawn a binary have Cargo build it (`integration_tests::cargo_binary`
 # runs `cargo build --workspace --bin <name>`), which finds it up to date after this.

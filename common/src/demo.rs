@@ -33,7 +33,6 @@ use serde::Serialize;
 use tokio::task::JoinSet;
 
 use crate::error::Error;
-use crate::hbase::{Retry, COLUMN_VALUE};
 use crate::ids::{Id, InvalidId};
 use crate::keys::CommentKey;
 use crate::model::{Comment, Extra, Order, Product, Record, Seller, User};
@@ -747,14 +746,7 @@ enum Earlier {
 async fn read_rows(store: &Store, table: &str, keys: &[Vec<u8>]) -> Result<HashMap<Vec<u8>, Vec<u8>>, DemoError> {
     let mut found = HashMap::new();
     for chunk in keys.chunks(CHECK_CHUNK) {
-        let table = table.to_owned();
-        let chunk = chunk.to_vec();
-        let rows = store
-            .hbase()
-            .run(Retry::Idempotent, move |connection| connection.get_rows(&table, &chunk, &[COLUMN_VALUE.to_vec()]))
-            .await
-            .map_err(DemoError::Check)?;
-        found.extend(rows.into_iter().filter_map(|row| Some((row.key.clone(), row.value(COLUMN_VALUE)?.to_vec()))));
+        found.extend(store.stored_values(table, chunk.to_vec()).await.map_err(DemoError::Check)?);
     }
     Ok(found)
 }

@@ -13,6 +13,17 @@
 //!   exit statuses of every binary.
 //! - [`retry`] is the one backoff policy (capped, jittered) of every retry
 //!   loop; [`shutdown`] is how every binary hears SIGTERM and SIGINT.
+//!
+//! # Features
+//!
+//! - `test-support`: makes the raw HBase access public (`Store::hbase`,
+//!   `Hbase::run`, `hbase::Connection` with its test-only operations, `Row`,
+//!   `RowMutation`, `ScanSpec`, `Retry` and the column names), which is
+//!   otherwise `pub(crate)`. Only the integration tests enable it: they write
+//!   rows as the Java service wrote them, scan whole tables and drop their
+//!   tables. The services build without it, so outside this crate every read
+//!   and write goes through [`store`], and query-api's routes, which hold a
+//!   [`store::ReadStore`], have no write to call.
 
 pub mod config;
 pub mod cursor;

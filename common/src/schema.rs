@@ -39,6 +39,11 @@ pub async fn create_tables(hbase: &Hbase, tables: &Tables) -> Result<Vec<TableOu
         .await
 }
 
+/// The names of every table in HBase (any prefix), for an operator's report.
+pub async fn table_names(hbase: &Hbase) -> Result<Vec<String>> {
+    hbase.run(Retry::Idempotent, |connection| connection.table_names()).await
+}
+
 /// Drops every table of `tables` that exists. For tests, which each own a prefix.
 pub async fn drop_tables(hbase: &Hbase, tables: &Tables) -> Result<()> {
     let names: Vec<String> = tables.all().iter().map(|name| (*name).to_owned()).collect();

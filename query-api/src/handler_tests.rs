@@ -10,7 +10,7 @@ use axum::http::{header, HeaderMap, Method, Request, StatusCode};
 use axum::Router;
 use common::hbase::{Hbase, HbaseConfig};
 use common::model::{Order, User};
-use common::store::{NewComment, Store};
+use common::store::{NewComment, ReadStore, Store};
 use common::tables::Tables;
 use common::Id;
 use tower::ServiceExt;
@@ -29,7 +29,7 @@ fn offline_app(operation_timeout: Duration) -> Router {
         retries: 1,
         ..HbaseConfig::default()
     });
-    let store = Store::new(hbase, Tables::with_prefix("offline_").expect("prefix"));
+    let store = ReadStore::new(hbase, Tables::with_prefix("offline_").expect("prefix"));
     crate::app(AppState::new(store, Settings::default()))
 }
 
@@ -242,7 +242,7 @@ async fn responses_are_gzipped_when_asked() {
 #[tokio::test]
 async fn cors_allows_only_configured_origins() {
     let hbase = Hbase::new(HbaseConfig { address: CLOSED_ADDRESS.to_owned(), ..HbaseConfig::default() });
-    let store = Store::new(hbase, Tables::with_prefix("offline_").expect("prefix"));
+    let store = ReadStore::new(hbase, Tables::with_prefix("offline_").expect("prefix"));
     let settings = Settings { cors_origins: vec!["https://shop.example".to_owned()], ..Settings::default() };
     let app = crate::app(AppState::new(store, settings));
     let preflight = |origin: &str| {
@@ -340,6 +340,7 @@ async fn a_panicking_handler_answers_a_generic_500() {
 
 /// Fresh tables of this test's own in the real HBase, dropped by [`LiveTables::drop`].
 struct LiveTables {
+    hbase: Hbase,
     store: Store,
 }
 
@@ -354,11 +355,11 @@ impl LiveTables {
         if let Err(error) = common::schema::create_tables(&hbase, &tables).await {
             panic!("cannot create test tables ({error}); start HBase with `hbase/hbasectl start`");
         }
-        LiveTables { store: Store::new(hbase, tables) }
+        LiveTables { hbase: hbase.clone(), store: Store::new(hbase, tables) }
     }
 
     async fn drop(self) {
-        common::schema::drop_tables(self.store.hbase(), self.store.tables()).await.expect("drop test tables");
+        common::schema::drop_tables(&self.hbase, self.store.tables()).await.expect("drop test tables");
     }
 }
 
@@ -397,7 +398,7 @@ async fn pages_and_rankings_come_from_hbase() {
         )
         .await
         .expect("comments");
-    let app = crate::app(AppState::new(store.clone(), Settings::default()));
+    let app = crate::app(AppState::new(store.reader(), Settings::default()));
 
     // Two pages of two and a last page of one, newest first.
     let mut seen = Vec::new();
@@ -514,7 +515,7 @@ async fn comment_reads_carry_an_etag_and_a_matching_if_none_match_answers_304_wi
         .expect("slots");
 
     // The service reaches HBase through a relay the test can cut.
-    let gateway = live.store.hbase().config().address.clone();
+    let gateway = live.hbase.config().address.clone();
     let relay = Relay::start(gateway).await;
     let hbase = Hbase::new(HbaseConfig {
         address: relay.address.clone(),
@@ -523,7 +524,7 @@ async fn comment_reads_carry_an_etag_and_a_matching_if_none_match_answers_304_wi
         retries: 1,
         ..HbaseConfig::default()
     });
-    let store = Store::new(hbase, live.store.tables().clone());
+    let store = ReadStore::new(hbase, live.store.tables().clone());
     let settings = Settings { ranked_cache_ttl: Duration::from_secs(600), ..Settings::default() };
     let app = crate::app(AppState::new(store, settings));
 

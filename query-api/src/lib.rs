@@ -1,9 +1,10 @@
 //! `query-api`: the read-only HTTP service frontends call to show product reviews.
 //!
 //! It answers the routes of DESIGN.md §5 from the tables through
-//! [`common::store::Store`]: a product's and a user's comments newest first in
+//! [`common::store::ReadStore`]: a product's and a user's comments newest first in
 //! cursor pages, and a product's ranked comments (from a short-lived in-process
-//! cache, since they change only when the ranker runs). It never writes.
+//! cache, since they change only when the ranker runs). It never writes: the
+//! store it holds has no write methods.
 //!
 //! - [`server`] builds the router ([`app`]) with its middleware and serves it
 //!   with a bounded graceful shutdown ([`serve`]).

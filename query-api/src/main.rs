@@ -5,7 +5,7 @@ use std::process::ExitCode;
 use anyhow::Context;
 use common::exit::ExitStatus;
 use common::hbase::Hbase;
-use common::store::Store;
+use common::store::ReadStore;
 use query_api::{AppState, Args};
 
 /// glibc's malloc gives each busy thread an arena of its own and returns
@@ -40,7 +40,7 @@ async fn main() -> ExitCode {
 
 /// Serves until a shutdown signal; a graceful stop is a success (0), not an interruption.
 async fn serve(args: &Args, tables: common::tables::Tables) -> anyhow::Result<()> {
-    let store = Store::new(Hbase::new(args.hbase_config()), tables);
+    let store = ReadStore::new(Hbase::new(args.hbase_config()), tables);
     let state = AppState::new(store, args.settings());
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
@@ -60,7 +60,7 @@ async fn serve(args: &Args, tables: common::tables::Tables) -> anyhow::Result<()
         });
     }
     tracing::info!(%address, thrift = %args.hbase.thrift_addr, prefix = %args.hbase.table_prefix, "query-api listening");
-    if let Err(error) = state.store().hbase().check_ready().await {
+    if let Err(error) = state.store().check_ready().await {
         // Not fatal: the service answers 503 until HBase is back, and /readyz says so.
         tracing::warn!(%error, "HBase does not answer yet");
     }

@@ -354,7 +354,7 @@ pub async fn healthz() -> Json<Status> {
     responses((status = 200, body = Status), (status = 503, description = "HBase is unavailable (`unavailable`) or busy (`overloaded`); see Retry-After.", body = ErrorBody))
 )]
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<Status>, ApiError> {
-    state.store().hbase().check_ready().await?;
+    state.store().check_ready().await?;
     Ok(Json(Status { status: "ready".to_owned() }))
 }
 

@@ -4,7 +4,7 @@
 use std::sync::Arc;
 
 use common::keys::{self, CommentKey};
-use common::store::{SkipReason, Store};
+use common::store::{ReadStore, SkipReason};
 use common::Id;
 use metrics_exporter_prometheus::PrometheusHandle;
 use moka::future::Cache;
@@ -17,7 +17,7 @@ use crate::views::{RankedComment, Ranking};
 /// The state behind every route; cheap to clone (everything inside is shared).
 #[derive(Clone)]
 pub struct AppState {
-    store: Store,
+    store: ReadStore,
     settings: Arc<Settings>,
     ranked_cache: Option<Cache<Id, Arc<Ranking>>>,
     metrics: PrometheusHandle,
@@ -35,14 +35,15 @@ impl std::fmt::Debug for AppState {
 
 impl AppState {
     /// The state of a service reading `store` with `settings`. Installs the
-    /// process's Prometheus recorder on first use.
-    pub fn new(store: Store, settings: Settings) -> AppState {
+    /// process's Prometheus recorder on first use. The store is read-only by
+    /// type: nothing the routes reach can write.
+    pub fn new(store: ReadStore, settings: Settings) -> AppState {
         let ranked_cache = (!settings.ranked_cache_ttl.is_zero()).then(|| ranked_cache(&settings));
         AppState { store, settings: Arc::new(settings), ranked_cache, metrics: telemetry::prometheus_handle() }
     }
 
     /// The store the routes read.
-    pub fn store(&self) -> &Store {
+    pub fn store(&self) -> &ReadStore {
         &self.store
     }
 
@@ -94,7 +95,7 @@ pub fn ranked_cache(settings: &Settings) -> Cache<Id, Arc<Ranking>> {
 
 /// Reads `product`'s rank slots, then their comments in one multi-get; slots
 /// whose comment is gone (or belongs to another product) are left out.
-async fn load_ranking(store: &Store, product: Id) -> common::Result<Arc<Ranking>> {
+async fn load_ranking(store: &ReadStore, product: Id) -> common::Result<Arc<Ranking>> {
     let slots = store.rank_slots(&product).await?;
     if slots.is_empty() {
         return Ok(Arc::new(Ranking::new(Vec::new())));

@@ -12,9 +12,9 @@ use clap::{Args, Parser, Subcommand};
 use common::config::{init_tracing, HbaseArgs};
 use common::demo::{self, DemoError, DemoPlan, DemoSpec, LoadOptions, LoadReport, Phase, Progress, Ranked};
 use common::exit::ExitStatus;
-use common::hbase::{Hbase, Retry};
+use common::hbase::Hbase;
 use common::schema;
-use common::store::{IndexCheckOptions, MissingIndex};
+use common::store::{IndexCheckOptions, MissingIndex, Store};
 use indicatif::{HumanCount, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
 
@@ -261,8 +261,7 @@ async fn drop_schema(args: &HbaseArgs, production_confirmed: bool) -> anyhow::Re
     }
     let hbase = Hbase::new(args.hbase_config());
     let tables = args.tables()?;
-    let existing = hbase
-        .run(Retry::Idempotent, |connection| connection.table_names())
+    let existing = schema::table_names(&hbase)
         .await
         .with_context(|| format!("listing tables through the Thrift gateway at {}", args.thrift_addr))?;
     schema::drop_tables(&hbase, &tables).await.with_context(|| format!("dropping tables {}*", args.table_prefix))?;
@@ -297,14 +296,16 @@ async fn load_demo(args: &LoadArgs) -> anyhow::Result<()> {
             "more batches in flight than pooled connections: the extra batches wait for a connection"
         );
     }
-    let store = args.hbase.store()?;
+    let hbase = Hbase::new(args.hbase.hbase_config());
+    let tables = args.hbase.tables()?;
     // A fresh HBase has no tables yet; creating the missing ones lets one command set up a demo.
-    let outcomes = schema::create_tables(store.hbase(), store.tables())
+    let outcomes = schema::create_tables(&hbase, &tables)
         .await
         .with_context(|| format!("creating tables through the Thrift gateway at {}", args.hbase.thrift_addr))?;
     for outcome in outcomes.iter().filter(|outcome| outcome.created) {
         tracing::info!(table = %outcome.name, "created a missing table");
     }
+    let store = Store::new(hbase, tables);
     let mut progress = ProgressReporter::new();
     let report = demo::load(&store, &plan, &options, |update| progress.update(update))
         .await

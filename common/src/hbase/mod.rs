@@ -1,11 +1,19 @@
 //! The HBase storage layer: the only module that speaks Thrift.
 //!
-//! [`Hbase`] owns a bounded pool of [`Connection`]s to the Thrift1 gateway and
+//! [`Hbase`] owns a bounded pool of `Connection`s to the Thrift1 gateway and
 //! runs operations on them with retries for transient failures. The Thrift
-//! client is synchronous, so [`Hbase::run`] moves each whole operation (checkout,
+//! client is synchronous, so `Hbase::run` moves each whole operation (checkout,
 //! every round trip, return) onto tokio's blocking pool behind a semaphore sized
 //! to the pool, and bounds it with a deadline so a dead gateway costs callers a
-//! timeout, never a hang. Synchronous callers use [`Hbase::blocking`].
+//! timeout, never a hang.
+//!
+//! Outside `common` only the pool handle, its configuration and
+//! [`with_deadline`] are public: other crates read and write through
+//! [`crate::store`], so the services cannot issue a raw Thrift call, and
+//! query-api's routes, which hold a [`crate::store::ReadStore`], have no write
+//! to call. The integration tests, which write rows as the Java service wrote
+//! them and scan whole tables, get `Hbase::run`, the connection and its row
+//! types through the `test-support` feature.
 //!
 //! The deadline is the caller's: an operation's own `operation_timeout`, or an
 //! earlier deadline the caller set with [`with_deadline`] (query-api sets its
@@ -23,17 +31,22 @@ use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-pub use connection::{Column, Connection, ConnectionManager, Row, RowMutation, ScanSpec};
+use connection::ConnectionManager;
+#[cfg_attr(feature = "test-support", visibility::make(pub))]
+pub(crate) use connection::{Connection, Row, RowMutation, ScanSpec};
 
 use crate::error::{Error, Result};
 use crate::retry::Backoff;
 
 /// The column family of every table.
-pub const FAMILY: &str = "cf";
+#[cfg_attr(feature = "test-support", visibility::make(pub))]
+pub(crate) const FAMILY: &str = "cf";
 /// The column holding each row's value (a record's JSON, or an index row's comment key).
-pub const COLUMN_VALUE: &[u8] = b"cf:q";
+#[cfg_attr(feature = "test-support", visibility::make(pub))]
+pub(crate) const COLUMN_VALUE: &[u8] = b"cf:q";
 /// The column holding a rank slot's score (8-byte big-endian f64).
-pub const COLUMN_SCORE: &[u8] = b"cf:s";
+#[cfg_attr(feature = "test-support", visibility::make(pub))]
+pub(crate) const COLUMN_SCORE: &[u8] = b"cf:s";
 
 /// How to reach HBase and how patient to be with it.
 #[derive(Debug, Clone)]
@@ -80,7 +93,8 @@ impl Default for HbaseConfig {
 
 /// Whether an operation may run again after a failure whose effect is unknown.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub enum Retry {
+#[cfg_attr(feature = "test-support", visibility::make(pub))]
+pub(crate) enum Retry {
     /// Reads, puts of fixed values, deletes: running twice equals running once.
     Idempotent,
     /// Increments and compare-and-set: a lost reply may hide a success.
@@ -190,13 +204,7 @@ impl Hbase {
 
     /// Runs `operation` on a pooled connection on the current thread, retrying
     /// transient failures (for [`Retry::Idempotent`] operations) until the
-    /// operation deadline.
-    pub fn blocking<T>(&self, retry: Retry, operation: impl FnMut(&mut Connection) -> Result<T>) -> Result<T> {
-        let deadline = Instant::now() + self.inner.config.operation_timeout;
-        self.blocking_until(deadline, retry, &AtomicBool::new(false), operation)
-    }
-
-    /// [`Hbase::blocking`] with the caller's `deadline`; stops retrying once `abandoned` is set.
+    /// caller's `deadline`; stops retrying once `abandoned` is set.
     fn blocking_until<T>(
         &self,
         deadline: Instant,
@@ -248,7 +256,8 @@ impl Hbase {
     /// gets [`Error::Unavailable`] at once; the blocking work, bounded by socket
     /// timeouts, finishes in the background and its connection is dropped if
     /// broken. Work whose caller has gone before it started is never started.
-    pub async fn run<T, F>(&self, retry: Retry, operation: F) -> Result<T>
+    #[cfg_attr(feature = "test-support", visibility::make(pub))]
+    pub(crate) async fn run<T, F>(&self, retry: Retry, operation: F) -> Result<T>
     where
         T: Send + 'static,
         F: FnMut(&mut Connection) -> Result<T> + Send + 'static,

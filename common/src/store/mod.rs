@@ -1,5 +1,9 @@
 //! Typed access to the tables: records, index pages, rank slots, and the write path.
 //!
+//! [`Store`] reads and writes; the ranker and the admin tools hold one.
+//! [`ReadStore`] offers only the reads query-api serves, so the service cannot
+//! write even by mistake: it holds no value that has a write method.
+//!
 //! [`Store`] turns rows into models and models into rows, and is where the
 //! "survive what a real table holds" rules live: an index row with a key of the
 //! wrong layout, a value that is not a comment key, a comment that is gone or
@@ -10,6 +14,7 @@ mod index_check;
 pub mod lease;
 pub mod products;
 mod rank;
+mod read;
 pub mod runs;
 mod write;
 
@@ -18,6 +23,7 @@ use std::sync::Arc;
 
 pub use index_check::{IndexCheckOptions, IndexCheckReport, MissingIndex, MissingIndexRow};
 pub use rank::RankSlot;
+pub use read::ReadStore;
 pub use write::{NewComment, MAX_CONTENT_BYTES};
 
 use crate::error::{Error, Result};
@@ -152,8 +158,10 @@ impl Store {
         Store { hbase, tables: Arc::new(tables) }
     }
 
-    /// The pool this store uses.
-    pub fn hbase(&self) -> &Hbase {
+    /// The pool this store uses: raw access, for the store's own modules and,
+    /// with the `test-support` feature, the integration tests.
+    #[cfg_attr(feature = "test-support", visibility::make(pub))]
+    pub(crate) fn hbase(&self) -> &Hbase {
         &self.hbase
     }
 
@@ -191,15 +199,28 @@ impl Store {
         skip_row(&self.tables, table, reason, key, detail);
     }
 
-    /// The bytes in `cf:q` of one row, as stored.
-    async fn stored_value(&self, table: &str, key: Vec<u8>) -> Result<Option<Vec<u8>>> {
+    /// The bytes in `cf:q` of each of `keys` in `table` that has them, as
+    /// stored, by row key; in one multi-get. For comparing rows with what a
+    /// writer means to write (a post's check for an existing review, the demo
+    /// loader's check of an earlier load).
+    pub async fn stored_values(&self, table: &str, keys: Vec<Vec<u8>>) -> Result<HashMap<Vec<u8>, Vec<u8>>> {
         let table = table.to_owned();
-        let keys = vec![key];
         let rows = self
             .hbase
             .run(Retry::Idempotent, move |connection| connection.get_rows(&table, &keys, &[COLUMN_VALUE.to_vec()]))
             .await?;
-        Ok(rows.first().and_then(|row| row.value(COLUMN_VALUE)).map(<[u8]>::to_vec))
+        Ok(rows
+            .into_iter()
+            .filter_map(|row| {
+                let value = row.value(COLUMN_VALUE)?.to_vec();
+                Some((row.key, value))
+            })
+            .collect())
+    }
+
+    /// The bytes in `cf:q` of one row, as stored.
+    async fn stored_value(&self, table: &str, key: Vec<u8>) -> Result<Option<Vec<u8>>> {
+        Ok(self.stored_values(table, vec![key.clone()]).await?.remove(&key))
     }
 
     /// Reads comments by key in one multi-get. The result lines up with `keys`:

@@ -170,7 +170,7 @@ impl Store {
         let comments: Vec<Comment> = batch.into_iter().map(NewComment::into_comment).collect();
         let rows: HashMap<Vec<u8>, Vec<u8>> =
             comments.iter().map(|comment| (comment.row_key().as_bytes().to_vec(), comment.to_json())).collect();
-        for (key, stored) in self.existing_rows(&self.tables().comment, &comments).await? {
+        for (key, stored) in self.stored_values(&self.tables().comment, rows.keys().cloned().collect()).await? {
             if rows.get(&key) != Some(&stored) {
                 return Err(Error::Conflict(format!("a comment with key {} already exists", super::escape(&key))));
             }
@@ -223,23 +223,6 @@ impl Store {
             orders.insert(order.id, order);
         }
         Ok(orders)
-    }
-
-    /// The (key, stored value) of each of `comments`' rows that exists.
-    async fn existing_rows(&self, table: &str, comments: &[Comment]) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let table = table.to_owned();
-        let row_keys: Vec<Vec<u8>> = comments.iter().map(|comment| comment.row_key().as_bytes().to_vec()).collect();
-        let rows = self
-            .hbase()
-            .run(Retry::Idempotent, move |connection| connection.get_rows(&table, &row_keys, &[COLUMN_VALUE.to_vec()]))
-            .await?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|row| {
-                let value = row.value(COLUMN_VALUE)?.to_vec();
-                Some((row.key, value))
-            })
-            .collect())
     }
 
     /// Replaces a comment's text and marks it edited. Index keys stay as they

@@ -156,7 +156,7 @@ async fn main() -> anyhow::Result<()> {
     }
     std::fs::create_dir_all(&args.out_dir).with_context(|| format!("cannot create {}", args.out_dir.display()))?;
     let store = args.hbase.store().context("invalid HBase flags")?;
-    store.hbase().check_ready().await.context("HBase does not answer")?;
+    store.reader().check_ready().await.context("HBase does not answer")?;
 
     let products = list_products(&store, ProductIndex::Comments, args.products).await?;
     if products.is_empty() {

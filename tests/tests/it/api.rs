@@ -66,7 +66,7 @@ impl Service {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind port 0");
         let base = format!("http://{}", listener.local_addr().expect("address"));
         let (stop, stopped) = oneshot::channel::<()>();
-        let state = AppState::new(store, settings);
+        let state = AppState::new(store.reader(), settings);
         let task = tokio::spawn(query_api::serve(listener, state, async move {
             // A dropped sender (a test that ended early) also stops the service.
             let _ = stopped.await;

@@ -95,7 +95,7 @@ impl Service {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind port 0");
         let base = format!("http://{}", listener.local_addr().expect("address"));
         let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(query_api::serve(listener, AppState::new(store, settings), async move {
+        tokio::spawn(query_api::serve(listener, AppState::new(store.reader(), settings), async move {
             let _ = stopped.await;
         }));
         let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().expect("client");

@@ -63,7 +63,7 @@ impl Service {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind port 0");
         let address = listener.local_addr().expect("address");
         let (stop, stopped) = oneshot::channel::<()>();
-        let task = tokio::spawn(query_api::serve(listener, AppState::new(store, settings), async move {
+        let task = tokio::spawn(query_api::serve(listener, AppState::new(store.reader(), settings), async move {
             // A dropped sender (a test that failed early) stops the service too.
             let _ = stopped.await;
         }));

@@ -1,0 +1,101 @@
+//! [`ReadStore`]: the reads query-api serves, and nothing that writes.
+//!
+//! "query-api never writes" is kept by the type, not by convention: the
+//! service's state holds a `ReadStore`, which wraps a [`Store`] it never hands
+//! out, so a write cannot be called from the service even by mistake.
+
+use super::{IndexKind, IndexPage, RankSlot, SkipReason, Store};
+use crate::error::Result;
+use crate::hbase::Hbase;
+use crate::ids::Id;
+use crate::keys::CommentKey;
+use crate::model::Comment;
+use crate::tables::Tables;
+
+/// Read-only typed access to one set of tables; cheap to clone and share.
+///
+/// Each method is the [`Store`] method of the same name. A write does not
+/// compile, whatever features `common` is built with:
+///
+/// ```compile_fail
+/// # async fn write(store: common::store::ReadStore, user: common::model::User) {
+/// store.put_records(&[user]).await.unwrap();
+/// # }
+/// ```
+///
+/// nor does reaching for the store or the pool inside it:
+///
+/// ```compile_fail
+/// # fn pool(store: common::store::ReadStore) {
+/// let _ = store.store.hbase();
+/// # }
+/// ```
+///
+/// while the same write through a [`Store`] does:
+///
+/// ```no_run
+/// # async fn write(store: common::store::Store, user: common::model::User) {
+/// store.put_records(&[user]).await.unwrap();
+/// # }
+/// ```
+#[derive(Debug, Clone)]
+pub struct ReadStore {
+    store: Store,
+}
+
+impl ReadStore {
+    /// A read-only store over `tables` reached through `hbase`.
+    pub fn new(hbase: Hbase, tables: Tables) -> ReadStore {
+        ReadStore { store: Store::new(hbase, tables) }
+    }
+
+    /// The tables this store reads.
+    pub fn tables(&self) -> &Tables {
+        self.store.tables()
+    }
+
+    /// Whether HBase answers: lists the tables (which reaches the master) once,
+    /// without retries. Readiness of a service that reads these tables.
+    pub async fn check_ready(&self) -> Result<()> {
+        self.store.hbase().check_ready().await
+    }
+
+    /// A page of an index ([`Store::index_page`]).
+    pub async fn index_page(
+        &self,
+        kind: IndexKind,
+        prefix: Vec<u8>,
+        start: Option<Vec<u8>>,
+        limit: usize,
+    ) -> Result<IndexPage> {
+        self.store.index_page(kind, prefix, start, limit).await
+    }
+
+    /// The comments an index page lists ([`Store::comments_of`]).
+    pub async fn comments_of(&self, page: &IndexPage) -> Result<Vec<Comment>> {
+        self.store.comments_of(page).await
+    }
+
+    /// Comments by key in one multi-get ([`Store::get_comments`]).
+    pub async fn get_comments(&self, keys: &[CommentKey]) -> Result<Vec<Option<Comment>>> {
+        self.store.get_comments(keys).await
+    }
+
+    /// `product`'s rank slots, best first ([`Store::rank_slots`]).
+    pub async fn rank_slots(&self, product: &Id) -> Result<Vec<RankSlot>> {
+        self.store.rank_slots(product).await
+    }
+
+    /// Counts and logs a row the caller skipped ([`Store::count_skipped_row`]).
+    pub fn count_skipped_row(&self, table: &str, reason: SkipReason, key: &[u8], detail: &dyn std::fmt::Display) {
+        self.store.count_skipped_row(table, reason, key, detail);
+    }
+}
+
+impl Store {
+    /// A read-only handle on the same tables and pool, for code that must not
+    /// write (a query service built from a store that also seeds its tables).
+    pub fn reader(&self) -> ReadStore {
+        ReadStore { store: self.clone() }
+    }
+}
