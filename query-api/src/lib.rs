@@ -11,14 +11,17 @@
 //!   bodies at the edge; [`views`] is the JSON they answer; [`error`] is the
 //!   one error shape every failure answers with; [`etag`] tags comment reads
 //!   and answers 304 to a client that holds the answer.
-//! - [`state`] is what requests share; [`config`] the flags; [`telemetry`] the
-//!   metrics and request spans; [`openapi`] the generated document and `/docs`.
+//! - [`state`] is what requests share; [`ranked_cache`] the ranked-read cache
+//!   and the prepared rankings it holds; [`config`] the flags; [`telemetry`]
+//!   the metrics and request spans; [`openapi`] the generated document and
+//!   `/docs`.
 
 pub mod config;
 pub mod error;
 pub mod etag;
 pub mod extract;
 pub mod openapi;
+pub mod ranked_cache;
 pub mod routes;
 pub mod server;
 pub mod state;
