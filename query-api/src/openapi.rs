@@ -14,6 +14,7 @@ use utoipa_swagger_ui::{Config, SwaggerUi};
 
 use crate::error::{ErrorBody, ErrorDetail};
 use crate::routes;
+use crate::routes::seed::NextPageDocs;
 use crate::views::{CommentsPage, RankedComment, RankedPage, SeedComment, SeedCommentsPage, SeedPageRequest, Status};
 
 /// Where the OpenAPI document is served.
@@ -31,18 +32,18 @@ pub const DOCS_PATH: &str = "/docs";
                        The `seed` routes answer exactly as the original Java service did.",
     ),
     paths(
-        routes::v1_product_comments,
-        routes::v1_user_comments,
-        routes::v1_ranked_comments,
-        routes::seed_product_latest,
-        routes::seed_product_next,
-        routes::seed_user_latest,
-        routes::seed_user_next,
-        routes::seed_ranked,
-        routes::healthz,
-        routes::readyz,
-        routes::metrics,
+        routes::v1::v1_product_comments,
+        routes::v1::v1_user_comments,
+        routes::v1::v1_ranked_comments,
+        routes::seed::seed_product_latest,
+        routes::seed::seed_next,
+        routes::seed::seed_user_latest,
+        routes::seed::seed_ranked,
+        routes::ops::healthz,
+        routes::ops::readyz,
+        routes::ops::metrics,
     ),
+    modifiers(&NextPageDocs),
     components(schemas(
         Comment,
         SeedComment,
