@@ -86,37 +86,54 @@ pub struct Order {
 
 /// A review of one product on one order.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[cfg_attr(feature = "openapi", derive(utoipa::ToSchema))]
+#[cfg_attr(
+    feature = "openapi",
+    schema(
+        description = "A review as stored. Fields this version does not know (such as the seed's `rowKey`) are passed through."
+    )
+)]
 #[serde(rename_all = "camelCase")]
 pub struct Comment {
     /// The order the product was bought on.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, min_length = 10, max_length = 10, pattern = "^[ -.0-~]{10}$", examples("ORDER00001")))]
     pub order_id: Id,
     /// The reviewed product.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, min_length = 10, max_length = 10, pattern = "^[ -.0-~]{10}$", examples("PRODUCT001")))]
     pub product_id: Id,
     /// The author, who placed the order.
+    #[cfg_attr(feature = "openapi", schema(value_type = String, min_length = 10, max_length = 10, pattern = "^[ -.0-~]{10}$", examples("USER000001")))]
     pub user_id: Id,
     /// The review text; `None` where the Java service stored `"content": null`,
     /// which is served and rewritten as `null` (see [`Comment::text`]).
     #[serde(default)]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub content: Option<String>,
     /// When it was written, epoch milliseconds; also its position in both indexes.
     pub timestamp: i64,
     /// Whether the text changed after posting (Jackson's name for `isEdited`).
     #[serde(default, alias = "isEdited")]
+    #[cfg_attr(feature = "openapi", schema(required = true))]
     pub edited: bool,
     /// Star rating, 1 to 5, when the shop collects one.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub rating: Option<u8>,
     /// "Helpful" votes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub helpful: Option<u64>,
     /// "Not helpful" votes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub unhelpful: Option<u64>,
     /// How many photos are attached.
     #[serde(default, skip_serializing_if = "Option::is_none")]
+    #[cfg_attr(feature = "openapi", schema(nullable = false))]
     pub photos: Option<u32>,
     /// Fields this version does not know, such as the seed's `rowKey`.
     #[serde(flatten)]
+    #[cfg_attr(feature = "openapi", schema(value_type = std::collections::HashMap<String, serde_json::Value>))]
     pub extra: Extra,
 }
 

@@ -12,6 +12,7 @@ use axum::Json;
 use common::Id;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
+use utoipa::IntoParams;
 
 use crate::error::{ApiError, ErrorCode};
 
@@ -89,8 +90,13 @@ async fn path_id<S: Send + Sync>(parts: &mut Parts, state: &S, field: &'static s
 }
 
 /// The `{productId}` of a route, validated.
-#[derive(Debug, Clone, Copy)]
-pub struct ProductId(pub Id);
+#[derive(Debug, Clone, Copy, IntoParams)]
+#[into_params(names("productId"), parameter_in = Path)]
+pub struct ProductId(
+    /// Ten bytes of printable ASCII other than `/`, URL-encoded where needed (new ids are letters and digits).
+    #[param(value_type = String, example = "PRODUCT001")]
+    pub Id,
+);
 
 impl<S: Send + Sync> FromRequestParts<S> for ProductId {
     type Rejection = ApiError;
@@ -101,8 +107,13 @@ impl<S: Send + Sync> FromRequestParts<S> for ProductId {
 }
 
 /// The `{userId}` of a route, validated.
-#[derive(Debug, Clone, Copy)]
-pub struct UserId(pub Id);
+#[derive(Debug, Clone, Copy, IntoParams)]
+#[into_params(names("userId"), parameter_in = Path)]
+pub struct UserId(
+    /// Ten bytes of printable ASCII other than `/`, URL-encoded where needed (new ids are letters and digits).
+    #[param(value_type = String, example = "USER000001")]
+    pub Id,
+);
 
 impl<S: Send + Sync> FromRequestParts<S> for UserId {
     type Rejection = ApiError;
@@ -112,11 +123,16 @@ impl<S: Send + Sync> FromRequestParts<S> for UserId {
     }
 }
 
-/// The query parameters of a page request, as sent (validated by [`PageQuery`]).
-#[derive(Debug, Deserialize)]
-struct RawPageQuery {
-    limit: Option<String>,
-    cursor: Option<String>,
+/// The query parameters of a page request, as sent (validated by
+/// [`PageQuery`]); they document the page routes' parameters.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RawPageQuery {
+    /// Page size, 1 to 100 (default 20).
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 100)]
+    pub limit: Option<String>,
+    /// `nextCursor` of the previous page; absent for the first page.
+    pub cursor: Option<String>,
 }
 
 /// `?limit=&cursor=`, with the limit validated. The cursor stays text: only the
@@ -138,10 +154,14 @@ impl<S: Send + Sync> FromRequestParts<S> for PageQuery {
     }
 }
 
-/// The query parameters of a one-page read, as sent.
-#[derive(Debug, Deserialize)]
-struct RawLimitQuery {
-    limit: Option<String>,
+/// The query parameters of a one-page read, as sent (validated by
+/// [`LimitQuery`]); they document those routes' parameters.
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RawLimitQuery {
+    /// Page size, 1 to 100 (default 20); ranked reads return at most the 10 ranked comments.
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 100)]
+    pub limit: Option<String>,
 }
 
 /// `?limit=` alone, validated: for reads that have no further pages (ranked)

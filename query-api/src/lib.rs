@@ -8,18 +8,22 @@
 //!
 //! - [`server`] builds the router ([`app`]) with its middleware and serves it
 //!   with a bounded graceful shutdown ([`serve`]).
-//! - [`routes`] holds the handlers; [`extract`] validates ids, limits and
-//!   bodies at the edge; [`views`] is the JSON they answer; [`error`] is the
-//!   one error shape every failure answers with; [`etag`] tags comment reads
-//!   and answers 304 to a client that holds the answer.
-//! - [`state`] is what requests share; [`config`] the flags; [`telemetry`] the
-//!   metrics and request spans; [`openapi`] the generated document and `/docs`.
+//! - [`routes`] holds the handlers, by audience (`/v1`, seed, operations);
+//!   [`extract`] validates ids, limits and bodies at the edge; [`views`] is
+//!   the JSON they answer; [`error`] is the one error shape every failure
+//!   answers with; [`etag`] tags comment reads and answers 304 to a client
+//!   that holds the answer.
+//! - [`state`] is what requests share; [`ranked_cache`] the ranked-read cache
+//!   and the prepared rankings it holds; [`config`] the flags; [`telemetry`]
+//!   the metrics and request spans; [`openapi`] the generated document and
+//!   `/docs`.
 
 pub mod config;
 pub mod error;
 pub mod etag;
 pub mod extract;
 pub mod openapi;
+pub mod ranked_cache;
 pub mod routes;
 pub mod server;
 pub mod state;

@@ -7,7 +7,7 @@ use axum::extract::{DefaultBodyLimit, Request, State};
 use axum::http::{header, HeaderValue, Method};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
-use axum::routing::{get, post};
+use axum::routing::get;
 use axum::Router;
 use tokio::net::TcpListener;
 use tower::ServiceBuilder;
@@ -23,6 +23,7 @@ use crate::error::{ApiError, ErrorCode};
 use crate::etag;
 use crate::openapi::{self, ApiDoc};
 use crate::routes;
+use crate::routes::seed::SeedIndex;
 use crate::state::AppState;
 use crate::telemetry;
 
@@ -56,22 +57,22 @@ pub fn app(state: AppState) -> Router {
         .layer(CatchPanicLayer::custom(panic_response));
     // The comment reads answer conditional GETs (ETag, If-None-Match → 304).
     let comment_reads = Router::new()
-        .route("/v1/products/{productId}/comments", get(routes::v1_product_comments))
-        .route("/v1/users/{userId}/comments", get(routes::v1_user_comments))
-        .route("/v1/products/{productId}/comments/ranked", get(routes::v1_ranked_comments))
-        .route("/product/{productId}/comments/latest", get(routes::seed_product_latest))
-        .route("/user/{userId}/comments/latest", get(routes::seed_user_latest))
-        .route("/product/{productId}/comments/ranked", get(routes::seed_ranked))
+        .route("/v1/products/{productId}/comments", get(routes::v1::v1_product_comments))
+        .route("/v1/users/{userId}/comments", get(routes::v1::v1_user_comments))
+        .route("/v1/products/{productId}/comments/ranked", get(routes::v1::v1_ranked_comments))
+        .route("/product/{productId}/comments/latest", get(routes::seed::seed_product_latest))
+        .route("/user/{userId}/comments/latest", get(routes::seed::seed_user_latest))
+        .route("/product/{productId}/comments/ranked", get(routes::seed::seed_ranked))
         .route_layer(middleware::from_fn(etag::conditional_get));
     let mut router = Router::new().merge(comment_reads);
     if state.settings().metrics_on_main_listener {
-        router = router.route("/metrics", get(routes::metrics));
+        router = router.route("/metrics", get(routes::ops::metrics));
     }
     router
-        .route("/product/comments/get", post(routes::seed_product_next))
-        .route("/user/comments/get", post(routes::seed_user_next))
-        .route("/healthz", get(routes::healthz))
-        .route("/readyz", get(routes::readyz))
+        .route(SeedIndex::Product.next_page_path(), routes::seed::next_page_route(SeedIndex::Product))
+        .route(SeedIndex::User.next_page_path(), routes::seed::next_page_route(SeedIndex::User))
+        .route("/healthz", get(routes::ops::healthz))
+        .route("/readyz", get(routes::ops::readyz))
         .merge(openapi::docs(ApiDoc::openapi()))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
@@ -81,7 +82,7 @@ pub fn app(state: AppState) -> Router {
 
 /// The router of the separate metrics listener (`--metrics-listen`): `/metrics` only.
 pub fn metrics_app(state: AppState) -> Router {
-    Router::new().route("/metrics", get(routes::metrics)).fallback(routes::not_found).with_state(state)
+    Router::new().route("/metrics", get(routes::ops::metrics)).fallback(routes::not_found).with_state(state)
 }
 
 /// CORS for browser frontends: only the configured origins, `*` for any, none when empty.

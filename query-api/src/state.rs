@@ -11,8 +11,9 @@ use moka::future::Cache;
 
 use crate::config::Settings;
 use crate::error::ApiError;
+use crate::ranked_cache::{self, Ranking};
 use crate::telemetry;
-use crate::views::{RankedComment, Ranking};
+use crate::views::RankedComment;
 
 /// The state behind every route; cheap to clone (everything inside is shared).
 #[derive(Clone)]
@@ -38,7 +39,7 @@ impl AppState {
     /// process's Prometheus recorder on first use. The store is read-only by
     /// type: nothing the routes reach can write.
     pub fn new(store: ReadStore, settings: Settings) -> AppState {
-        let ranked_cache = (!settings.ranked_cache_ttl.is_zero()).then(|| ranked_cache(&settings));
+        let ranked_cache = (!settings.ranked_cache_ttl.is_zero()).then(|| ranked_cache::build(&settings));
         AppState { store, settings: Arc::new(settings), ranked_cache, metrics: telemetry::prometheus_handle() }
     }
 
@@ -79,18 +80,6 @@ impl AppState {
         metrics::counter!(telemetry::RANKED_CACHE_REQUESTS, "result" => result).increment(1);
         Ok(entry.into_value())
     }
-}
-
-/// The ranked-read cache: bounded by bytes (each ranking weighed by
-/// [`Ranking::weight_bytes`]), not by entries, because one ranking of ten
-/// 64 KiB comments weighs as much as two hundred typical ones.
-pub fn ranked_cache(settings: &Settings) -> Cache<Id, Arc<Ranking>> {
-    Cache::builder()
-        .name("ranked")
-        .weigher(|_product: &Id, ranking: &Arc<Ranking>| u32::try_from(ranking.weight_bytes()).unwrap_or(u32::MAX))
-        .max_capacity(settings.ranked_cache_max_bytes.max(1))
-        .time_to_live(settings.ranked_cache_ttl)
-        .build()
 }
 
 /// Reads `product`'s rank slots, then their comments in one multi-get; slots

@@ -5,29 +5,27 @@
 //! nothing and loses nothing. `/v1` pages carry an opaque `nextCursor`; the
 //! seed's routes carry `nextIndexKey` (standard base64, as Jackson writes
 //! `byte[]`) and, like the seed's Jackson output, each comment's `rowKey`.
+//! Each type derives its OpenAPI schema here, beside its serde shape (the
+//! comment's own comes from `common::model::Comment`, `openapi` feature).
 
-use axum::body::Bytes;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use common::model::Comment;
 use serde::Serialize;
 use utoipa::ToSchema;
 
-use crate::openapi::{CommentSchema, RankedCommentSchema, SeedCommentSchema};
-
 /// A page of comments, newest first (`/v1`).
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CommentsPage {
     /// The page's comments, newest first.
-    #[schema(value_type = Vec<CommentSchema>)]
     pub comments: Vec<Comment>,
     /// Pass as `cursor` to read the next page; `null` on the last page.
     pub next_cursor: Option<String>,
 }
 
 /// A comment with its place in the product's ranking (`/v1` ranked reads).
-#[derive(Debug, Clone, Serialize)]
+#[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct RankedComment {
     /// The comment as stored.
     #[serde(flatten)]
@@ -36,6 +34,7 @@ pub struct RankedComment {
     pub rank: u16,
     /// The score the ranker gave it, when the slot records one.
     #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     pub score: Option<f64>,
 }
 
@@ -44,93 +43,27 @@ pub struct RankedComment {
 #[serde(rename_all = "camelCase")]
 pub struct RankedPage<'a> {
     /// The ranked comments, rank 1 first; slots whose comment is gone are left out.
-    #[schema(value_type = Vec<RankedCommentSchema>)]
     pub comments: &'a [RankedComment],
     /// Always `null`: the ranking is one page.
     pub next_cursor: Option<String>,
 }
 
-/// A product's ranking as served: the ranked comments, and both routes' full
-/// answers rendered once when the ranking is loaded.
-///
-/// Rankings sit in the cache and are read far more often than they change, so
-/// a cache hit for the whole ranking (any `limit` of 10 or more) writes
-/// prepared bytes instead of serialising ten comments again.
-#[derive(Debug)]
-pub struct Ranking {
-    comments: Vec<RankedComment>,
-    v1_body: Option<Bytes>,
-    seed_body: Option<Bytes>,
-}
-
-impl Ranking {
-    /// A ranking of `comments`, best first.
-    pub fn new(comments: Vec<RankedComment>) -> Ranking {
-        // Rendering these plain structs cannot fail; if it ever did, each
-        // request would render (and report) on its own.
-        let v1_body = render(&RankedPage::of(&comments)).ok();
-        let seed_body = render(&SeedCommentsPage::of_ranked(&comments)).ok();
-        Ranking { comments, v1_body, seed_body }
-    }
-
-    /// The bytes this ranking holds, as the ranked-read cache weighs it: the
-    /// two rendered answers, the comments (weighed by their JSON in the `/v1`
-    /// answer, which spells out every string they hold), and a fixed overhead
-    /// for the structs and the cache's own entry.
-    pub fn weight_bytes(&self) -> u64 {
-        const ENTRY_OVERHEAD_BYTES: usize = 1024;
-        let rendered = |body: &Option<Bytes>| body.as_ref().map_or(0, Bytes::len);
-        let comments_json = match &self.v1_body {
-            Some(body) => body.len(),
-            // Never seen (rendering plain structs does not fail); weigh the worst case.
-            None => self.comments.len() * common::store::MAX_CONTENT_BYTES,
-        };
-        let structs = self.comments.len() * std::mem::size_of::<RankedComment>();
-        let total =
-            rendered(&self.v1_body) + rendered(&self.seed_body) + comments_json + structs + ENTRY_OVERHEAD_BYTES;
-        u64::try_from(total).unwrap_or(u64::MAX)
-    }
-
-    /// The ranked comments, best first.
-    pub fn comments(&self) -> &[RankedComment] {
-        &self.comments
-    }
-
-    /// The `/v1` answer showing the best `limit` comments.
-    pub fn v1_body(&self, limit: usize) -> Result<Bytes, serde_json::Error> {
-        match &self.v1_body {
-            Some(body) if limit >= self.comments.len() => Ok(body.clone()),
-            _ => render(&RankedPage::of(&self.comments[..limit.min(self.comments.len())])),
-        }
-    }
-
-    /// The seed's answer showing the best `limit` comments.
-    pub fn seed_body(&self, limit: usize) -> Result<Bytes, serde_json::Error> {
-        match &self.seed_body {
-            Some(body) if limit >= self.comments.len() => Ok(body.clone()),
-            _ => render(&SeedCommentsPage::of_ranked(&self.comments[..limit.min(self.comments.len())])),
-        }
-    }
-}
-
-fn render(value: &impl Serialize) -> Result<Bytes, serde_json::Error> {
-    serde_json::to_vec(value).map(Bytes::from)
-}
-
 impl<'a> RankedPage<'a> {
-    fn of(comments: &'a [RankedComment]) -> RankedPage<'a> {
+    /// The `/v1` answer showing `comments`.
+    pub fn of(comments: &'a [RankedComment]) -> RankedPage<'a> {
         RankedPage { comments, next_cursor: None }
     }
 }
 
 /// A comment as the seed's service answered it: the stored JSON plus `rowKey`.
-#[derive(Debug, Serialize)]
+#[derive(Debug, Serialize, ToSchema)]
 pub struct SeedComment<'a> {
     #[serde(flatten)]
     comment: &'a Comment,
     /// Base64 of the row key. Absent when the stored JSON already carries one
     /// (rows the seed wrote), so the key never appears twice.
     #[serde(rename = "rowKey", skip_serializing_if = "Option::is_none")]
+    #[schema(nullable = false)]
     row_key: Option<String>,
 }
 
@@ -147,7 +80,6 @@ impl<'a> SeedComment<'a> {
 #[serde(rename_all = "camelCase")]
 pub struct SeedCommentsPage<'a> {
     /// The page's comments.
-    #[schema(value_type = Vec<SeedCommentSchema>)]
     pub comments: Vec<SeedComment<'a>>,
     /// Standard base64 of the index key where the next page starts (send it as
     /// `startIndexKey`); `null` on the last page and for ranked reads.
@@ -165,7 +97,8 @@ impl<'a> SeedCommentsPage<'a> {
 }
 
 impl<'a> SeedCommentsPage<'a> {
-    fn of_ranked(ranked: &'a [RankedComment]) -> SeedCommentsPage<'a> {
+    /// The seed's answer showing `ranked` (without their rank and score).
+    pub fn of_ranked(ranked: &'a [RankedComment]) -> SeedCommentsPage<'a> {
         SeedCommentsPage::new(ranked.iter().map(|ranked| &ranked.comment), None)
     }
 }
@@ -226,30 +159,5 @@ mod tests {
         assert_eq!(shown["orderId"], "ORDER00001");
         let unscored = RankedComment { score: None, ..ranked };
         assert!(serde_json::to_value(&unscored).expect("json").get("score").is_none());
-    }
-
-    #[test]
-    fn prepared_ranking_bodies_equal_freshly_rendered_ones() {
-        let ranked: Vec<RankedComment> = (1..=3)
-            .map(|rank| RankedComment {
-                comment: comment(serde_json::json!({})),
-                rank,
-                score: Some(1.0 / f64::from(rank)),
-            })
-            .collect();
-        let ranking = Ranking::new(ranked.clone());
-        let parse = |bytes: Bytes| serde_json::from_slice::<serde_json::Value>(&bytes).expect("json");
-        let full = parse(ranking.v1_body(20).expect("v1"));
-        assert_eq!(full, serde_json::to_value(RankedPage::of(&ranked)).expect("json"));
-        assert_eq!(full["comments"].as_array().map(Vec::len), Some(3));
-        assert!(full["nextCursor"].is_null());
-        let two = parse(ranking.v1_body(2).expect("v1"));
-        assert_eq!(two["comments"].as_array().map(Vec::len), Some(2));
-        assert_eq!(two["comments"][1]["rank"], 2);
-        let seed = parse(ranking.seed_body(1).expect("seed"));
-        assert_eq!(seed["comments"].as_array().map(Vec::len), Some(1));
-        assert!(seed["comments"][0].get("rank").is_none());
-        assert!(seed["nextIndexKey"].is_null());
-        assert_eq!(parse(ranking.seed_body(100).expect("seed"))["comments"].as_array().map(Vec::len), Some(3));
     }
 }

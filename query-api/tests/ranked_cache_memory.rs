@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use common::model::{Comment, Record};
 use common::Id;
-use query_api::views::{RankedComment, Ranking};
+use query_api::ranked_cache::{self, Ranking};
+use query_api::views::RankedComment;
 use query_api::Settings;
 
 /// The allocator of the service (`query-api`'s main.rs), so freed memory
@@ -63,7 +64,7 @@ async fn a_cache_filled_far_past_its_bound_keeps_resident_memory_near_the_bound(
         ranked_cache_max_bytes: BOUND_BYTES,
         ..Settings::default()
     };
-    let cache = query_api::state::ranked_cache(&settings);
+    let cache = ranked_cache::build(&settings);
     let one = large_ranking(0).weight_bytes();
     assert!(one > 3 * 10 * COMMENT_BYTES as u64, "a ranking weighs its comments and both bodies: {one}");
 

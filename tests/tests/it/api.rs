@@ -2,7 +2,8 @@
 //! called over HTTP, as a frontend would. Pagination (including the seed's
 //! 18- and 23-byte index keys and comments arriving mid-walk), every 400, the
 //! 404/405 shape, ranked reads and their cache, 503 with HBase unreachable,
-//! recovery after a private gateway restarts, and graceful shutdown.
+//! recovery after a private gateway restarts, graceful shutdown, and
+//! conditional reads (ETag, 304 without HBase).
 
 use std::collections::HashSet;
 use std::sync::Arc;
@@ -12,10 +13,10 @@ use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use common::hbase::{Hbase, Retry, RowMutation, COLUMN_VALUE};
 use common::keys::{self, CommentKey};
-use common::model::{Comment, Extra, Order};
+use common::model::{Comment, Extra, Order, User};
 use common::store::{NewComment, Store};
 use common::Id;
-use integration_tests::{fresh_store, test_id, PrivateGateway};
+use integration_tests::{fresh_store, test_id, thrift_addr, FaultyProxy, PrivateGateway, ProxyMode};
 use query_api::{AppState, Args, Settings};
 use reqwest::StatusCode;
 use serde_json::{json, Value};
@@ -61,6 +62,19 @@ impl Answer {
     }
 }
 
+/// An HTTP answer with its body as received.
+struct BytesAnswer {
+    status: StatusCode,
+    headers: reqwest::header::HeaderMap,
+    body: Vec<u8>,
+}
+
+impl BytesAnswer {
+    fn text(&self) -> String {
+        String::from_utf8_lossy(&self.body).into_owned()
+    }
+}
+
 impl Service {
     async fn start(store: Store, settings: Settings) -> Service {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind port 0");
@@ -78,6 +92,20 @@ impl Service {
     async fn get(&self, path: &str) -> Answer {
         let response = self.client.get(format!("{}{path}", self.base)).send().await.expect("GET");
         answer(response).await
+    }
+
+    /// A GET whose answer is kept as bytes (a 304 has no body), sent with
+    /// `If-None-Match: tag` when one is given.
+    async fn get_bytes(&self, path: &str, if_none_match: Option<&str>) -> BytesAnswer {
+        let mut request = self.client.get(format!("{}{path}", self.base));
+        if let Some(tag) = if_none_match {
+            request = request.header(reqwest::header::IF_NONE_MATCH, tag);
+        }
+        let response = request.send().await.expect("GET");
+        let status = response.status();
+        let headers = response.headers().clone();
+        let body = response.bytes().await.expect("body").to_vec();
+        BytesAnswer { status, headers, body }
     }
 
     async fn post(&self, path: &str, body: &Value) -> Answer {
@@ -669,4 +697,143 @@ async fn shutdown_drains_requests_in_flight_up_to_the_deadline() {
     service.shut_down(Duration::from_secs(8)).await;
     assert!(started.elapsed() < Duration::from_millis(1_500), "serve took {:?} to return", started.elapsed());
     in_flight.abort();
+}
+
+#[tokio::test]
+async fn pages_and_rankings_come_from_hbase() {
+    let store = fresh_store("api_handlers").await;
+    let user = test_id("U", 1);
+    let product = test_id("P", 1);
+    store
+        .put_records(&[User { id: user, name: "Kim".into(), nickname: "k".into(), extra: Extra::new() }])
+        .await
+        .expect("user");
+    let orders: Vec<(Id, Id)> = (0..5).map(|n| (test_id("O", n), user)).collect();
+    put_orders(&store, &orders).await;
+    let posted = store
+        .post_comments(
+            (0..5)
+                .map(|n| {
+                    let timestamp_ms = 1_700_000_000_000 + i64::try_from(n).expect("small") * 1_000;
+                    new_comment(test_id("O", n), product, user, format!("review number {n}"), timestamp_ms)
+                })
+                .collect(),
+        )
+        .await
+        .expect("comments");
+    let service = Service::start(store.clone(), Settings::default()).await;
+
+    // Two pages of two and a last page of one, newest first.
+    let mut seen = Vec::new();
+    let mut path = format!("/v1/products/{product}/comments?limit=2");
+    loop {
+        let page = service.get(&path).await.body;
+        for comment in page["comments"].as_array().expect("comments") {
+            seen.push(comment["content"].as_str().expect("content").to_owned());
+        }
+        match page["nextCursor"].as_str() {
+            Some(cursor) => path = format!("/v1/products/{product}/comments?limit=2&cursor={cursor}"),
+            None => break,
+        }
+    }
+    let newest_first: Vec<String> = posted.iter().rev().map(|comment| comment.text().to_owned()).collect();
+    assert_eq!(seen, newest_first);
+
+    // Ranked: slot 2 names a comment that is then deleted, so it is skipped.
+    let ranked = [(posted[1].row_key(), 0.9), (posted[3].row_key(), 0.8), (posted[0].row_key(), 0.7)];
+    store.replace_rank_slots(&product, &ranked).await.expect("slots");
+    store.delete_comment(&posted[3].order_id, &product).await.expect("delete");
+    let answer = service.get(&format!("/v1/products/{product}/comments/ranked")).await;
+    assert_eq!(answer.status, StatusCode::OK);
+    assert_eq!(answer.headers["cache-control"], "public, max-age=10");
+    let shown: Vec<(u64, f64, String)> = answer.body["comments"]
+        .as_array()
+        .expect("comments")
+        .iter()
+        .map(|c| {
+            (
+                c["rank"].as_u64().expect("rank"),
+                c["score"].as_f64().expect("score"),
+                c["content"].as_str().expect("content").to_owned(),
+            )
+        })
+        .collect();
+    assert_eq!(shown, [(1, 0.9, posted[1].text().to_owned()), (3, 0.7, posted[0].text().to_owned())]);
+    assert!(answer.body["nextCursor"].is_null());
+
+    let seed = service.get(&format!("/product/{product}/comments/ranked?limit=1")).await.body;
+    assert_eq!(seed["comments"].as_array().expect("comments").len(), 1);
+    assert_eq!(seed["comments"][0]["content"], posted[1].text());
+    assert!(seed["nextIndexKey"].is_null());
+    service.shut_down(Duration::from_secs(15)).await;
+}
+
+#[tokio::test]
+async fn comment_reads_carry_an_etag_and_a_matching_if_none_match_answers_304_without_hbase() {
+    let store = fresh_store("api_etag").await;
+    let product = test_id("P", 7);
+    let user = test_id("U", 7);
+    let orders: Vec<(Id, Id)> = (0..3).map(|n| (test_id("E", n), user)).collect();
+    put_orders(&store, &orders).await;
+    let posted = store
+        .post_comments(
+            (0..3)
+                .map(|n| {
+                    let timestamp_ms = 1_700_000_000_000 + i64::try_from(n).expect("small");
+                    new_comment(test_id("E", n), product, user, format!("tagged review {n}"), timestamp_ms)
+                })
+                .collect(),
+        )
+        .await
+        .expect("comments");
+    store.replace_rank_slots(&product, &[(posted[2].row_key(), 0.9), (posted[0].row_key(), 0.5)]).await.expect("slots");
+
+    // The service reaches HBase through a proxy the test can silence.
+    let proxy = FaultyProxy::start(&thrift_addr()).await;
+    let settings = Settings { ranked_cache_ttl: Duration::from_secs(600), ..Settings::default() };
+    let service = Service::start(service_store(&proxy.address(), &store, &[]), settings).await;
+
+    let pages = [
+        format!("/v1/products/{product}/comments/ranked"),
+        format!("/product/{product}/comments/ranked"),
+        format!("/v1/products/{product}/comments?limit=2"),
+        format!("/v1/users/{user}/comments"),
+        format!("/product/{product}/comments/latest"),
+        format!("/user/{user}/comments/latest"),
+    ];
+    let mut tags = Vec::new();
+    for path in &pages {
+        let first = service.get_bytes(path, None).await;
+        assert_eq!(first.status, StatusCode::OK, "{path}: {}", first.text());
+        let tag = first
+            .headers
+            .get(reqwest::header::ETAG)
+            .unwrap_or_else(|| panic!("{path} has no ETag"))
+            .to_str()
+            .expect("ascii");
+        let again = service.get_bytes(path, None).await;
+        assert_eq!(again.headers[reqwest::header::ETAG], tag, "{path}: the same answer, the same tag");
+        let not_modified = service.get_bytes(path, Some(tag)).await;
+        assert_eq!(not_modified.status, StatusCode::NOT_MODIFIED, "{path}");
+        assert!(not_modified.body.is_empty(), "{path}: a 304 has no body");
+        assert_eq!(not_modified.headers[reqwest::header::ETAG], tag, "{path}");
+        let changed = service.get_bytes(path, Some("W/\"0123456789abcdef0123456789abcdef\"")).await;
+        assert_eq!(changed.status, StatusCode::OK, "{path}: another tag gets the answer");
+        assert_eq!(changed.body, first.body, "{path}");
+        tags.push(tag.to_owned());
+    }
+
+    let metrics = service.get_bytes("/metrics", None).await.text();
+    assert!(metrics.contains("reviews_api_ranked_cache_bytes"), "the cache's size is exported:\n{metrics}");
+
+    // With the gateway silent, cached rankings still answer 304, while a
+    // page read, which needs HBase, fails: the 304 did not touch HBase.
+    proxy.set_mode(ProxyMode::BlackHole);
+    for (path, tag) in pages[..2].iter().zip(&tags) {
+        let not_modified = service.get_bytes(path, Some(tag)).await;
+        assert_eq!(not_modified.status, StatusCode::NOT_MODIFIED, "{path} with HBase gone: {}", not_modified.text());
+    }
+    let page = service.get_bytes(&pages[2], Some(&tags[2])).await;
+    assert_eq!(page.status, StatusCode::SERVICE_UNAVAILABLE, "a page read needs HBase: {}", page.text());
+    service.shut_down(Duration::from_secs(15)).await;
 }

@@ -1,0 +1,129 @@
+//! The ranked-read cache and what it holds: each product's [`Ranking`], its
+//! two answers rendered once when it is loaded, weighed in bytes.
+//!
+//! [`crate::state::AppState::ranking`] fills it from the store; this module
+//! does no I/O.
+
+use axum::body::Bytes;
+use common::Id;
+use moka::future::Cache;
+use serde::Serialize;
+use std::sync::Arc;
+
+use crate::config::Settings;
+use crate::views::{RankedComment, RankedPage, SeedCommentsPage};
+
+/// The ranked-read cache: bounded by bytes (each ranking weighed by
+/// [`Ranking::weight_bytes`]), not by entries, because one ranking of ten
+/// 64 KiB comments weighs as much as two hundred typical ones.
+pub fn build(settings: &Settings) -> Cache<Id, Arc<Ranking>> {
+    Cache::builder()
+        .name("ranked")
+        .weigher(|_product: &Id, ranking: &Arc<Ranking>| u32::try_from(ranking.weight_bytes()).unwrap_or(u32::MAX))
+        .max_capacity(settings.ranked_cache_max_bytes.max(1))
+        .time_to_live(settings.ranked_cache_ttl)
+        .build()
+}
+
+/// A product's ranking as served: the ranked comments, and both routes' full
+/// answers rendered once when the ranking is loaded.
+///
+/// Rankings sit in the cache and are read far more often than they change, so
+/// a cache hit for the whole ranking (any `limit` of 10 or more) writes
+/// prepared bytes instead of serialising ten comments again.
+#[derive(Debug)]
+pub struct Ranking {
+    comments: Vec<RankedComment>,
+    v1_body: Option<Bytes>,
+    seed_body: Option<Bytes>,
+}
+
+impl Ranking {
+    /// A ranking of `comments`, best first.
+    pub fn new(comments: Vec<RankedComment>) -> Ranking {
+        // Rendering these plain structs cannot fail; if it ever did, each
+        // request would render (and report) on its own.
+        let v1_body = render(&RankedPage::of(&comments)).ok();
+        let seed_body = render(&SeedCommentsPage::of_ranked(&comments)).ok();
+        Ranking { comments, v1_body, seed_body }
+    }
+
+    /// The bytes this ranking holds, as the ranked-read cache weighs it: the
+    /// two rendered answers, the comments (weighed by their JSON in the `/v1`
+    /// answer, which spells out every string they hold), and a fixed overhead
+    /// for the structs and the cache's own entry.
+    pub fn weight_bytes(&self) -> u64 {
+        const ENTRY_OVERHEAD_BYTES: usize = 1024;
+        let rendered = |body: &Option<Bytes>| body.as_ref().map_or(0, Bytes::len);
+        let comments_json = match &self.v1_body {
+            Some(body) => body.len(),
+            // Never seen (rendering plain structs does not fail); weigh the worst case.
+            None => self.comments.len() * common::store::MAX_CONTENT_BYTES,
+        };
+        let structs = self.comments.len() * std::mem::size_of::<RankedComment>();
+        let total =
+            rendered(&self.v1_body) + rendered(&self.seed_body) + comments_json + structs + ENTRY_OVERHEAD_BYTES;
+        u64::try_from(total).unwrap_or(u64::MAX)
+    }
+
+    /// The ranked comments, best first.
+    pub fn comments(&self) -> &[RankedComment] {
+        &self.comments
+    }
+
+    /// The `/v1` answer showing the best `limit` comments.
+    pub fn v1_body(&self, limit: usize) -> Result<Bytes, serde_json::Error> {
+        match &self.v1_body {
+            Some(body) if limit >= self.comments.len() => Ok(body.clone()),
+            _ => render(&RankedPage::of(&self.comments[..limit.min(self.comments.len())])),
+        }
+    }
+
+    /// The seed's answer showing the best `limit` comments.
+    pub fn seed_body(&self, limit: usize) -> Result<Bytes, serde_json::Error> {
+        match &self.seed_body {
+            Some(body) if limit >= self.comments.len() => Ok(body.clone()),
+            _ => render(&SeedCommentsPage::of_ranked(&self.comments[..limit.min(self.comments.len())])),
+        }
+    }
+}
+
+fn render(value: &impl Serialize) -> Result<Bytes, serde_json::Error> {
+    serde_json::to_vec(value).map(Bytes::from)
+}
+
+#[cfg(test)]
+mod tests {
+    use common::model::Comment;
+
+    use super::*;
+
+    fn comment() -> Comment {
+        serde_json::from_value(serde_json::json!({
+            "orderId": "ORDER00001", "productId": "PRODUCT001", "userId": "USER000001",
+            "content": "fine", "timestamp": 1_700_000_000_000_i64, "edited": false
+        }))
+        .expect("comment")
+    }
+
+    #[test]
+    fn prepared_ranking_bodies_equal_freshly_rendered_ones() {
+        let ranked: Vec<RankedComment> = (1..=3)
+            .map(|rank| RankedComment { comment: comment(), rank, score: Some(1.0 / f64::from(rank)) })
+            .collect();
+        let ranking = Ranking::new(ranked.clone());
+        let parse = |bytes: Bytes| serde_json::from_slice::<serde_json::Value>(&bytes).expect("json");
+        let full = parse(ranking.v1_body(20).expect("v1"));
+        assert_eq!(full, serde_json::to_value(RankedPage::of(&ranked)).expect("json"));
+        assert_eq!(full["comments"].as_array().map(Vec::len), Some(3));
+        assert!(full["nextCursor"].is_null());
+        let two = parse(ranking.v1_body(2).expect("v1"));
+        assert_eq!(two["comments"].as_array().map(Vec::len), Some(2));
+        assert_eq!(two["comments"][1]["rank"], 2);
+        let seed = parse(ranking.seed_body(1).expect("seed"));
+        assert_eq!(seed["comments"].as_array().map(Vec::len), Some(1));
+        assert!(seed["comments"][0].get("rank").is_none());
+        assert!(seed["nextIndexKey"].is_null());
+        assert_eq!(parse(ranking.seed_body(100).expect("seed"))["comments"].as_array().map(Vec::len), Some(3));
+    }
+}
