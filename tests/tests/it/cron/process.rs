@@ -1,7 +1,7 @@
 //! The real `ranker-cron` process against the real HBase: killed with SIGKILL
 //! mid-run, stopped with SIGTERM mid-run, and refusing bad settings; and the
-//! exit codes, signals and logs of the other binaries. Every binary is built
-//! through Cargo by `integration_tests::cargo_binary`.
+//! exit codes, signals (a second one exits at once) and logs of the other
+//! binaries. Every binary is built through Cargo by `integration_tests::cargo_binary`.
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -14,7 +14,7 @@ use common::store::lease::{Clock, SystemClock};
 use common::store::runs::{RunRecord, RunStatus};
 use common::store::Store;
 use cron::{Daemon, DaemonSettings, RetryPolicy, Schedule, StartMode};
-use integration_tests::{cargo_binary, fresh_store, test_id, thrift_addr};
+use integration_tests::{cargo_binary, fresh_store, test_id, thrift_addr, FaultyProxy, ProxyMode};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
@@ -516,4 +516,49 @@ async fn the_ranker_exits_130_when_interrupted_and_1_when_it_fails() {
         .output()
         .expect("run the ranker");
     assert_eq!(failed.status.code(), Some(1), "{}", String::from_utf8_lossy(&failed.stderr));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_signal_exits_at_once_without_waiting_for_the_products_in_flight() {
+    let store = fresh_store("ranker_second_signal").await;
+    seed(&store).await;
+    // The ranker reaches HBase through a proxy the test can silence, so the
+    // product in flight at the first signal cannot finish soon.
+    let proxy = FaultyProxy::start(&thrift_addr()).await;
+    let log = std::env::temp_dir().join(format!("{}ranker.log", store.tables().prefix));
+    let mut child = Command::new(cargo_binary("ranker"))
+        .args(["run", "--concurrency", "1", "--thrift-addr", &proxy.address()])
+        .args(["--table-prefix", &store.tables().prefix])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("start the ranker");
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while store.rank_slots(&test_id("p", 0)).await.expect("slots").iter().any(|slot| slot.score == Some(OLD_SCORE)) {
+        assert!(Instant::now() < deadline, "the run never reached the first product");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    proxy.set_mode(ProxyMode::BlackHole);
+    let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+    kill(pid, Signal::SIGINT).expect("first SIGINT");
+    // The first signal asks for a graceful stop, which now waits on a silent gateway.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(child.try_wait().expect("poll").is_none(), "the graceful stop could not have finished yet");
+    let signalled = Instant::now();
+    kill(pid, Signal::SIGINT).expect("second SIGINT");
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("poll") {
+            break status;
+        }
+        assert!(signalled.elapsed() < Duration::from_secs(10), "the second signal did not end the ranker");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let text = std::fs::read_to_string(&log).expect("log");
+    assert_eq!(status.code(), Some(130), "{text}");
+    assert!(signalled.elapsed() < Duration::from_secs(5), "exited {:?} after the second signal", signalled.elapsed());
+    assert!(text.contains("stopping: finishing the products in flight"), "{text}");
+    assert!(text.contains("second signal: exiting now"), "{text}");
+    drop(std::fs::remove_file(log));
 }
