@@ -105,6 +105,16 @@ async fn wait_for_run(store: &Store, holder: &str, status: RunStatus, limit: Dur
     }
 }
 
+/// Waits until a run has written the first product's new slots: products are
+/// ranked in key order, so the run is then under way.
+async fn wait_until_under_way(store: &Store) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while store.rank_slots(&test_id("p", 0)).await.expect("slots").iter().any(|slot| slot.score == Some(OLD_SCORE)) {
+        assert!(Instant::now() < deadline, "the run never reached the first product");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     listener.local_addr().expect("address").port()
@@ -187,12 +197,7 @@ async fn sigterm_mid_run_finishes_products_in_flight_records_the_run_interrupted
         &["--once", "--lease-ttl-secs", "30", "--concurrency", "2", "--no-metrics"],
     );
     wait_for_run(&store, "stopped-daemon", RunStatus::Running, Duration::from_secs(30)).await;
-    // Products are ranked in key order: once the first has its new slots, the run is under way.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while store.rank_slots(&test_id("p", 0)).await.expect("slots").iter().any(|slot| slot.score == Some(OLD_SCORE)) {
-        assert!(Instant::now() < deadline, "the run never reached the first product");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_until_under_way(&store).await;
     process.signal(Signal::SIGTERM);
     let status = process.wait(Duration::from_secs(30));
     assert_eq!(status.code(), Some(130), "--once exits 130 for an interrupted run:\n{}", process.log_text());
@@ -497,12 +502,7 @@ async fn the_ranker_exits_130_when_interrupted_and_1_when_it_fails() {
         .stderr(Stdio::null())
         .spawn()
         .expect("start the ranker");
-    // Products are ranked in key order: once the first has its new slots, the run is under way.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while store.rank_slots(&test_id("p", 0)).await.expect("slots").iter().any(|slot| slot.score == Some(OLD_SCORE)) {
-        assert!(Instant::now() < deadline, "the run never reached the first product");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_until_under_way(&store).await;
     kill(Pid::from_raw(i32::try_from(child.id()).expect("pid")), Signal::SIGINT).expect("SIGINT");
     let status = child.wait().expect("wait");
     assert_eq!(status.code(), Some(130), "an interrupted run exits 130");
@@ -535,11 +535,7 @@ async fn a_second_signal_exits_at_once_without_waiting_for_the_products_in_fligh
         .stderr(std::fs::File::create(&log).expect("log file"))
         .spawn()
         .expect("start the ranker");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while store.rank_slots(&test_id("p", 0)).await.expect("slots").iter().any(|slot| slot.score == Some(OLD_SCORE)) {
-        assert!(Instant::now() < deadline, "the run never reached the first product");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_until_under_way(&store).await;
     proxy.set_mode(ProxyMode::BlackHole);
     let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid"));
     kill(pid, Signal::SIGINT).expect("first SIGINT");
