@@ -1,7 +1,7 @@
 //! The real `ranker-cron` process against the real HBase: killed with SIGKILL
 //! mid-run, stopped with SIGTERM mid-run, and refusing bad settings; and the
-//! exit codes, signals and logs of the other binaries. Every binary is built
-//! through Cargo by `integration_tests::cargo_binary`.
+//! exit codes, signals (a second one exits at once) and logs of the other
+//! binaries. Every binary is built through Cargo by `integration_tests::cargo_binary`.
 
 use std::io::{Read, Write};
 use std::path::PathBuf;
@@ -14,7 +14,7 @@ use common::store::lease::{Clock, SystemClock};
 use common::store::runs::{RunRecord, RunStatus};
 use common::store::Store;
 use cron::{Daemon, DaemonSettings, RetryPolicy, Schedule, StartMode};
-use integration_tests::{cargo_binary, fresh_store, test_id, thrift_addr};
+use integration_tests::{cargo_binary, fresh_store, test_id, thrift_addr, FaultyProxy, ProxyMode};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
@@ -105,6 +105,16 @@ async fn wait_for_run(store: &Store, holder: &str, status: RunStatus, limit: Dur
     }
 }
 
+/// Waits until a run has written the first product's new slots: products are
+/// ranked in key order, so the run is then under way.
+async fn wait_until_under_way(store: &Store) {
+    let deadline = Instant::now() + Duration::from_secs(30);
+    while store.rank_slots(&test_id("p", 0)).await.expect("slots").iter().any(|slot| slot.score == Some(OLD_SCORE)) {
+        assert!(Instant::now() < deadline, "the run never reached the first product");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+}
+
 fn free_port() -> u16 {
     let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
     listener.local_addr().expect("address").port()
@@ -187,12 +197,7 @@ async fn sigterm_mid_run_finishes_products_in_flight_records_the_run_interrupted
         &["--once", "--lease-ttl-secs", "30", "--concurrency", "2", "--no-metrics"],
     );
     wait_for_run(&store, "stopped-daemon", RunStatus::Running, Duration::from_secs(30)).await;
-    // Products are ranked in key order: once the first has its new slots, the run is under way.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while store.rank_slots(&test_id("p", 0)).await.expect("slots").iter().any(|slot| slot.score == Some(OLD_SCORE)) {
-        assert!(Instant::now() < deadline, "the run never reached the first product");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_until_under_way(&store).await;
     process.signal(Signal::SIGTERM);
     let status = process.wait(Duration::from_secs(30));
     assert_eq!(status.code(), Some(130), "--once exits 130 for an interrupted run:\n{}", process.log_text());
@@ -497,12 +502,7 @@ async fn the_ranker_exits_130_when_interrupted_and_1_when_it_fails() {
         .stderr(Stdio::null())
         .spawn()
         .expect("start the ranker");
-    // Products are ranked in key order: once the first has its new slots, the run is under way.
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while store.rank_slots(&test_id("p", 0)).await.expect("slots").iter().any(|slot| slot.score == Some(OLD_SCORE)) {
-        assert!(Instant::now() < deadline, "the run never reached the first product");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_until_under_way(&store).await;
     kill(Pid::from_raw(i32::try_from(child.id()).expect("pid")), Signal::SIGINT).expect("SIGINT");
     let status = child.wait().expect("wait");
     assert_eq!(status.code(), Some(130), "an interrupted run exits 130");
@@ -516,4 +516,45 @@ async fn the_ranker_exits_130_when_interrupted_and_1_when_it_fails() {
         .output()
         .expect("run the ranker");
     assert_eq!(failed.status.code(), Some(1), "{}", String::from_utf8_lossy(&failed.stderr));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_second_signal_exits_at_once_without_waiting_for_the_products_in_flight() {
+    let store = fresh_store("ranker_second_signal").await;
+    seed(&store).await;
+    // The ranker reaches HBase through a proxy the test can silence, so the
+    // product in flight at the first signal cannot finish soon.
+    let proxy = FaultyProxy::start(&thrift_addr()).await;
+    let log = std::env::temp_dir().join(format!("{}ranker.log", store.tables().prefix));
+    let mut child = Command::new(cargo_binary("ranker"))
+        .args(["run", "--concurrency", "1", "--thrift-addr", &proxy.address()])
+        .args(["--table-prefix", &store.tables().prefix])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(std::fs::File::create(&log).expect("log file"))
+        .spawn()
+        .expect("start the ranker");
+    wait_until_under_way(&store).await;
+    proxy.set_mode(ProxyMode::BlackHole);
+    let pid = Pid::from_raw(i32::try_from(child.id()).expect("pid"));
+    kill(pid, Signal::SIGINT).expect("first SIGINT");
+    // The first signal asks for a graceful stop, which now waits on a silent gateway.
+    tokio::time::sleep(Duration::from_millis(500)).await;
+    assert!(child.try_wait().expect("poll").is_none(), "the graceful stop could not have finished yet");
+    let signalled = Instant::now();
+    kill(pid, Signal::SIGINT).expect("second SIGINT");
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("poll") {
+            break status;
+        }
+        assert!(signalled.elapsed() < Duration::from_secs(10), "the second signal did not end the ranker");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    };
+    let text = std::fs::read_to_string(&log).expect("log");
+    assert_eq!(status.code(), Some(130), "{text}");
+    assert!(signalled.elapsed() < Duration::from_secs(5), "exited {:?} after the second signal", signalled.elapsed());
+    assert!(text.contains("stopping: finishing the products in flight"), "{text}");
+    assert!(text.contains("second signal: exiting now"), "{text}");
+    drop(std::fs::remove_file(log));
 }
