@@ -38,8 +38,8 @@ BIN=target/release
 mkdir -p "$OUT"
 
 hbase/hbasectl start
-cargo build --release --locked -p common --bin reviews-admin -p ranker --bin ranker \
-  -p query-api --bin query-api -p integration-tests --bin soak
+cargo build --release --locked -p admin --bin reviews-admin -p ranker --bin ranker \
+  -p query-api --bin query-api -p bench --bin soak
 hbase_flags=(--thrift-addr "$THRIFT_ADDR" --table-prefix bench_)
 
 # The data set: bench/load.sh writes it once; a bench-read over it says whether it is there.

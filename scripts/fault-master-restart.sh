@@ -37,8 +37,8 @@ OUT_DIR="$HBASE_RUN_DIR/report"
 mkdir -p "$OUT_DIR"
 now_ms() { date +%s%3N; }
 
-cargo build --release --locked -p common --bin reviews-admin -p ranker --bin ranker \
-  -p query-api --bin query-api -p integration-tests --bin soak
+cargo build --release --locked -p admin --bin reviews-admin -p ranker --bin ranker \
+  -p query-api --bin query-api -p bench --bin soak
 
 api_pid=""
 soak_pid=""

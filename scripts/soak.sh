@@ -3,7 +3,7 @@
 # data under its own table prefix, ranks it, starts the release `query-api`
 # against it, and holds it at a fixed rate of mixed routes (v1 and seed pages,
 # next pages from real cursors, user timelines, ranked reads) for ten minutes.
-# `soak` (tests/src/bin/soak.rs) prints, per minute, the requests, status
+# `soak` (bench/src/bin/soak.rs) prints, per minute, the requests, status
 # classes, p50/p99/max latency and the service's RSS, and fails on any 5xx, any
 # request without an answer, a rate it could not hold, or an RSS at the end
 # more than 10 % away from the RSS after the first minute.
@@ -34,8 +34,8 @@ OUT_DIR="${SOAK_OUT_DIR:-target/soak}"
 BIN=target/release
 mkdir -p "$OUT_DIR"
 
-cargo build --release --locked -p common --bin reviews-admin -p ranker --bin ranker \
-  -p query-api --bin query-api -p integration-tests --bin soak
+cargo build --release --locked -p admin --bin reviews-admin -p ranker --bin ranker \
+  -p query-api --bin query-api -p bench --bin soak
 
 hbase_flags=(--thrift-addr "$THRIFT_ADDR" --table-prefix "$PREFIX")
 echo "soak: loading the demo data under prefix $PREFIX (skipped when already loaded)"

@@ -7,7 +7,7 @@
 //! - [`hbase`] is the storage layer over HBase's Thrift1 gateway (pool, retries,
 //!   async bridge); no other crate sees Thrift.
 //! - [`store`] maps tables to models, skips rows that do not decode, and holds
-//!   the write path; [`schema`] creates the tables; [`demo`] generates data.
+//!   the write path; [`schema`] creates the tables.
 //! - [`config`] holds the flags and logging setup every binary shares;
 //!   [`telemetry`] the shared metric names and exporter settings; [`exit`] the
 //!   exit statuses of every binary.
@@ -27,7 +27,6 @@
 
 pub mod config;
 pub mod cursor;
-pub mod demo;
 pub mod error;
 pub mod exit;
 pub mod hbase;

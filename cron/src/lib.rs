@@ -11,7 +11,7 @@
 //! - `ranker::keeper` renews the lease during a run and stops the run if it is
 //!   lost (it lives in the ranker, whose manual full runs take the same lease).
 //! - [`metrics`] is what Prometheus scrapes; [`config`] is the command line.
-//!   (`common::store::runs::format_runs_table` prints the history for `ranker runs`.)
+//!   (`ranker::console::format_runs_table` prints the history for `ranker runs`.)
 
 pub mod config;
 pub mod daemon;

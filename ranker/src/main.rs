@@ -403,7 +403,7 @@ async fn explain(args: &ExplainArgs) -> Result<ExitCode> {
 async fn runs(args: &RunsArgs) -> Result<ExitCode> {
     let store = args.hbase.store().context("configuring HBase access")?;
     let runs = store.recent_runs(args.limit).await.context("reading the run history")?;
-    print!("{}", common::store::runs::format_runs_table(&runs));
+    print!("{}", console::format_runs_table(&runs));
     Ok(ExitCode::SUCCESS)
 }
 

@@ -13,10 +13,11 @@ use common::hbase::{Retry, RowMutation, COLUMN_VALUE};
 use common::keys;
 use common::model::Order;
 use common::store::lease::{Clock, LeaseRequest, ReleaseOutcome, RenewOutcome, SystemClock, TakeOutcome};
-use common::store::runs::{format_runs_table, RunRecord, RunStatus};
+use common::store::runs::{RunRecord, RunStatus};
 use common::store::{NewComment, Store};
 use cron::{Daemon, DaemonSettings, RetryPolicy, Schedule, SlotOutcome, StartMode};
 use integration_tests::{fresh_store, test_id};
+use ranker::console::format_runs_table;
 
 /// A clock the test moves by hand, so lease expiry needs no waiting.
 #[derive(Debug)]

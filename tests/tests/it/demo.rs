@@ -7,7 +7,7 @@
 
 use std::collections::HashMap;
 
-use common::demo::{self, DemoError, DemoPlan, DemoSpec, LoadOptions, LoadReport, Phase, Progress};
+use admin::demo::{self, DemoError, DemoPlan, DemoSpec, LoadOptions, LoadReport, Phase, Progress};
 use common::hbase::{Hbase, Retry, Row, ScanSpec};
 use common::model::{Comment, Order, Product, Record, Seller, User};
 use common::schema;

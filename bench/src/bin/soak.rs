@@ -19,17 +19,16 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
+use admin::demo;
 use anyhow::{bail, Context};
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
+use bench::load::{closed_loop, http_client, Latency};
 use clap::Parser;
-use hdrhistogram::Histogram;
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use serde_json::json;
 
-/// The slowest latency tracked, in microseconds (one minute).
-const MAX_TRACKED_MICROS: u64 = 60_000_000;
 /// Cursors kept for next-page requests.
 const CURSOR_POOL: usize = 1_024;
 
@@ -153,9 +152,8 @@ impl Workload {
         // A third of the reads go to the three hottest products, as on a shop's front page.
         let product_number =
             if random.random_bool(0.3) { random.random_range(1..=3) } else { random.random_range(1..=self.products) };
-        let product =
-            common::demo::product_id(product_number).unwrap_or_else(|_| common::demo::product_id(1).expect("id"));
-        let user = common::demo::user_id(random.random_range(1..=self.users)).unwrap_or(product);
+        let product = demo::product_id(product_number).unwrap_or_else(|_| demo::product_id(1).expect("id"));
+        let user = demo::user_id(random.random_range(1..=self.users)).unwrap_or(product);
         (route, product, user)
     }
 
@@ -225,7 +223,7 @@ impl Workload {
 
 /// Counts of one window.
 struct Window {
-    latency_micros: Histogram<u64>,
+    latency: Latency,
     ok: u64,
     client_errors: u64,
     server_errors: u64,
@@ -235,30 +233,17 @@ struct Window {
 
 impl Window {
     fn new() -> anyhow::Result<Window> {
-        Ok(Window {
-            latency_micros: Histogram::new_with_bounds(1, MAX_TRACKED_MICROS, 3).context("histogram bounds")?,
-            ok: 0,
-            client_errors: 0,
-            server_errors: 0,
-            no_answer: 0,
-            shed: 0,
-        })
+        Ok(Window { latency: Latency::new()?, ok: 0, client_errors: 0, server_errors: 0, no_answer: 0, shed: 0 })
     }
 
     fn record(&mut self, outcome: &Outcome, latency: Duration) {
-        let micros = u64::try_from(latency.as_micros()).unwrap_or(u64::MAX).clamp(1, MAX_TRACKED_MICROS);
-        // Clamped into the histogram's range above, so recording cannot fail.
-        let _ = self.latency_micros.record(micros);
+        self.latency.record(latency);
         match outcome {
             Outcome::Status(status) if *status < 400 => self.ok += 1,
             Outcome::Status(status) if *status < 500 => self.client_errors += 1,
             Outcome::Status(_) => self.server_errors += 1,
             Outcome::NoAnswer => self.no_answer += 1,
         }
-    }
-
-    fn millis(&self, quantile: f64) -> f64 {
-        self.latency_micros.value_at_quantile(quantile) as f64 / 1_000.0
     }
 }
 
@@ -271,29 +256,17 @@ fn rss_kib(pid: u32) -> Option<u64> {
 
 /// Closed-loop throughput of the mix with `connections` loops for `seconds`.
 async fn calibrate(workload: &Arc<Workload>, connections: usize, seconds: u64, seed: u64) -> anyhow::Result<f64> {
-    let deadline = Instant::now() + Duration::from_secs(seconds);
-    let done = Arc::new(AtomicUsize::new(0));
-    let failed = Arc::new(AtomicUsize::new(0));
-    let mut loops = tokio::task::JoinSet::new();
-    for connection in 0..connections {
-        let (workload, done, failed) = (Arc::clone(workload), Arc::clone(&done), Arc::clone(&failed));
-        loops.spawn(async move {
-            let mut random = StdRng::seed_from_u64(seed ^ connection as u64);
-            while Instant::now() < deadline {
-                let (route, product, user) = workload.pick(&mut random);
-                match workload.send(route, product, user).await {
-                    Outcome::Status(status) if status < 500 => done.fetch_add(1, Ordering::Relaxed),
-                    _ => failed.fetch_add(1, Ordering::Relaxed),
-                };
-            }
-        });
+    let workload = Arc::clone(workload);
+    let measured = closed_loop(connections, Duration::from_secs(seconds), seed, move |random| {
+        let (route, product, user) = workload.pick(random);
+        let workload = Arc::clone(&workload);
+        async move { matches!(workload.send(route, product, user).await, Outcome::Status(status) if status < 500) }
+    })
+    .await?;
+    if measured.failed > 0 {
+        bail!("{} requests failed (5xx or no answer) while measuring the sustainable rate", measured.failed);
     }
-    while loops.join_next().await.is_some() {}
-    let failed = failed.load(Ordering::Relaxed);
-    if failed > 0 {
-        bail!("{failed} requests failed (5xx or no answer) while measuring the sustainable rate");
-    }
-    Ok(done.load(Ordering::Relaxed) as f64 / seconds as f64)
+    Ok(measured.succeeded as f64 / seconds as f64)
 }
 
 #[tokio::main]
@@ -302,11 +275,7 @@ async fn main() -> anyhow::Result<()> {
     if args.window_secs == 0 || args.duration_secs < args.window_secs {
         bail!("--duration-secs must be at least one --window-secs (and windows longer than 0 s)");
     }
-    let client = reqwest::Client::builder()
-        .timeout(Duration::from_secs(30))
-        .pool_max_idle_per_host(args.max_in_flight)
-        .build()
-        .context("building the HTTP client")?;
+    let client = http_client(args.max_in_flight)?;
     let workload = Arc::new(Workload {
         client,
         base: args.base.trim_end_matches('/').to_owned(),
@@ -408,7 +377,8 @@ async fn main() -> anyhow::Result<()> {
                 first_window_rss = rss;
             }
             last_rss = rss;
-            let requests = window.latency_micros.len();
+            let requests = window.latency.count();
+            let latency = window.latency.summary();
             println!(
                 "{:>6}  {:>7}  {requests:>8}  {:>5.0}  {:>8}  {:>4}  {:>3}  {:>9}  {:>4}  {:>7.1}  {:>7.1}  {:>7.1}  {:>8}",
                 reported + 1,
@@ -419,9 +389,9 @@ async fn main() -> anyhow::Result<()> {
                 window.server_errors,
                 window.no_answer,
                 window.shed,
-                window.millis(0.5),
-                window.millis(0.99),
-                window.latency_micros.max() as f64 / 1_000.0,
+                latency.p50,
+                latency.p99,
+                latency.max,
                 rss.map_or_else(|| "-".to_owned(), |kib| format!("{:.1}", kib as f64 / 1024.0)),
             );
             if let Some(out) = windows_json.as_mut() {
@@ -435,14 +405,14 @@ async fn main() -> anyhow::Result<()> {
                     "server_errors": window.server_errors,
                     "no_answer": window.no_answer,
                     "shed": window.shed,
-                    "p50_ms": window.millis(0.5),
-                    "p99_ms": window.millis(0.99),
-                    "max_ms": window.latency_micros.max() as f64 / 1_000.0,
+                    "p50_ms": latency.p50,
+                    "p99_ms": latency.p99,
+                    "max_ms": latency.max,
                     "rss_kib": rss,
                 });
                 writeln!(out, "{line}").and_then(|()| out.flush()).context("writing the windows JSON")?;
             }
-            totals.latency_micros.add(&window.latency_micros).context("merging histograms")?;
+            totals.latency.merge(&window.latency)?;
             totals.ok += window.ok;
             totals.client_errors += window.client_errors;
             totals.server_errors += window.server_errors;
@@ -453,7 +423,8 @@ async fn main() -> anyhow::Result<()> {
     }
 
     let elapsed = started.elapsed().as_secs_f64();
-    let answered = totals.latency_micros.len();
+    let answered = totals.latency.count();
+    let latency = totals.latency.summary();
     println!(
         "total: {answered} answered of {sent} due in {elapsed:.0} s ({:.0} req/s held, target {rate:.0}); 2xx/3xx {}, 4xx {}, \
          5xx {}, no answer {}, shed {}; p50 {:.1} ms, p99 {:.1} ms, p99.9 {:.1} ms, max {:.1} ms",
@@ -463,10 +434,10 @@ async fn main() -> anyhow::Result<()> {
         totals.server_errors,
         totals.no_answer,
         totals.shed,
-        totals.millis(0.5),
-        totals.millis(0.99),
-        totals.millis(0.999),
-        totals.latency_micros.max() as f64 / 1_000.0,
+        latency.p50,
+        latency.p99,
+        latency.p999,
+        latency.max,
     );
     let mut problems = Vec::new();
     if totals.server_errors > 0 || totals.no_answer > 0 {

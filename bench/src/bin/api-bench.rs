@@ -13,8 +13,9 @@
 //! services itself (the `query-api` binary beside this one, on loopback ports)
 //! with the same HBase flags it was given, so both sides get the same pool size.
 //! Each scenario warms up, then runs for a fixed time; every request loop is
-//! bounded in time and count. It prints a table, and writes `summary.csv` and
-//! `latency.csv` (percentile curves) for `query-api/bench/plot.py`.
+//! bounded in time and count (the closed loop of `bench::load`). It prints a
+//! table, and writes `summary.csv` and `latency.csv` (percentile curves) for
+//! `query-api/bench/plot.py`.
 
 use std::fs::File;
 use std::io::Write;
@@ -25,21 +26,16 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use anyhow::{bail, Context};
+use bench::load::{closed_loop, http_client, ClosedLoopOutcome};
 use clap::Parser;
 use common::config::HbaseArgs;
 use common::store::products::ProductIndex;
 use common::store::Store;
 use common::Id;
-use hdrhistogram::Histogram;
-use rand::rngs::StdRng;
-use rand::{Rng, SeedableRng};
+use rand::Rng;
 
 /// The page size of the measured reads, as the issue specifies.
 const PAGE_SIZE: usize = 20;
-/// A safety cap on the requests of one scenario, whatever its duration.
-const MAX_REQUESTS_PER_SCENARIO: u64 = 50_000_000;
-/// The slowest latency the histograms track, in microseconds (one minute).
-const MAX_TRACKED_MICROS: u64 = 60_000_000;
 
 /// Flags of the benchmark.
 #[derive(Debug, Parser)]
@@ -109,20 +105,7 @@ impl Scenario {
 /// What one scenario measured.
 struct Outcome {
     scenario: Scenario,
-    requests: u64,
-    errors: u64,
-    elapsed: Duration,
-    latency_micros: Histogram<u64>,
-}
-
-impl Outcome {
-    fn throughput(&self) -> f64 {
-        self.requests as f64 / self.elapsed.as_secs_f64()
-    }
-
-    fn millis_at(&self, quantile: f64) -> f64 {
-        self.latency_micros.value_at_quantile(quantile) as f64 / 1_000.0
-    }
+    measured: ClosedLoopOutcome,
 }
 
 /// A `query-api` child process, killed when dropped.
@@ -187,11 +170,7 @@ async fn main() -> anyhow::Result<()> {
     let cached = if needs_cached { Some(start_service(&args, "cached", whole_run_ms).await?) } else { None };
     let uncached = if needs_uncached { Some(start_service(&args, "uncached", 0).await?) } else { None };
 
-    let client = reqwest::Client::builder()
-        .pool_max_idle_per_host(args.connections)
-        .timeout(Duration::from_secs(30))
-        .build()
-        .context("cannot build the HTTP client")?;
+    let client = http_client(args.connections)?;
     let workload = Arc::new(Workload { store, client, products, ranked_products });
 
     let mut outcomes = Vec::new();
@@ -282,7 +261,7 @@ async fn start_service(args: &BenchArgs, name: &str, ranked_cache_ttl_ms: u64) -
         .stderr(log)
         .spawn()
         .with_context(|| {
-            format!("cannot start {} (build it with `cargo build --release -p query-api`)", binary.display())
+            format!("cannot start {} (build it with `cargo build --release -p query-api -p bench`)", binary.display())
         })?;
     let service = ServiceProcess { child, base: format!("http://{listen}") };
     let client = reqwest::Client::new();
@@ -321,46 +300,20 @@ async fn run_scenario(
     duration: Duration,
     seed: u64,
 ) -> anyhow::Result<Outcome> {
-    let started = Instant::now();
-    let deadline = started + duration;
-    let per_worker_cap = MAX_REQUESTS_PER_SCENARIO / connections as u64;
-    let mut workers = Vec::with_capacity(connections);
-    for worker in 0..connections {
-        let workload = Arc::clone(workload);
-        let base = base.to_owned();
-        let mut rng = StdRng::seed_from_u64(seed.wrapping_mul(1_000_003).wrapping_add(worker as u64));
-        workers.push(tokio::spawn(async move {
-            let mut histogram = Histogram::<u64>::new_with_bounds(1, MAX_TRACKED_MICROS, 3)?;
-            let (mut requests, mut errors) = (0_u64, 0_u64);
-            while Instant::now() < deadline && requests + errors < per_worker_cap {
-                let pool = if matches!(scenario, Scenario::Raw | Scenario::Http) {
-                    &workload.products
-                } else {
-                    &workload.ranked_products
-                };
-                let product = pool[rng.random_range(0..pool.len())];
-                let began = Instant::now();
-                let succeeded = one_request(&workload, scenario, &base, &product).await;
-                let micros = u64::try_from(began.elapsed().as_micros()).unwrap_or(u64::MAX);
-                if succeeded {
-                    requests += 1;
-                    histogram.saturating_record(micros.max(1));
-                } else {
-                    errors += 1;
-                }
-            }
-            Ok::<_, anyhow::Error>((histogram, requests, errors))
-        }));
-    }
-    let mut latency_micros = Histogram::<u64>::new_with_bounds(1, MAX_TRACKED_MICROS, 3)?;
-    let (mut requests, mut errors) = (0, 0);
-    for worker in workers {
-        let (histogram, worker_requests, worker_errors) = worker.await.context("a worker failed")??;
-        latency_micros.add(&histogram).context("merging histograms")?;
-        requests += worker_requests;
-        errors += worker_errors;
-    }
-    Ok(Outcome { scenario, requests, errors, elapsed: started.elapsed(), latency_micros })
+    let workload = Arc::clone(workload);
+    let base: Arc<str> = Arc::from(base);
+    let measured = closed_loop(connections, duration, seed, move |random| {
+        let pool = if matches!(scenario, Scenario::Raw | Scenario::Http) {
+            &workload.products
+        } else {
+            &workload.ranked_products
+        };
+        let product = pool[random.random_range(0..pool.len())];
+        let (workload, base) = (Arc::clone(&workload), Arc::clone(&base));
+        async move { one_request(&workload, scenario, &base, &product).await }
+    })
+    .await?;
+    Ok(Outcome { scenario, measured })
 }
 
 /// One operation of `scenario` on `product`; whether it succeeded.
@@ -390,21 +343,22 @@ async fn http_ok(workload: &Workload, url: &str) -> bool {
 }
 
 fn print_outcome(outcome: &Outcome) {
+    let latency = outcome.measured.latency.summary();
     println!(
         "{:<16} {:>9} ok {:>6} err {:>10.0} req/s   p50 {:>7.2} ms   p99 {:>7.2} ms   p99.9 {:>7.2} ms   max {:>8.2} ms",
         outcome.scenario.name(),
-        outcome.requests,
-        outcome.errors,
-        outcome.throughput(),
-        outcome.millis_at(0.50),
-        outcome.millis_at(0.99),
-        outcome.millis_at(0.999),
-        outcome.latency_micros.max() as f64 / 1_000.0,
+        outcome.measured.succeeded,
+        outcome.measured.failed,
+        outcome.measured.throughput(),
+        latency.p50,
+        latency.p99,
+        latency.p999,
+        latency.max,
     );
 }
 
 fn throughput_of(outcomes: &[Outcome], scenario: Scenario) -> Option<f64> {
-    outcomes.iter().find(|outcome| outcome.scenario == scenario).map(Outcome::throughput)
+    outcomes.iter().find(|outcome| outcome.scenario == scenario).map(|outcome| outcome.measured.throughput())
 }
 
 fn print_ratios(outcomes: &[Outcome]) {
@@ -422,20 +376,21 @@ fn write_summary(path: &Path, outcomes: &[Outcome], connections: usize) -> anyho
     let mut file = File::create(path).with_context(|| format!("cannot create {}", path.display()))?;
     writeln!(file, "scenario,connections,seconds,requests,errors,throughput_rps,p50_ms,p90_ms,p99_ms,p999_ms,max_ms")?;
     for outcome in outcomes {
+        let latency = outcome.measured.latency.summary();
         writeln!(
             file,
             "{},{},{:.3},{},{},{:.1},{:.3},{:.3},{:.3},{:.3},{:.3}",
             outcome.scenario.name(),
             connections,
-            outcome.elapsed.as_secs_f64(),
-            outcome.requests,
-            outcome.errors,
-            outcome.throughput(),
-            outcome.millis_at(0.50),
-            outcome.millis_at(0.90),
-            outcome.millis_at(0.99),
-            outcome.millis_at(0.999),
-            outcome.latency_micros.max() as f64 / 1_000.0,
+            outcome.measured.elapsed.as_secs_f64(),
+            outcome.measured.succeeded,
+            outcome.measured.failed,
+            outcome.measured.throughput(),
+            latency.p50,
+            latency.p90,
+            latency.p99,
+            latency.p999,
+            latency.max,
         )?;
     }
     Ok(())
@@ -453,7 +408,12 @@ fn write_latency_curves(path: &Path, outcomes: &[Outcome]) -> anyhow::Result<()>
     percentiles.extend([99.995, 99.999]);
     for outcome in outcomes {
         for percentile in &percentiles {
-            writeln!(file, "{},{percentile:.3},{:.3}", outcome.scenario.name(), outcome.millis_at(percentile / 100.0))?;
+            writeln!(
+                file,
+                "{},{percentile:.3},{:.3}",
+                outcome.scenario.name(),
+                outcome.measured.latency.millis_at(percentile / 100.0)
+            )?;
         }
     }
     Ok(())

@@ -32,11 +32,11 @@ use rand_chacha::ChaCha8Rng;
 use serde::Serialize;
 use tokio::task::JoinSet;
 
-use crate::error::Error;
-use crate::ids::{Id, InvalidId};
-use crate::keys::CommentKey;
-use crate::model::{Comment, Extra, Order, Product, Record, Seller, User};
-use crate::store::{NewComment, Store};
+use common::error::Error;
+use common::ids::{Id, InvalidId};
+use common::keys::CommentKey;
+use common::model::{Comment, Extra, Order, Product, Record, Seller, User};
+use common::store::{NewComment, Store};
 
 pub use text::MAX_REVIEW_BYTES;
 
@@ -990,7 +990,7 @@ mod tests {
 
     fn comment_json(demo: &DemoComment) -> Vec<u8> {
         let comment = demo.comment.clone();
-        let record = crate::model::Comment {
+        let record = common::model::Comment {
             order_id: comment.order_id,
             product_id: comment.product_id,
             user_id: comment.user_id,

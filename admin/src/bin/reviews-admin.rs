@@ -7,10 +7,10 @@ use std::path::{Path, PathBuf};
 use std::process::ExitCode;
 use std::time::{Duration, Instant};
 
+use admin::demo::{self, DemoError, DemoPlan, DemoSpec, LoadOptions, LoadReport, Phase, Progress, Ranked};
 use anyhow::{bail, Context};
 use clap::{Args, Parser, Subcommand};
 use common::config::{init_tracing, HbaseArgs};
-use common::demo::{self, DemoError, DemoPlan, DemoSpec, LoadOptions, LoadReport, Phase, Progress, Ranked};
 use common::exit::ExitStatus;
 use common::hbase::Hbase;
 use common::schema;
