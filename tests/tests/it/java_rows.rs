@@ -22,7 +22,10 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use crate::reliability::support::{drop_tables, put_value, uncached_settings, Service, AS_OF_MS};
+use integration_tests::app::{uncached_settings, TestApp};
+use integration_tests::fixtures::AS_OF_MS;
+
+use crate::rows::{drop_tables, put_value, raw_rows};
 
 fn id(text: &str) -> Id {
     Id::parse("id", text).expect("an id the Java service could store")
@@ -57,7 +60,7 @@ async fn java_post(
 }
 
 /// Every comment of a `/v1` list, page by page, as the raw JSON answered.
-async fn walk_v1(service: &Service, path: &str, limit: usize) -> Vec<Value> {
+async fn walk_v1(service: &TestApp, path: &str, limit: usize) -> Vec<Value> {
     let mut shown = Vec::new();
     let mut url = format!("{path}?limit={limit}");
     for _ in 0..100 {
@@ -73,7 +76,7 @@ async fn walk_v1(service: &Service, path: &str, limit: usize) -> Vec<Value> {
 }
 
 /// Every comment of a seed list (`latest`, then `POST next` with each `nextIndexKey`).
-async fn walk_seed(service: &Service, latest: &str, next: &str, limit: usize) -> Vec<Value> {
+async fn walk_seed(service: &TestApp, latest: &str, next: &str, limit: usize) -> Vec<Value> {
     let mut page = service.get(&format!("{latest}?limit={limit}")).await;
     let mut shown = Vec::new();
     for _ in 0..100 {
@@ -145,7 +148,7 @@ async fn rows_the_java_service_wrote_read_back_on_every_route_and_rank_once() {
         "ORD-OTHER4",
     ];
     let expected_user = ["ORD-DOUBLE", "ORD-SURROG", "ORD-NULLCT", "ORD-SAMEMS"];
-    let service = Service::start(store.clone(), uncached_settings()).await;
+    let service = TestApp::spawn(store.clone(), uncached_settings()).await;
     // Every page size, so that the stale row, the same-millisecond pair and
     // the lone surrogate each fall on and across page boundaries.
     for limit in 1..=9 {
@@ -182,7 +185,7 @@ async fn rows_the_java_service_wrote_read_back_on_every_route_and_rank_once() {
     // Reading did not rewrite the row.
     let stored = store.comments_of(&store.user_comment_page(&user, None, 20).await.expect("page")).await.expect("read");
     assert_eq!(stored.len(), 4);
-    let raw = crate::reliability::support::raw_rows(store.hbase(), &tables.comment).await;
+    let raw = raw_rows(&store, &tables.comment).await;
     let surrogate_row = raw.iter().find(|row| row.key.starts_with(b"ORD-SURROG")).expect("the row");
     assert!(String::from_utf8_lossy(surrogate_row.value(b"cf:q").expect("cf:q")).contains(r"\uD83D"));
 
@@ -245,7 +248,7 @@ async fn rows_the_java_service_wrote_read_back_on_every_route_and_rank_once() {
     // Editing the lone-surrogate comment rewrites it and keeps every other field.
     let edited = store.edit_comment(&id("ORD-SURROG"), &product, "now whole: 😀".to_owned()).await.expect("edit");
     assert_eq!(edited.content.as_deref(), Some("now whole: 😀"));
-    let raw = crate::reliability::support::raw_rows(store.hbase(), &tables.comment).await;
+    let raw = raw_rows(&store, &tables.comment).await;
     let rewritten: Value = serde_json::from_slice(
         raw.iter().find(|row| row.key.starts_with(b"ORD-SURROG")).and_then(|row| row.value(b"cf:q")).expect("cf:q"),
     )
@@ -277,7 +280,7 @@ fn admin_index(store: &Store, verb: &[&str]) -> (i32, Value) {
 }
 
 async fn row_count(store: &Store, table: &str) -> usize {
-    crate::reliability::support::raw_rows(store.hbase(), table).await.len()
+    raw_rows(store, table).await.len()
 }
 
 #[tokio::test]
@@ -331,7 +334,7 @@ async fn index_rows_the_java_service_lost_to_same_millisecond_collisions_are_fou
     assert_eq!(report["index_rows_written"].as_u64(), Some(0), "a second repair has nothing to do");
 
     // Both lists show every comment again, the repaired ones at their own time.
-    let service = Service::start(store.clone(), uncached_settings()).await;
+    let service = TestApp::spawn(store.clone(), uncached_settings()).await;
     let of_user = walk_v1(&service, "/v1/users/USR-edge01/comments", 1).await;
     let mut shown = orders(&of_user);
     shown.sort();

@@ -20,12 +20,13 @@ use reqwest::StatusCode;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::support::{
-    drop_tables, post_all, put_rows, put_value, uncached_settings, Answer, Catalogue, Service, AS_OF_MS,
-};
+use integration_tests::app::{uncached_settings, Answer, TestApp};
+use integration_tests::fixtures::{post_all, Catalogue, AS_OF_MS};
+
+use crate::rows::{drop_tables, put_rows, put_value};
 
 /// Walks a `/v1` list page by page (following `nextCursor`) and returns every comment's key.
-async fn walk_v1(service: &Service, path: &str, limit: usize) -> Vec<CommentKey> {
+async fn walk_v1(service: &TestApp, path: &str, limit: usize) -> Vec<CommentKey> {
     let mut keys = Vec::new();
     let mut cursor: Option<String> = None;
     for _ in 0..1_000 {
@@ -45,7 +46,7 @@ async fn walk_v1(service: &Service, path: &str, limit: usize) -> Vec<CommentKey>
 }
 
 /// Walks a seed list: the `latest` page, then `POST next` with each `nextIndexKey`.
-async fn walk_seed(service: &Service, latest: &str, next: &str, limit: usize) -> Vec<CommentKey> {
+async fn walk_seed(service: &TestApp, latest: &str, next: &str, limit: usize) -> Vec<CommentKey> {
     let mut page: Answer = service.get(&format!("{latest}?limit={limit}")).await;
     let mut keys = Vec::new();
     for _ in 0..1_000 {
@@ -172,12 +173,8 @@ async fn corrupt_rows_are_skipped_counted_and_the_rest_served_by_every_route_and
     // A slot with a score but no comment key, and a slot naming another product's comment.
     let mut score_only = std::collections::BTreeMap::new();
     score_only.insert(COLUMN_SCORE.to_vec(), 0.5f64.to_be_bytes().to_vec());
-    put_rows(
-        store.hbase(),
-        &tables.product_comment_rank,
-        vec![Row { key: keys::rank_key(&product, 6), cells: score_only }],
-    )
-    .await;
+    put_rows(&store, &tables.product_comment_rank, vec![Row { key: keys::rank_key(&product, 6), cells: score_only }])
+        .await;
     let other_product = good.iter().find(|c| c.product_id != product).expect("a comment of another product");
     put_value(
         &store,
@@ -187,7 +184,7 @@ async fn corrupt_rows_are_skipped_counted_and_the_rest_served_by_every_route_and
     )
     .await;
 
-    let service = Service::start(store.clone(), uncached_settings()).await;
+    let service = TestApp::spawn(store.clone(), uncached_settings()).await;
     // The counters are the process's: other tests add to them too, so each
     // count is compared with its value before this test's reads.
     let before = service.metrics().await;
@@ -300,7 +297,7 @@ async fn arbitrary_rows_in_the_indexes_never_fail_a_page_nor_hide_a_good_comment
         put_value(&store, table, key, value).await;
         garbage += 1;
     }
-    let service = Service::start(store.clone(), uncached_settings()).await;
+    let service = TestApp::spawn(store.clone(), uncached_settings()).await;
     let of_product: Vec<&Comment> = good.iter().collect();
     let of_user: Vec<&Comment> = good.iter().filter(|c| c.user_id == user).collect();
     for limit in [1, 7, 100] {
