@@ -9,13 +9,15 @@
 
 use std::time::Duration;
 
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
 use common::keys::CommentKey;
 use common::model::Comment;
 use common::store::Store;
 use query_api::{AppState, Args, Settings};
 use reqwest::header::HeaderMap;
 use reqwest::StatusCode;
-use serde_json::Value;
+use serde_json::{json, Value};
 use tokio::io::{AsyncReadExt, AsyncWriteExt};
 use tokio::sync::oneshot;
 use tokio::task::JoinHandle;
@@ -24,6 +26,9 @@ use tokio::task::JoinHandle;
 /// request the service never answers shows up as a client error the tests
 /// count or report, not as a hung test.
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(15);
+
+/// How many pages a walk may take before the test calls the list endless.
+const MAX_PAGES: usize = 1_000;
 
 /// How long [`TestApp::shut_down`] waits for `serve` to return.
 const SHUTDOWN_WITHIN: Duration = Duration::from_secs(20);
@@ -99,6 +104,41 @@ impl TestApp {
     pub async fn metrics(&self) -> String {
         let response = self.client.get(format!("{}/metrics", self.base)).send().await.expect("GET /metrics");
         response.text().await.expect("metrics text")
+    }
+
+    /// Every comment of a `/v1` list, as answered, following `nextCursor`
+    /// with pages of `limit` until the list ends.
+    pub async fn walk_v1(&self, path: &str, limit: usize) -> Vec<Value> {
+        let mut shown = Vec::new();
+        let mut url = format!("{path}?limit={limit}");
+        for _ in 0..MAX_PAGES {
+            let page = self.get(&url).await;
+            assert_eq!(page.status, StatusCode::OK, "{url}: {}", page.raw);
+            shown.extend(page.comment_values().iter().cloned());
+            match page.body["nextCursor"].as_str() {
+                Some(cursor) => url = format!("{path}?limit={limit}&cursor={cursor}"),
+                None => return shown,
+            }
+        }
+        panic!("{path} did not end within {MAX_PAGES} pages");
+    }
+
+    /// Every comment of a seed list, as answered: the `latest` page, then
+    /// `POST next` with each `nextIndexKey`, pages of `limit`.
+    pub async fn walk_seed(&self, latest: &str, next: &str, limit: usize) -> Vec<Value> {
+        let mut page = self.get(&format!("{latest}?limit={limit}")).await;
+        let mut shown = Vec::new();
+        for _ in 0..MAX_PAGES {
+            assert_eq!(page.status, StatusCode::OK, "{latest}: {}", page.raw);
+            shown.extend(page.comment_values().iter().cloned());
+            let Some(start) = page.body["nextIndexKey"].as_str().map(str::to_owned) else {
+                return shown;
+            };
+            // The seed's Jackson writes standard, padded base64.
+            assert!(STANDARD.decode(&start).is_ok(), "{start}");
+            page = self.post_json(next, &json!({"startIndexKey": start, "limit": limit})).await;
+        }
+        panic!("{latest} did not end within {MAX_PAGES} pages");
     }
 
     /// Signals shutdown and waits for `serve` to return.
@@ -178,11 +218,14 @@ impl Answer {
         assert!(self.has_error_shape(), "{}", self.raw);
     }
 
+    /// The `comments` of a page, as answered.
+    pub fn comment_values(&self) -> &[Value] {
+        self.body["comments"].as_array().unwrap_or_else(|| panic!("no comments in {}", self.raw))
+    }
+
     /// The `comments` of a page, as stored comments.
     pub fn comments(&self) -> Vec<Comment> {
-        self.body["comments"]
-            .as_array()
-            .unwrap_or_else(|| panic!("no comments in {}", self.raw))
+        self.comment_values()
             .iter()
             .map(|comment| serde_json::from_value(comment.clone()).expect("a comment"))
             .collect()
@@ -190,8 +233,16 @@ impl Answer {
 
     /// The row keys of the `comments` of a page, in page order.
     pub fn comment_keys(&self) -> Vec<CommentKey> {
-        self.comments().iter().map(Comment::row_key).collect()
+        comment_keys(self.comment_values())
     }
+}
+
+/// The row keys of `comments` as answered (a page's, or a walk's), in order.
+pub fn comment_keys(comments: &[Value]) -> Vec<CommentKey> {
+    comments
+        .iter()
+        .map(|comment| serde_json::from_value::<Comment>(comment.clone()).expect("a comment").row_key())
+        .collect()
 }
 
 /// A store with the query service's own HBase settings (its defaults: a 1.5 s

@@ -15,7 +15,7 @@ use common::keys::{self, CommentKey};
 use common::model::{Comment, Extra, User};
 use common::store::{NewComment, Store};
 use common::Id;
-use integration_tests::app::{closed_address, service_store, Answer, TestApp};
+use integration_tests::app::{closed_address, comment_keys, service_store, Answer, TestApp};
 use integration_tests::fixtures::{new_comment, put_orders};
 use integration_tests::{fresh_store, test_id, thrift_addr, FaultyProxy, PrivateGateway, ProxyMode};
 use query_api::Settings;
@@ -50,6 +50,20 @@ async fn post_numbered_comments(
         })
         .collect();
     store.post_comments(comments).await.expect("comments")
+}
+
+/// A `/v1` ranked page as (rank, score, content) rows, in page order.
+fn ranked_rows(page: &Answer) -> Vec<(u64, f64, String)> {
+    page.comment_values()
+        .iter()
+        .map(|comment| {
+            (
+                comment["rank"].as_u64().expect("rank"),
+                comment["score"].as_f64().expect("score"),
+                comment["content"].as_str().expect("content").to_owned(),
+            )
+        })
+        .collect()
 }
 
 /// The data set of the pagination tests: one product and one user with many
@@ -155,46 +169,6 @@ async fn write_catalogue(store: &Store) -> Catalogue {
     }
 }
 
-/// Walks a `/v1` list to its end with `limit`, returning every comment key in order.
-async fn walk_v1(service: &TestApp, path: &str, limit: usize) -> Vec<CommentKey> {
-    let mut seen = Vec::new();
-    let mut cursor: Option<String> = None;
-    for _ in 0..1_000 {
-        let uri = match &cursor {
-            Some(cursor) => format!("{path}?limit={limit}&cursor={cursor}"),
-            None => format!("{path}?limit={limit}"),
-        };
-        let page = service.get(&uri).await;
-        assert_eq!(page.status, StatusCode::OK, "{}", page.body);
-        seen.extend(page.comment_keys());
-        match page.body["nextCursor"].as_str() {
-            Some(next) => cursor = Some(next.to_owned()),
-            None => return seen,
-        }
-    }
-    panic!("{path} did not end within 1,000 pages");
-}
-
-/// Walks a seed list: the `latest` route, then the POST next-page route.
-async fn walk_seed(service: &TestApp, latest: &str, next: &str, limit: usize) -> Vec<CommentKey> {
-    let first = service.get(&format!("{latest}?limit={limit}")).await;
-    assert_eq!(first.status, StatusCode::OK, "{}", first.body);
-    let mut seen = first.comment_keys();
-    let mut start = first.body["nextIndexKey"].clone();
-    for _ in 0..1_000 {
-        let Some(key) = start.as_str() else {
-            return seen;
-        };
-        // The seed's Jackson writes standard, padded base64.
-        assert!(STANDARD.decode(key).is_ok(), "{key}");
-        let page = service.post_json(next, &json!({"startIndexKey": key, "limit": limit})).await;
-        assert_eq!(page.status, StatusCode::OK, "{}", page.body);
-        seen.extend(page.comment_keys());
-        start = page.body["nextIndexKey"].clone();
-    }
-    panic!("{latest} did not end within 1,000 pages");
-}
-
 #[tokio::test]
 async fn walking_every_page_returns_every_comment_once_newest_first() {
     let store = fresh_store("api_walk").await;
@@ -227,7 +201,7 @@ async fn walking_every_page_returns_every_comment_once_newest_first() {
     // A fresh walk sees the late comments first, then the same list.
     let late_keys: HashSet<CommentKey> =
         late_orders.iter().map(|(order, _)| CommentKey::new(order, &catalogue.product)).collect();
-    let again = walk_v1(&service, &product_path, 100).await;
+    let again = comment_keys(&service.walk_v1(&product_path, 100).await);
     assert_eq!(again[..3].iter().copied().collect::<HashSet<_>>(), late_keys);
     assert_eq!(again[3..], catalogue.product_order[..]);
     assert_eq!(again.iter().collect::<HashSet<_>>().len(), again.len(), "no comment twice");
@@ -235,14 +209,17 @@ async fn walking_every_page_returns_every_comment_once_newest_first() {
     // The user's timeline, and the seed's routes for both lists, with page sizes
     // that do and do not divide the list.
     let user_path = format!("/v1/users/{}/comments", catalogue.user);
-    let user_walk = walk_v1(&service, &user_path, 1).await;
+    let user_walk = comment_keys(&service.walk_v1(&user_path, 1).await);
     assert_eq!(user_walk[3..], catalogue.user_order[..]);
-    let seed_product =
-        walk_seed(&service, &format!("/product/{}/comments/latest", catalogue.product), "/product/comments/get", 5)
-            .await;
+    let seed_product = comment_keys(
+        &service
+            .walk_seed(&format!("/product/{}/comments/latest", catalogue.product), "/product/comments/get", 5)
+            .await,
+    );
     assert_eq!(seed_product[3..], catalogue.product_order[..]);
-    let seed_user =
-        walk_seed(&service, &format!("/user/{}/comments/latest", catalogue.user), "/user/comments/get", 4).await;
+    let seed_user = comment_keys(
+        &service.walk_seed(&format!("/user/{}/comments/latest", catalogue.user), "/user/comments/get", 4).await,
+    );
     assert_eq!(seed_user[3..], catalogue.user_order[..]);
 
     // Seed routes show each comment as the seed's Jackson did, rowKey included exactly once.
@@ -405,18 +382,7 @@ async fn ranked_reads_follow_the_slots_and_skip_gone_comments() {
     let ranked = service.get(&format!("/v1/products/{product}/comments/ranked")).await;
     assert_eq!(ranked.status, StatusCode::OK, "{}", ranked.body);
     assert_eq!(ranked.headers["cache-control"], "public, max-age=3");
-    let shown: Vec<(u64, f64, String)> = ranked.body["comments"]
-        .as_array()
-        .expect("comments")
-        .iter()
-        .map(|comment| {
-            (
-                comment["rank"].as_u64().expect("rank"),
-                comment["score"].as_f64().expect("score"),
-                comment["content"].as_str().expect("content").to_owned(),
-            )
-        })
-        .collect();
+    let shown = ranked_rows(&ranked);
     let expected = [
         (1, 0.91, posted[2].text().to_owned()),
         (2, 0.75, posted[0].text().to_owned()),
@@ -589,18 +555,7 @@ async fn pages_and_rankings_come_from_hbase() {
     let answer = service.get(&format!("/v1/products/{product}/comments/ranked")).await;
     assert_eq!(answer.status, StatusCode::OK);
     assert_eq!(answer.headers["cache-control"], "public, max-age=10");
-    let shown: Vec<(u64, f64, String)> = answer.body["comments"]
-        .as_array()
-        .expect("comments")
-        .iter()
-        .map(|c| {
-            (
-                c["rank"].as_u64().expect("rank"),
-                c["score"].as_f64().expect("score"),
-                c["content"].as_str().expect("content").to_owned(),
-            )
-        })
-        .collect();
+    let shown = ranked_rows(&answer);
     assert_eq!(shown, [(1, 0.9, posted[1].text().to_owned()), (3, 0.7, posted[0].text().to_owned())]);
     assert!(answer.body["nextCursor"].is_null());
 

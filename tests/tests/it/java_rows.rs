@@ -59,37 +59,6 @@ async fn java_post(
         .await;
 }
 
-/// Every comment of a `/v1` list, page by page, as the raw JSON answered.
-async fn walk_v1(service: &TestApp, path: &str, limit: usize) -> Vec<Value> {
-    let mut shown = Vec::new();
-    let mut url = format!("{path}?limit={limit}");
-    for _ in 0..100 {
-        let page = service.get(&url).await;
-        assert_eq!(page.status, StatusCode::OK, "{url}: {}", page.raw);
-        shown.extend(page.body["comments"].as_array().expect("comments").iter().cloned());
-        match page.body["nextCursor"].as_str() {
-            Some(cursor) => url = format!("{path}?limit={limit}&cursor={cursor}"),
-            None => return shown,
-        }
-    }
-    panic!("{path} did not end within 100 pages");
-}
-
-/// Every comment of a seed list (`latest`, then `POST next` with each `nextIndexKey`).
-async fn walk_seed(service: &TestApp, latest: &str, next: &str, limit: usize) -> Vec<Value> {
-    let mut page = service.get(&format!("{latest}?limit={limit}")).await;
-    let mut shown = Vec::new();
-    for _ in 0..100 {
-        assert_eq!(page.status, StatusCode::OK, "{latest}: {}", page.raw);
-        shown.extend(page.body["comments"].as_array().expect("comments").iter().cloned());
-        let Some(start) = page.body["nextIndexKey"].as_str().map(str::to_owned) else {
-            return shown;
-        };
-        page = service.post_json(next, &json!({"startIndexKey": start, "limit": limit})).await;
-    }
-    panic!("{latest} did not end within 100 pages");
-}
-
 fn orders(comments: &[Value]) -> Vec<String> {
     comments.iter().map(|comment| comment["orderId"].as_str().expect("orderId").to_owned()).collect()
 }
@@ -157,15 +126,15 @@ async fn rows_the_java_service_wrote_read_back_on_every_route_and_rank_once() {
             ("/v1/products/JP%2Dedge%2D01/comments", &expected_product[..]),
             ("/v1/users/USR-edge01/comments", &expected_user[..]),
         ] {
-            let shown = walk_v1(&service, path, limit).await;
+            let shown = service.walk_v1(path, limit).await;
             assert_eq!(orders(&shown), expected, "{path}, limit {limit}");
         }
-        let seed = walk_seed(&service, "/product/JP-edge-01/comments/latest", "/product/comments/get", limit).await;
+        let seed = service.walk_seed("/product/JP-edge-01/comments/latest", "/product/comments/get", limit).await;
         assert_eq!(orders(&seed), expected_product, "seed product route, limit {limit}");
-        let seed = walk_seed(&service, "/user/USR-edge01/comments/latest", "/user/comments/get", limit).await;
+        let seed = service.walk_seed("/user/USR-edge01/comments/latest", "/user/comments/get", limit).await;
         assert_eq!(orders(&seed), expected_user, "seed user route, limit {limit}");
     }
-    let spaced = walk_v1(&service, "/v1/users/USR%20edge%201/comments", 20).await;
+    let spaced = service.walk_v1("/v1/users/USR%20edge%201/comments", 20).await;
     assert_eq!(orders(&spaced), ["ORD-OTHER1", "ORD-OTHER2", "ORD-OTHER3", "ORD-OTHER4"]);
     for refused in ["/v1/products/JP%2Fedge-01/comments", "/v1/products/%EA%B0%80%EB%82%98%EB%8B%A4%EB%9D%BC%EB%A7%88%EB%B0%94%EC%82%AC%EC%95%84%EC%9E%90%EC%B0%A8/comments"] {
         let answer = service.get(refused).await;
@@ -173,8 +142,8 @@ async fn rows_the_java_service_wrote_read_back_on_every_route_and_rank_once() {
     }
 
     // What each route answers for the lone surrogate, the null and the double post.
-    let v1 = walk_v1(&service, "/v1/products/JP-edge-01/comments", 20).await;
-    let seed = walk_seed(&service, "/product/JP-edge-01/comments/latest", "/product/comments/get", 20).await;
+    let v1 = service.walk_v1("/v1/products/JP-edge-01/comments", 20).await;
+    let seed = service.walk_seed("/product/JP-edge-01/comments/latest", "/product/comments/get", 20).await;
     for shown in [&v1, &seed] {
         assert_eq!(shown[1]["content"], "a truncated emoji at the very end of a long review \u{FFFD}");
         assert_eq!(shown[2]["content"], Value::Null, "null is answered as stored");
@@ -335,11 +304,11 @@ async fn index_rows_the_java_service_lost_to_same_millisecond_collisions_are_fou
 
     // Both lists show every comment again, the repaired ones at their own time.
     let service = TestApp::spawn(store.clone(), uncached_settings()).await;
-    let of_user = walk_v1(&service, "/v1/users/USR-edge01/comments", 1).await;
+    let of_user = service.walk_v1("/v1/users/USR-edge01/comments", 1).await;
     let mut shown = orders(&of_user);
     shown.sort();
     assert_eq!(shown, ["ORDER00001", "ORDER00002"]);
-    let of_product = walk_v1(&service, "/v1/products/JP-edge-01/comments", 1).await;
+    let of_product = service.walk_v1("/v1/products/JP-edge-01/comments", 1).await;
     // At one millisecond, the Java row (23 bytes) sorts before the repaired one (its tie appended).
     assert_eq!(orders(&of_product), ["ORDER00001", "ORDER00004", "ORDER00003", "ORDER00005"]);
     service.shut_down().await;
