@@ -25,6 +25,7 @@
 # quiet machine.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/lib.sh
 
 RATE="${CONTENTION_RATE:-500}"
 REST="${CONTENTION_REST_SECS:-60}"
@@ -34,12 +35,10 @@ THRIFT_ADDR="${REVIEWS_THRIFT_ADDR:-127.0.0.1:9090}"
 PLOT_PYTHON="${PLOT_PYTHON:-python3}"
 AS_OF=1793491200000
 OUT=bench/out/contention
-BIN=target/release
 mkdir -p "$OUT"
 
 hbase/hbasectl start
-cargo build --release --locked -p admin --bin reviews-admin -p ranker --bin ranker \
-  -p query-api --bin query-api -p bench --bin soak
+build_release_binaries
 hbase_flags=(--thrift-addr "$THRIFT_ADDR" --table-prefix bench_)
 
 # The data set: bench/load.sh writes it once; a bench-read over it says whether it is there.
@@ -63,13 +62,7 @@ phase() {
   local name=$1
   shift
   echo "contention: phase $name: query-api at $RATE req/s, ranker $* after ${REST} s"
-  RUST_LOG=warn "$BIN/query-api" --listen "127.0.0.1:$PORT" "${hbase_flags[@]}" >"$OUT/$name-api.log" 2>&1 &
-  api_pid=$!
-  for _ in $(seq 1 60); do
-    curl -fsS "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break
-    sleep 0.5
-  done
-  curl -fsS "http://127.0.0.1:$PORT/readyz" >/dev/null
+  RUST_LOG=warn start_query_api "$PORT" "$OUT/$name-api.log" "${hbase_flags[@]}"
   local started
   started=$(date +%s.%N)
   # Longer than any run; stopped after the tail. Each window is flushed as it ends.

@@ -24,6 +24,7 @@
 # down, default 5), FAULT_KEEP=1 keeps this HBase and its data afterwards.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/lib.sh
 
 export HBASE_RUN_DIR="${FAULT_RUN_DIR:-$PWD/target/fault-master-hbase}"
 export HBASE_THRIFT_PORT="${FAULT_THRIFT_PORT:-9390}"
@@ -32,13 +33,11 @@ API_PORT="${FAULT_API_PORT:-18090}"
 OUTAGE_SECS="${FAULT_OUTAGE_SECS:-5}"
 THRIFT_ADDR="127.0.0.1:$HBASE_THRIFT_PORT"
 PREFIX=fault_
-BIN=target/release
 OUT_DIR="$HBASE_RUN_DIR/report"
 mkdir -p "$OUT_DIR"
 now_ms() { date +%s%3N; }
 
-cargo build --release --locked -p admin --bin reviews-admin -p ranker --bin ranker \
-  -p query-api --bin query-api -p bench --bin soak
+build_release_binaries
 
 api_pid=""
 soak_pid=""
@@ -60,12 +59,7 @@ hbase_flags=(--thrift-addr "$THRIFT_ADDR" --table-prefix "$PREFIX")
 "$BIN/reviews-admin" demo load "${hbase_flags[@]}" --users 500 --products 100 --comments 5000 >"$OUT_DIR/load.txt" 2>&1
 "$BIN/ranker" run "${hbase_flags[@]}" >"$OUT_DIR/ranker.txt" 2>&1
 
-RUST_LOG=warn "$BIN/query-api" --listen "127.0.0.1:$API_PORT" "${hbase_flags[@]}" >"$OUT_DIR/query-api.log" 2>&1 &
-api_pid=$!
-for _ in $(seq 1 60); do
-  curl -fsS "http://127.0.0.1:$API_PORT/readyz" >/dev/null 2>&1 && break
-  sleep 0.5
-done
+RUST_LOG=warn start_query_api "$API_PORT" "$OUT_DIR/query-api.log" "${hbase_flags[@]}"
 page="http://127.0.0.1:$API_PORT/v1/products/P000000001/comments?limit=50"
 curl -fsS "$page" >"$OUT_DIR/page-before.json"
 

@@ -23,6 +23,7 @@
 # removes them.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/lib.sh
 
 THRIFT_ADDR="${REVIEWS_THRIFT_ADDR:-127.0.0.1:9090}"
 PREFIX="${SOAK_PREFIX:-soak_}"
@@ -31,11 +32,9 @@ PRODUCTS="${SOAK_PRODUCTS:-1000}"
 COMMENTS="${SOAK_COMMENTS:-50000}"
 PORT="${SOAK_PORT:-18080}"
 OUT_DIR="${SOAK_OUT_DIR:-target/soak}"
-BIN=target/release
 mkdir -p "$OUT_DIR"
 
-cargo build --release --locked -p admin --bin reviews-admin -p ranker --bin ranker \
-  -p query-api --bin query-api -p bench --bin soak
+build_release_binaries
 
 hbase_flags=(--thrift-addr "$THRIFT_ADDR" --table-prefix "$PREFIX")
 echo "soak: loading the demo data under prefix $PREFIX (skipped when already loaded)"
@@ -48,23 +47,10 @@ echo "soak: ranking every product"
 tail -n 12 "$OUT_DIR/ranker.txt"
 
 echo "soak: starting query-api on 127.0.0.1:$PORT (log: $OUT_DIR/query-api.log)"
-RUST_LOG="${RUST_LOG:-warn}" "$BIN/query-api" --listen "127.0.0.1:$PORT" "${hbase_flags[@]}" \
-  >"$OUT_DIR/query-api.log" 2>&1 &
-api_pid=$!
+api_pid=
 # Stop only the service this script started, and wait for its drain.
-trap 'kill -TERM "$api_pid" 2>/dev/null || true; wait "$api_pid" 2>/dev/null || true' EXIT
-for _ in $(seq 1 60); do
-  curl -fsS "http://127.0.0.1:$PORT/readyz" >/dev/null 2>&1 && break
-  kill -0 "$api_pid" 2>/dev/null || {
-    tail -n 20 "$OUT_DIR/query-api.log" >&2
-    exit 1
-  }
-  sleep 0.5
-done
-curl -fsS "http://127.0.0.1:$PORT/readyz" >/dev/null || {
-  echo "soak: query-api is not ready after 30 s" >&2
-  exit 1
-}
+trap '[[ -n "$api_pid" ]] && { kill -TERM "$api_pid" 2>/dev/null; wait "$api_pid" 2>/dev/null; }; true' EXIT
+start_query_api "$PORT" "$OUT_DIR/query-api.log" "${hbase_flags[@]}"
 
 echo "soak: machine load before the run: $(cut -d' ' -f1-3 /proc/loadavg)"
 status=0

@@ -1,6 +1,16 @@
 //! Harness for the integration tests: each test gets its own set of tables in
 //! the one real HBase the test command started, isolated by a table prefix
 //! (the zero2prod "database per test" idea, at HBase's scale).
+//!
+//! - [`app`]: the query service started on an ephemeral port ([`app::TestApp`])
+//!   and its HTTP answers ([`app::Answer`]).
+//! - [`fixtures`]: review data written through the store's write path.
+//! - Here: fresh stores, test ids, the binaries process tests spawn, and a
+//!   private gateway and a faulty proxy for outage tests.
+//!
+//! The raw-row helpers (scans and byte-for-byte writes) need common's
+//! `test-support` feature, which stays a dev-dependency so no service is ever
+//! built with it: they live in the test binary, `tests/it/rows.rs`.
 
 use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
@@ -12,6 +22,9 @@ use common::hbase::{Hbase, HbaseConfig};
 use common::schema;
 use common::store::Store;
 use common::tables::Tables;
+
+pub mod app;
+pub mod fixtures;
 
 /// The Thrift gateway the tests use: `REVIEWS_THRIFT_ADDR`, else the local default.
 pub fn thrift_addr() -> String {

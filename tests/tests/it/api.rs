@@ -11,177 +11,59 @@ use std::time::{Duration, Instant};
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
-use common::hbase::{Hbase, Retry, RowMutation, COLUMN_VALUE};
 use common::keys::{self, CommentKey};
-use common::model::{Comment, Extra, Order, User};
+use common::model::{Comment, Extra, User};
 use common::store::{NewComment, Store};
 use common::Id;
+use integration_tests::app::{closed_address, comment_keys, service_store, Answer, TestApp};
+use integration_tests::fixtures::{new_comment, put_orders};
 use integration_tests::{fresh_store, test_id, thrift_addr, FaultyProxy, PrivateGateway, ProxyMode};
-use query_api::{AppState, Args, Settings};
+use query_api::Settings;
 use reqwest::StatusCode;
-use serde_json::{json, Value};
-use tokio::sync::oneshot;
-use tokio::task::JoinHandle;
+use serde_json::json;
+
+use crate::rows::put_values;
 
 /// The bound the issue sets for a 503 with HBase down (2 s), plus room for the
 /// HTTP round trip itself on a loaded two-core CI machine.
 const UNAVAILABLE_WITHIN: Duration = Duration::from_millis(2_300);
 
-/// A running service on an ephemeral port.
-struct Service {
-    base: String,
-    client: reqwest::Client,
-    stop: Option<oneshot::Sender<()>>,
-    task: JoinHandle<std::io::Result<()>>,
-}
-
-/// An HTTP answer, body parsed as JSON.
-struct Answer {
-    status: StatusCode,
-    headers: reqwest::header::HeaderMap,
-    body: Value,
-}
-
-impl Answer {
-    fn assert_error(&self, status: StatusCode, code: &str) {
-        assert_eq!(self.status, status, "{}", self.body);
-        assert_eq!(self.body["error"]["code"], code, "{}", self.body);
-        assert!(self.body["error"]["message"].as_str().is_some_and(|message| !message.is_empty()), "{}", self.body);
-    }
-
-    fn comment_keys(&self) -> Vec<CommentKey> {
-        self.body["comments"]
-            .as_array()
-            .unwrap_or_else(|| panic!("no comments in {}", self.body))
-            .iter()
-            .map(|comment| {
-                let comment: Comment = serde_json::from_value(comment.clone()).expect("a comment");
-                comment.row_key()
-            })
-            .collect()
-    }
-}
-
-/// An HTTP answer with its body as received.
-struct BytesAnswer {
-    status: StatusCode,
-    headers: reqwest::header::HeaderMap,
-    body: Vec<u8>,
-}
-
-impl BytesAnswer {
-    fn text(&self) -> String {
-        String::from_utf8_lossy(&self.body).into_owned()
-    }
-}
-
-impl Service {
-    async fn start(store: Store, settings: Settings) -> Service {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind port 0");
-        let base = format!("http://{}", listener.local_addr().expect("address"));
-        let (stop, stopped) = oneshot::channel::<()>();
-        let state = AppState::new(store.reader(), settings);
-        let task = tokio::spawn(query_api::serve(listener, state, async move {
-            // A dropped sender (a test that ended early) also stops the service.
-            let _ = stopped.await;
-        }));
-        let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().expect("client");
-        Service { base, client, stop: Some(stop), task }
-    }
-
-    async fn get(&self, path: &str) -> Answer {
-        let response = self.client.get(format!("{}{path}", self.base)).send().await.expect("GET");
-        answer(response).await
-    }
-
-    /// A GET whose answer is kept as bytes (a 304 has no body), sent with
-    /// `If-None-Match: tag` when one is given.
-    async fn get_bytes(&self, path: &str, if_none_match: Option<&str>) -> BytesAnswer {
-        let mut request = self.client.get(format!("{}{path}", self.base));
-        if let Some(tag) = if_none_match {
-            request = request.header(reqwest::header::IF_NONE_MATCH, tag);
-        }
-        let response = request.send().await.expect("GET");
-        let status = response.status();
-        let headers = response.headers().clone();
-        let body = response.bytes().await.expect("body").to_vec();
-        BytesAnswer { status, headers, body }
-    }
-
-    async fn post(&self, path: &str, body: &Value) -> Answer {
-        let response = self.client.post(format!("{}{path}", self.base)).json(body).send().await.expect("POST");
-        answer(response).await
-    }
-
-    /// Signals shutdown and waits for `serve` to return, failing after `within`.
-    async fn shut_down(mut self, within: Duration) {
-        if let Some(stop) = self.stop.take() {
-            let _ = stop.send(());
-        }
-        let outcome = tokio::time::timeout(within, &mut self.task).await;
-        let served =
-            outcome.unwrap_or_else(|_| panic!("serve did not return within {within:?} of the shutdown signal"));
-        served.expect("serve task").expect("serve result");
-    }
-}
-
-async fn answer(response: reqwest::Response) -> Answer {
-    let status = response.status();
-    let headers = response.headers().clone();
-    let bytes = response.bytes().await.expect("body");
-    let body = serde_json::from_slice(&bytes)
-        .unwrap_or_else(|error| panic!("not JSON ({error}): {}", String::from_utf8_lossy(&bytes)));
-    Answer { status, headers, body }
-}
-
-/// The service's own HBase settings (its defaults, not the tests' patient
-/// ones) against `address`, reading the tables of `store`.
-fn service_store(address: &str, store: &Store, extra_flags: &[&str]) -> Store {
-    let mut flags = vec!["query-api", "--thrift-addr", address, "--table-prefix", &store.tables().prefix];
-    flags.extend_from_slice(extra_flags);
-    let args = Args::try_parse_from(flags).expect("flags");
-    Store::new(Hbase::new(args.hbase_config()), store.tables().clone())
-}
-
-/// An address on which nothing listens.
-fn closed_address() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let address = listener.local_addr().expect("address");
-    drop(listener);
-    address.to_string()
-}
-
-fn new_comment(order: Id, product: Id, user: Id, content: String, timestamp_ms: i64) -> NewComment {
-    NewComment {
-        order_id: order,
-        product_id: product,
-        user_id: user,
-        content,
-        timestamp_ms,
-        rating: None,
-        helpful: None,
-        unhelpful: None,
-        photos: None,
-    }
-}
-
-async fn put_orders(store: &Store, orders: &[(Id, Id)]) {
-    let orders: Vec<Order> =
-        orders.iter().map(|(order, user)| Order { id: *order, user_id: *user, extra: Extra::new() }).collect();
-    store.put_records(&orders).await.expect("orders");
-}
-
-async fn put_rows(store: &Store, table: &str, rows: Vec<(Vec<u8>, Vec<u8>)>) {
-    let table = table.to_owned();
-    let mutations: Vec<RowMutation> = rows
-        .into_iter()
-        .map(|(key, value)| RowMutation::Put { key, cells: vec![(COLUMN_VALUE.to_vec(), value)] })
+/// Posts `count` comments by `user` on `product`, one on each order
+/// `test_id(order_prefix, n)` (written first), saying "`content` n", `spacing_ms`
+/// apart from 1,700,000,000,000 ms, oldest first: the small data set of the
+/// ranked, handler and ETag tests.
+async fn post_numbered_comments(
+    store: &Store,
+    product: &Id,
+    user: &Id,
+    (order_prefix, count): (&str, u64),
+    content: &str,
+    spacing_ms: i64,
+) -> Vec<Comment> {
+    let orders: Vec<(Id, Id)> = (0..count).map(|n| (test_id(order_prefix, n), *user)).collect();
+    put_orders(store, &orders).await;
+    let comments = orders
+        .iter()
+        .zip(0_i64..)
+        .map(|((order, user), n)| {
+            new_comment(order, product, user, format!("{content} {n}"), 1_700_000_000_000 + n * spacing_ms)
+        })
         .collect();
-    store
-        .hbase()
-        .run(Retry::Idempotent, move |connection| connection.mutate_rows(&table, mutations.clone()))
-        .await
-        .expect("raw put");
+    store.post_comments(comments).await.expect("comments")
+}
+
+/// A `/v1` ranked page as (rank, score, content) rows, in page order.
+fn ranked_rows(page: &Answer) -> Vec<(u64, f64, String)> {
+    page.comment_values()
+        .iter()
+        .map(|comment| {
+            (
+                comment["rank"].as_u64().expect("rank"),
+                comment["score"].as_f64().expect("score"),
+                comment["content"].as_str().expect("content").to_owned(),
+            )
+        })
+        .collect()
 }
 
 /// The data set of the pagination tests: one product and one user with many
@@ -212,13 +94,13 @@ async fn write_catalogue(store: &Store) -> Catalogue {
         // millisecond make the tie suffix decide their order.
         let timestamp = base_ms + i64::try_from(n / 3).expect("small") * 1_000;
         let content = format!("review {:02} {}", n, "x".repeat(usize::try_from(n % 2).expect("small")));
-        comments.push(new_comment(order, product, user, content, timestamp));
+        comments.push(new_comment(&order, &product, &user, content, timestamp));
     }
     for (index, neighbour) in neighbours.iter().enumerate() {
         for n in 0..3_u64 {
             let order = test_id("N", u64::try_from(index).expect("small") * 10 + n);
             orders.push((order, users[0]));
-            comments.push(new_comment(order, *neighbour, users[0], format!("neighbour {n}"), base_ms + 999_000));
+            comments.push(new_comment(&order, neighbour, &users[0], format!("neighbour {n}"), base_ms + 999_000));
         }
     }
     put_orders(store, &orders).await;
@@ -252,9 +134,9 @@ async fn write_catalogue(store: &Store) -> Catalogue {
     let dangling = CommentKey::new(&test_id("D", 1), &product);
     seed_product_rows
         .push((keys::product_comment_key(&product, base_ms + 3_500, 5, &dangling), dangling.as_bytes().to_vec()));
-    put_rows(store, &tables.comment, seed_comments).await;
-    put_rows(store, &tables.product_comment, seed_product_rows).await;
-    put_rows(store, &tables.user_comment, seed_user_rows).await;
+    put_values(store, &tables.comment, seed_comments).await;
+    put_values(store, &tables.product_comment, seed_product_rows).await;
+    put_values(store, &tables.user_comment, seed_user_rows).await;
 
     // The expected orders are the index key orders, from the key builders.
     let mut product_rows: Vec<(Vec<u8>, CommentKey)> = posted
@@ -287,51 +169,11 @@ async fn write_catalogue(store: &Store) -> Catalogue {
     }
 }
 
-/// Walks a `/v1` list to its end with `limit`, returning every comment key in order.
-async fn walk_v1(service: &Service, path: &str, limit: usize) -> Vec<CommentKey> {
-    let mut seen = Vec::new();
-    let mut cursor: Option<String> = None;
-    for _ in 0..1_000 {
-        let uri = match &cursor {
-            Some(cursor) => format!("{path}?limit={limit}&cursor={cursor}"),
-            None => format!("{path}?limit={limit}"),
-        };
-        let page = service.get(&uri).await;
-        assert_eq!(page.status, StatusCode::OK, "{}", page.body);
-        seen.extend(page.comment_keys());
-        match page.body["nextCursor"].as_str() {
-            Some(next) => cursor = Some(next.to_owned()),
-            None => return seen,
-        }
-    }
-    panic!("{path} did not end within 1,000 pages");
-}
-
-/// Walks a seed list: the `latest` route, then the POST next-page route.
-async fn walk_seed(service: &Service, latest: &str, next: &str, limit: usize) -> Vec<CommentKey> {
-    let first = service.get(&format!("{latest}?limit={limit}")).await;
-    assert_eq!(first.status, StatusCode::OK, "{}", first.body);
-    let mut seen = first.comment_keys();
-    let mut start = first.body["nextIndexKey"].clone();
-    for _ in 0..1_000 {
-        let Some(key) = start.as_str() else {
-            return seen;
-        };
-        // The seed's Jackson writes standard, padded base64.
-        assert!(STANDARD.decode(key).is_ok(), "{key}");
-        let page = service.post(next, &json!({"startIndexKey": key, "limit": limit})).await;
-        assert_eq!(page.status, StatusCode::OK, "{}", page.body);
-        seen.extend(page.comment_keys());
-        start = page.body["nextIndexKey"].clone();
-    }
-    panic!("{latest} did not end within 1,000 pages");
-}
-
 #[tokio::test]
 async fn walking_every_page_returns_every_comment_once_newest_first() {
     let store = fresh_store("api_walk").await;
     let catalogue = write_catalogue(&store).await;
-    let service = Service::start(store.clone(), Settings::default()).await;
+    let service = TestApp::spawn(store.clone(), Settings::default()).await;
     let product_path = format!("/v1/products/{}/comments", catalogue.product);
 
     // Walk the product by hand, posting newer comments after the first page:
@@ -343,7 +185,7 @@ async fn walking_every_page_returns_every_comment_once_newest_first() {
     let late: Vec<NewComment> = late_orders
         .iter()
         .map(|(order, user)| {
-            new_comment(*order, catalogue.product, *user, "arrived mid-walk".into(), catalogue.base_ms + 5_000_000)
+            new_comment(order, &catalogue.product, user, "arrived mid-walk", catalogue.base_ms + 5_000_000)
         })
         .collect();
     store.post_comments(late).await.expect("late comments");
@@ -359,7 +201,7 @@ async fn walking_every_page_returns_every_comment_once_newest_first() {
     // A fresh walk sees the late comments first, then the same list.
     let late_keys: HashSet<CommentKey> =
         late_orders.iter().map(|(order, _)| CommentKey::new(order, &catalogue.product)).collect();
-    let again = walk_v1(&service, &product_path, 100).await;
+    let again = comment_keys(&service.walk_v1(&product_path, 100).await);
     assert_eq!(again[..3].iter().copied().collect::<HashSet<_>>(), late_keys);
     assert_eq!(again[3..], catalogue.product_order[..]);
     assert_eq!(again.iter().collect::<HashSet<_>>().len(), again.len(), "no comment twice");
@@ -367,14 +209,17 @@ async fn walking_every_page_returns_every_comment_once_newest_first() {
     // The user's timeline, and the seed's routes for both lists, with page sizes
     // that do and do not divide the list.
     let user_path = format!("/v1/users/{}/comments", catalogue.user);
-    let user_walk = walk_v1(&service, &user_path, 1).await;
+    let user_walk = comment_keys(&service.walk_v1(&user_path, 1).await);
     assert_eq!(user_walk[3..], catalogue.user_order[..]);
-    let seed_product =
-        walk_seed(&service, &format!("/product/{}/comments/latest", catalogue.product), "/product/comments/get", 5)
-            .await;
+    let seed_product = comment_keys(
+        &service
+            .walk_seed(&format!("/product/{}/comments/latest", catalogue.product), "/product/comments/get", 5)
+            .await,
+    );
     assert_eq!(seed_product[3..], catalogue.product_order[..]);
-    let seed_user =
-        walk_seed(&service, &format!("/user/{}/comments/latest", catalogue.user), "/user/comments/get", 4).await;
+    let seed_user = comment_keys(
+        &service.walk_seed(&format!("/user/{}/comments/latest", catalogue.user), "/user/comments/get", 4).await,
+    );
     assert_eq!(seed_user[3..], catalogue.user_order[..]);
 
     // Seed routes show each comment as the seed's Jackson did, rowKey included exactly once.
@@ -387,19 +232,19 @@ async fn walking_every_page_returns_every_comment_once_newest_first() {
         assert_eq!(comment["rowKey"], STANDARD.encode(key.as_bytes()), "{comment}");
         assert!(comment.get("edited").is_some(), "{comment}");
     }
-    service.shut_down(Duration::from_secs(15)).await;
+    service.shut_down().await;
 }
 
 #[tokio::test]
 async fn seed_next_pages_never_read_past_their_product() {
     let store = fresh_store("api_seed_prefix").await;
     let catalogue = write_catalogue(&store).await;
-    let service = Service::start(store.clone(), Settings::default()).await;
+    let service = TestApp::spawn(store.clone(), Settings::default()).await;
     // P1's rows are followed in the table by P2's: a start key near P1's end
     // with a large limit must stop at P1's last comment.
     let head = service.get(&format!("/product/{}/comments/latest?limit=44", catalogue.product)).await;
     let start = head.body["nextIndexKey"].as_str().expect("rows left after the first page").to_owned();
-    let tail = service.post("/product/comments/get", &json!({"startIndexKey": start, "limit": 100})).await;
+    let tail = service.post_json("/product/comments/get", &json!({"startIndexKey": start, "limit": 100})).await;
     assert_eq!(tail.status, StatusCode::OK, "{}", tail.body);
     let shown = head.comment_keys().len();
     assert!(shown < catalogue.product_order.len());
@@ -408,17 +253,18 @@ async fn seed_next_pages_never_read_past_their_product() {
 
     // The bare prefix (11 bytes) is a valid start: the product's newest comment.
     let prefix = keys::product_comment_prefix(&catalogue.product);
-    let from_prefix =
-        service.post("/product/comments/get", &json!({"startIndexKey": STANDARD.encode(&prefix), "limit": 2})).await;
+    let from_prefix = service
+        .post_json("/product/comments/get", &json!({"startIndexKey": STANDARD.encode(&prefix), "limit": 2}))
+        .await;
     assert_eq!(from_prefix.comment_keys(), catalogue.product_order[..2]);
-    service.shut_down(Duration::from_secs(15)).await;
+    service.shut_down().await;
 }
 
 #[tokio::test]
 async fn every_bad_request_answers_400_with_a_code() {
     let store = fresh_store("api_bad_requests").await;
     let catalogue = write_catalogue(&store).await;
-    let service = Service::start(store.clone(), Settings::default()).await;
+    let service = TestApp::spawn(store.clone(), Settings::default()).await;
     let product = catalogue.product;
 
     for path in [
@@ -480,7 +326,7 @@ async fn every_bad_request_answers_400_with_a_code() {
         ),
         ("/user/comments/get", json!([]), "invalid_body"),
     ] {
-        service.post(route, &body).await.assert_error(StatusCode::BAD_REQUEST, code);
+        service.post_json(route, &body).await.assert_error(StatusCode::BAD_REQUEST, code);
     }
     let not_json = service
         .client
@@ -490,30 +336,30 @@ async fn every_bad_request_answers_400_with_a_code() {
         .send()
         .await
         .expect("POST");
-    answer(not_json).await.assert_error(StatusCode::BAD_REQUEST, "invalid_body");
-    service.shut_down(Duration::from_secs(15)).await;
+    Answer::from_response(not_json).await.assert_error(StatusCode::BAD_REQUEST, "invalid_body");
+    service.shut_down().await;
 }
 
 #[tokio::test]
 async fn unknown_routes_and_methods_answer_404_and_405_in_json() {
     let store = fresh_store("api_routes").await;
-    let service = Service::start(store, Settings::default()).await;
+    let service = TestApp::spawn(store, Settings::default()).await;
     service.get("/").await.assert_error(StatusCode::NOT_FOUND, "not_found");
     service.get("/v2/products/P000000001/comments").await.assert_error(StatusCode::NOT_FOUND, "not_found");
     service.get("/product/comments/get").await.assert_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed");
     service
-        .post("/v1/products/P000000001/comments", &json!({}))
+        .post_json("/v1/products/P000000001/comments", &json!({}))
         .await
         .assert_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed");
     let response = service.client.put(format!("{}/readyz", service.base)).send().await.expect("PUT");
-    answer(response).await.assert_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed");
+    Answer::from_response(response).await.assert_error(StatusCode::METHOD_NOT_ALLOWED, "method_not_allowed");
     // Health, readiness, metrics, the document and the docs page answer.
     assert_eq!(service.get("/healthz").await.body["status"], "ok");
     assert_eq!(service.get("/readyz").await.body["status"], "ready");
     assert!(service.get("/openapi.json").await.body["paths"]["/product/comments/get"]["post"].is_object());
     let docs = service.client.get(format!("{}/docs/", service.base)).send().await.expect("docs");
     assert_eq!(docs.status(), StatusCode::OK);
-    service.shut_down(Duration::from_secs(15)).await;
+    service.shut_down().await;
 }
 
 #[tokio::test]
@@ -521,20 +367,7 @@ async fn ranked_reads_follow_the_slots_and_skip_gone_comments() {
     let store = fresh_store("api_ranked").await;
     let product = test_id("R", 1);
     let user = test_id("U", 9);
-    let orders: Vec<(Id, Id)> = (0..4).map(|n| (test_id("RO", n), user)).collect();
-    put_orders(&store, &orders).await;
-    let posted = store
-        .post_comments(
-            orders
-                .iter()
-                .enumerate()
-                .map(|(n, (order, user))| {
-                    new_comment(*order, product, *user, format!("ranked review {n}"), 1_700_000_000_000 + n as i64)
-                })
-                .collect(),
-        )
-        .await
-        .expect("comments");
+    let posted = post_numbered_comments(&store, &product, &user, ("RO", 4), "ranked review", 1).await;
     let slots = [
         (posted[2].row_key(), 0.91),
         (posted[0].row_key(), 0.75),
@@ -545,22 +378,11 @@ async fn ranked_reads_follow_the_slots_and_skip_gone_comments() {
     store.delete_comment(&posted[3].order_id, &product).await.expect("delete one");
 
     let ttl = Duration::from_secs(3);
-    let service = Service::start(store.clone(), Settings { ranked_cache_ttl: ttl, ..Settings::default() }).await;
+    let service = TestApp::spawn(store.clone(), Settings { ranked_cache_ttl: ttl, ..Settings::default() }).await;
     let ranked = service.get(&format!("/v1/products/{product}/comments/ranked")).await;
     assert_eq!(ranked.status, StatusCode::OK, "{}", ranked.body);
     assert_eq!(ranked.headers["cache-control"], "public, max-age=3");
-    let shown: Vec<(u64, f64, String)> = ranked.body["comments"]
-        .as_array()
-        .expect("comments")
-        .iter()
-        .map(|comment| {
-            (
-                comment["rank"].as_u64().expect("rank"),
-                comment["score"].as_f64().expect("score"),
-                comment["content"].as_str().expect("content").to_owned(),
-            )
-        })
-        .collect();
+    let shown = ranked_rows(&ranked);
     let expected = [
         (1, 0.91, posted[2].text().to_owned()),
         (2, 0.75, posted[0].text().to_owned()),
@@ -586,8 +408,7 @@ async fn ranked_reads_follow_the_slots_and_skip_gone_comments() {
     let empty = service.get(&format!("/v1/products/{}/comments/ranked", test_id("R", 2))).await;
     assert_eq!(empty.body["comments"], json!([]));
 
-    let metrics = service.client.get(format!("{}/metrics", service.base)).send().await.expect("metrics");
-    let text = metrics.text().await.expect("text");
+    let text = service.metrics().await;
     for series in [
         "reviews_api_ranked_cache_requests_total{result=\"hit\"}",
         "reviews_hbase_call_seconds",
@@ -595,14 +416,14 @@ async fn ranked_reads_follow_the_slots_and_skip_gone_comments() {
     ] {
         assert!(text.contains(series), "{series} missing from /metrics");
     }
-    service.shut_down(Duration::from_secs(15)).await;
+    service.shut_down().await;
 }
 
 #[tokio::test]
 async fn an_unreachable_gateway_answers_503_within_two_seconds() {
     let store = fresh_store("api_unreachable").await;
     let unreachable = service_store(&closed_address(), &store, &[]);
-    let service = Service::start(unreachable, Settings::default()).await;
+    let service = TestApp::spawn(unreachable, Settings::default()).await;
     let product = test_id("P", 1);
     for path in [
         format!("/v1/products/{product}/comments"),
@@ -619,12 +440,12 @@ async fn an_unreachable_gateway_answers_503_within_two_seconds() {
     let started = Instant::now();
     let start_key = STANDARD.encode(keys::product_comment_prefix(&product));
     service
-        .post("/product/comments/get", &json!({"startIndexKey": start_key}))
+        .post_json("/product/comments/get", &json!({"startIndexKey": start_key}))
         .await
         .assert_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable");
     assert!(started.elapsed() < UNAVAILABLE_WITHIN);
     assert_eq!(service.get("/healthz").await.status, StatusCode::OK, "the process itself stays healthy");
-    service.shut_down(Duration::from_secs(15)).await;
+    service.shut_down().await;
 }
 
 #[tokio::test]
@@ -632,7 +453,7 @@ async fn the_service_recovers_by_itself_when_its_gateway_returns() {
     let store = fresh_store("api_recovery").await;
     let catalogue = write_catalogue(&store).await;
     let gateway = Arc::new(tokio::task::spawn_blocking(PrivateGateway::start).await.expect("start a private gateway"));
-    let service = Service::start(service_store(&gateway.address(), &store, &[]), Settings::default()).await;
+    let service = TestApp::spawn(service_store(&gateway.address(), &store, &[]), Settings::default()).await;
     let path = format!("/v1/products/{}/comments?limit=100", catalogue.product);
     assert_eq!(service.get(&path).await.comment_keys(), catalogue.product_order);
 
@@ -663,7 +484,7 @@ async fn the_service_recovers_by_itself_when_its_gateway_returns() {
     };
     assert_eq!(recovered.comment_keys(), catalogue.product_order);
     assert_eq!(service.get("/readyz").await.status, StatusCode::OK);
-    service.shut_down(Duration::from_secs(15)).await;
+    service.shut_down().await;
     tokio::task::spawn_blocking(move || drop(gateway)).await.expect("stop the private gateway for good");
 }
 
@@ -676,25 +497,25 @@ async fn shutdown_drains_requests_in_flight_up_to_the_deadline() {
 
     // A generous drain deadline: the request in flight gets its answer before serve returns.
     let patient = Settings { drain_deadline: Duration::from_secs(10), ..Settings::default() };
-    let service = Service::start(service_store(&closed_address(), &store, &slow_flags), patient).await;
+    let service = TestApp::spawn(service_store(&closed_address(), &store, &slow_flags), patient).await;
     let in_flight = tokio::spawn({
         let request = service.client.get(format!("{}{path}", service.base));
         async move { request.send().await.map(|response| response.status()) }
     });
     tokio::time::sleep(Duration::from_millis(300)).await;
     let base = service.base.clone();
-    service.shut_down(Duration::from_secs(8)).await;
+    service.shut_down_within(Duration::from_secs(8)).await;
     assert_eq!(in_flight.await.expect("task").expect("answered"), StatusCode::SERVICE_UNAVAILABLE);
     let refused = reqwest::Client::new().get(format!("{base}/healthz")).send().await;
     assert!(refused.is_err(), "a stopped service must not accept connections");
 
     // A short drain deadline: serve returns at the deadline, not when the request would finish.
     let hasty = Settings { drain_deadline: Duration::from_millis(200), ..Settings::default() };
-    let service = Service::start(service_store(&closed_address(), &store, &slow_flags), hasty).await;
+    let service = TestApp::spawn(service_store(&closed_address(), &store, &slow_flags), hasty).await;
     let in_flight = tokio::spawn(service.client.get(format!("{}{path}", service.base)).send());
     tokio::time::sleep(Duration::from_millis(300)).await;
     let started = Instant::now();
-    service.shut_down(Duration::from_secs(8)).await;
+    service.shut_down_within(Duration::from_secs(8)).await;
     assert!(started.elapsed() < Duration::from_millis(1_500), "serve took {:?} to return", started.elapsed());
     in_flight.abort();
 }
@@ -708,20 +529,8 @@ async fn pages_and_rankings_come_from_hbase() {
         .put_records(&[User { id: user, name: "Kim".into(), nickname: "k".into(), extra: Extra::new() }])
         .await
         .expect("user");
-    let orders: Vec<(Id, Id)> = (0..5).map(|n| (test_id("O", n), user)).collect();
-    put_orders(&store, &orders).await;
-    let posted = store
-        .post_comments(
-            (0..5)
-                .map(|n| {
-                    let timestamp_ms = 1_700_000_000_000 + i64::try_from(n).expect("small") * 1_000;
-                    new_comment(test_id("O", n), product, user, format!("review number {n}"), timestamp_ms)
-                })
-                .collect(),
-        )
-        .await
-        .expect("comments");
-    let service = Service::start(store.clone(), Settings::default()).await;
+    let posted = post_numbered_comments(&store, &product, &user, ("O", 5), "review number", 1_000).await;
+    let service = TestApp::spawn(store.clone(), Settings::default()).await;
 
     // Two pages of two and a last page of one, newest first.
     let mut seen = Vec::new();
@@ -746,18 +555,7 @@ async fn pages_and_rankings_come_from_hbase() {
     let answer = service.get(&format!("/v1/products/{product}/comments/ranked")).await;
     assert_eq!(answer.status, StatusCode::OK);
     assert_eq!(answer.headers["cache-control"], "public, max-age=10");
-    let shown: Vec<(u64, f64, String)> = answer.body["comments"]
-        .as_array()
-        .expect("comments")
-        .iter()
-        .map(|c| {
-            (
-                c["rank"].as_u64().expect("rank"),
-                c["score"].as_f64().expect("score"),
-                c["content"].as_str().expect("content").to_owned(),
-            )
-        })
-        .collect();
+    let shown = ranked_rows(&answer);
     assert_eq!(shown, [(1, 0.9, posted[1].text().to_owned()), (3, 0.7, posted[0].text().to_owned())]);
     assert!(answer.body["nextCursor"].is_null());
 
@@ -765,7 +563,7 @@ async fn pages_and_rankings_come_from_hbase() {
     assert_eq!(seed["comments"].as_array().expect("comments").len(), 1);
     assert_eq!(seed["comments"][0]["content"], posted[1].text());
     assert!(seed["nextIndexKey"].is_null());
-    service.shut_down(Duration::from_secs(15)).await;
+    service.shut_down().await;
 }
 
 #[tokio::test]
@@ -773,25 +571,13 @@ async fn comment_reads_carry_an_etag_and_a_matching_if_none_match_answers_304_wi
     let store = fresh_store("api_etag").await;
     let product = test_id("P", 7);
     let user = test_id("U", 7);
-    let orders: Vec<(Id, Id)> = (0..3).map(|n| (test_id("E", n), user)).collect();
-    put_orders(&store, &orders).await;
-    let posted = store
-        .post_comments(
-            (0..3)
-                .map(|n| {
-                    let timestamp_ms = 1_700_000_000_000 + i64::try_from(n).expect("small");
-                    new_comment(test_id("E", n), product, user, format!("tagged review {n}"), timestamp_ms)
-                })
-                .collect(),
-        )
-        .await
-        .expect("comments");
+    let posted = post_numbered_comments(&store, &product, &user, ("E", 3), "tagged review", 1).await;
     store.replace_rank_slots(&product, &[(posted[2].row_key(), 0.9), (posted[0].row_key(), 0.5)]).await.expect("slots");
 
     // The service reaches HBase through a proxy the test can silence.
     let proxy = FaultyProxy::start(&thrift_addr()).await;
     let settings = Settings { ranked_cache_ttl: Duration::from_secs(600), ..Settings::default() };
-    let service = Service::start(service_store(&proxy.address(), &store, &[]), settings).await;
+    let service = TestApp::spawn(service_store(&proxy.address(), &store, &[]), settings).await;
 
     let pages = [
         format!("/v1/products/{product}/comments/ranked"),
@@ -803,37 +589,37 @@ async fn comment_reads_carry_an_etag_and_a_matching_if_none_match_answers_304_wi
     ];
     let mut tags = Vec::new();
     for path in &pages {
-        let first = service.get_bytes(path, None).await;
-        assert_eq!(first.status, StatusCode::OK, "{path}: {}", first.text());
+        let first = service.get(path).await;
+        assert_eq!(first.status, StatusCode::OK, "{path}: {}", first.raw);
         let tag = first
             .headers
             .get(reqwest::header::ETAG)
             .unwrap_or_else(|| panic!("{path} has no ETag"))
             .to_str()
             .expect("ascii");
-        let again = service.get_bytes(path, None).await;
+        let again = service.get(path).await;
         assert_eq!(again.headers[reqwest::header::ETAG], tag, "{path}: the same answer, the same tag");
-        let not_modified = service.get_bytes(path, Some(tag)).await;
+        let not_modified = service.get_if_none_match(path, tag).await;
         assert_eq!(not_modified.status, StatusCode::NOT_MODIFIED, "{path}");
-        assert!(not_modified.body.is_empty(), "{path}: a 304 has no body");
+        assert!(not_modified.raw.is_empty(), "{path}: a 304 has no body");
         assert_eq!(not_modified.headers[reqwest::header::ETAG], tag, "{path}");
-        let changed = service.get_bytes(path, Some("W/\"0123456789abcdef0123456789abcdef\"")).await;
+        let changed = service.get_if_none_match(path, "W/\"0123456789abcdef0123456789abcdef\"").await;
         assert_eq!(changed.status, StatusCode::OK, "{path}: another tag gets the answer");
-        assert_eq!(changed.body, first.body, "{path}");
+        assert_eq!(changed.raw, first.raw, "{path}");
         tags.push(tag.to_owned());
     }
 
-    let metrics = service.get_bytes("/metrics", None).await.text();
+    let metrics = service.metrics().await;
     assert!(metrics.contains("reviews_api_ranked_cache_bytes"), "the cache's size is exported:\n{metrics}");
 
     // With the gateway silent, cached rankings still answer 304, while a
     // page read, which needs HBase, fails: the 304 did not touch HBase.
     proxy.set_mode(ProxyMode::BlackHole);
     for (path, tag) in pages[..2].iter().zip(&tags) {
-        let not_modified = service.get_bytes(path, Some(tag)).await;
-        assert_eq!(not_modified.status, StatusCode::NOT_MODIFIED, "{path} with HBase gone: {}", not_modified.text());
+        let not_modified = service.get_if_none_match(path, tag).await;
+        assert_eq!(not_modified.status, StatusCode::NOT_MODIFIED, "{path} with HBase gone: {}", not_modified.raw);
     }
-    let page = service.get_bytes(&pages[2], Some(&tags[2])).await;
-    assert_eq!(page.status, StatusCode::SERVICE_UNAVAILABLE, "a page read needs HBase: {}", page.text());
-    service.shut_down(Duration::from_secs(15)).await;
+    let page = service.get_if_none_match(&pages[2], &tags[2]).await;
+    assert_eq!(page.status, StatusCode::SERVICE_UNAVAILABLE, "a page read needs HBase: {}", page.raw);
+    service.shut_down().await;
 }

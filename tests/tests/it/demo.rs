@@ -8,12 +8,14 @@
 use std::collections::HashMap;
 
 use admin::demo::{self, DemoError, DemoPlan, DemoSpec, LoadOptions, LoadReport, Phase, Progress};
-use common::hbase::{Hbase, Retry, Row, ScanSpec};
+use common::hbase::{Hbase, Retry, Row};
 use common::model::{Comment, Order, Product, Record, Seller, User};
 use common::schema;
 use common::store::Store;
 use common::tables::Tables;
 use integration_tests::{fresh_store, hbase_config, thrift_addr, unique_prefix};
+
+use crate::rows::{drop_tables, raw_rows};
 
 fn small_spec() -> DemoSpec {
     DemoSpec {
@@ -29,19 +31,6 @@ fn small_spec() -> DemoSpec {
     }
 }
 
-async fn scan_all(store: &Store, table: &str) -> Vec<Row> {
-    let table = table.to_owned();
-    let spec = ScanSpec {
-        start: Vec::new(),
-        stop: None,
-        limit: usize::MAX,
-        page_size: 500,
-        columns: Vec::new(),
-        cache_blocks: true,
-    };
-    store.hbase().run(Retry::Idempotent, move |connection| connection.scan(&table, &spec)).await.expect("scan")
-}
-
 fn decode_all<R: Record>(rows: &[Row]) -> Vec<R> {
     rows.iter().map(|row| R::from_json(row.value(b"cf:q").expect("value")).expect("the row decodes")).collect()
 }
@@ -50,10 +39,6 @@ async fn load(store: &Store, plan: &DemoPlan, options: LoadOptions) -> (LoadRepo
     let mut updates = Vec::new();
     let report = demo::load(store, plan, &options, |update| updates.push(update)).await.expect("load");
     (report, updates)
-}
-
-async fn drop_tables(store: &Store) {
-    schema::drop_tables(store.hbase(), store.tables()).await.expect("drop the test's tables");
 }
 
 #[tokio::test]
@@ -89,15 +74,15 @@ async fn a_seeded_load_writes_the_expected_rows_and_the_store_reads_them_consist
     assert_eq!(finished, [Phase::Users, Phase::Sellers, Phase::Products, Phase::Comments]);
 
     let tables = store.tables().clone();
-    let users: Vec<User> = decode_all(&scan_all(&store, &tables.user).await);
-    let sellers: Vec<Seller> = decode_all(&scan_all(&store, &tables.seller).await);
-    let products: Vec<Product> = decode_all(&scan_all(&store, &tables.product).await);
-    let orders: Vec<Order> = decode_all(&scan_all(&store, &tables.order).await);
-    let comments: Vec<Comment> = decode_all(&scan_all(&store, &tables.comment).await);
+    let users: Vec<User> = decode_all(&raw_rows(&store, &tables.user).await);
+    let sellers: Vec<Seller> = decode_all(&raw_rows(&store, &tables.seller).await);
+    let products: Vec<Product> = decode_all(&raw_rows(&store, &tables.product).await);
+    let orders: Vec<Order> = decode_all(&raw_rows(&store, &tables.order).await);
+    let comments: Vec<Comment> = decode_all(&raw_rows(&store, &tables.comment).await);
     assert_eq!((users.len(), sellers.len(), products.len(), orders.len(), comments.len()), (40, 4, 25, 600, 600));
-    assert_eq!(scan_all(&store, &tables.user_comment).await.len(), 600);
-    assert_eq!(scan_all(&store, &tables.product_comment).await.len(), 600);
-    assert!(scan_all(&store, &tables.product_comment_rank).await.is_empty());
+    assert_eq!(raw_rows(&store, &tables.user_comment).await.len(), 600);
+    assert_eq!(raw_rows(&store, &tables.product_comment).await.len(), 600);
+    assert!(raw_rows(&store, &tables.product_comment_rank).await.is_empty());
     assert_eq!(users[0], plan.user(1).expect("user"));
     assert_eq!(products[0], plan.product(1).expect("product"));
 
@@ -146,7 +131,7 @@ async fn a_seeded_load_writes_the_expected_rows_and_the_store_reads_them_consist
     assert_eq!(comments.iter().filter(|comment| comment.user_id == busiest.id).count() as u64, busiest.comments);
     assert!(theirs.iter().all(|comment| comment.user_id == busiest.id));
 
-    drop_tables(&store).await;
+    drop_tables(&[&store]).await;
 }
 
 #[tokio::test]
@@ -158,12 +143,11 @@ async fn one_seed_gives_byte_identical_tables_whatever_the_batching() {
     load(&first, &plan, LoadOptions { batch_size: 50, in_flight: 1 }).await;
     load(&second, &plan, LoadOptions { batch_size: 128, in_flight: 4 }).await;
     for (table, other) in first.tables().all().iter().zip(second.tables().all()) {
-        let rows = scan_all(&first, table).await;
-        assert_eq!(rows, scan_all(&second, other).await, "{table} differs");
+        let rows = raw_rows(&first, table).await;
+        assert_eq!(rows, raw_rows(&second, other).await, "{table} differs");
     }
-    assert_eq!(scan_all(&first, &first.tables().comment).await.len(), 300);
-    drop_tables(&first).await;
-    drop_tables(&second).await;
+    assert_eq!(raw_rows(&first, &first.tables().comment).await.len(), 300);
+    drop_tables(&[&first, &second]).await;
 }
 
 #[tokio::test]
@@ -177,16 +161,16 @@ async fn loading_again_writes_nothing_and_a_different_data_set_on_top_is_refused
     assert!(updates.is_empty(), "a no-op load reported writing: {updates:?}");
     assert_eq!(again.active_users, first.active_users);
     assert_eq!(again.hottest_products, first.hottest_products);
-    assert_eq!(scan_all(&store, &store.tables().comment).await.len(), 200);
+    assert_eq!(raw_rows(&store, &store.tables().comment).await.len(), 200);
 
     // Other sizes or another seed would reuse the order ids with other owners: refused, nothing written.
-    let before = scan_all(&store, &store.tables().order).await;
+    let before = raw_rows(&store, &store.tables().order).await;
     for other in [DemoSpec { comments: 260, ..spec.clone() }, DemoSpec { seed: spec.seed + 1, ..spec.clone() }] {
         let plan = DemoPlan::new(other).expect("plan");
         let refused = demo::load(&store, &plan, &LoadOptions { batch_size: 20, in_flight: 2 }, |_| {}).await;
         assert!(matches!(refused, Err(DemoError::Conflicting { .. })), "{refused:?}");
     }
-    assert_eq!(scan_all(&store, &store.tables().order).await, before);
-    assert_eq!(scan_all(&store, &store.tables().comment).await.len(), 200);
-    drop_tables(&store).await;
+    assert_eq!(raw_rows(&store, &store.tables().order).await, before);
+    assert_eq!(raw_rows(&store, &store.tables().comment).await.len(), 200);
+    drop_tables(&[&store]).await;
 }

@@ -3,57 +3,18 @@
 
 use std::time::Duration;
 
-use common::hbase::{Connection, Hbase, HbaseConfig, Retry, Row, RowMutation, ScanSpec, COLUMN_VALUE};
+use common::hbase::{Connection, Hbase, HbaseConfig, Retry, RowMutation, ScanSpec, COLUMN_VALUE};
 use common::keys::{self, CommentKey};
 use common::model::{Extra, Order, Product, Seller, User};
 use common::store::{NewComment, Store};
 use common::{Error, Id};
-use integration_tests::{fresh_store, hbase_config, outlast_delete_markers, test_id, thrift_addr};
+use integration_tests::fixtures::{new_comment, put_orders};
+use integration_tests::{fresh_store, hbase_config, test_id, thrift_addr};
+
+use crate::rows::{delete_all_rows, put_value, raw_rows};
 
 fn id(text: &str) -> Id {
     Id::parse("id", text).expect("valid id")
-}
-
-async fn put_order(store: &Store, order: &Id, user: &Id) {
-    let order = Order { id: *order, user_id: *user, extra: Extra::new() };
-    store.put_records(&[order]).await.expect("put order");
-}
-
-fn new_comment(order: &Id, product: &Id, user: &Id, content: &str, timestamp_ms: i64) -> NewComment {
-    NewComment {
-        order_id: *order,
-        product_id: *product,
-        user_id: *user,
-        content: content.to_owned(),
-        timestamp_ms,
-        rating: None,
-        helpful: None,
-        unhelpful: None,
-        photos: None,
-    }
-}
-
-async fn scan_all(store: &Store, table: &str) -> Vec<Row> {
-    let table = table.to_owned();
-    let spec = ScanSpec {
-        start: Vec::new(),
-        stop: None,
-        limit: usize::MAX,
-        page_size: 500,
-        columns: Vec::new(),
-        cache_blocks: true,
-    };
-    store.hbase().run(Retry::Idempotent, move |connection| connection.scan(&table, &spec)).await.expect("scan")
-}
-
-async fn put_raw(store: &Store, table: &str, key: Vec<u8>, value: Vec<u8>) {
-    let table = table.to_owned();
-    let mutation = RowMutation::Put { key, cells: vec![(COLUMN_VALUE.to_vec(), value)] };
-    store
-        .hbase()
-        .run(Retry::Idempotent, move |connection| connection.mutate_rows(&table, vec![mutation.clone()]))
-        .await
-        .expect("raw put");
 }
 
 #[tokio::test]
@@ -103,12 +64,12 @@ async fn every_model_round_trips_through_hbase() {
 async fn write_path_index_rows_have_the_exact_bytes_of_the_design() {
     let store = fresh_store("exactbytes").await;
     let (order, product, user) = (id("ORDaaaaaa1"), id("PRODbbbbb1"), id("USERccccc1"));
-    put_order(&store, &order, &user).await;
+    put_orders(&store, &[(order, user)]).await;
     let content = "x".repeat(30);
     store.post_comment(new_comment(&order, &product, &user, &content, 1_700_000_000_000)).await.expect("post");
 
     let comment_key = hex::decode("4f52446161616161613150524f44626262626231").expect("hex");
-    let user_rows = scan_all(&store, &store.tables().user_comment).await;
+    let user_rows = raw_rows(&store, &store.tables().user_comment).await;
     assert_eq!(user_rows.len(), 1);
     assert_eq!(
         hex::encode(&user_rows[0].key),
@@ -116,7 +77,7 @@ async fn write_path_index_rows_have_the_exact_bytes_of_the_design() {
     );
     assert_eq!(user_rows[0].value(COLUMN_VALUE), Some(comment_key.as_slice()));
 
-    let product_rows = scan_all(&store, &store.tables().product_comment).await;
+    let product_rows = raw_rows(&store, &store.tables().product_comment).await;
     assert_eq!(product_rows.len(), 1);
     assert_eq!(
         hex::encode(&product_rows[0].key),
@@ -124,7 +85,7 @@ async fn write_path_index_rows_have_the_exact_bytes_of_the_design() {
     );
     assert_eq!(product_rows[0].value(COLUMN_VALUE), Some(comment_key.as_slice()));
 
-    let comment_rows = scan_all(&store, &store.tables().comment).await;
+    let comment_rows = raw_rows(&store, &store.tables().comment).await;
     assert_eq!(comment_rows.len(), 1);
     assert_eq!(comment_rows[0].key, comment_key);
 }
@@ -141,12 +102,12 @@ async fn comments_in_the_seeds_format_read_back_through_both_indexes() {
         "content": "Java가 쓴 리뷰입니다", "timestamp": 1_600_000_000_000_i64, "isEdited": true,
         "rowKey": "T1JEc2VlZDAwMVBST0RzZWVkMDE="
     });
-    put_raw(&store, &store.tables().comment, key.as_bytes().to_vec(), serde_json::to_vec(&json).expect("json")).await;
+    put_value(&store, &store.tables().comment, key.as_bytes().to_vec(), serde_json::to_vec(&json).expect("json")).await;
     let product_key = keys::product_comment_key(&product, 1_600_000_000_000, 27, &key)[..23].to_vec();
     let user_key = keys::user_comment_millisecond_prefix(&user, 1_600_000_000_000);
     assert_eq!((product_key.len(), user_key.len()), (23, 18));
-    put_raw(&store, &store.tables().product_comment, product_key, key.as_bytes().to_vec()).await;
-    put_raw(&store, &store.tables().user_comment, user_key, key.as_bytes().to_vec()).await;
+    put_value(&store, &store.tables().product_comment, product_key, key.as_bytes().to_vec()).await;
+    put_value(&store, &store.tables().user_comment, user_key, key.as_bytes().to_vec()).await;
 
     let page = store.product_comment_page(&product, None, 20).await.expect("product page");
     let comments = store.comments_of(&page).await.expect("comments");
@@ -159,14 +120,14 @@ async fn comments_in_the_seeds_format_read_back_through_both_indexes() {
 
     // Editing keeps the unknown field; deleting finds the seed's short index keys.
     let edited = store.edit_comment(&order, &product, "고쳤어요 edited".into()).await.expect("edit");
-    let stored = scan_all(&store, &store.tables().comment).await;
+    let stored = raw_rows(&store, &store.tables().comment).await;
     let stored: serde_json::Value =
         serde_json::from_slice(stored[0].value(COLUMN_VALUE).expect("value")).expect("json");
     assert_eq!(stored["rowKey"], serde_json::json!("T1JEc2VlZDAwMVBST0RzZWVkMDE="));
     assert_eq!(stored["content"], serde_json::json!(edited.content));
     store.delete_comment(&order, &product).await.expect("delete");
     for table in [&store.tables().comment, &store.tables().product_comment, &store.tables().user_comment] {
-        assert!(scan_all(&store, table).await.is_empty(), "{table} still has rows");
+        assert!(raw_rows(&store, table).await.is_empty(), "{table} still has rows");
     }
 }
 
@@ -175,8 +136,8 @@ async fn two_comments_by_one_user_in_one_millisecond_both_stay_indexed() {
     let store = fresh_store("samems").await;
     let user = id("USERsame01");
     let (order_a, order_b) = (id("ORDsame001"), id("ORDsame002"));
-    put_order(&store, &order_a, &user).await;
-    put_order(&store, &order_b, &user).await;
+    put_orders(&store, &[(order_a, user)]).await;
+    put_orders(&store, &[(order_b, user)]).await;
     let product = id("PRODsame01");
     // Same user, same millisecond, same product, same length: the seed's keys collide on both indexes.
     store.post_comment(new_comment(&order_a, &product, &user, "first review!!", 1_000)).await.expect("post a");
@@ -200,44 +161,31 @@ async fn two_comments_by_one_user_in_one_millisecond_both_stay_indexed() {
 async fn the_write_path_enforces_ownership_and_uniqueness_and_edits_in_place() {
     let store = fresh_store("writepath").await;
     let (owner, stranger, order, product) = (id("USERowner1"), id("USERother1"), id("ORDown0001"), id("PRODown001"));
-    put_order(&store, &order, &owner).await;
+    put_orders(&store, &[(order, owner)]).await;
 
     let missing = store.post_comment(new_comment(&id("ORDnone001"), &product, &owner, "hello there", 5)).await;
     assert!(matches!(missing, Err(Error::NotFound(_))), "{missing:?}");
     let foreign = store.post_comment(new_comment(&order, &product, &stranger, "not my order", 5)).await;
     assert!(matches!(foreign, Err(Error::Conflict(_))), "{foreign:?}");
-    assert!(scan_all(&store, &store.tables().comment).await.is_empty());
+    assert!(raw_rows(&store, &store.tables().comment).await.is_empty());
 
     let posted = store.post_comment(new_comment(&order, &product, &owner, "original text", 5)).await.expect("post");
     let again = store.post_comment(new_comment(&order, &product, &owner, "second try", 6)).await;
     assert!(matches!(again, Err(Error::Conflict(_))), "{again:?}");
 
-    let index_before = scan_all(&store, &store.tables().product_comment).await;
+    let index_before = raw_rows(&store, &store.tables().product_comment).await;
     let edited = store.edit_comment(&order, &product, "changed text, much longer".into()).await.expect("edit");
     assert!(edited.edited);
     assert_eq!(edited.timestamp, posted.timestamp);
-    assert_eq!(scan_all(&store, &store.tables().product_comment).await, index_before, "edit must not move index rows");
+    assert_eq!(raw_rows(&store, &store.tables().product_comment).await, index_before, "edit must not move index rows");
     let read = store.get_comments(&[posted.row_key()]).await.expect("read");
     assert_eq!(read[0].as_ref().map(|comment| comment.text()), Some("changed text, much longer"));
 
     // Deleting after an edit still finds the index row, whose key holds the old length.
     store.delete_comment(&order, &product).await.expect("delete");
-    assert!(scan_all(&store, &store.tables().product_comment).await.is_empty());
-    assert!(scan_all(&store, &store.tables().user_comment).await.is_empty());
+    assert!(raw_rows(&store, &store.tables().product_comment).await.is_empty());
+    assert!(raw_rows(&store, &store.tables().user_comment).await.is_empty());
     assert!(matches!(store.delete_comment(&order, &product).await, Err(Error::NotFound(_))));
-}
-
-/// Deletes every row of `table`, as a write that failed after the comment row
-/// landed leaves the indexes.
-async fn delete_all_rows(store: &Store, table: &str) {
-    let deletes: Vec<RowMutation> = scan_all(store, table)
-        .await
-        .into_iter()
-        .map(|row| RowMutation::Delete { key: row.key, family: b"cf".to_vec() })
-        .collect();
-    let table = table.to_owned();
-    store.hbase().run(Retry::Idempotent, move |c| c.mutate_rows(&table, deletes.clone())).await.expect("delete rows");
-    outlast_delete_markers().await;
 }
 
 #[tokio::test]
@@ -246,7 +194,7 @@ async fn posting_again_after_a_half_done_post_completes_it_and_never_overwrites_
     let (user, product) = (id("USERrepost"), id("PRODrepost"));
     let (single, bulk_a, bulk_b) = (id("ORDrepost1"), id("ORDrepost2"), id("ORDrepost3"));
     for order in [&single, &bulk_a, &bulk_b] {
-        put_order(&store, order, &user).await;
+        put_orders(&store, &[(*order, user)]).await;
     }
     let tables = store.tables().clone();
 
@@ -256,8 +204,8 @@ async fn posting_again_after_a_half_done_post_completes_it_and_never_overwrites_
     delete_all_rows(&store, &tables.user_comment).await;
     delete_all_rows(&store, &tables.product_comment).await;
     assert_eq!(store.post_comment(first.clone()).await.expect("the same post again"), posted);
-    assert_eq!(scan_all(&store, &tables.user_comment).await.len(), 1);
-    assert_eq!(scan_all(&store, &tables.product_comment).await.len(), 1);
+    assert_eq!(raw_rows(&store, &tables.user_comment).await.len(), 1);
+    assert_eq!(raw_rows(&store, &tables.product_comment).await.len(), 1);
 
     // A bulk post, likewise, and then once more when it is already complete.
     let batch = vec![
@@ -269,8 +217,8 @@ async fn posting_again_after_a_half_done_post_completes_it_and_never_overwrites_
     store.post_comments(batch.clone()).await.expect("the same batch again");
     store.post_comments(batch.clone()).await.expect("the same batch a third time");
     store.post_comment(first).await.expect("the first post, a third time");
-    assert_eq!(scan_all(&store, &tables.user_comment).await.len(), 3);
-    assert_eq!(scan_all(&store, &tables.product_comment).await.len(), 3);
+    assert_eq!(raw_rows(&store, &tables.user_comment).await.len(), 3);
+    assert_eq!(raw_rows(&store, &tables.product_comment).await.len(), 3);
 
     // Another review for an (order, product) that has one is still refused,
     // alone or in a batch, and the stored review is untouched.

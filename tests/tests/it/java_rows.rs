@@ -22,7 +22,10 @@ use reqwest::StatusCode;
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
 
-use crate::reliability::support::{drop_tables, put_value, uncached_settings, Service, AS_OF_MS};
+use integration_tests::app::{uncached_settings, TestApp};
+use integration_tests::fixtures::AS_OF_MS;
+
+use crate::rows::{drop_tables, put_value, raw_rows};
 
 fn id(text: &str) -> Id {
     Id::parse("id", text).expect("an id the Java service could store")
@@ -54,37 +57,6 @@ async fn java_post(
     put_value(store, &tables.product_comment, product_key, key.as_bytes().to_vec()).await;
     put_value(store, &tables.user_comment, keys::user_comment_millisecond_prefix(user, at), key.as_bytes().to_vec())
         .await;
-}
-
-/// Every comment of a `/v1` list, page by page, as the raw JSON answered.
-async fn walk_v1(service: &Service, path: &str, limit: usize) -> Vec<Value> {
-    let mut shown = Vec::new();
-    let mut url = format!("{path}?limit={limit}");
-    for _ in 0..100 {
-        let page = service.get(&url).await;
-        assert_eq!(page.status, StatusCode::OK, "{url}: {}", page.raw);
-        shown.extend(page.body["comments"].as_array().expect("comments").iter().cloned());
-        match page.body["nextCursor"].as_str() {
-            Some(cursor) => url = format!("{path}?limit={limit}&cursor={cursor}"),
-            None => return shown,
-        }
-    }
-    panic!("{path} did not end within 100 pages");
-}
-
-/// Every comment of a seed list (`latest`, then `POST next` with each `nextIndexKey`).
-async fn walk_seed(service: &Service, latest: &str, next: &str, limit: usize) -> Vec<Value> {
-    let mut page = service.get(&format!("{latest}?limit={limit}")).await;
-    let mut shown = Vec::new();
-    for _ in 0..100 {
-        assert_eq!(page.status, StatusCode::OK, "{latest}: {}", page.raw);
-        shown.extend(page.body["comments"].as_array().expect("comments").iter().cloned());
-        let Some(start) = page.body["nextIndexKey"].as_str().map(str::to_owned) else {
-            return shown;
-        };
-        page = service.post_json(next, &json!({"startIndexKey": start, "limit": limit})).await;
-    }
-    panic!("{latest} did not end within 100 pages");
 }
 
 fn orders(comments: &[Value]) -> Vec<String> {
@@ -145,7 +117,7 @@ async fn rows_the_java_service_wrote_read_back_on_every_route_and_rank_once() {
         "ORD-OTHER4",
     ];
     let expected_user = ["ORD-DOUBLE", "ORD-SURROG", "ORD-NULLCT", "ORD-SAMEMS"];
-    let service = Service::start(store.clone(), uncached_settings()).await;
+    let service = TestApp::spawn(store.clone(), uncached_settings()).await;
     // Every page size, so that the stale row, the same-millisecond pair and
     // the lone surrogate each fall on and across page boundaries.
     for limit in 1..=9 {
@@ -154,15 +126,15 @@ async fn rows_the_java_service_wrote_read_back_on_every_route_and_rank_once() {
             ("/v1/products/JP%2Dedge%2D01/comments", &expected_product[..]),
             ("/v1/users/USR-edge01/comments", &expected_user[..]),
         ] {
-            let shown = walk_v1(&service, path, limit).await;
+            let shown = service.walk_v1(path, limit).await;
             assert_eq!(orders(&shown), expected, "{path}, limit {limit}");
         }
-        let seed = walk_seed(&service, "/product/JP-edge-01/comments/latest", "/product/comments/get", limit).await;
+        let seed = service.walk_seed("/product/JP-edge-01/comments/latest", "/product/comments/get", limit).await;
         assert_eq!(orders(&seed), expected_product, "seed product route, limit {limit}");
-        let seed = walk_seed(&service, "/user/USR-edge01/comments/latest", "/user/comments/get", limit).await;
+        let seed = service.walk_seed("/user/USR-edge01/comments/latest", "/user/comments/get", limit).await;
         assert_eq!(orders(&seed), expected_user, "seed user route, limit {limit}");
     }
-    let spaced = walk_v1(&service, "/v1/users/USR%20edge%201/comments", 20).await;
+    let spaced = service.walk_v1("/v1/users/USR%20edge%201/comments", 20).await;
     assert_eq!(orders(&spaced), ["ORD-OTHER1", "ORD-OTHER2", "ORD-OTHER3", "ORD-OTHER4"]);
     for refused in ["/v1/products/JP%2Fedge-01/comments", "/v1/products/%EA%B0%80%EB%82%98%EB%8B%A4%EB%9D%BC%EB%A7%88%EB%B0%94%EC%82%AC%EC%95%84%EC%9E%90%EC%B0%A8/comments"] {
         let answer = service.get(refused).await;
@@ -170,8 +142,8 @@ async fn rows_the_java_service_wrote_read_back_on_every_route_and_rank_once() {
     }
 
     // What each route answers for the lone surrogate, the null and the double post.
-    let v1 = walk_v1(&service, "/v1/products/JP-edge-01/comments", 20).await;
-    let seed = walk_seed(&service, "/product/JP-edge-01/comments/latest", "/product/comments/get", 20).await;
+    let v1 = service.walk_v1("/v1/products/JP-edge-01/comments", 20).await;
+    let seed = service.walk_seed("/product/JP-edge-01/comments/latest", "/product/comments/get", 20).await;
     for shown in [&v1, &seed] {
         assert_eq!(shown[1]["content"], "a truncated emoji at the very end of a long review \u{FFFD}");
         assert_eq!(shown[2]["content"], Value::Null, "null is answered as stored");
@@ -182,7 +154,7 @@ async fn rows_the_java_service_wrote_read_back_on_every_route_and_rank_once() {
     // Reading did not rewrite the row.
     let stored = store.comments_of(&store.user_comment_page(&user, None, 20).await.expect("page")).await.expect("read");
     assert_eq!(stored.len(), 4);
-    let raw = crate::reliability::support::raw_rows(store.hbase(), &tables.comment).await;
+    let raw = raw_rows(&store, &tables.comment).await;
     let surrogate_row = raw.iter().find(|row| row.key.starts_with(b"ORD-SURROG")).expect("the row");
     assert!(String::from_utf8_lossy(surrogate_row.value(b"cf:q").expect("cf:q")).contains(r"\uD83D"));
 
@@ -245,7 +217,7 @@ async fn rows_the_java_service_wrote_read_back_on_every_route_and_rank_once() {
     // Editing the lone-surrogate comment rewrites it and keeps every other field.
     let edited = store.edit_comment(&id("ORD-SURROG"), &product, "now whole: 😀".to_owned()).await.expect("edit");
     assert_eq!(edited.content.as_deref(), Some("now whole: 😀"));
-    let raw = crate::reliability::support::raw_rows(store.hbase(), &tables.comment).await;
+    let raw = raw_rows(&store, &tables.comment).await;
     let rewritten: Value = serde_json::from_slice(
         raw.iter().find(|row| row.key.starts_with(b"ORD-SURROG")).and_then(|row| row.value(b"cf:q")).expect("cf:q"),
     )
@@ -277,7 +249,7 @@ fn admin_index(store: &Store, verb: &[&str]) -> (i32, Value) {
 }
 
 async fn row_count(store: &Store, table: &str) -> usize {
-    crate::reliability::support::raw_rows(store.hbase(), table).await.len()
+    raw_rows(store, table).await.len()
 }
 
 #[tokio::test]
@@ -331,12 +303,12 @@ async fn index_rows_the_java_service_lost_to_same_millisecond_collisions_are_fou
     assert_eq!(report["index_rows_written"].as_u64(), Some(0), "a second repair has nothing to do");
 
     // Both lists show every comment again, the repaired ones at their own time.
-    let service = Service::start(store.clone(), uncached_settings()).await;
-    let of_user = walk_v1(&service, "/v1/users/USR-edge01/comments", 1).await;
+    let service = TestApp::spawn(store.clone(), uncached_settings()).await;
+    let of_user = service.walk_v1("/v1/users/USR-edge01/comments", 1).await;
     let mut shown = orders(&of_user);
     shown.sort();
     assert_eq!(shown, ["ORDER00001", "ORDER00002"]);
-    let of_product = walk_v1(&service, "/v1/products/JP-edge-01/comments", 1).await;
+    let of_product = service.walk_v1("/v1/products/JP-edge-01/comments", 1).await;
     // At one millisecond, the Java row (23 bytes) sorts before the repaired one (its tie appended).
     assert_eq!(orders(&of_product), ["ORDER00001", "ORDER00004", "ORDER00003", "ORDER00005"]);
     service.shut_down().await;

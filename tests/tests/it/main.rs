@@ -9,3 +9,4 @@ mod foundation;
 mod java_rows;
 mod ranker;
 mod reliability;
+mod rows;

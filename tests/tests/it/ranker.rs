@@ -11,18 +11,20 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
-use common::hbase::{Retry, Row, RowMutation, ScanSpec, COLUMN_SCORE, COLUMN_VALUE};
+use common::hbase::{COLUMN_SCORE, COLUMN_VALUE};
 use common::keys::{self, CommentKey};
 use common::model::{Comment, Extra, Order};
 use common::store::{NewComment, Store};
 use common::Id;
-use integration_tests::{fresh_store, outlast_delete_markers, test_id};
+use integration_tests::{fresh_store, test_id};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use ranker::score::{is_eligible, score_terms};
 use ranker::select::{select_exhaustively, Candidate, MAX_PICKS};
 use ranker::{LeftOutReason, RunOptions, RunReport, Scope, ScoringConfig, Shard};
 use tokio_util::sync::CancellationToken;
+
+use crate::rows::{delete_all_rows, put_value, raw_rows};
 
 const DAY_MS: i64 = 86_400_000;
 /// The as-of time of every run: a fixed instant, so expectations are exact.
@@ -143,45 +145,6 @@ async fn run(store: &Store, options: &RunOptions) -> RunReport {
     ranker::run(store, options, CancellationToken::new()).await.expect("run")
 }
 
-/// Every row of `table`, every column: what "identical bytes" compares.
-async fn raw_rows(store: &Store, table: &str) -> Vec<Row> {
-    let table = table.to_owned();
-    let spec = ScanSpec {
-        start: Vec::new(),
-        stop: None,
-        limit: usize::MAX,
-        page_size: 1_000,
-        columns: Vec::new(),
-        cache_blocks: true,
-    };
-    store.hbase().run(Retry::Idempotent, move |connection| connection.scan(&table, &spec)).await.expect("scan")
-}
-
-async fn put_raw(store: &Store, table: &str, key: Vec<u8>, value: Vec<u8>) {
-    let table = table.to_owned();
-    let mutation = RowMutation::Put { key, cells: vec![(COLUMN_VALUE.to_vec(), value)] };
-    store
-        .hbase()
-        .run(Retry::Idempotent, move |connection| connection.mutate_rows(&table, vec![mutation.clone()]))
-        .await
-        .expect("raw put");
-}
-
-async fn delete_all_rank_rows(store: &Store) {
-    let table = store.tables().product_comment_rank.clone();
-    let deletes: Vec<RowMutation> = raw_rows(store, &table)
-        .await
-        .into_iter()
-        .map(|row| RowMutation::Delete { key: row.key, family: b"cf".to_vec() })
-        .collect();
-    store
-        .hbase()
-        .run(Retry::Idempotent, move |connection| connection.mutate_rows(&table, deletes.clone()))
-        .await
-        .expect("delete rank rows");
-    outlast_delete_markers().await;
-}
-
 /// Varied comments: some long, some short, votes and photos, a few repeated texts.
 fn varied_drafts(rng: &mut StdRng, count: usize, users: u64) -> Vec<Draft> {
     const PHRASES: [&str; 8] = [
@@ -296,7 +259,7 @@ async fn dangling_index_rows_and_corrupt_json_are_skipped_and_counted() {
 
     // An index row whose comment was never written.
     let ghost = CommentKey::new(&test_id("O", 999), &product);
-    put_raw(
+    put_value(
         &store,
         &tables.product_comment,
         keys::product_comment_key(&product, AS_OF, 40, &ghost),
@@ -304,14 +267,14 @@ async fn dangling_index_rows_and_corrupt_json_are_skipped_and_counted() {
     )
     .await;
     // A comment whose JSON is corrupt.
-    put_raw(&store, &tables.comment, comments[0].row_key().as_bytes().to_vec(), b"{\"orderId\": truncated".to_vec())
+    put_value(&store, &tables.comment, comments[0].row_key().as_bytes().to_vec(), b"{\"orderId\": truncated".to_vec())
         .await;
     // An index row with a key of the wrong length, and one whose value is not a comment key.
     let mut short_key = keys::product_comment_prefix(&product);
     short_key.extend_from_slice(b"12345");
-    put_raw(&store, &tables.product_comment, short_key, ghost.as_bytes().to_vec()).await;
+    put_value(&store, &tables.product_comment, short_key, ghost.as_bytes().to_vec()).await;
     let other = CommentKey::new(&test_id("O", 998), &product);
-    put_raw(
+    put_value(
         &store,
         &tables.product_comment,
         keys::product_comment_key(&product, AS_OF - 5, 3, &other),
@@ -342,7 +305,7 @@ async fn the_same_as_of_twice_gives_identical_bytes() {
     assert_eq!(first.len(), 60, "six products, ten slots each");
     assert!(first.iter().all(|row| row.value(COLUMN_SCORE).is_some_and(|score| score.len() == 8)));
 
-    delete_all_rank_rows(&store).await;
+    delete_all_rows(&store, &store.tables().product_comment_rank).await;
     let mut concurrent = options(Scope::All);
     concurrent.concurrency = 1;
     concurrent.page_rows = 7;
@@ -365,7 +328,7 @@ async fn a_dry_run_writes_nothing() {
     // A stale slot from an earlier run on a product with no comments.
     let gone = test_id("P", 5);
     let stale = CommentKey::new(&test_id("O", 777), &gone);
-    put_raw(&store, &store.tables().product_comment_rank, keys::rank_key(&gone, 1), stale.as_bytes().to_vec()).await;
+    put_value(&store, &store.tables().product_comment_rank, keys::rank_key(&gone, 1), stale.as_bytes().to_vec()).await;
     let before = raw_rows(&store, &store.tables().product_comment_rank).await;
 
     let mut dry = options(Scope::All);
@@ -399,7 +362,7 @@ async fn shards_cover_every_product_exactly_once() {
     // Four products have only slots left (their comments are gone).
     for product in &products[36..] {
         let stale = CommentKey::new(&test_id("O", 5_000), product);
-        put_raw(&store, &store.tables().product_comment_rank, keys::rank_key(product, 1), stale.as_bytes().to_vec())
+        put_value(&store, &store.tables().product_comment_rank, keys::rank_key(product, 1), stale.as_bytes().to_vec())
             .await;
     }
 
@@ -420,7 +383,7 @@ async fn shards_cover_every_product_exactly_once() {
     let table = store.tables().product_comment_rank.clone();
     let sharded = raw_rows(&store, &table).await;
     assert!(!sharded.is_empty());
-    delete_all_rank_rows(&store).await;
+    delete_all_rows(&store, &store.tables().product_comment_rank).await;
     let whole = run(&store, &options(Scope::All)).await;
     assert_eq!(whole.products_ranked, 36, "the slot-only products are gone now");
     assert_eq!(raw_rows(&store, &table).await, sharded);

@@ -22,4 +22,3 @@ mod corrupt_data;
 mod gateway_outage;
 mod hostile_input;
 mod ranker_faults;
-pub(crate) mod support;

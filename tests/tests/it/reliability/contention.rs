@@ -16,12 +16,13 @@ use std::time::{Duration, Instant};
 use common::hbase::{Hbase, HbaseConfig};
 use common::store::Store;
 use integration_tests::{fresh_store, thrift_addr, FaultyProxy, ProxyMode};
-use query_api::{AppState, Settings};
+use query_api::Settings;
 use ranker::{PaceMode, PacingSettings, RunOptions, Scope};
 use reqwest::StatusCode;
 use tokio_util::sync::CancellationToken;
 
-use super::support::{post_all, Catalogue, AS_OF_MS};
+use integration_tests::app::{Answer, TestApp};
+use integration_tests::fixtures::{post_all, Catalogue, AS_OF_MS};
 
 /// A store over `tables_of`'s tables, reached through `proxy`.
 fn store_through(proxy: &FaultyProxy, tables_of: &Store, config: HbaseConfig) -> (Store, Hbase) {
@@ -83,49 +84,23 @@ async fn a_paced_run_slows_down_when_the_gateway_does_and_speeds_up_after() {
     assert!(report.pacing.slowdowns >= 1, "{samples:?}");
 }
 
-/// A running service on an ephemeral port, with its own HTTP client.
-struct Service {
-    base: String,
-    client: reqwest::Client,
-    _stop: tokio::sync::oneshot::Sender<()>,
+/// GETs `path`: the answer, and how long it took.
+async fn timed_get(service: &TestApp, path: &str) -> (Answer, Duration) {
+    let asked = Instant::now();
+    let answer = service.get(path).await;
+    (answer, asked.elapsed())
 }
 
-impl Service {
-    async fn start(store: Store, settings: Settings) -> Service {
-        let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind port 0");
-        let base = format!("http://{}", listener.local_addr().expect("address"));
-        let (stop, stopped) = tokio::sync::oneshot::channel::<()>();
-        tokio::spawn(query_api::serve(listener, AppState::new(store.reader(), settings), async move {
-            let _ = stopped.await;
-        }));
-        let client = reqwest::Client::builder().timeout(Duration::from_secs(30)).build().expect("client");
-        Service { base, client, _stop: stop }
+/// Starts GETs of `path` that hold HBase connections while the proxy is silent.
+fn hold(service: &TestApp, path: &str, count: usize) -> tokio::task::JoinSet<()> {
+    let mut held = tokio::task::JoinSet::new();
+    for _ in 0..count {
+        let (client, url) = (service.client.clone(), format!("{}{path}", service.base));
+        held.spawn(async move {
+            let _ = client.get(url).send().await;
+        });
     }
-
-    /// GETs `path`: status, `Retry-After`, body, and how long the answer took.
-    async fn get(&self, path: &str) -> (StatusCode, Option<String>, serde_json::Value, Duration) {
-        let asked = Instant::now();
-        let response = self.client.get(format!("{}{path}", self.base)).send().await.expect("GET");
-        let status = response.status();
-        let retry_after = response
-            .headers()
-            .get(reqwest::header::RETRY_AFTER)
-            .map(|value| value.to_str().unwrap_or_default().to_owned());
-        let body = response.json().await.unwrap_or(serde_json::Value::Null);
-        (status, retry_after, body, asked.elapsed())
-    }
-
-    /// Starts GETs of `path` that hold HBase connections while the proxy is silent.
-    fn hold(&self, path: &str, count: usize) -> tokio::task::JoinSet<()> {
-        let mut held = tokio::task::JoinSet::new();
-        for _ in 0..count {
-            let (client, url) = (self.client.clone(), format!("{}{path}", self.base));
-            held.spawn(async move {
-                let _ = client.get(url).send().await;
-            });
-        }
-        held
-    }
+    held
 }
 
 /// Waits until `condition` holds, for at most five seconds.
@@ -161,12 +136,12 @@ async fn query_api_refuses_instead_of_queueing_when_every_connection_is_busy() {
     let proxy = FaultyProxy::start(&thrift_addr()).await;
     let queue_timeout = Duration::from_millis(1_000);
     let (store, hbase) = store_through(&proxy, &tables, small_pool(queue_timeout));
-    let service = Service::start(store, patient_settings()).await;
+    let service = TestApp::spawn(store, patient_settings()).await;
     let product = integration_tests::test_id("P", 1);
 
     // The gateway goes silent; two requests take both connections and hang.
     proxy.set_mode(ProxyMode::BlackHole);
-    let _held = service.hold(&format!("/v1/products/{product}/comments"), 2);
+    let _held = hold(&service, &format!("/v1/products/{product}/comments"), 2);
     until("both connections are busy", || hbase.in_flight() == 2).await;
 
     // Two more wait for a connection (the queue's bound)...
@@ -183,9 +158,12 @@ async fn query_api_refuses_instead_of_queueing_when_every_connection_is_busy() {
     until("two requests wait for a connection", || hbase.queued() == 2).await;
 
     // ...so the next one is refused at once, without waiting the queue timeout.
-    let (status, retry_after, body, took) = service.get(&format!("/v1/users/{product}/comments")).await;
-    assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::SERVICE_UNAVAILABLE, Some("overloaded")));
-    assert_eq!(retry_after.as_deref(), Some("1"));
+    let (refused, took) = timed_get(&service, &format!("/v1/users/{product}/comments")).await;
+    refused.assert_error(StatusCode::SERVICE_UNAVAILABLE, "overloaded");
+    assert_eq!(
+        refused.headers.get(reqwest::header::RETRY_AFTER).map(|value| value.to_str().unwrap_or_default()),
+        Some("1")
+    );
     assert!(took < queue_timeout / 2, "refused at once, not after a wait: {took:?}");
 
     // The waiters give up after the queue timeout, not the 8-s operation deadline.
@@ -208,21 +186,23 @@ async fn a_cached_ranking_is_served_while_every_connection_is_busy() {
     assert_eq!(ranked.products_ranked, 1);
     let proxy = FaultyProxy::start(&thrift_addr()).await;
     let (store, hbase) = store_through(&proxy, &tables, small_pool(Duration::from_millis(200)));
-    let service = Service::start(store, patient_settings()).await;
+    let service = TestApp::spawn(store, patient_settings()).await;
     let path = format!("/v1/products/{}/comments/ranked", catalogue.product(0));
-    let (status, _, fresh, _) = service.get(&path).await;
-    assert_eq!(status, StatusCode::OK, "{fresh}");
+    let fresh = service.get(&path).await;
+    assert_eq!(fresh.status, StatusCode::OK, "{}", fresh.raw);
 
     proxy.set_mode(ProxyMode::BlackHole);
-    let _held = service.hold(&format!("/v1/products/{}/comments", catalogue.product(0)), 2);
+    let _held = hold(&service, &format!("/v1/products/{}/comments", catalogue.product(0)), 2);
     until("both connections are busy", || hbase.in_flight() == 2).await;
-    let (status, _, cached, took) = service.get(&path).await;
-    assert_eq!(status, StatusCode::OK, "{cached}");
-    assert_eq!(cached, fresh);
+    let (cached, took) = timed_get(&service, &path).await;
+    assert_eq!(cached.status, StatusCode::OK, "{}", cached.raw);
+    assert_eq!(cached.body, fresh.body);
     assert!(took < Duration::from_millis(200), "a cache hit waits for no connection: {took:?}");
     // An uncached read, by contrast, cannot be answered now.
-    let (status, _, body, _) = service.get(&format!("/v1/products/{}/comments/ranked", catalogue.product(7))).await;
-    assert_eq!((status, body["error"]["code"].as_str()), (StatusCode::SERVICE_UNAVAILABLE, Some("overloaded")));
+    service
+        .get(&format!("/v1/products/{}/comments/ranked", catalogue.product(7)))
+        .await
+        .assert_error(StatusCode::SERVICE_UNAVAILABLE, "overloaded");
     proxy.set_mode(ProxyMode::Pass);
 }
 
@@ -249,9 +229,9 @@ async fn an_outage_leaves_no_backlog_of_abandoned_work() {
         settings.request_timeout,
     );
     let (store, hbase) = store_through(&proxy, &tables, config);
-    let service = Service::start(store, settings.clone()).await;
+    let service = TestApp::spawn(store, settings.clone()).await;
     let path = format!("/v1/products/{}/comments", catalogue.product(0));
-    assert_eq!(service.get(&path).await.0, StatusCode::OK);
+    assert_eq!(service.get(&path).await.status, StatusCode::OK);
 
     // A silent gateway, under 20 requests per second for three seconds: more
     // than four connections can serve, so requests queue for one.
@@ -288,7 +268,7 @@ async fn an_outage_leaves_no_backlog_of_abandoned_work() {
     // The gateway returns: a request is answered at once, with no backlog of
     // abandoned work between it and HBase.
     proxy.set_mode(ProxyMode::Pass);
-    let (status, _, body, took) = service.get(&path).await;
-    assert_eq!(status, StatusCode::OK, "{body}");
+    let (answer, took) = timed_get(&service, &path).await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.raw);
     assert!(took < Duration::from_millis(500), "no backlog to drain: answered in {took:?}");
 }

@@ -20,44 +20,10 @@ use reqwest::StatusCode;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::support::{
-    drop_tables, post_all, put_rows, put_value, uncached_settings, Answer, Catalogue, Service, AS_OF_MS,
-};
+use integration_tests::app::{comment_keys, uncached_settings, TestApp};
+use integration_tests::fixtures::{post_all, Catalogue, AS_OF_MS};
 
-/// Walks a `/v1` list page by page (following `nextCursor`) and returns every comment's key.
-async fn walk_v1(service: &Service, path: &str, limit: usize) -> Vec<CommentKey> {
-    let mut keys = Vec::new();
-    let mut cursor: Option<String> = None;
-    for _ in 0..1_000 {
-        let url = match &cursor {
-            Some(cursor) => format!("{path}?limit={limit}&cursor={cursor}"),
-            None => format!("{path}?limit={limit}"),
-        };
-        let page = service.get(&url).await;
-        assert_eq!(page.status, StatusCode::OK, "{url}: {}", page.raw);
-        keys.extend(page.comments().iter().map(Comment::row_key));
-        match page.body["nextCursor"].as_str() {
-            Some(next) => cursor = Some(next.to_owned()),
-            None => return keys,
-        }
-    }
-    panic!("{path} did not end within 1,000 pages");
-}
-
-/// Walks a seed list: the `latest` page, then `POST next` with each `nextIndexKey`.
-async fn walk_seed(service: &Service, latest: &str, next: &str, limit: usize) -> Vec<CommentKey> {
-    let mut page: Answer = service.get(&format!("{latest}?limit={limit}")).await;
-    let mut keys = Vec::new();
-    for _ in 0..1_000 {
-        assert_eq!(page.status, StatusCode::OK, "{latest}: {}", page.raw);
-        keys.extend(page.comments().iter().map(Comment::row_key));
-        let Some(start) = page.body["nextIndexKey"].as_str().map(str::to_owned) else {
-            return keys;
-        };
-        page = service.post_json(next, &json!({"startIndexKey": start, "limit": limit})).await;
-    }
-    panic!("{latest} did not end within 1,000 pages");
-}
+use crate::rows::{drop_tables, put_rows, put_value};
 
 /// The order the indexes list `comments` in (newest first; ties by length, then key).
 fn product_order(product: &Id, comments: &[&Comment]) -> Vec<CommentKey> {
@@ -172,12 +138,8 @@ async fn corrupt_rows_are_skipped_counted_and_the_rest_served_by_every_route_and
     // A slot with a score but no comment key, and a slot naming another product's comment.
     let mut score_only = std::collections::BTreeMap::new();
     score_only.insert(COLUMN_SCORE.to_vec(), 0.5f64.to_be_bytes().to_vec());
-    put_rows(
-        store.hbase(),
-        &tables.product_comment_rank,
-        vec![Row { key: keys::rank_key(&product, 6), cells: score_only }],
-    )
-    .await;
+    put_rows(&store, &tables.product_comment_rank, vec![Row { key: keys::rank_key(&product, 6), cells: score_only }])
+        .await;
     let other_product = good.iter().find(|c| c.product_id != product).expect("a comment of another product");
     put_value(
         &store,
@@ -187,7 +149,7 @@ async fn corrupt_rows_are_skipped_counted_and_the_rest_served_by_every_route_and
     )
     .await;
 
-    let service = Service::start(store.clone(), uncached_settings()).await;
+    let service = TestApp::spawn(store.clone(), uncached_settings()).await;
     // The counters are the process's: other tests add to them too, so each
     // count is compared with its value before this test's reads.
     let before = service.metrics().await;
@@ -195,20 +157,22 @@ async fn corrupt_rows_are_skipped_counted_and_the_rest_served_by_every_route_and
     let expected_user = user_order(&user, &of_user);
     for limit in [1, 3, 100] {
         assert_eq!(
-            walk_v1(&service, &format!("/v1/products/{product}/comments"), limit).await,
+            comment_keys(&service.walk_v1(&format!("/v1/products/{product}/comments"), limit).await),
             expected_product,
             "limit {limit}"
         );
         assert_eq!(
-            walk_v1(&service, &format!("/v1/users/{user}/comments"), limit).await,
+            comment_keys(&service.walk_v1(&format!("/v1/users/{user}/comments"), limit).await),
             expected_user,
             "limit {limit}"
         );
-        let seed_product =
-            walk_seed(&service, &format!("/product/{product}/comments/latest"), "/product/comments/get", limit).await;
+        let seed_product = comment_keys(
+            &service.walk_seed(&format!("/product/{product}/comments/latest"), "/product/comments/get", limit).await,
+        );
         assert_eq!(seed_product, expected_product, "seed, limit {limit}");
-        let seed_user =
-            walk_seed(&service, &format!("/user/{user}/comments/latest"), "/user/comments/get", limit).await;
+        let seed_user = comment_keys(
+            &service.walk_seed(&format!("/user/{user}/comments/latest"), "/user/comments/get", limit).await,
+        );
         assert_eq!(seed_user, expected_user, "seed, limit {limit}");
     }
     for path in [format!("/v1/products/{product}/comments/ranked"), format!("/product/{product}/comments/ranked")] {
@@ -300,17 +264,21 @@ async fn arbitrary_rows_in_the_indexes_never_fail_a_page_nor_hide_a_good_comment
         put_value(&store, table, key, value).await;
         garbage += 1;
     }
-    let service = Service::start(store.clone(), uncached_settings()).await;
+    let service = TestApp::spawn(store.clone(), uncached_settings()).await;
     let of_product: Vec<&Comment> = good.iter().collect();
     let of_user: Vec<&Comment> = good.iter().filter(|c| c.user_id == user).collect();
     for limit in [1, 7, 100] {
         assert_eq!(
-            walk_v1(&service, &format!("/v1/products/{product}/comments"), limit).await,
+            comment_keys(&service.walk_v1(&format!("/v1/products/{product}/comments"), limit).await),
             product_order(&product, &of_product)
         );
-        assert_eq!(walk_v1(&service, &format!("/v1/users/{user}/comments"), limit).await, user_order(&user, &of_user));
-        let seed =
-            walk_seed(&service, &format!("/product/{product}/comments/latest"), "/product/comments/get", limit).await;
+        assert_eq!(
+            comment_keys(&service.walk_v1(&format!("/v1/users/{user}/comments"), limit).await),
+            user_order(&user, &of_user)
+        );
+        let seed = comment_keys(
+            &service.walk_seed(&format!("/product/{product}/comments/latest"), "/product/comments/get", limit).await,
+        );
         assert_eq!(seed, product_order(&product, &of_product));
     }
     // Any row key the service could hand out as a seed start key reads fine, too.

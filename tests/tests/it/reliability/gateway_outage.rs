@@ -14,7 +14,10 @@ use reqwest::StatusCode;
 use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
-use super::support::{drop_tables, post_all, service_store, uncached_settings, Catalogue, Service, AS_OF_MS};
+use integration_tests::app::{service_store, uncached_settings, TestApp};
+use integration_tests::fixtures::{post_all, Catalogue, AS_OF_MS};
+
+use crate::rows::drop_tables;
 
 /// The service's HBase deadline in this test (its default; at most 2 s as the issue asks).
 const HBASE_TIMEOUT_MS: u64 = 1_500;
@@ -77,7 +80,7 @@ async fn query_api_under_load_answers_503_through_a_gateway_outage_and_recovers_
 
     let gateway = Arc::new(tokio::task::spawn_blocking(PrivateGateway::start).await.expect("start a private gateway"));
     let timeout = HBASE_TIMEOUT_MS.to_string();
-    let service = Service::start(
+    let service = TestApp::spawn(
         service_store(&gateway.address(), &store, &["--hbase-timeout-ms", &timeout]),
         uncached_settings(),
     )

@@ -11,7 +11,10 @@ use integration_tests::fresh_store;
 use reqwest::StatusCode;
 use serde_json::{json, Value};
 
-use super::support::{drop_tables, post_all, Answer, Catalogue, Service};
+use integration_tests::app::{Answer, TestApp};
+use integration_tests::fixtures::{post_all, Catalogue};
+
+use crate::rows::drop_tables;
 
 /// The GET routes that take an id, as templates over `{id}`.
 const PRODUCT_ROUTES: [&str; 4] = [
@@ -52,7 +55,7 @@ async fn bad_ids_limits_and_cursors_on_every_route_answer_4xx_in_the_error_shape
     let store = fresh_store("rel_hostile_query").await;
     let catalogue = Catalogue { products: 3, comments_per_product: 25, users: 3 };
     post_all(&store, catalogue.new_comments(0)).await;
-    let service = Service::start(store.clone(), Default::default()).await;
+    let service = TestApp::spawn(store.clone(), Default::default()).await;
     let product = catalogue.product(0);
     let user = catalogue.user(0);
     let mut failures = Vec::new();
@@ -189,7 +192,7 @@ async fn bad_and_oversized_bodies_on_the_seed_routes_answer_4xx_in_the_error_sha
     let store = fresh_store("rel_hostile_bodies").await;
     let catalogue = Catalogue { products: 2, comments_per_product: 5, users: 2 };
     post_all(&store, catalogue.new_comments(0)).await;
-    let service = Service::start(store.clone(), Default::default()).await;
+    let service = TestApp::spawn(store.clone(), Default::default()).await;
     let product_key = STANDARD.encode(keys::product_comment_prefix(&catalogue.product(0)));
     let user_key = STANDARD.encode(keys::user_comment_prefix(&catalogue.user(0)));
     let mut failures = Vec::new();

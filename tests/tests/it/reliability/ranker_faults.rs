@@ -21,9 +21,9 @@ use integration_tests::{cargo_binary, fresh_store, thrift_addr, PrivateGateway};
 use ranker::{RunOptions, Scope};
 use tokio_util::sync::CancellationToken;
 
-use super::support::{
-    copy_ranking_tables, drop_tables, post_all, rank_table, slots_by_product, Catalogue, SlotsByProduct, AS_OF_MS,
-};
+use integration_tests::fixtures::{post_all, Catalogue, AS_OF_MS};
+
+use crate::rows::{copy_ranking_tables, drop_tables, rank_table, slots_by_product, SlotsByProduct};
 
 /// Index rows read per round trip: small, so that one product takes several
 /// round trips and a run lasts long enough to be interrupted part way.

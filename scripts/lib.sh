@@ -1,0 +1,39 @@
+# Start-up shared by the scripts that run the release query-api against an
+# HBase and load it (scripts/soak.sh, scripts/fault-master-restart.sh,
+# bench/contention.sh). Sourced, never run: `source scripts/lib.sh` from the
+# repository root, after `set -euo pipefail`.
+
+# Where the release binaries land.
+BIN=target/release
+
+# Builds, in release mode, every binary these scripts run: the demo loader,
+# the ranker, the service and the load generator.
+build_release_binaries() {
+  cargo build --release --locked -p admin --bin reviews-admin -p ranker --bin ranker \
+    -p query-api --bin query-api -p bench --bin soak
+}
+
+# start_query_api PORT LOG HBASE_FLAGS...: starts the release query-api on
+# 127.0.0.1:PORT in the background, logging to LOG (at `warn` unless RUST_LOG
+# says otherwise), sets `api_pid`, and waits until /readyz answers. Fails,
+# showing the end of LOG, when the service exits first or is not ready after
+# 30 s. The caller stops it (`kill -TERM "$api_pid"`), in its EXIT trap too.
+start_query_api() {
+  local port=$1 log=$2
+  shift 2
+  RUST_LOG="${RUST_LOG:-warn}" "$BIN/query-api" --listen "127.0.0.1:$port" "$@" >"$log" 2>&1 &
+  api_pid=$!
+  local _
+  for _ in $(seq 1 60); do
+    curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && return 0
+    if ! kill -0 "$api_pid" 2>/dev/null; then
+      echo "query-api exited before it was ready:" >&2
+      tail -n 20 "$log" >&2
+      return 1
+    fi
+    sleep 0.5
+  done
+  echo "query-api on port $port is not ready after 30 s:" >&2
+  tail -n 20 "$log" >&2
+  return 1
+}
