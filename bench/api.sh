@@ -5,6 +5,8 @@
 # (plotting needs matplotlib: pip install matplotlib).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/lib.sh
+build_release_binaries
 target/release/api-bench --table-prefix bench_ --pool-size 32 --connections 32 \
   --duration-secs 30 --warmup-secs 5 --out-dir bench/out/api
-python3 query-api/bench/plot.py bench/out/api bench/api-latency.png
+python3 bench/plot-api.py bench/out/api bench/api-latency.png

@@ -2,15 +2,19 @@
 # The ranker benchmark (BENCHMARKS.md): on the bench_ data set, alternates the
 # raw read pass (same index rows and comments, same gateway, same concurrency,
 # no scoring, no writes) with a full `ranker run`, twice, under /usr/bin/time
-# for peak RSS. Results land in bench/out/ranker-{read,run}-{1,2}.{json,err}.
+# for peak RSS. The run is unpaced (`--pace off`): this measures what ranking
+# costs on top of reading, not how politely it shares HBase (that is
+# bench/contention.sh). Results land in bench/out/ranker-{read,run}-{1,2}.{json,err}.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/lib.sh
+build_release_binaries
 out=bench/out
 mkdir -p "$out"
 for round in 1 2; do
   /usr/bin/time -v target/release/ranker bench-read --table-prefix bench_ --json \
     >"$out/ranker-read-$round.json" 2>"$out/ranker-read-$round.err"
-  /usr/bin/time -v target/release/ranker run --table-prefix bench_ --as-of 1793491200000 --json \
+  /usr/bin/time -v target/release/ranker run --pace off --table-prefix bench_ --as-of 1793491200000 --json \
     >"$out/ranker-run-$round.json" 2>"$out/ranker-run-$round.err"
 done
 python3 - "$out" <<'PY'

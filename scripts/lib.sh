@@ -1,16 +1,16 @@
 # Start-up shared by the scripts that run the release query-api against an
 # HBase and load it (scripts/soak.sh, scripts/fault-master-restart.sh,
-# bench/contention.sh). Sourced, never run: `source scripts/lib.sh` from the
+# bench/contention.sh, bench/ranker.sh, bench/api.sh). Sourced, never run: `source scripts/lib.sh` from the
 # repository root, after `set -euo pipefail`.
 
 # Where the release binaries land.
 BIN=target/release
 
 # Builds, in release mode, every binary these scripts run: the demo loader,
-# the ranker, the service and the load generator.
+# the ranker, the service and the two load generators.
 build_release_binaries() {
   cargo build --release --locked -p admin --bin reviews-admin -p ranker --bin ranker \
-    -p query-api --bin query-api -p bench --bin soak
+    -p query-api --bin query-api -p bench --bin soak --bin api-bench
 }
 
 # start_query_api PORT LOG HBASE_FLAGS...: starts the release query-api on

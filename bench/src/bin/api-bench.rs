@@ -15,7 +15,7 @@
 //! Each scenario warms up, then runs for a fixed time; every request loop is
 //! bounded in time and count (the closed loop of `bench::load`). It prints a
 //! table, and writes `summary.csv` and `latency.csv` (percentile curves) for
-//! `query-api/bench/plot.py`.
+//! `bench/plot-api.py`.
 
 use std::fs::File;
 use std::io::Write;

@@ -2,7 +2,7 @@
 """Plots what `api-bench` measured: latency by percentile for each scenario
 (left) and throughput (right), into one PNG for BENCHMARKS.md.
 
-Usage: python3 query-api/bench/plot.py [RESULTS_DIR] [OUTPUT_PNG]
+Usage: python3 bench/plot-api.py [RESULTS_DIR] [OUTPUT_PNG]
        (defaults: bench-results, RESULTS_DIR/latency.png)
 Needs matplotlib (pip install matplotlib).
 """
