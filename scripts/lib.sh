@@ -1,7 +1,7 @@
-# Start-up shared by the scripts that run the release query-api against an
-# HBase and load it (scripts/soak.sh, scripts/fault-master-restart.sh,
-# bench/contention.sh, bench/ranker.sh, bench/api.sh). Sourced, never run: `source scripts/lib.sh` from the
-# repository root, after `set -euo pipefail`.
+# Start-up shared by the scripts that run the release binaries against an
+# HBase (scripts/soak.sh, scripts/fault-master-restart.sh, bench/contention.sh,
+# bench/ranker.sh, bench/api.sh). Sourced, never run: `source scripts/lib.sh`
+# from the repository root, after `set -euo pipefail`.
 
 # Where the release binaries land.
 BIN=target/release
