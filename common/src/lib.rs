@@ -1,4 +1,6 @@
-//! `common`: everything the ranker and the query service share about the data.
+//! `common`: the data layer every binary shares. Its one job is the review
+//! tables as typed data: ids, row keys and records, and reading and writing
+//! them in HBase (the only crate that speaks Thrift).
 //!
 //! - [`ids`] validates entity ids, [`keys`] is the only place that knows the
 //!   byte layout of row keys, [`cursor`] encodes page cursors, and [`model`] is

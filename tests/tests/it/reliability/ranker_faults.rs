@@ -203,8 +203,9 @@ async fn a_ranker_killed_mid_run_then_rerun_leaves_the_same_bytes_as_an_uninterr
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_gateway_dying_mid_run_fails_products_visibly_and_a_rerun_leaves_no_mix() {
-    // Enough work (one product at a time, 24 comments in pages of 2) that the
-    // run is still going when the gateway, whose stop takes a moment, is gone.
+    // Enough work (one product at a time, 24 comments in pages of 2, at a
+    // capped rate) that the run is still going when the gateway, whose stop
+    // takes a moment, is gone.
     let catalogue = Catalogue { products: 150, comments_per_product: 24, users: 40 };
     let source = load_changed_catalogue("rel_gwrank_source", &catalogue).await;
     let reference = copy_of(&source, "rel_gwrank_reference").await;
@@ -223,8 +224,14 @@ async fn a_gateway_dying_mid_run_fails_products_visibly_and_a_rerun_leaves_no_mi
 
     let gateway = Arc::new(tokio::task::spawn_blocking(PrivateGateway::start).await.expect("start a private gateway"));
     let through_gateway = store_through(&gateway, &faulty);
+    // The run under test is held to a ceiling that makes it last about twelve
+    // seconds (3,600 comments at 300/s), far longer than the gateway takes to
+    // stop. Unbounded, the adaptive pacing let a quiet machine finish the
+    // whole run while `stop-gateway` was still shutting the JVM down.
+    let mut slow_options = options.clone();
+    slow_options.pacing.max_rate = Some(300.0);
     let run = tokio::spawn({
-        let (store, options) = (through_gateway.clone(), options.clone());
+        let (store, options) = (through_gateway.clone(), slow_options);
         async move { ranker::run(&store, &options, CancellationToken::new()).await }
     });
     let started = Instant::now();
