@@ -108,10 +108,9 @@ impl IndexReader {
         let task = tokio::spawn(async move {
             let mut start = None;
             loop {
-                let asked = std::time::Instant::now();
-                let page = store.product_comment_page_counted(&product, start, rows).await;
+                let (page, took) = pacer.call(store.product_comment_page_counted(&product, start, rows)).await;
                 if let Ok(page) = &page {
-                    pacer.observe(CallKind::IndexPage, page.entries.len(), asked.elapsed());
+                    pacer.observe(CallKind::IndexPage, page.entries.len(), took);
                 }
                 let next = page.as_ref().ok().and_then(|page| page.next.clone());
                 let failed = page.is_err();
@@ -140,9 +139,9 @@ impl IndexReader {
             Vec::new()
         } else {
             pacer.acquire(keys.len()).await;
-            let asked = std::time::Instant::now();
-            let fetched = store.get_comments(&keys).await?;
-            pacer.observe(CallKind::CommentFetch, keys.len(), asked.elapsed());
+            let (fetched, took) = pacer.call(store.get_comments(&keys)).await;
+            let fetched = fetched?;
+            pacer.observe(CallKind::CommentFetch, keys.len(), took);
             fetched
         };
         let named = fetched.len() as u64;

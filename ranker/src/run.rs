@@ -161,6 +161,7 @@ async fn drive(
         duration_ms = report.duration_ms,
         comments_per_second = report.comments_per_second() as u64,
         pace_slowdowns = report.pacing.slowdowns,
+        pace_probes = report.pacing.probes,
         "run finished"
     );
     Ok(report)
