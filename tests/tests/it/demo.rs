@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use admin::demo::{self, DemoError, DemoPlan, DemoSpec, LoadOptions, LoadReport, Phase, Progress};
 use common::hbase::{Hbase, Retry, Row};
 use common::model::{Comment, Order, Product, Record, Seller, User};
-use common::schema;
+use common::schema::{self, Regions};
 use common::store::Store;
 use common::tables::Tables;
 use integration_tests::{fresh_store, hbase_config, thrift_addr, unique_prefix};
@@ -45,14 +45,24 @@ async fn load(store: &Store, plan: &DemoPlan, options: LoadOptions) -> (LoadRepo
 async fn creating_the_schema_twice_creates_nothing_the_second_time() {
     let tables = Tables::with_prefix(&unique_prefix("schema")).expect("prefix");
     let hbase = Hbase::new(hbase_config(&thrift_addr()));
-    let first = schema::create_tables(&hbase, &tables).await.expect("first create");
+    let first = schema::create_tables(&hbase, &tables, Regions::new(3).expect("regions")).await.expect("first create");
     let names: Vec<&str> = first.iter().map(|outcome| outcome.name.as_str()).collect();
     assert_eq!(names, tables.all().to_vec());
     assert!(first.iter().all(|outcome| outcome.created), "{first:?}");
 
-    let second = schema::create_tables(&hbase, &tables).await.expect("second create");
+    // Existing tables keep their regions, whatever this call asks for.
+    let second = schema::create_tables(&hbase, &tables, Regions::ONE).await.expect("second create");
     assert_eq!(second.len(), first.len());
     assert!(second.iter().all(|outcome| !outcome.created), "{second:?}");
+    let split = schema::split_tables(&tables);
+    for outcome in &first {
+        let expected = if split.contains(&outcome.name.as_str()) { 3 } else { 1 };
+        assert_eq!(outcome.regions, expected, "{outcome:?}");
+    }
+    assert_eq!(
+        second.iter().map(|outcome| outcome.regions).collect::<Vec<_>>(),
+        first.iter().map(|outcome| outcome.regions).collect::<Vec<_>>()
+    );
     let existing = hbase.run(Retry::Idempotent, |connection| connection.table_names()).await.expect("list");
     assert!(tables.all().iter().all(|name| existing.iter().any(|table| table == name)));
 
@@ -173,4 +183,49 @@ async fn loading_again_writes_nothing_and_a_different_data_set_on_top_is_refused
     assert_eq!(raw_rows(&store, &store.tables().order).await, before);
     assert_eq!(raw_rows(&store, &store.tables().comment).await.len(), 200);
     drop_tables(&[&store]).await;
+}
+
+#[tokio::test]
+async fn schema_create_pre_splits_the_id_keyed_tables_and_reports_every_region_count() {
+    let tables = Tables::with_prefix(&unique_prefix("admin_regions")).expect("prefix");
+    let (thrift1, thrift2) = (thrift_addr(), integration_tests::thrift2_addr());
+    let create = |regions: &str| {
+        let output = std::process::Command::new(integration_tests::cargo_binary("reviews-admin"))
+            .args(["schema", "create", "--regions", regions, "--thrift-addr", &thrift1, "--thrift2-addr", &thrift2])
+            .args(["--table-prefix", &tables.prefix])
+            .output()
+            .expect("run reviews-admin");
+        let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+        println!("schema create --regions {regions}:\n{stdout}{}", String::from_utf8_lossy(&output.stderr));
+        (output.status.code(), stdout, String::from_utf8_lossy(&output.stderr).into_owned())
+    };
+    let line_of = |stdout: &str, table: &str| -> String {
+        stdout
+            .lines()
+            .find(|line| line.split_whitespace().next() == Some(table))
+            .unwrap_or_else(|| panic!("no line for {table} in {stdout}"))
+            .to_owned()
+    };
+
+    for nonsense in ["0", "1001", "four"] {
+        let (code, _, stderr) = create(nonsense);
+        assert_eq!(code, Some(2), "--regions {nonsense} must be refused as a usage error");
+        assert!(stderr.contains("--regions"), "{stderr}");
+    }
+    let hbase = Hbase::new(hbase_config(&thrift_addr()));
+    let existing = schema::table_names(&hbase).await.expect("list");
+    assert!(!existing.iter().any(|name| name.starts_with(&tables.prefix)), "a refused call created tables");
+
+    let (code, stdout, _) = create("5");
+    assert_eq!(code, Some(0));
+    assert!(line_of(&stdout, &tables.product_comment).ends_with("created (5 regions)"), "{stdout}");
+    assert!(line_of(&stdout, &tables.comment).ends_with("created (5 regions)"), "{stdout}");
+    assert!(line_of(&stdout, &tables.user).ends_with("created (1 region)"), "{stdout}");
+
+    // A second run changes nothing, whatever it asks for, and says what is there.
+    let (code, stdout, _) = create("2");
+    assert_eq!(code, Some(0));
+    assert!(line_of(&stdout, &tables.user_comment).ends_with("already exists (5 regions)"), "{stdout}");
+    assert!(line_of(&stdout, &tables.ranker_run).ends_with("already exists (1 region)"), "{stdout}");
+    schema::drop_tables(&hbase, &tables).await.expect("drop");
 }
