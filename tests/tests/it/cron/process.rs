@@ -170,6 +170,7 @@ async fn a_killed_holders_lease_lapses_and_the_next_tick_proceeds() {
             options.concurrency = 4;
             options
         },
+        incremental: None,
     };
     let survivor = Daemon::new(store.clone(), settings, Arc::new(SystemClock));
     let serving = tokio::spawn({
