@@ -256,6 +256,31 @@ mod tests {
     }
 
     #[test]
+    fn incremental_nights_take_a_full_schedule_among_the_ticks_and_a_refresh_period() {
+        let settings = parse(&["--incremental", "--full-schedule", "0 0 3 * * Sun", "--refresh-days", "14"])
+            .daemon_settings()
+            .expect("valid");
+        let nights = settings.incremental.expect("incremental nights");
+        assert_eq!(nights.refresh_days, 14);
+        assert_eq!(nights.skew_margin, Duration::from_secs(300), "the configuration file's default");
+        // 2026-11-22 03:00 Seoul was a Sunday; the 23rd a Monday.
+        assert!(nights.is_full_slot(1_795_284_000_000));
+        assert!(!nights.is_full_slot(1_795_370_400_000));
+        let defaults = parse(&["--incremental"]).daemon_settings().expect("valid").incremental.expect("on");
+        assert_eq!((defaults.refresh_days, defaults.full_schedule.is_none()), (7, true));
+
+        // A full schedule off the ticks of --schedule would never run.
+        let error =
+            parse(&["--incremental", "--full-schedule", "0 30 3 * * Sun"]).daemon_settings().expect_err("refused");
+        assert!(error.to_string().contains("not a time of --schedule"), "{error}");
+        // The incremental settings need --incremental.
+        for alone in [&["--full-schedule", "0 0 3 * * Sun"][..], &["--refresh-days", "7"]] {
+            assert!(CronArgs::try_parse_from([&["ranker-cron"][..], alone].concat()).is_err(), "{alone:?}");
+        }
+        assert!(CronArgs::try_parse_from(["ranker-cron", "--incremental", "--refresh-days", "0"]).is_err());
+    }
+
+    #[test]
     fn flags_override_the_defaults() {
         let args = parse(&[
             "--schedule",
