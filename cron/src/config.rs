@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use common::config::HbaseArgs;
 
-use crate::daemon::{default_holder, DaemonSettings, StartMode};
+use crate::daemon::{default_holder, DaemonSettings, IncrementalNights, StartMode};
 use crate::retry::RetryPolicy;
 use crate::schedule::{Schedule, ScheduleError, DEFAULT_EXPRESSION, DEFAULT_ZONE};
 
@@ -101,6 +101,26 @@ pub struct CronArgs {
     #[arg(long, value_name = "N", env = "RANKER_MAX_RATE")]
     pub max_rate: Option<f64>,
 
+    /// Incremental nights: a tick ranks only the products whose ranking may
+    /// have changed since the last completed run (`ranker run --changed-since
+    /// last`) plus its night's slice of the rolling refresh; the ticks that
+    /// fall on --full-schedule, and any tick with no completed run before it,
+    /// rank every product.
+    #[arg(long, env = "RANKER_CRON_INCREMENTAL")]
+    pub incremental: bool,
+
+    /// With --incremental, the ticks of --schedule that rank every product: a
+    /// cron expression in the same zone whose times are also times of
+    /// --schedule (e.g. "0 0 3 * * Sun" beside "0 0 3 * * *") [default: none].
+    #[arg(long, value_name = "EXPRESSION", env = "RANKER_CRON_FULL_SCHEDULE", requires = "incremental")]
+    pub full_schedule: Option<String>,
+
+    /// With --incremental, every product is re-ranked once in this many nights
+    /// (overrides incremental.refresh_days of the configuration file, 7).
+    #[arg(long, value_name = "D", env = "RANKER_CRON_REFRESH_DAYS", requires = "incremental",
+          value_parser = clap::value_parser!(u32).range(1..))]
+    pub refresh_days: Option<u32>,
+
     /// Where HBase is.
     #[command(flatten)]
     pub hbase: HbaseArgs,
@@ -153,6 +173,23 @@ impl CronArgs {
             run_options.pacing.max_rate = Some(max_rate);
             run_options.pacing.validate().map_err(|error| ConfigError::Invalid(format!("--max-rate: {error}")))?;
         }
+        let incremental = if self.incremental {
+            let full_schedule = match &self.full_schedule {
+                Some(expression) => {
+                    let full = Schedule::parse(expression, &self.time_zone)?;
+                    check_full_schedule(&schedule, &full)?;
+                    Some(full)
+                }
+                None => None,
+            };
+            Some(IncrementalNights {
+                full_schedule,
+                refresh_days: self.refresh_days.unwrap_or(ranker_config.incremental.refresh_days),
+                skew_margin: ranker_config.incremental.skew_margin(),
+            })
+        } else {
+            None
+        };
         let holder = match &self.holder {
             Some(holder) if !holder.trim().is_empty() => holder.trim().to_owned(),
             _ => default_holder(),
@@ -168,8 +205,28 @@ impl CronArgs {
                 max_backoff: Duration::from_secs(self.retry_max_backoff_secs.max(self.retry_backoff_secs)),
             },
             run_options,
+            incremental,
         })
     }
+}
+
+/// Refuses a full schedule whose next times are not ticks of the main
+/// schedule: the daemon runs only on its ticks, so such a full run would never happen.
+fn check_full_schedule(schedule: &Schedule, full: &Schedule) -> Result<(), ConfigError> {
+    let mut after = chrono::Utc::now();
+    for _ in 0..3 {
+        let Some(next) = full.next_after(after) else { break };
+        if schedule.next_after(next - chrono::TimeDelta::seconds(1)) != Some(next) {
+            return Err(ConfigError::Invalid(format!(
+                "--full-schedule {:?} fires at {next}, which is not a time of --schedule {:?}: \
+                 full runs happen on ticks of --schedule, so its times must be among them",
+                full.expression(),
+                schedule.expression()
+            )));
+        }
+        after = next;
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -196,6 +253,31 @@ mod tests {
         assert_eq!(settings.retry, RetryPolicy::default());
         assert!(!settings.run_options.dry_run);
         assert_eq!(args.metrics_addr, "127.0.0.1:9464".parse().expect("address"));
+    }
+
+    #[test]
+    fn incremental_nights_take_a_full_schedule_among_the_ticks_and_a_refresh_period() {
+        let settings = parse(&["--incremental", "--full-schedule", "0 0 3 * * Sun", "--refresh-days", "14"])
+            .daemon_settings()
+            .expect("valid");
+        let nights = settings.incremental.expect("incremental nights");
+        assert_eq!(nights.refresh_days, 14);
+        assert_eq!(nights.skew_margin, Duration::from_secs(300), "the configuration file's default");
+        // 2026-11-22 03:00 Seoul was a Sunday; the 23rd a Monday.
+        assert!(nights.is_full_slot(1_795_284_000_000));
+        assert!(!nights.is_full_slot(1_795_370_400_000));
+        let defaults = parse(&["--incremental"]).daemon_settings().expect("valid").incremental.expect("on");
+        assert_eq!((defaults.refresh_days, defaults.full_schedule.is_none()), (7, true));
+
+        // A full schedule off the ticks of --schedule would never run.
+        let error =
+            parse(&["--incremental", "--full-schedule", "0 30 3 * * Sun"]).daemon_settings().expect_err("refused");
+        assert!(error.to_string().contains("not a time of --schedule"), "{error}");
+        // The incremental settings need --incremental.
+        for alone in [&["--full-schedule", "0 0 3 * * Sun"][..], &["--refresh-days", "7"]] {
+            assert!(CronArgs::try_parse_from([&["ranker-cron"][..], alone].concat()).is_err(), "{alone:?}");
+        }
+        assert!(CronArgs::try_parse_from(["ranker-cron", "--incremental", "--refresh-days", "0"]).is_err());
     }
 
     #[test]
@@ -226,6 +308,7 @@ mod tests {
         assert_eq!(settings.run_options.pacing.max_rate, Some(25_000.0));
         assert_eq!(parse(&[]).daemon_settings().expect("defaults").run_options.pacing.mode, ranker::PaceMode::Adaptive);
         assert_eq!(parse(&["--once"]).start_mode(), StartMode::Once);
+        assert!(parse(&[]).daemon_settings().expect("defaults").incremental.is_none(), "full nights by default");
         assert!(CronArgs::try_parse_from(["ranker-cron", "--once", "--run-now"]).is_err());
     }
 

@@ -20,6 +20,6 @@ pub mod retry;
 pub mod schedule;
 
 pub use config::{ConfigError, CronArgs};
-pub use daemon::{default_holder, Daemon, DaemonError, DaemonSettings, SlotOutcome, StartMode};
+pub use daemon::{default_holder, Daemon, DaemonError, DaemonSettings, IncrementalNights, SlotOutcome, StartMode};
 pub use retry::RetryPolicy;
 pub use schedule::{Schedule, ScheduleError};

@@ -14,7 +14,7 @@
 use std::net::SocketAddr;
 use std::time::Duration;
 
-use common::store::runs::RunStatus;
+use common::store::runs::{RunKind, RunStatus};
 
 /// Unix time (s) of the latest run that succeeded, from the shared history.
 pub const LAST_SUCCESS: &str = "reviews_ranker_cron_last_success_timestamp_seconds";
@@ -30,6 +30,10 @@ pub const PRODUCTS_RANKED: &str = "reviews_ranker_cron_products_ranked_total";
 pub const RUN_IN_PROGRESS: &str = "reviews_ranker_cron_run_in_progress";
 /// Leases this daemon lost mid-run (it stopped the run each time).
 pub const LEASES_LOST: &str = "reviews_ranker_cron_leases_lost_total";
+/// Products this daemon's latest incremental run found to rank (changed, with a deleted comment, or refreshed).
+pub const LAST_PRODUCTS_CHANGED: &str = "reviews_ranker_cron_last_products_changed";
+/// How long this daemon's latest incremental run took to find them.
+pub const LAST_DETECTION: &str = "reviews_ranker_cron_last_change_detection_seconds";
 
 /// Serves `/metrics` on `address` and registers every metric's description.
 pub fn install_exporter(address: SocketAddr) -> Result<(), metrics_exporter_prometheus::BuildError> {
@@ -43,6 +47,15 @@ pub fn install_exporter(address: SocketAddr) -> Result<(), metrics_exporter_prom
     metrics::describe_counter!(PRODUCTS_RANKED, "Products ranked by this daemon's runs");
     metrics::describe_gauge!(RUN_IN_PROGRESS, "1 while this daemon runs the ranker");
     metrics::describe_counter!(LEASES_LOST, "Leases lost mid-run");
+    metrics::describe_gauge!(
+        LAST_PRODUCTS_CHANGED,
+        "Products the latest incremental run found to rank, by why (written, deleted_comment, refresh, total)"
+    );
+    metrics::describe_gauge!(
+        LAST_DETECTION,
+        metrics::Unit::Seconds,
+        "Time the latest incremental run took to find the products to rank"
+    );
     // Set by the ranker library's pacer (ranker::pace) during each run.
     metrics::describe_gauge!(
         ranker::pace::PACE_RATE,
@@ -55,9 +68,9 @@ pub fn install_exporter(address: SocketAddr) -> Result<(), metrics_exporter_prom
     Ok(())
 }
 
-/// Counts a finished run attempt.
-pub(crate) fn attempt_finished(status: RunStatus, duration: Duration, products: u64) {
-    metrics::counter!(RUNS, "outcome" => status.as_str()).increment(1);
+/// Counts a finished run attempt, by outcome and kind (`full`, `incremental`).
+pub(crate) fn attempt_finished(status: RunStatus, kind: RunKind, duration: Duration, products: u64) {
+    metrics::counter!(RUNS, "outcome" => status.as_str(), "kind" => kind.as_str()).increment(1);
     metrics::gauge!(LAST_DURATION).set(duration.as_secs_f64());
     metrics::counter!(PRODUCTS_RANKED).increment(products);
 }
@@ -81,4 +94,17 @@ pub(crate) fn run_in_progress(running: bool) {
 /// Counts a lease lost mid-run.
 pub(crate) fn lease_lost() {
     metrics::counter!(LEASES_LOST).increment(1);
+}
+
+/// Sets what the latest incremental run found to rank, and how long finding it took.
+pub(crate) fn changes_found(changes: &ranker::ChangeReport) {
+    for (why, count) in [
+        ("written", changes.products_written),
+        ("deleted_comment", changes.products_with_deleted_comments),
+        ("refresh", changes.products_refreshed),
+        ("total", changes.products_to_rank),
+    ] {
+        metrics::gauge!(LAST_PRODUCTS_CHANGED, "why" => why).set(count as f64);
+    }
+    metrics::gauge!(LAST_DETECTION).set(changes.detection_ms as f64 / 1_000.0);
 }

@@ -22,6 +22,43 @@ pub struct RankerConfig {
     /// How a run paces itself to leave online reads alone (`[pacing]`);
     /// `--pace` and `--max-rate` override these.
     pub pacing: PacingSettings,
+    /// How incremental runs choose their products (`[incremental]`);
+    /// `--refresh-days` and `--skew-margin-secs` override these.
+    pub incremental: IncrementalSettings,
+}
+
+/// How incremental runs choose their products.
+#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct IncrementalSettings {
+    /// Every product is re-ranked in full once in this many nights (each
+    /// night `1/refresh_days` of them), because the recency term drifts.
+    pub refresh_days: u32,
+    /// `--changed-since last` looks for changes from the last completed run's
+    /// start less this many seconds: room for the clocks of the ranker's host
+    /// and of the region servers (which stamp the cells) to disagree.
+    pub skew_margin_secs: u64,
+}
+
+impl Default for IncrementalSettings {
+    fn default() -> Self {
+        IncrementalSettings { refresh_days: 7, skew_margin_secs: 300 }
+    }
+}
+
+impl IncrementalSettings {
+    /// Refuses a refresh period of zero nights.
+    pub fn validate(&self) -> Result<(), RankerError> {
+        if self.refresh_days == 0 {
+            return Err(RankerError::InvalidConfig("incremental.refresh_days must be at least 1".to_owned()));
+        }
+        Ok(())
+    }
+
+    /// The clock-skew margin.
+    pub fn skew_margin(&self) -> Duration {
+        Duration::from_secs(self.skew_margin_secs)
+    }
 }
 
 /// The terms of the default score (DESIGN.md §4.1) and their parameters.
@@ -186,6 +223,7 @@ impl RankerConfig {
             )));
         }
         self.pacing.validate().map_err(RankerError::InvalidConfig)?;
+        self.incremental.validate()?;
         Ok(())
     }
 }

@@ -126,6 +126,25 @@ pub fn summary(report: &RunReport, read_only: bool) -> String {
     let _ = writeln!(text, "  skipped rows:  {}", report.skipped_rows);
     let _ = writeln!(text, "  as of:         {} ms", report.as_of_ms);
     let _ = writeln!(text, "  pacing:        {}", pacing_line(&report.pacing));
+    if let Some(changes) = &report.changes {
+        let _ = writeln!(
+            text,
+            "  changes:       {} products to rank, found in {:.1} s (cells written since {} ms: {} products; \
+             slots naming deleted comments: {} products; refresh slice of {}: {} products)",
+            changes.products_to_rank,
+            changes.detection_ms as f64 / 1000.0,
+            changes.since_ms,
+            changes.products_written,
+            changes.products_with_deleted_comments,
+            changes.refresh_days.map_or_else(|| "none".to_owned(), |days| format!("1/{days}")),
+            changes.products_refreshed,
+        );
+        let _ = writeln!(
+            text,
+            "  searched:      {} comment rows and {} index rows written since, {} rank slots ({} dangling)",
+            changes.comment_rows_written, changes.index_rows_written, changes.slots_read, changes.slots_dangling,
+        );
+    }
     let _ = writeln!(text, "  failures:      {}", report.failures.len());
     for failure in &report.failures {
         let _ = writeln!(text, "    {}: {}", failure.product, failure.error);

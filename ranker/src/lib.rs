@@ -14,10 +14,12 @@
 //!   nightly run leaves online reads their latency.
 //! - [`config`] is the TOML configuration file.
 
+pub mod changes;
 pub mod config;
 pub mod console;
 mod discovery;
 mod explain;
+pub mod history;
 pub mod keeper;
 pub mod pace;
 mod product;
@@ -33,6 +35,7 @@ use std::time::Duration;
 
 use serde::Serialize;
 
+pub use changes::{ChangeReport, Incremental};
 pub use config::{RankerConfig, RunSettings, ScoringConfig, Weights};
 pub use explain::{explain, ExplainedComment, Explanation, LeftOut, LeftOutReason};
 pub use pace::{PaceMode, PaceReport, PacingSettings, RateSample};
@@ -48,6 +51,17 @@ pub enum Scope {
     Product(common::Id),
     /// The products whose ids fall in one shard of the key space.
     Shard(Shard),
+}
+
+impl Scope {
+    /// The product key range a listed scope covers; `None` for one product.
+    pub fn key_range(&self) -> Option<KeyRange> {
+        match self {
+            Scope::All => Some(KeyRange::everything()),
+            Scope::Shard(shard) => Some(shard.key_range()),
+            Scope::Product(_) => None,
+        }
+    }
 }
 
 /// How to run.
@@ -79,6 +93,9 @@ pub struct RunOptions {
     pub pacing: PacingSettings,
     /// Live counters for a progress display; `None` when nobody watches.
     pub progress: Option<Arc<RunProgress>>,
+    /// Rank only what may have changed (and tonight's refresh slice); `None`
+    /// ranks every product in scope.
+    pub incremental: Option<Incremental>,
 }
 
 impl RunOptions {
@@ -102,6 +119,7 @@ impl RunOptions {
             listing_patience: config.run.listing_patience(),
             pacing: config.pacing.clone(),
             progress: None,
+            incremental: None,
         }
     }
 
@@ -121,6 +139,16 @@ impl RunOptions {
             )));
         }
         self.pacing.validate().map_err(RankerError::InvalidOptions)?;
+        if let Some(incremental) = self.incremental {
+            if matches!(self.scope, Scope::Product(_)) {
+                return Err(RankerError::InvalidOptions(
+                    "an incremental run ranks all products or a shard, not one product".to_owned(),
+                ));
+            }
+            if incremental.refresh_days == Some(0) {
+                return Err(RankerError::InvalidOptions("refresh days must be at least 1".to_owned()));
+            }
+        }
         Ok(())
     }
 }
@@ -139,6 +167,7 @@ impl std::fmt::Debug for RunOptions {
             .field("listing_patience", &self.listing_patience)
             .field("pacing", &self.pacing)
             .field("progress", &self.progress.is_some())
+            .field("incremental", &self.incremental)
             .finish()
     }
 }
@@ -170,6 +199,9 @@ pub struct RunReport {
     pub duration_ms: u64,
     /// What pacing did: mode, ceiling, mean rate, the rate over time, slow-downs.
     pub pacing: PaceReport,
+    /// For an incremental run, what finding the changed products found and
+    /// how long it took (included in `duration_ms`).
+    pub changes: Option<ChangeReport>,
 }
 
 impl RunReport {

@@ -10,11 +10,13 @@ use clap::{Args, Parser, Subcommand};
 use common::config::HbaseArgs;
 use common::exit::ExitStatus;
 use common::store::lease::{Clock, LeaseRequest, ReleaseOutcome, SystemClock, TakeOutcome};
+use common::store::runs::RunRecord;
 use common::store::Store;
 use common::Id;
 use ranker::console::{self, ProgressDisplay};
+use ranker::history::ChangedSince;
 use ranker::keeper::{keep_lease, KeeperEnd, StoreRenewer};
-use ranker::{PaceMode, RankerConfig, RunOptions, RunProgress, RunReport, Scope, Shard};
+use ranker::{Incremental, KeyRange, PaceMode, RankerConfig, RunOptions, RunProgress, RunReport, Scope, Shard};
 use tokio_util::sync::CancellationToken;
 
 /// Picks each product's ten best reviews and writes them to product-comment-rank.
@@ -141,6 +143,27 @@ struct RunArgs {
     #[arg(long)]
     dry_run: bool,
 
+    /// Rank only the products whose ranking may have changed since TIME: a
+    /// comment or index row written since (by any writer: HBase's cell
+    /// times), or a rank slot naming a deleted comment; plus tonight's slice
+    /// of the rolling refresh. `last`: since the start of the last completed
+    /// run covering the same products, less --skew-margin-secs (every product
+    /// when there is none). TIME: RFC 3339 or epoch milliseconds.
+    #[arg(long, value_name = "TIME|last", conflicts_with = "product")]
+    changed_since: Option<ChangedSince>,
+
+    /// With --changed-since, every product is also re-ranked once in D nights
+    /// (each night the products whose id hashes to its bucket), because the
+    /// recency term drifts [default: incremental.refresh_days of the config, 7].
+    #[arg(long, value_name = "D", requires = "changed_since", value_parser = clap::value_parser!(u32).range(1..))]
+    refresh_days: Option<u32>,
+
+    /// With --changed-since last, look for changes from this many seconds
+    /// before the last completed run's start, for clock skew between hosts
+    /// [default: incremental.skew_margin_secs of the config, 300].
+    #[arg(long, value_name = "SECS", requires = "changed_since")]
+    skew_margin_secs: Option<u64>,
+
     #[command(flatten)]
     lease: LeaseArgs,
 
@@ -255,6 +278,7 @@ async fn run_pass(
     mut options: RunOptions,
     read_only: bool,
     lease: Option<&LeaseArgs>,
+    plan: RunPlan,
 ) -> Result<ExitCode> {
     let store = pass.hbase.store().context("configuring HBase access")?;
     let progress = Arc::new(RunProgress::default());
@@ -286,14 +310,37 @@ async fn run_pass(
         },
         None => None,
     };
+    // Taken before the watermark is read and anything listed: a change this
+    // run could miss is newer than its start, so the next run's watermark
+    // (this start, once it completes) catches it.
+    let started_ms = now_ms();
+    let planned = plan_changes(&store, &mut options, &plan).await;
+    let mut record = plan.record.then(|| {
+        ranker::history::started_record(
+            manual_run_id(started_ms),
+            ranker::keeper::default_holder(),
+            started_ms,
+            1,
+            started_ms,
+            &options,
+        )
+    });
+    if let Some(record) = &record {
+        save_record(&store, record).await;
+    }
     let verb = if read_only { "read" } else { "ranked" };
     let display = ProgressDisplay::start(progress, verb);
-    let outcome = if read_only {
-        ranker::read_pass(&store, &options, stop).await
-    } else {
-        ranker::run(&store, &options, stop).await
+    let outcome = match planned {
+        Err(error) => Err(error),
+        Ok(()) if read_only => ranker::read_pass(&store, &options, stop.clone()).await,
+        Ok(()) => ranker::run(&store, &options, stop.clone()).await,
     };
     display.finish().await;
+    if let Some(record) = &mut record {
+        record.ended_ms = Some(now_ms());
+        ranker::history::conclude(record, &outcome, stop.is_cancelled());
+        save_record(&store, record).await;
+    }
     let lease_lost = match keeper {
         Some((done, task)) => release_manual_lease(&store, done, task, clock.as_ref()).await,
         None => false,
@@ -314,6 +361,58 @@ async fn run_pass(
         ExitStatus::Success
     }
     .into())
+}
+
+/// What a run does besides ranking: whether it is incremental, and whether it
+/// is recorded in the run history.
+#[derive(Debug, Clone, Copy, Default)]
+struct RunPlan {
+    /// Rank only what changed since then.
+    changed_since: Option<ChangedSince>,
+    /// The rolling refresh's period in nights.
+    refresh_days: u32,
+    /// Subtracted from the last completed run's start.
+    skew_margin: Duration,
+    /// Record the run in the run history (full, shard and incremental runs
+    /// that write: what `--changed-since last` reads back).
+    record: bool,
+}
+
+/// Makes `options` incremental when the plan says so, resolving `last`.
+async fn plan_changes(store: &Store, options: &mut RunOptions, plan: &RunPlan) -> Result<(), ranker::RankerError> {
+    let (since_ms, refreshed_until_ms) = match plan.changed_since {
+        None => return Ok(()),
+        Some(ChangedSince::Time(since_ms)) => (since_ms, None),
+        Some(ChangedSince::Last) => {
+            let range = options.scope.key_range().unwrap_or_else(KeyRange::everything);
+            match ranker::history::last_watermark(store, &range, plan.skew_margin).await? {
+                Some(watermark) => (watermark.since_ms, Some(watermark.as_of_ms)),
+                None => {
+                    eprintln!(
+                        "ranker: no completed run covering these products in the run history: ranking every product"
+                    );
+                    return Ok(());
+                }
+            }
+        }
+    };
+    options.incremental = Some(Incremental { since_ms, refresh_days: Some(plan.refresh_days), refreshed_until_ms });
+    Ok(())
+}
+
+/// A manual run's id in the history: when it started and a random part.
+fn manual_run_id(started_ms: i64) -> String {
+    let started = chrono::DateTime::from_timestamp_millis(started_ms).unwrap_or_default();
+    format!("{}-manual-{:06x}", started.format("%Y%m%dT%H%M%SZ"), rand::random::<u32>() >> 8)
+}
+
+/// Writes a run record; a failure is logged, never fatal: the ranking matters
+/// more than its history line, and a missing "succeeded" only makes the next
+/// `--changed-since last` start earlier.
+async fn save_record(store: &Store, record: &RunRecord) {
+    if let Err(error) = store.record_run(record).await {
+        tracing::error!(run_id = %record.run_id, status = %record.status, %error, "could not record the run");
+    }
 }
 
 /// Takes the lease for a manual run, or says who holds it and returns `None`.
@@ -439,14 +538,23 @@ async fn run_command(cli: &Cli) -> Result<ExitCode> {
                 tracing::warn!(lease = %args.lease.lease_name, "--ignore-lease: running without the lease; a nightly run may rank at the same time");
             }
             let lease = (needs_lease && !args.lease.ignore_lease).then_some(&args.lease);
-            run_pass(&args.pass, options, false, lease).await
+            let config = load_config(args.pass.config.as_ref())?;
+            let plan = RunPlan {
+                changed_since: args.changed_since,
+                refresh_days: args.refresh_days.unwrap_or(config.incremental.refresh_days),
+                skew_margin: args
+                    .skew_margin_secs
+                    .map_or_else(|| config.incremental.skew_margin(), Duration::from_secs),
+                record: needs_lease,
+            };
+            run_pass(&args.pass, options, false, lease, plan).await
         }
         Command::Explain(args) => explain(args).await,
         Command::Runs(args) => runs(args).await,
         Command::BenchRead(args) => {
             // The raw baseline: unpaced unless --pace says otherwise.
             let options = options(&args.pass, now_ms(), Some(PaceMode::Off))?;
-            run_pass(&args.pass, options, true, None).await
+            run_pass(&args.pass, options, true, None, RunPlan::default()).await
         }
     }
 }
@@ -480,6 +588,26 @@ mod tests {
         for bad in [["--shard", "8/8"], ["--product", "short"], ["--as-of", "tomorrow"]] {
             let error = parse(&bad).expect_err("refused");
             assert_eq!(error.kind(), clap::error::ErrorKind::ValueValidation, "{bad:?}");
+        }
+    }
+
+    #[test]
+    fn changed_since_takes_a_time_or_last_and_refresh_days_need_it() {
+        let parse = |arguments: &[&str]| Cli::try_parse_from([&["ranker", "run"], arguments].concat());
+        for good in [
+            &["--changed-since", "last"][..],
+            &["--changed-since", "2024-05-01T03:00:00Z", "--refresh-days", "7"],
+            &["--changed-since", "1714532400000", "--skew-margin-secs", "60", "--shard", "1/4"],
+        ] {
+            assert!(parse(good).is_ok(), "{good:?}");
+        }
+        for bad in [
+            &["--changed-since", "yesterday"][..],
+            &["--refresh-days", "7"],
+            &["--changed-since", "last", "--refresh-days", "0"],
+            &["--changed-since", "last", "--product", "P000000001"],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
         }
     }
 

@@ -11,6 +11,7 @@ use common::Id;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::changes::{find_products, ChosenProduct};
 use crate::discovery::{Discovery, ListingRetry};
 use crate::pace::{PaceMode, Pacer};
 use crate::product::{existing_slot_mask, rank_product, stream_comments, ProductJob, ProductOutcome};
@@ -69,6 +70,7 @@ async fn drive(
         failures: Vec::new(),
         duration_ms: 0,
         pacing: pacer.report(0, Duration::ZERO),
+        changes: None,
     };
     // Smaller pages when paced adaptively: a reader queues behind a big
     // multi-get for as long as it holds a gateway thread and a handler.
@@ -105,10 +107,33 @@ async fn drive(
         "run started"
     );
 
-    let mut products = match options.scope {
-        Scope::Product(product) => Products::One(Some(product)),
-        Scope::All => Products::Listed(Discovery::start(store, &KeyRange::everything(), listing_retry(options), &stop)),
-        Scope::Shard(shard) => {
+    let mut products = match (options.scope, options.incremental) {
+        (Scope::Product(product), _) => Products::One(Some(product)),
+        (scope, Some(incremental)) => {
+            let range = scope.key_range().unwrap_or_else(KeyRange::everything);
+            match find_products(store, &range, incremental, options.as_of_ms, &stop).await? {
+                Some((chosen, changes)) => {
+                    tracing::info!(
+                        since_ms = changes.since_ms,
+                        refresh_days = changes.refresh_days,
+                        products_written = changes.products_written,
+                        products_with_deleted_comments = changes.products_with_deleted_comments,
+                        products_refreshed = changes.products_refreshed,
+                        products_to_rank = changes.products_to_rank,
+                        detection_ms = changes.detection_ms,
+                        "found the products to rank"
+                    );
+                    report.changes = Some(changes);
+                    Products::Chosen(chosen.into_iter())
+                }
+                // Stopped while searching: nothing ranked, reported as interrupted below.
+                None => Products::Chosen(Vec::new().into_iter()),
+            }
+        }
+        (Scope::All, None) => {
+            Products::Listed(Discovery::start(store, &KeyRange::everything(), listing_retry(options), &stop))
+        }
+        (Scope::Shard(shard), None) => {
             Products::Listed(Discovery::start(store, &shard.key_range(), listing_retry(options), &stop))
         }
     };
@@ -204,6 +229,8 @@ fn record(
 enum Products {
     One(Option<Id>),
     Listed(Discovery),
+    /// The products an incremental run found changed, with their slots.
+    Chosen(std::vec::IntoIter<ChosenProduct>),
 }
 
 impl Products {
@@ -211,6 +238,9 @@ impl Products {
         match self {
             // A single product's slots are read by its worker, inside its retries.
             Products::One(product) => product.take().map(|product| Ok(ProductToRank { product, slot_mask: None })),
+            Products::Chosen(chosen) => chosen
+                .next()
+                .map(|chosen| Ok(ProductToRank { product: chosen.product, slot_mask: Some(chosen.slot_mask) })),
             Products::Listed(discovery) => discovery.next().await.map(|found| {
                 found.map(|found| ProductToRank { product: found.product, slot_mask: Some(found.slot_mask) })
             }),

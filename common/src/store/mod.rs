@@ -10,6 +10,7 @@
 //! does not decode: each is skipped, counted in
 //! `reviews_skipped_rows_total{table,reason}` and logged, never an error.
 
+pub mod changes;
 mod index_check;
 pub mod lease;
 pub mod products;

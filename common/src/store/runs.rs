@@ -47,6 +47,28 @@ impl std::fmt::Display for RunStatus {
     }
 }
 
+/// Which products a run ranked.
+#[derive(Debug, Clone, Copy, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "lowercase")]
+pub enum RunKind {
+    /// Every product in its key range. Records written before runs had a kind were full runs.
+    #[default]
+    Full,
+    /// Only the products whose ranking may have changed since its watermark
+    /// (`changed_since_ms`), and its night's slice of the rolling refresh.
+    Incremental,
+}
+
+impl RunKind {
+    /// The lower-case name used in the stored JSON, listings and metric labels.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunKind::Full => "full",
+            RunKind::Incremental => "incremental",
+        }
+    }
+}
+
 /// One run attempt of the ranker, as the scheduler recorded it.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
@@ -89,6 +111,22 @@ pub struct RunRecord {
     /// Why the run as a whole failed or was interrupted, when it did.
     #[serde(default)]
     pub error: Option<String>,
+    /// Full or incremental.
+    #[serde(default)]
+    pub kind: RunKind,
+    /// The first product key of the run's range, hex-encoded ("" from the
+    /// table's start): a shard run covers only its range.
+    #[serde(default)]
+    pub range_start: String,
+    /// The first product key after the run's range, hex-encoded; `None` to the table's end.
+    #[serde(default)]
+    pub range_stop: Option<String>,
+    /// For an incremental run, the cell time (ms) it looked for changes from.
+    #[serde(default)]
+    pub changed_since_ms: Option<i64>,
+    /// For an incremental run, how many products it found changed.
+    #[serde(default)]
+    pub products_changed: Option<u64>,
 }
 
 impl RunRecord {
@@ -112,7 +150,39 @@ impl RunRecord {
             failures: 0,
             failure_samples: Vec::new(),
             error: None,
+            kind: RunKind::Full,
+            range_start: String::new(),
+            range_stop: None,
+            changed_since_ms: None,
+            products_changed: None,
         }
+    }
+
+    /// Sets the product key range the run covers (`stop` `None`: to the table's end).
+    pub fn with_range(mut self, start: &[u8], stop: Option<&[u8]>) -> RunRecord {
+        self.range_start = hex(start);
+        self.range_stop = stop.map(hex);
+        self
+    }
+
+    /// Whether this run's range holds every product key of `[start, stop)`.
+    /// A record whose range does not decode covers nothing.
+    pub fn covers(&self, start: &[u8], stop: Option<&[u8]>) -> bool {
+        let Some(own_start) = unhex(&self.range_start) else { return false };
+        let own_stop = match &self.range_stop {
+            None => None,
+            Some(text) => match unhex(text) {
+                Some(bytes) => Some(bytes),
+                None => return false,
+            },
+        };
+        let starts_before = own_start.as_slice() <= start;
+        let ends_after = match (own_stop, stop) {
+            (None, _) => true,
+            (Some(_), None) => false,
+            (Some(own_stop), Some(stop)) => own_stop.as_slice() >= stop,
+        };
+        starts_before && ends_after
     }
 
     /// The record's row key in `ranker-run`.
@@ -124,6 +194,35 @@ impl RunRecord {
     pub fn duration_ms(&self) -> Option<i64> {
         self.ended_ms.map(|ended| ended.saturating_sub(self.started_ms))
     }
+}
+
+/// The newest run in `runs` (newest first, as [`Store::recent_runs`] lists
+/// them) that completed and covered every product of `[start, stop)`: the run
+/// an incremental run takes its watermark from.
+///
+/// Only [`RunStatus::Succeeded`] counts: such a run ranked every product of
+/// its range that changed before it started (a full run every product, an
+/// incremental run every product changed since its own watermark, by
+/// induction). A run that failed, was interrupted, or was killed (left
+/// `running`) proves nothing, so the next run starts from the same earlier
+/// point and misses nothing. Full and incremental runs count alike; a shard
+/// run counts only for ranges inside its own.
+pub fn last_completed_covering<'a>(runs: &'a [RunRecord], start: &[u8], stop: Option<&[u8]>) -> Option<&'a RunRecord> {
+    runs.iter().find(|run| run.status == RunStatus::Succeeded && run.covers(start, stop))
+}
+
+fn hex(bytes: &[u8]) -> String {
+    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
+}
+
+fn unhex(text: &str) -> Option<Vec<u8>> {
+    if text.len() % 2 != 0 {
+        return None;
+    }
+    (0..text.len())
+        .step_by(2)
+        .map(|at| text.get(at..at + 2).and_then(|pair| u8::from_str_radix(pair, 16).ok()))
+        .collect()
 }
 
 /// Refuses a run id that would make an unreadable or unbounded row key.
@@ -223,7 +322,72 @@ mod tests {
             failures: 0,
             failure_samples: Vec::new(),
             error: None,
+            kind: RunKind::Incremental,
+            range_start: String::new(),
+            range_stop: None,
+            changed_since_ms: Some(1_767_117_600_000),
+            products_changed: Some(3),
         }
+    }
+
+    #[test]
+    fn records_written_before_runs_had_a_kind_read_as_full_runs_of_everything() {
+        let mut json = serde_json::to_value(record()).expect("serialise");
+        for field in ["kind", "rangeStart", "rangeStop", "changedSinceMs", "productsChanged"] {
+            json.as_object_mut().expect("object").remove(field);
+        }
+        let old: RunRecord = serde_json::from_value(json).expect("deserialise");
+        assert_eq!((old.kind, old.changed_since_ms), (RunKind::Full, None));
+        assert!(old.covers(b"".as_slice(), None));
+    }
+
+    #[test]
+    fn a_run_covers_the_ranges_inside_its_own() {
+        let all = record();
+        let shard = record().with_range(b"8".as_slice(), Some(b"G".as_slice()));
+        assert!(all.covers(b"8".as_slice(), Some(b"G".as_slice())) && all.covers(b"".as_slice(), None));
+        assert!(
+            shard.covers(b"8".as_slice(), Some(b"G".as_slice()))
+                && shard.covers(b"A".as_slice(), Some(b"B".as_slice()))
+        );
+        assert!(!shard.covers(b"".as_slice(), None), "a shard does not cover everything");
+        assert!(
+            !shard.covers(b"7".as_slice(), Some(b"G".as_slice()))
+                && !shard.covers(b"8".as_slice(), Some(b"H".as_slice()))
+                && !shard.covers(b"8".as_slice(), None)
+        );
+        let mut garbled = record();
+        garbled.range_start = "zz".to_owned();
+        assert!(!garbled.covers(b"8".as_slice(), Some(b"G".as_slice())), "a range that does not decode covers nothing");
+    }
+
+    #[test]
+    fn the_watermark_run_is_the_newest_success_covering_the_range() {
+        let run = |id: &str, status, range: Option<(&[u8], &[u8])>| {
+            let mut run = record();
+            run.run_id = id.to_owned();
+            run.status = status;
+            match range {
+                Some((start, stop)) => run.with_range(start, Some(stop)),
+                None => run,
+            }
+        };
+        // Newest first, as the table lists them.
+        let runs = vec![
+            run("killed", RunStatus::Running, None),
+            run("interrupted", RunStatus::Interrupted, None),
+            run("failed", RunStatus::Failed, None),
+            run("other-shard", RunStatus::Succeeded, Some((b"G".as_slice(), b"Q".as_slice()))),
+            run("this-shard", RunStatus::Succeeded, Some((b"8".as_slice(), b"G".as_slice()))),
+            run("full", RunStatus::Succeeded, None),
+        ];
+        let pick = |start: &[u8], stop: Option<&[u8]>| {
+            last_completed_covering(&runs, start, stop).map(|run| run.run_id.as_str())
+        };
+        assert_eq!(pick(b"8".as_slice(), Some(b"G".as_slice())), Some("this-shard"));
+        assert_eq!(pick(b"G".as_slice(), Some(b"Q".as_slice())), Some("other-shard"));
+        assert_eq!(pick(b"".as_slice(), None), Some("full"), "only a run of everything covers everything");
+        assert_eq!(last_completed_covering(&runs[..3], b"".as_slice(), None), None, "no completed run: no watermark");
     }
 
     #[test]

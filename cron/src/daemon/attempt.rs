@@ -1,10 +1,11 @@
-//! One attempt at a slot: its record in the run history (written as running,
-//! then rewritten with how it ended), the ranker run in-process as of the
-//! slot's time, and the attempt's metrics. Also the last-success gauge, read
+//! One attempt at a slot: what it ranks (everything, or with incremental
+//! nights what changed since the last completed run), its record in the run
+//! history (written as running, then rewritten with how it ended), the ranker
+//! run in-process as of the slot's time, and the attempt's metrics. Also the last-success gauge, read
 //! back from the shared history.
 
 use common::store::runs::{RunRecord, RunStatus};
-use ranker::{RankerError, RunReport};
+use ranker::{Incremental, RankerError};
 use tokio_util::sync::CancellationToken;
 
 use super::{utc, Daemon, Inner};
@@ -12,31 +13,46 @@ use crate::metrics;
 
 /// How many recent history records are searched for the latest success.
 const LAST_SUCCESS_SEARCH: usize = 50;
-/// How many product failures a run record keeps verbatim.
-const FAILURE_SAMPLES: usize = 20;
 
 impl Daemon {
     /// One attempt: record it as running, run the ranker in-process, record how it ended.
     pub(super) async fn attempt(&self, slot_ms: i64, attempt: u32, stop: &CancellationToken) -> RunRecord {
         let Inner { store, settings, clock, .. } = self.inner.as_ref();
-        let mut record =
-            RunRecord::started(run_id(slot_ms, attempt), settings.holder.clone(), slot_ms, attempt, clock.now_ms());
-        self.save(&record).await;
-        tracing::info!(run_id = %record.run_id, slot = %utc(slot_ms), attempt, "ranking run started");
-
         // Every attempt at a slot ranks as of the slot's time, so retries and
         // the other daemon would write exactly the same slots.
         let mut options = settings.run_options.clone();
-        options.as_of_ms = record.as_of_ms;
+        options.as_of_ms = slot_ms;
         options.dry_run = false;
+        let started_ms = clock.now_ms();
+        let planned = self.plan(slot_ms, &mut options).await;
+        let mut record = ranker::history::started_record(
+            run_id(slot_ms, attempt),
+            settings.holder.clone(),
+            slot_ms,
+            attempt,
+            started_ms,
+            &options,
+        );
+        self.save(&record).await;
+        tracing::info!(run_id = %record.run_id, slot = %utc(slot_ms), attempt, kind = record.kind.as_str(),
+            changed_since_ms = record.changed_since_ms, "ranking run started");
+
         let timer = std::time::Instant::now();
         metrics::run_in_progress(true);
-        let result = ranker::run(store, &options, stop.clone()).await;
+        let result = match planned {
+            Ok(()) => ranker::run(store, &options, stop.clone()).await,
+            Err(error) => Err(error),
+        };
         metrics::run_in_progress(false);
         record.ended_ms = Some(clock.now_ms());
-        conclude(&mut record, result, self.inner.shutdown.is_cancelled());
+        ranker::history::conclude(&mut record, &result, self.inner.shutdown.is_cancelled());
         self.save(&record).await;
-        metrics::attempt_finished(record.status, timer.elapsed(), record.products);
+        if let Ok(report) = &result {
+            if let Some(changes) = &report.changes {
+                metrics::changes_found(changes);
+            }
+        }
+        metrics::attempt_finished(record.status, record.kind, timer.elapsed(), record.products);
         if record.status == RunStatus::Succeeded {
             if let Some(ended_ms) = record.ended_ms {
                 metrics::last_success(ended_ms);
@@ -45,6 +61,8 @@ impl Daemon {
         tracing::info!(
             run_id = %record.run_id,
             status = %record.status,
+            kind = record.kind.as_str(),
+            products_changed = record.products_changed,
             products = record.products,
             comments_scored = record.comments_scored,
             slots_written = record.slots_written,
@@ -55,6 +73,32 @@ impl Daemon {
             "ranking run ended"
         );
         record
+    }
+
+    /// Decides what this slot's run ranks: with incremental nights on, a slot
+    /// off the full schedule ranks what changed since the last completed run
+    /// (every product when there is none), and a slot on it ranks everything.
+    async fn plan(&self, slot_ms: i64, options: &mut ranker::RunOptions) -> Result<(), RankerError> {
+        let Some(nights) = &self.inner.settings.incremental else { return Ok(()) };
+        if nights.is_full_slot(slot_ms) {
+            tracing::info!(slot = %utc(slot_ms), "the full schedule's slot: ranking every product");
+            return Ok(());
+        }
+        let range = options.scope.key_range().unwrap_or_else(ranker::KeyRange::everything);
+        match ranker::history::last_watermark(&self.inner.store, &range, nights.skew_margin).await? {
+            Some(watermark) => {
+                options.incremental = Some(Incremental {
+                    since_ms: watermark.since_ms,
+                    refresh_days: Some(nights.refresh_days),
+                    refreshed_until_ms: Some(watermark.as_of_ms),
+                });
+            }
+            None => tracing::warn!(
+                slot = %utc(slot_ms),
+                "no completed run in the history to start an incremental run from: ranking every product"
+            ),
+        }
+        Ok(())
     }
 
     /// Writes a run record; a failure is logged, never fatal, because the
@@ -87,126 +131,19 @@ fn run_id(slot_ms: i64, attempt: u32) -> String {
     format!("{}-a{attempt}-{:06x}", utc(slot_ms).format("%Y%m%dT%H%M%SZ"), rand::random::<u32>() >> 8)
 }
 
-/// Writes how the ranker's run ended into its attempt's record. `shut_down`
-/// says whether this daemon is shutting down, which tells an interruption by
-/// a signal from one by a lost lease.
-fn conclude(record: &mut RunRecord, result: Result<RunReport, RankerError>, shut_down: bool) {
-    match result {
-        Ok(report) => {
-            record.products = report.products_ranked;
-            record.comments_scored = report.comments_scored;
-            record.slots_written = report.slots_written;
-            record.slots_deleted = report.slots_deleted;
-            record.failures = u64::try_from(report.failures.len()).unwrap_or(u64::MAX);
-            record.failure_samples = report
-                .failures
-                .iter()
-                .take(FAILURE_SAMPLES)
-                .map(|failure| format!("{}: {}", failure.product, failure.error))
-                .collect();
-            record.status = if report.interrupted {
-                record.error = Some(if shut_down {
-                    "stopped by a shutdown signal after finishing the products in flight".to_owned()
-                } else {
-                    "stopped after finishing the products in flight".to_owned()
-                });
-                RunStatus::Interrupted
-            } else if report.failures.is_empty() {
-                RunStatus::Succeeded
-            } else {
-                record.error = Some(format!("{} products could not be ranked", report.failures.len()));
-                RunStatus::Failed
-            };
-        }
-        Err(error) => {
-            record.status = RunStatus::Failed;
-            record.error = Some(error.to_string());
-        }
-    }
-}
-
 #[cfg(test)]
 mod tests {
-    use std::time::Duration;
-
     use common::store::runs::validate_run_id;
-    use ranker::pace::Pacer;
-    use ranker::{PacingSettings, ProductFailure};
 
     use super::*;
 
     const SLOT_MS: i64 = 1_795_000_000_000;
 
-    fn started() -> RunRecord {
-        RunRecord::started(run_id(SLOT_MS, 2), "daemon-a".to_owned(), SLOT_MS, 2, SLOT_MS + 5)
-    }
-
-    fn report(failures: usize, interrupted: bool) -> RunReport {
-        RunReport {
-            as_of_ms: SLOT_MS,
-            dry_run: false,
-            interrupted,
-            products_ranked: 7,
-            comments_scored: 70,
-            slots_written: 40,
-            slots_deleted: 3,
-            skipped_rows: 1,
-            failures: (0..failures)
-                .map(|n| ProductFailure { product: format!("p{n}"), error: "HBase is unavailable".to_owned() })
-                .collect(),
-            duration_ms: 1_000,
-            pacing: Pacer::new(&PacingSettings::default()).report(70, Duration::from_secs(1)),
-        }
-    }
-
     #[test]
-    fn an_attempt_starts_as_running_as_of_its_slot_under_a_valid_id() {
-        let record = started();
-        assert_eq!((record.status, record.as_of_ms, record.attempt), (RunStatus::Running, SLOT_MS, 2));
-        assert!(record.run_id.starts_with("20261118T110640Z-a2-"), "{}", record.run_id);
-        assert!(validate_run_id(&record.run_id).is_ok(), "{}", record.run_id);
+    fn attempt_ids_name_the_slot_and_attempt_and_differ_between_daemons() {
+        let id = run_id(SLOT_MS, 2);
+        assert!(id.starts_with("20261118T110640Z-a2-"), "{id}");
+        assert!(validate_run_id(&id).is_ok(), "{id}");
         assert_ne!(run_id(SLOT_MS, 2), run_id(SLOT_MS, 2), "two daemons' attempts at one slot differ");
-    }
-
-    #[test]
-    fn a_clean_run_succeeds_with_its_counts() {
-        let mut record = started();
-        conclude(&mut record, Ok(report(0, false)), false);
-        assert_eq!(record.status, RunStatus::Succeeded);
-        assert_eq!(
-            (record.products, record.comments_scored, record.slots_written, record.slots_deleted, record.failures),
-            (7, 70, 40, 3, 0)
-        );
-        assert_eq!(record.error, None);
-    }
-
-    #[test]
-    fn failed_products_fail_the_attempt_and_the_first_twenty_are_kept() {
-        let mut record = started();
-        conclude(&mut record, Ok(report(25, false)), false);
-        assert_eq!((record.status, record.failures), (RunStatus::Failed, 25));
-        assert_eq!(record.failure_samples.len(), FAILURE_SAMPLES);
-        assert_eq!(record.failure_samples[0], "p0: HBase is unavailable");
-        assert_eq!(record.error.as_deref(), Some("25 products could not be ranked"));
-    }
-
-    #[test]
-    fn an_interruption_says_whether_a_shutdown_caused_it() {
-        let mut by_signal = started();
-        conclude(&mut by_signal, Ok(report(1, true)), true);
-        assert_eq!(by_signal.status, RunStatus::Interrupted, "an interruption is not a failure");
-        assert!(by_signal.error.as_deref().is_some_and(|error| error.contains("shutdown signal")), "{by_signal:?}");
-        let mut otherwise = started();
-        conclude(&mut otherwise, Ok(report(0, true)), false);
-        assert_eq!(otherwise.status, RunStatus::Interrupted);
-        assert_eq!(otherwise.error.as_deref(), Some("stopped after finishing the products in flight"));
-    }
-
-    #[test]
-    fn a_run_the_ranker_refused_fails_with_its_reason() {
-        let mut record = started();
-        conclude(&mut record, Err(RankerError::InvalidOptions("page_rows must be at least 1".to_owned())), false);
-        assert_eq!(record.status, RunStatus::Failed);
-        assert_eq!(record.error.as_deref(), Some("invalid run options: page_rows must be at least 1"));
     }
 }

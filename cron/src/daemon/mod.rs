@@ -60,6 +60,30 @@ pub struct DaemonSettings {
     pub retry: RetryPolicy,
     /// The ranker's options; each run sets its own as-of time.
     pub run_options: ranker::RunOptions,
+    /// Incremental nights, when on; `None` ranks every product every night.
+    pub incremental: Option<IncrementalNights>,
+}
+
+/// Which slots rank only what changed, and how.
+#[derive(Debug, Clone)]
+pub struct IncrementalNights {
+    /// The slots that fall on this schedule rank every product; `None`: only
+    /// a slot with no completed run before it does.
+    pub full_schedule: Option<Schedule>,
+    /// Every product is re-ranked once in this many nights.
+    pub refresh_days: u32,
+    /// Subtracted from the last completed run's start, for clock skew.
+    pub skew_margin: Duration,
+}
+
+impl IncrementalNights {
+    /// Whether the slot at `slot_ms` is one of the full schedule's times.
+    pub fn is_full_slot(&self, slot_ms: i64) -> bool {
+        let (Some(full), Some(slot)) = (&self.full_schedule, DateTime::<Utc>::from_timestamp_millis(slot_ms)) else {
+            return false;
+        };
+        full.next_after(slot - chrono::TimeDelta::seconds(1)) == Some(slot)
+    }
 }
 
 /// How the daemon starts.

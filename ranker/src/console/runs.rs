@@ -6,9 +6,10 @@ use chrono::{DateTime, SecondsFormat, Utc};
 use common::store::runs::RunRecord;
 
 /// The columns of [`format_runs_table`].
-const HEADERS: [&str; 12] = [
+const HEADERS: [&str; 13] = [
     "STARTED (UTC)",
     "STATUS",
+    "KIND",
     "TRY",
     "DURATION",
     "PRODUCTS",
@@ -28,7 +29,7 @@ pub fn format_runs_table(runs: &[RunRecord]) -> String {
     if runs.is_empty() {
         return "no runs recorded\n".to_owned();
     }
-    let rows: Vec<[String; 12]> = runs.iter().map(row).collect();
+    let rows: Vec<[String; 13]> = runs.iter().map(row).collect();
     let mut widths = HEADERS.map(str::len);
     for row in &rows {
         for (width, cell) in widths.iter_mut().zip(row) {
@@ -53,10 +54,11 @@ pub fn format_runs_table(runs: &[RunRecord]) -> String {
     table
 }
 
-fn row(run: &RunRecord) -> [String; 12] {
+fn row(run: &RunRecord) -> [String; 13] {
     [
         timestamp(run.started_ms),
         run.status.to_string(),
+        run.kind.as_str().to_owned(),
         run.attempt.to_string(),
         run.duration_ms().map_or_else(|| "-".to_owned(), duration),
         run.products.to_string(),
@@ -70,7 +72,7 @@ fn row(run: &RunRecord) -> [String; 12] {
     ]
 }
 
-fn push_line(table: &mut String, cells: &[String; 12], widths: &[usize; 12]) {
+fn push_line(table: &mut String, cells: &[String; 13], widths: &[usize; 13]) {
     let line: Vec<String> = cells.iter().zip(widths).map(|(cell, width)| format!("{cell:<width$}")).collect();
     table.push_str(line.join("  ").trim_end());
     table.push('\n');
@@ -113,6 +115,7 @@ mod tests {
             slots_deleted: 2,
             failures: 0,
             failure_samples: Vec::new(),
+            ..RunRecord::started(String::new(), String::new(), 0, 1, 0)
         }
     }
 

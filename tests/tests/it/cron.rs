@@ -13,7 +13,7 @@ use common::hbase::{Retry, RowMutation, COLUMN_VALUE};
 use common::keys;
 use common::model::Order;
 use common::store::lease::{Clock, LeaseRequest, ReleaseOutcome, RenewOutcome, SystemClock, TakeOutcome};
-use common::store::runs::{RunRecord, RunStatus};
+use common::store::runs::{RunKind, RunRecord, RunStatus};
 use common::store::{NewComment, Store};
 use cron::{Daemon, DaemonSettings, RetryPolicy, Schedule, SlotOutcome, StartMode};
 use integration_tests::{fresh_store, test_id};
@@ -92,6 +92,7 @@ fn settings(holder: &str, expression: &str, attempts: u32) -> DaemonSettings {
         holder: holder.to_owned(),
         retry: RetryPolicy { attempts, backoff: Duration::from_millis(200), max_backoff: Duration::from_millis(200) },
         run_options,
+        incremental: None,
     }
 }
 
@@ -474,4 +475,45 @@ async fn a_standby_daemon_runs_the_slot_when_the_holders_run_ends_without_comple
     );
     let lease = store.lease("nightly").await.expect("read").expect("row");
     assert_eq!((lease.completed_slot_ms, lease.completed_by.as_deref()), (Some(interrupted_slot), Some("daemon-b")));
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn incremental_nights_rank_what_changed_and_the_full_schedule_ranks_everything() {
+    let store = fresh_store("cron_incremental").await;
+    seed(&store, 12, 3).await;
+    let mut settings = settings("daemon-a", "0 0 3 * * *", 1);
+    settings.incremental = Some(cron::IncrementalNights {
+        // 2026-11-22 was a Sunday.
+        full_schedule: Some(Schedule::parse("0 0 3 * * Sun", "UTC").expect("full schedule")),
+        // Long enough that the refresh slice of a night is a product or two at most.
+        refresh_days: 1_000,
+        skew_margin: Duration::ZERO,
+    });
+    let daemon = Daemon::new(store.clone(), settings, Arc::new(SystemClock));
+    let (friday, saturday, sunday) = (1_795_143_600_000, 1_795_230_000_000, 1_795_316_400_000);
+
+    // No completed run yet: the first incremental night ranks everything.
+    let first = daemon.run_slot(friday).await.expect("slot");
+    assert_eq!((ran(&first).status, ran(&first).kind, ran(&first).products), (RunStatus::Succeeded, RunKind::Full, 12));
+
+    // One product changes; the next night ranks it (and its refresh slice, if any), from the first run's start.
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let key = keys::CommentKey::new(&test_id("o", 500), &test_id("p", 5));
+    let mut comment =
+        store.get_record::<common::model::Comment>(key.as_bytes().to_vec()).await.expect("read").expect("exists");
+    comment.helpful = Some(10_000);
+    store.put_records(&[comment]).await.expect("a vote");
+    let second = daemon.run_slot(saturday).await.expect("slot");
+    let second = ran(&second);
+    assert_eq!((second.status, second.kind), (RunStatus::Succeeded, RunKind::Incremental));
+    assert_eq!(second.changed_since_ms, Some(ran(&first).started_ms));
+    let refreshed = (0..12)
+        .filter(|number| *number != 5 && ranker::changes::in_refresh_slice(&test_id("p", *number), 1_000, saturday))
+        .count() as u64;
+    assert_eq!(second.products, 1 + refreshed, "the changed product and the night's refresh slice");
+    assert_eq!(second.products_changed, Some(1 + refreshed));
+
+    // The full schedule's night ranks everything again.
+    let third = daemon.run_slot(sunday).await.expect("slot");
+    assert_eq!((ran(&third).kind, ran(&third).products), (RunKind::Full, 12));
 }

@@ -333,6 +333,12 @@ impl RangeScanner {
         Ok((!page.is_empty()).then_some(page))
     }
 
+    /// Where the next page starts; `None` once the range is exhausted. A
+    /// caller that walks a range in steps of its own resumes there.
+    pub fn resumes_at(&self) -> Option<&[u8]> {
+        self.next_start.as_deref()
+    }
+
     /// Hands every page to `on_page` until it breaks or the range ends.
     pub async fn for_each_page(mut self, mut on_page: impl FnMut(Vec<TimedRow>) -> ControlFlow<()>) -> Result<()> {
         while let Some(page) = self.next_page().await? {

@@ -25,6 +25,7 @@ async fn failed_runs_are_retried_after_the_policys_backoff_while_the_lease_is_ke
         holder: "daemon-a".to_owned(),
         retry: RetryPolicy { attempts: 3, backoff: Duration::from_secs(300), max_backoff: Duration::from_secs(1_800) },
         run_options,
+        incremental: None,
     };
     let daemon = Daemon::new(store.clone(), settings, Arc::new(SystemClock));
     let wall = Instant::now();

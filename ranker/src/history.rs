@@ -1,0 +1,251 @@
+//! A run's record in the run history (`ranker-run`), shared by `ranker run`
+//! and `ranker-cron`: what the record says when a run starts and when it
+//! ends, and the watermark `--changed-since last` reads back from it.
+
+use std::time::Duration;
+
+use common::store::runs::{last_completed_covering, RunKind, RunRecord, RunStatus};
+use common::store::Store;
+
+use crate::shard::KeyRange;
+use crate::{RankerError, RunOptions, RunReport};
+
+/// How many recent records are searched for the last completed run.
+pub const WATERMARK_SEARCH: usize = 1_000;
+/// How many product failures a run record keeps verbatim.
+const FAILURE_SAMPLES: usize = 20;
+
+/// When an incremental run looks for changes from.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum ChangedSince {
+    /// From this cell time (ms since the epoch).
+    Time(i64),
+    /// From the start of the last completed run covering the same products,
+    /// less the clock-skew margin.
+    Last,
+}
+
+impl std::str::FromStr for ChangedSince {
+    type Err = String;
+
+    /// `last`, RFC 3339, or epoch milliseconds.
+    fn from_str(text: &str) -> Result<ChangedSince, String> {
+        let text = text.trim();
+        if text == "last" {
+            return Ok(ChangedSince::Last);
+        }
+        if let Ok(millis) = text.parse::<i64>() {
+            return Ok(ChangedSince::Time(millis));
+        }
+        chrono::DateTime::parse_from_rfc3339(text)
+            .map(|time| ChangedSince::Time(time.timestamp_millis()))
+            .map_err(|error| format!("expected `last`, RFC 3339 (2024-05-01T03:00:00Z) or epoch milliseconds: {error}"))
+    }
+}
+
+/// Where an incremental run starts from, read from the last completed run.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct Watermark {
+    /// Look for cells written from here: the run's start less the skew margin.
+    pub since_ms: i64,
+    /// The run's as-of time: the refresh slices of later nights are still due.
+    pub as_of_ms: i64,
+}
+
+/// Where an incremental run over `range` starts, when asked for `last`: the
+/// newest completed run covering `range` ([`last_completed_covering`] says
+/// which runs count), its start less `skew_margin`. `None` when no such run is
+/// in the last [`WATERMARK_SEARCH`] records: then nothing says what is
+/// already ranked, and the caller must rank everything.
+pub async fn last_watermark(
+    store: &Store,
+    range: &KeyRange,
+    skew_margin: Duration,
+) -> Result<Option<Watermark>, RankerError> {
+    let runs = store.recent_runs(WATERMARK_SEARCH).await?;
+    Ok(last_completed_covering(&runs, &range.start, range.stop.as_deref())
+        .map(|run| Watermark { since_ms: watermark_of(run, skew_margin), as_of_ms: run.as_of_ms }))
+}
+
+/// A completed run's watermark: its start (taken before it listed or searched
+/// anything, so a change it could have missed is newer) less the margin.
+pub fn watermark_of(run: &RunRecord, skew_margin: Duration) -> i64 {
+    run.started_ms.saturating_sub(i64::try_from(skew_margin.as_millis()).unwrap_or(i64::MAX))
+}
+
+/// The record of a run that is starting under `options`: running, its kind,
+/// its key range and, when incremental, where it looks for changes from.
+pub fn started_record(
+    run_id: String,
+    holder: String,
+    slot_ms: i64,
+    attempt: u32,
+    started_ms: i64,
+    options: &RunOptions,
+) -> RunRecord {
+    let range = options.scope.key_range().unwrap_or_else(KeyRange::everything);
+    let mut record = RunRecord::started(run_id, holder, slot_ms, attempt, started_ms)
+        .with_range(&range.start, range.stop.as_deref());
+    record.as_of_ms = options.as_of_ms;
+    if let Some(incremental) = options.incremental {
+        record.kind = RunKind::Incremental;
+        record.changed_since_ms = Some(incremental.since_ms);
+    }
+    record
+}
+
+/// Writes how a run ended into its record. `shut_down` says whether the
+/// process is shutting down, which tells an interruption by a signal from one
+/// by a lost lease.
+pub fn conclude(record: &mut RunRecord, result: &Result<RunReport, RankerError>, shut_down: bool) {
+    match result {
+        Ok(report) => {
+            record.products = report.products_ranked;
+            record.comments_scored = report.comments_scored;
+            record.slots_written = report.slots_written;
+            record.slots_deleted = report.slots_deleted;
+            record.products_changed = report.changes.as_ref().map(|changes| changes.products_to_rank);
+            record.failures = u64::try_from(report.failures.len()).unwrap_or(u64::MAX);
+            record.failure_samples = report
+                .failures
+                .iter()
+                .take(FAILURE_SAMPLES)
+                .map(|failure| format!("{}: {}", failure.product, failure.error))
+                .collect();
+            record.status = if report.interrupted {
+                record.error = Some(if shut_down {
+                    "stopped by a shutdown signal after finishing the products in flight".to_owned()
+                } else {
+                    "stopped after finishing the products in flight".to_owned()
+                });
+                RunStatus::Interrupted
+            } else if report.failures.is_empty() {
+                RunStatus::Succeeded
+            } else {
+                record.error = Some(format!("{} products could not be ranked", report.failures.len()));
+                RunStatus::Failed
+            };
+        }
+        Err(error) => {
+            record.status = RunStatus::Failed;
+            record.error = Some(error.to_string());
+        }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::pace::Pacer;
+    use crate::{ChangeReport, Incremental, PacingSettings, ProductFailure, Scope, Shard};
+
+    const SLOT_MS: i64 = 1_795_000_000_000;
+
+    fn started() -> RunRecord {
+        RunRecord::started("run-a2".to_owned(), "daemon-a".to_owned(), SLOT_MS, 2, SLOT_MS + 5)
+    }
+
+    fn report(failures: usize, interrupted: bool) -> RunReport {
+        RunReport {
+            as_of_ms: SLOT_MS,
+            dry_run: false,
+            interrupted,
+            products_ranked: 7,
+            comments_scored: 70,
+            slots_written: 40,
+            slots_deleted: 3,
+            skipped_rows: 1,
+            failures: (0..failures)
+                .map(|n| ProductFailure { product: format!("p{n}"), error: "HBase is unavailable".to_owned() })
+                .collect(),
+            duration_ms: 1_000,
+            pacing: Pacer::new(&PacingSettings::default()).report(70, Duration::from_secs(1)),
+            changes: None,
+        }
+    }
+
+    #[test]
+    fn changed_since_takes_last_rfc_3339_or_epoch_milliseconds() {
+        assert_eq!("last".parse::<ChangedSince>(), Ok(ChangedSince::Last));
+        assert_eq!(" 1714532400000 ".parse::<ChangedSince>(), Ok(ChangedSince::Time(1_714_532_400_000)));
+        assert_eq!("2024-05-01T12:00:00+09:00".parse::<ChangedSince>(), Ok(ChangedSince::Time(1_714_532_400_000)));
+        for bad in ["", "Last", "yesterday", "2024-05-01"] {
+            assert!(bad.parse::<ChangedSince>().is_err(), "{bad}");
+        }
+    }
+
+    #[test]
+    fn the_watermark_is_the_start_less_the_margin() {
+        assert_eq!(watermark_of(&started(), Duration::from_secs(300)), SLOT_MS + 5 - 300_000);
+        assert_eq!(watermark_of(&started(), Duration::ZERO), SLOT_MS + 5);
+    }
+
+    #[test]
+    fn an_incremental_shard_run_records_its_kind_range_and_watermark() {
+        let shard = Shard::new(1, 4).expect("shard");
+        let mut options = RunOptions::new(Scope::Shard(shard), SLOT_MS);
+        options.incremental =
+            Some(Incremental { since_ms: SLOT_MS - 86_400_000, refresh_days: Some(7), refreshed_until_ms: None });
+        let record = started_record("run".to_owned(), "me".to_owned(), SLOT_MS, 1, SLOT_MS + 5, &options);
+        assert_eq!((record.kind, record.changed_since_ms), (RunKind::Incremental, Some(SLOT_MS - 86_400_000)));
+        let range = shard.key_range();
+        assert!(record.covers(&range.start, range.stop.as_deref()));
+        assert!(!record.covers(b"", None), "a shard's record covers only its shard");
+        let full = started_record(
+            "run".to_owned(),
+            "me".to_owned(),
+            SLOT_MS,
+            1,
+            SLOT_MS,
+            &RunOptions::new(Scope::All, SLOT_MS),
+        );
+        assert_eq!((full.kind, full.changed_since_ms), (RunKind::Full, None));
+        assert!(full.covers(b"", None));
+    }
+
+    #[test]
+    fn a_clean_run_succeeds_with_its_counts() {
+        let mut record = started();
+        let mut clean = report(0, false);
+        clean.changes = Some(ChangeReport { products_to_rank: 7, ..ChangeReport::default() });
+        conclude(&mut record, &Ok(clean), false);
+        assert_eq!(record.status, RunStatus::Succeeded);
+        assert_eq!(
+            (record.products, record.comments_scored, record.slots_written, record.slots_deleted, record.failures),
+            (7, 70, 40, 3, 0)
+        );
+        assert_eq!((record.error, record.products_changed), (None, Some(7)));
+    }
+
+    #[test]
+    fn failed_products_fail_the_attempt_and_the_first_twenty_are_kept() {
+        let mut record = started();
+        conclude(&mut record, &Ok(report(25, false)), false);
+        assert_eq!((record.status, record.failures), (RunStatus::Failed, 25));
+        assert_eq!(record.failure_samples.len(), FAILURE_SAMPLES);
+        assert_eq!(record.failure_samples[0], "p0: HBase is unavailable");
+        assert_eq!(record.error.as_deref(), Some("25 products could not be ranked"));
+    }
+
+    #[test]
+    fn an_interruption_says_whether_a_shutdown_caused_it() {
+        let mut by_signal = started();
+        conclude(&mut by_signal, &Ok(report(1, true)), true);
+        assert_eq!(by_signal.status, RunStatus::Interrupted, "an interruption is not a failure");
+        assert!(by_signal.error.as_deref().is_some_and(|error| error.contains("shutdown signal")), "{by_signal:?}");
+        let mut otherwise = started();
+        conclude(&mut otherwise, &Ok(report(0, true)), false);
+        assert_eq!(otherwise.status, RunStatus::Interrupted);
+        assert_eq!(otherwise.error.as_deref(), Some("stopped after finishing the products in flight"));
+    }
+
+    #[test]
+    fn a_run_the_ranker_refused_fails_with_its_reason() {
+        let mut record = started();
+        conclude(&mut record, &Err(RankerError::InvalidOptions("page_rows must be at least 1".to_owned())), false);
+        assert_eq!(record.status, RunStatus::Failed);
+        assert_eq!(record.error.as_deref(), Some("invalid run options: page_rows must be at least 1"));
+    }
+}

@@ -1,0 +1,428 @@
+//! Incremental runs against the real HBase (`ranker run --changed-since`):
+//! each kind of change (new comment, edit, vote, delete, a bare index row)
+//! by each writer (this project's write path; rows put directly, as the Java
+//! service writes them) marks exactly its product; a deleted comment outside
+//! the ten best marks nothing; the rolling refresh covers every product in D
+//! nights; and a run killed with SIGKILL leaves the watermark where it was,
+//! so the next `--changed-since last` misses nothing.
+//!
+//! A product a run ranked is told from one it left alone by the score of its
+//! slots: after the full run every slot's score is rewritten to a sentinel
+//! (same comments, so nothing dangles), and a ranking writes real scores.
+
+use std::collections::BTreeSet;
+use std::process::{Child, Command, Stdio};
+use std::time::{Duration, Instant};
+
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
+use common::hbase::{Retry, RowMutation, FAMILY};
+use common::keys::{self, CommentKey};
+use common::model::{Comment, Order, Record};
+use common::store::runs::{RunKind, RunStatus};
+use common::store::{NewComment, Store};
+use common::Id;
+use integration_tests::{cargo_binary, fresh_store, test_id, thrift_addr};
+use nix::sys::signal::{kill, Signal};
+use nix::unistd::Pid;
+use ranker::changes::in_refresh_slice;
+use ranker::{Incremental, RunOptions, RunReport, Scope};
+use tokio_util::sync::CancellationToken;
+
+use crate::rows::{drop_tables, put_value, rank_table, slots_by_product};
+
+const DAY_MS: i64 = 86_400_000;
+/// The as-of time of the runs: fixed, so a full run and an incremental run agree to the byte.
+const AS_OF: i64 = 1_750_000_000_000;
+/// The score every slot is rewritten to after the full run.
+const SENTINEL: f64 = -1.0;
+/// Comments per seeded product: more than ten, so one can be outside the ten best.
+const PER_PRODUCT: u64 = 14;
+
+fn product(number: u64) -> Id {
+    test_id("p", number)
+}
+
+fn order(product: u64, index: u64) -> Id {
+    test_id("o", product * 100 + index)
+}
+
+/// Writes `products` products of [`PER_PRODUCT`] comments through the write path.
+async fn seed(store: &Store, products: u64) {
+    let mut orders = Vec::new();
+    let mut comments = Vec::new();
+    for number in 0..products {
+        for index in 0..PER_PRODUCT {
+            let order = Order {
+                id: order(number, index),
+                user_id: test_id("u", number * 100 + index),
+                extra: Default::default(),
+            };
+            comments.push(NewComment {
+                order_id: order.id,
+                product_id: product(number),
+                user_id: order.user_id,
+                content: format!(
+                    "Review {index} of product {number}: sturdy and well made{}",
+                    " and more".repeat(index as usize)
+                ),
+                timestamp_ms: AS_OF - 30 * DAY_MS + i64::try_from(index).expect("small") * 1_000,
+                rating: Some(5),
+                helpful: Some(index * 3),
+                unhelpful: Some(1),
+                photos: None,
+            });
+            orders.push(order);
+        }
+    }
+    store.put_records(&orders).await.expect("orders");
+    for chunk in comments.chunks(500) {
+        store.post_comments(chunk.to_vec()).await.expect("comments");
+    }
+}
+
+fn options(scope: Scope, incremental: Option<Incremental>) -> RunOptions {
+    let mut options = RunOptions::new(scope, AS_OF);
+    options.concurrency = 4;
+    options.incremental = incremental;
+    options
+}
+
+async fn run(store: &Store, options: &RunOptions) -> RunReport {
+    let report = ranker::run(store, options, CancellationToken::new()).await.expect("run");
+    assert!(report.failures.is_empty() && !report.interrupted, "{report:?}");
+    report
+}
+
+/// Rewrites every product's slots with the same comments and the sentinel score.
+async fn mark_slots(store: &Store, products: u64) {
+    for number in 0..products {
+        let slots = store.rank_slots(&product(number)).await.expect("slots");
+        let marked: Vec<(CommentKey, f64)> = slots.iter().map(|slot| (slot.comment, SENTINEL)).collect();
+        store.replace_rank_slots(&product(number), &marked).await.expect("mark slots");
+    }
+}
+
+/// The products whose slots a run rewrote since [`mark_slots`].
+async fn ranked_products(store: &Store, products: u64) -> BTreeSet<u64> {
+    let mut ranked = BTreeSet::new();
+    for number in 0..products {
+        let slots = store.rank_slots(&product(number)).await.expect("slots");
+        if slots.iter().all(|slot| slot.score != Some(SENTINEL)) {
+            ranked.insert(number);
+        }
+    }
+    ranked
+}
+
+/// A cell time strictly after every write so far, by HBase's clock (the same
+/// machine's): what `--changed-since` is given.
+async fn watermark_now() -> i64 {
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    let now = i64::try_from(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after the epoch").as_millis(),
+    )
+    .expect("fits");
+    tokio::time::sleep(Duration::from_millis(20)).await;
+    now
+}
+
+/// The comment row as the Java service writes it (Jackson over its class).
+fn java_json(comment: &Comment) -> Vec<u8> {
+    let key = CommentKey::new(&comment.order_id, &comment.product_id);
+    let mut json = serde_json::to_value(comment).expect("json");
+    json["rowKey"] = STANDARD.encode(key.as_bytes()).into();
+    serde_json::to_vec(&json).expect("encode")
+}
+
+/// A new comment the Java way: the comment row and both index rows, put directly.
+async fn java_post(store: &Store, comment: &Comment) {
+    let key = CommentKey::new(&comment.order_id, &comment.product_id);
+    let tables = store.tables();
+    put_value(store, &tables.comment, key.as_bytes().to_vec(), java_json(comment)).await;
+    let length = comment.content.as_deref().unwrap_or_default().len();
+    let product_key = keys::product_comment_key(&comment.product_id, comment.timestamp, length, &key)
+        [..keys::PRODUCT_COMMENT_SEED_KEY_LEN]
+        .to_vec();
+    put_value(store, &tables.product_comment, product_key, key.as_bytes().to_vec()).await;
+    let user_key = keys::user_comment_millisecond_prefix(&comment.user_id, comment.timestamp);
+    put_value(store, &tables.user_comment, user_key, key.as_bytes().to_vec()).await;
+}
+
+/// Deletes rows directly, as the Java service's delete did.
+async fn raw_delete(store: &Store, table: &str, keys: Vec<Vec<u8>>) {
+    let table = table.to_owned();
+    let deletes: Vec<RowMutation> =
+        keys.into_iter().map(|key| RowMutation::Delete { key, family: FAMILY.as_bytes().to_vec() }).collect();
+    store
+        .hbase()
+        .run(Retry::Idempotent, move |connection| connection.mutate_rows(&table, deletes.clone()))
+        .await
+        .expect("delete rows");
+}
+
+async fn comment(store: &Store, product_number: u64, index: u64) -> Comment {
+    let key = CommentKey::new(&order(product_number, index), &product(product_number));
+    store.get_record::<Comment>(key.as_bytes().to_vec()).await.expect("read").expect("the comment exists")
+}
+
+/// The slot-1 comment of a product: deleting it must change the ten best.
+async fn best_comment(store: &Store, product_number: u64) -> CommentKey {
+    store.rank_slots(&product(product_number)).await.expect("slots")[0].comment
+}
+
+/// The product index row naming `key` (the write path's layout, with its tie).
+async fn index_rows_of(store: &Store, comment: &Comment) -> Vec<Vec<u8>> {
+    let key = CommentKey::new(&comment.order_id, &comment.product_id);
+    let rows = crate::rows::raw_rows(store, &store.tables().product_comment).await;
+    rows.into_iter()
+        .filter(|row| row.value(common::hbase::COLUMN_VALUE) == Some(key.as_bytes().as_slice()))
+        .map(|row| row.key)
+        .collect()
+}
+
+#[tokio::test]
+async fn every_kind_of_change_by_every_writer_marks_its_product_and_only_it() {
+    let store = fresh_store("incr_kinds").await;
+    const PRODUCTS: u64 = 14;
+    seed(&store, PRODUCTS).await;
+    // Product 8's newest comment loses its index row before the full run, so
+    // the full run cannot see it; writing the row back (as `index repair` or
+    // a Java writer would) is then a change by itself.
+    let unindexed = comment(&store, 8, PER_PRODUCT - 1).await;
+    let unindexed_rows = index_rows_of(&store, &unindexed).await;
+    raw_delete(&store, &store.tables().product_comment.clone(), unindexed_rows.clone()).await;
+    integration_tests::outlast_delete_markers().await;
+    run(&store, &options(Scope::All, None)).await;
+    mark_slots(&store, PRODUCTS).await;
+    let since_ms = watermark_now().await;
+
+    // Our write path.
+    let new_by_us = NewComment {
+        order_id: test_id("n", 1),
+        product_id: product(1),
+        user_id: test_id("u", 9_001),
+        content: "A brand new and very thorough review, the best one yet by far".to_owned(),
+        timestamp_ms: AS_OF - DAY_MS,
+        rating: Some(5),
+        helpful: Some(500),
+        unhelpful: None,
+        photos: Some(3),
+    };
+    store
+        .put_records(&[Order { id: new_by_us.order_id, user_id: new_by_us.user_id, extra: Default::default() }])
+        .await
+        .expect("order");
+    store.post_comment(new_by_us).await.expect("post");
+    store
+        .edit_comment(&order(2, 0), &product(2), "Edited: now a long and helpful review of it all".to_owned())
+        .await
+        .expect("edit");
+    let best = best_comment(&store, 4).await;
+    store.delete_comment(&best.order_id(), &product(4)).await.expect("delete");
+
+    // The Java service's way: rows put and deleted directly.
+    let mut voted = comment(&store, 3, 0).await;
+    voted.helpful = Some(10_000);
+    put_value(
+        &store,
+        &store.tables().comment.clone(),
+        CommentKey::new(&voted.order_id, &voted.product_id).as_bytes().to_vec(),
+        java_json(&voted),
+    )
+    .await;
+    let mut new_by_java = comment(&store, 5, 0).await;
+    new_by_java.order_id = test_id("n", 5);
+    new_by_java.user_id = test_id("u", 9_005);
+    new_by_java.timestamp = AS_OF - 2 * DAY_MS;
+    new_by_java.helpful = Some(400);
+    java_post(&store, &new_by_java).await;
+    let mut edited_by_java = comment(&store, 6, 1).await;
+    edited_by_java.content = Some("Edited the Java way into a much longer and better review".to_owned());
+    edited_by_java.edited = true;
+    put_value(
+        &store,
+        &store.tables().comment.clone(),
+        CommentKey::new(&edited_by_java.order_id, &edited_by_java.product_id).as_bytes().to_vec(),
+        java_json(&edited_by_java),
+    )
+    .await;
+    let best = best_comment(&store, 7).await;
+    let deleted = store.get_record::<Comment>(best.as_bytes().to_vec()).await.expect("read").expect("exists");
+    let deleted_index = index_rows_of(&store, &deleted).await;
+    raw_delete(&store, &store.tables().product_comment.clone(), deleted_index).await;
+    raw_delete(&store, &store.tables().comment.clone(), vec![best.as_bytes().to_vec()]).await;
+    put_value(
+        &store,
+        &store.tables().product_comment.clone(),
+        unindexed_rows[0].clone(),
+        CommentKey::new(&unindexed.order_id, &unindexed.product_id).as_bytes().to_vec(),
+    )
+    .await;
+
+    // Deleting a comment outside product 9's ten best cannot change them: not a change.
+    let slots = store.rank_slots(&product(9)).await.expect("slots");
+    let outside = (0..PER_PRODUCT)
+        .map(|index| CommentKey::new(&order(9, index), &product(9)))
+        .find(|key| slots.iter().all(|slot| slot.comment != *key))
+        .expect("a comment outside the ten best");
+    // Deleted with no trace a time-range scan could see: its index rows and row go.
+    let outside_comment =
+        store.get_record::<Comment>(outside.as_bytes().to_vec()).await.expect("read").expect("exists");
+    let outside_index = index_rows_of(&store, &outside_comment).await;
+    raw_delete(&store, &store.tables().product_comment.clone(), outside_index).await;
+    raw_delete(&store, &store.tables().comment.clone(), vec![outside.as_bytes().to_vec()]).await;
+
+    let report =
+        run(&store, &options(Scope::All, Some(Incremental { since_ms, refresh_days: None, refreshed_until_ms: None })))
+            .await;
+    let changes = report.changes.clone().expect("an incremental run reports what it found");
+    let expected: BTreeSet<u64> = (1..=8).collect();
+    assert_eq!(ranked_products(&store, PRODUCTS).await, expected, "{changes:?}");
+    assert_eq!(report.products_ranked, 8);
+    assert_eq!(
+        (
+            changes.products_written,
+            changes.products_with_deleted_comments,
+            changes.products_refreshed,
+            changes.products_to_rank
+        ),
+        (6, 2, 0, 8),
+        "written: 1, 2, 3, 5, 6, 8; deleted comments in slots: 4, 7"
+    );
+    assert_eq!(changes.slots_dangling, 2);
+    assert_eq!(changes.slots_read, PRODUCTS * 10);
+    // New by us, edit, vote, new the Java way, edit the Java way; two new index rows and one put back.
+    assert_eq!((changes.comment_rows_written, changes.index_rows_written), (5, 3), "{changes:?}");
+
+    // The ranked products now hold exactly what a full run as of the same time gives them.
+    let incremental = slots_by_product(&rank_table(&store).await);
+    run(&store, &options(Scope::All, None)).await;
+    let full = slots_by_product(&rank_table(&store).await);
+    for number in &expected {
+        let key = product(*number).as_bytes().to_vec();
+        assert_eq!(incremental.get(&key), full.get(&key), "product {number}");
+    }
+    drop_tables(&[&store]).await;
+}
+
+#[tokio::test]
+async fn the_rolling_refresh_ranks_every_product_once_in_d_nights() {
+    let store = fresh_store("incr_refresh").await;
+    const PRODUCTS: u64 = 24;
+    const DAYS: u32 = 3;
+    seed(&store, PRODUCTS).await;
+    run(&store, &options(Scope::All, None)).await;
+    let since_ms = watermark_now().await;
+    let mut seen = BTreeSet::new();
+    for night in 0..DAYS {
+        mark_slots(&store, PRODUCTS).await;
+        let mut tonight =
+            options(Scope::All, Some(Incremental { since_ms, refresh_days: Some(DAYS), refreshed_until_ms: None }));
+        tonight.as_of_ms = AS_OF + i64::from(night) * DAY_MS;
+        let report = run(&store, &tonight).await;
+        let ranked = ranked_products(&store, PRODUCTS).await;
+        let slice: BTreeSet<u64> =
+            (0..PRODUCTS).filter(|number| in_refresh_slice(&product(*number), DAYS, tonight.as_of_ms)).collect();
+        assert_eq!(ranked, slice, "night {night}: the slice and nothing else (nothing changed)");
+        assert_eq!(report.changes.expect("changes").products_refreshed, slice.len() as u64);
+        assert!(seen.is_disjoint(&ranked), "night {night} re-ranked a product of an earlier night");
+        seen.extend(ranked);
+    }
+    assert_eq!(seen, (0..PRODUCTS).collect(), "every product in {DAYS} nights");
+    drop_tables(&[&store]).await;
+}
+
+/// A `ranker` child process, SIGKILLed if the test ends without reaping it.
+struct RankerProcess(Option<Child>);
+
+impl Drop for RankerProcess {
+    fn drop(&mut self) {
+        if let Some(child) = &mut self.0 {
+            if matches!(child.try_wait(), Ok(None)) {
+                drop(child.kill());
+                drop(child.wait());
+            }
+        }
+    }
+}
+
+fn ranker(store: &Store, arguments: &[&str]) -> RankerProcess {
+    let child = Command::new(cargo_binary("ranker"))
+        .args(["run", "--thrift-addr", &thrift_addr(), "--table-prefix", &store.tables().prefix])
+        .args(["--as-of", &AS_OF.to_string(), "--pace", "off", "--json"])
+        .args(arguments)
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start ranker");
+    RankerProcess(Some(child))
+}
+
+fn finish(mut process: RankerProcess) -> serde_json::Value {
+    let child = process.0.take().expect("a running process");
+    let output = child.wait_with_output().expect("ranker output");
+    assert!(output.status.success(), "ranker exited with {}", output.status);
+    serde_json::from_slice(&output.stdout).expect("the JSON report")
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_killed_incremental_run_leaves_the_watermark_and_the_next_misses_nothing() {
+    let store = fresh_store("incr_sigkill").await;
+    const PRODUCTS: u64 = 60;
+    seed(&store, PRODUCTS).await;
+    let full = finish(ranker(&store, &["--lease-ttl-secs", "3"]));
+    assert_eq!(full["changes"], serde_json::Value::Null, "a full run");
+    let runs = store.recent_runs(10).await.expect("history");
+    let full_run = runs.first().expect("the full run is recorded").clone();
+    assert_eq!((full_run.status, full_run.kind), (RunStatus::Succeeded, RunKind::Full));
+
+    // Every product changes (a vote on its first comment), so the incremental
+    // run has work enough to be killed in the middle of.
+    for number in 0..PRODUCTS {
+        let mut voted = comment(&store, number, 0).await;
+        voted.helpful = Some(900 + number);
+        put_value(&store, &store.tables().comment.clone(), voted.row_key().as_bytes().to_vec(), voted.to_json()).await;
+    }
+    mark_slots(&store, PRODUCTS).await;
+    let killed =
+        ranker(&store, &["--changed-since", "last", "--lease-ttl-secs", "3", "--concurrency", "1", "--max-rate", "40"]);
+    let deadline = Instant::now() + Duration::from_secs(60);
+    while ranked_products(&store, PRODUCTS).await.is_empty() {
+        assert!(Instant::now() < deadline, "the incremental run never ranked a product");
+        tokio::time::sleep(Duration::from_millis(20)).await;
+    }
+    let pid = killed.0.as_ref().expect("running").id();
+    kill(Pid::from_raw(i32::try_from(pid).expect("pid")), Signal::SIGKILL).expect("SIGKILL");
+    drop(killed);
+    let partly = ranked_products(&store, PRODUCTS).await;
+    assert!(!partly.is_empty() && partly.len() < PRODUCTS as usize, "killed mid-run: {} ranked", partly.len());
+    let runs = store.recent_runs(10).await.expect("history");
+    assert_eq!(
+        (runs[0].status, runs[0].kind),
+        (RunStatus::Running, RunKind::Incremental),
+        "a killed run never completes"
+    );
+
+    // A change after the kill, then the next run from `last`.
+    let mut late = comment(&store, PRODUCTS - 1, 1).await;
+    late.content = Some("Changed after the killed run: a longer and more useful review now".to_owned());
+    put_value(&store, &store.tables().comment.clone(), late.row_key().as_bytes().to_vec(), late.to_json()).await;
+    tokio::time::sleep(Duration::from_secs(4)).await; // The killed run's lease (3 s) lapses.
+    let next = finish(ranker(&store, &["--changed-since", "last"]));
+    // From the full run's start (less the default five minutes of skew margin), not the killed run's.
+    assert_eq!(next["changes"]["since_ms"].as_i64(), Some(full_run.started_ms - 300_000), "{next}");
+    assert_eq!(ranked_products(&store, PRODUCTS).await, (0..PRODUCTS).collect(), "nothing missed");
+    let runs = store.recent_runs(10).await.expect("history");
+    assert_eq!(
+        (runs[0].status, runs[0].kind, runs[0].products_changed),
+        (RunStatus::Succeeded, RunKind::Incremental, Some(PRODUCTS))
+    );
+
+    // And what it wrote is what a full run writes.
+    let incremental = rank_table(&store).await;
+    finish(ranker(&store, &["--lease-ttl-secs", "3"]));
+    assert_eq!(incremental, rank_table(&store).await);
+    drop_tables(&[&store]).await;
+}
