@@ -105,12 +105,12 @@ async fn drive(
         "run started"
     );
 
-    let mut products = match options.scope {
-        Scope::Product(product) => Products::One(Some(product)),
+    let mut products = match &options.scope {
+        Scope::Product(product) => Products::One(Some(*product)),
         Scope::All => Products::Listed(Discovery::start(store, &KeyRange::everything(), listing_retry(options), &stop)),
-        Scope::Shard(shard) => {
-            Products::Listed(Discovery::start(store, &shard.key_range(), listing_retry(options), &stop))
-        }
+        // A shard left without keys (fewer places to cut than shards) has nothing to list.
+        Scope::Shard { range, .. } if range.is_empty() => Products::One(None),
+        Scope::Shard { range, .. } => Products::Listed(Discovery::start(store, range, listing_retry(options), &stop)),
     };
     let mut in_flight: JoinSet<Result<ProductOutcome, String>> = JoinSet::new();
     // Which product each task ranks, so that even a task that panicked is reported by name.

@@ -10,3 +10,4 @@ mod java_rows;
 mod ranker;
 mod reliability;
 mod rows;
+mod shards;
