@@ -25,8 +25,8 @@ const ID_ALPHABET: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijk
 /// shard, so it stays small.
 pub const MAX_SHARDS: u32 = 1024;
 /// How close (as a fraction of the mean shard's share) a region boundary must
-/// come to the ideal cut to be used instead of a sampled key. Two neighbouring
-/// cuts off by this much leave a shard at most 1.3 times the mean.
+/// come to the ideal cut to be used instead of a sampled key (within the
+/// bound on every shard's share, which holds either way).
 const REGION_TOLERANCE: f64 = 0.15;
 
 /// One of `count` shards of the product key space.
@@ -132,15 +132,20 @@ pub fn estimate(range: &KeyRange, samples: &[SampleBucket]) -> RangeEstimate {
 /// `region_starts` are the start keys of `product-comment`'s regions (any
 /// order; the empty key of the first region is ignored), `samples` the row
 /// counts of its products. Each shard should get `1 / count` of the products
-/// and of the comments, which the plan weighs equally (a bucket weighs its
-/// share of all sampled products plus its share of all sampled comments). The
-/// `k`-th cut goes to the region boundary nearest to `k / count` of the weight
-/// when one lies within [`REGION_TOLERANCE`] of a mean share, so evenly filled
-/// regions are dealt out whole, balanced by region count; otherwise (fewer
-/// regions than shards, or uneven regions such as the demo data's one full
-/// region) to the nearest sampled product. Without a sample (an empty table),
-/// whole regions are dealt out by count, and an empty table of one region is
-/// cut at two-character id prefixes, where random ids would land evenly.
+/// and of the comments. The plan first finds the smallest bound `B` such that
+/// the key space can be cut into `count` ranges none of which holds more than
+/// `B` times the mean share of products or of comments (a few hot products
+/// can force `B` above 1: a product is never split), and allows each shard
+/// [`BOUND_SLACK`] above that (at least [`BALANCED_ENOUGH`] times the mean).
+/// Within that bound, shard by shard, the cut goes to the region boundary
+/// nearest the ideal cut (an equal share of what is left, products and
+/// comments weighed equally) when one lies within [`REGION_TOLERANCE`] of a
+/// mean share, so evenly filled regions are dealt out whole, balanced by
+/// region count; otherwise (fewer regions than shards, or uneven regions such
+/// as the demo data's one full region) to the nearest sampled product. Without
+/// a sample (an empty table), whole regions are dealt out by count, and an
+/// empty table of one region is cut at two-character id prefixes, where
+/// random ids would land evenly.
 ///
 /// Every cut is a product prefix, so no product's rows are split; equal cuts
 /// leave some shards an empty range when there are fewer places to cut than shards.
@@ -153,35 +158,12 @@ pub fn plan_ranges(region_starts: &[Vec<u8>], samples: &[SampleBucket], count: u
         .collect();
     boundaries.sort();
     boundaries.dedup();
-    let weighed = Weighed::new(samples);
-    let mut cuts: Vec<Vec<u8>> = Vec::with_capacity(count - 1);
-    for k in 1..count {
-        let cut = if weighed.total > 0.0 {
-            let mean = weighed.total / count as f64;
-            let ideal = weighed.total * k as f64 / count as f64;
-            let distance = |key: &[u8]| (weighed.before(key) - ideal).abs();
-            let region = boundaries.iter().min_by(|left, right| distance(left).total_cmp(&distance(right)));
-            match region {
-                Some(boundary) if distance(boundary) <= REGION_TOLERANCE * mean => boundary.clone(),
-                _ => {
-                    let nearest = weighed.keys.iter().min_by(|left, right| distance(left).total_cmp(&distance(right)));
-                    nearest.cloned().unwrap_or_default()
-                }
-            }
-        } else if !boundaries.is_empty() {
-            let regions = boundaries.len() + 1;
-            boundaries[(k * regions / count).max(1) - 1].clone()
-        } else {
-            let position = k * ID_ALPHABET.len() * ID_ALPHABET.len() / count;
-            vec![ID_ALPHABET[position / ID_ALPHABET.len()], ID_ALPHABET[position % ID_ALPHABET.len()]]
-        };
-        // Cuts never go backwards, so the ranges stay ordered and disjoint.
-        let cut = match cuts.last() {
-            Some(previous) if *previous > cut => previous.clone(),
-            _ => cut,
-        };
-        cuts.push(cut);
-    }
+    let sample = Sample::new(samples);
+    let cuts = if sample.keys.is_empty() || sample.total_weight() == 0.0 {
+        unsampled_cuts(&boundaries, count)
+    } else {
+        sampled_cuts(&boundaries, &sample, count)
+    };
     let mut ranges = Vec::with_capacity(count);
     let mut start = Vec::new();
     for cut in cuts {
@@ -191,46 +173,170 @@ pub fn plan_ranges(region_starts: &[Vec<u8>], samples: &[SampleBucket], count: u
     ranges
 }
 
-/// The sample as cumulative weights by key.
-struct Weighed {
-    /// The buckets' first keys as product prefixes, sorted and distinct.
-    keys: Vec<Vec<u8>>,
-    /// `before[i]`: the weight of every bucket before `keys[i]`; one longer than `keys`.
-    before: Vec<f64>,
-    total: f64,
+/// How far above the best achievable bound a shard may go so that the cuts
+/// can fall on region boundaries and near the ideal.
+const BOUND_SLACK: f64 = 1.05;
+/// A bound at which no shard is worth moving a cut for.
+const BALANCED_ENOUGH: f64 = 1.2;
+
+/// The `count - 1` cuts of a table with nothing sampled in it.
+fn unsampled_cuts(boundaries: &[Vec<u8>], count: usize) -> Vec<Vec<u8>> {
+    (1..count)
+        .map(|k| {
+            if boundaries.is_empty() {
+                let position = k * ID_ALPHABET.len() * ID_ALPHABET.len() / count;
+                vec![ID_ALPHABET[position / ID_ALPHABET.len()], ID_ALPHABET[position % ID_ALPHABET.len()]]
+            } else {
+                let regions = boundaries.len() + 1;
+                boundaries[(k * regions / count).max(1) - 1].clone()
+            }
+        })
+        .collect()
 }
 
-impl Weighed {
-    fn new(samples: &[SampleBucket]) -> Weighed {
-        let products: u64 = samples.iter().map(|bucket| bucket.products).sum();
-        let comments: u64 = samples.iter().map(|bucket| bucket.comments).sum();
-        let share = |part: u64, whole: u64| if whole == 0 { 0.0 } else { part as f64 / whole as f64 };
-        let mut buckets: Vec<(Vec<u8>, f64)> = samples
+/// The `count - 1` cuts of a sampled table (see [`plan_ranges`]).
+fn sampled_cuts(boundaries: &[Vec<u8>], sample: &Sample, count: usize) -> Vec<Vec<u8>> {
+    let buckets = sample.keys.len();
+    // The slack never takes a bound under 1.5 over it: that is the target.
+    let best = sample.best_bound(count);
+    let bound = best.max((best * BOUND_SLACK).max(BALANCED_ENOUGH).min(1.45));
+    let (next, groups) = sample.packing(bound, count);
+    // Region boundaries by the index of the first bucket at or after them.
+    let boundary_positions: Vec<(usize, &Vec<u8>)> =
+        boundaries.iter().map(|boundary| (sample.keys.partition_point(|key| key < boundary), boundary)).collect();
+    let total = sample.total_weight();
+    let mean = total / count as f64;
+    let mut cuts: Vec<Vec<u8>> = Vec::with_capacity(count - 1);
+    let mut position = 0;
+    for k in 1..count {
+        let shards_left = count - k + 1;
+        let ideal = sample.weight_before(position) + (total - sample.weight_before(position)) / shards_left as f64;
+        let distance = |end: usize| (sample.weight_before(end) - ideal).abs();
+        // An end is allowed when this shard stays within the bound and the
+        // shards after it can take the rest within it too.
+        let allowed = |end: usize| end >= position && end <= next[position] && groups[end] < shards_left;
+        let previous = cuts.last();
+        let region = boundary_positions
             .iter()
-            .map(|bucket| {
-                let weight = share(bucket.products, products) + share(bucket.comments, comments);
-                (keys::product_boundary(&bucket.first_key).to_vec(), weight)
-            })
+            .filter(|(end, boundary)| allowed(*end) && previous.is_none_or(|previous| *boundary >= previous))
+            .min_by(|left, right| distance(left.0).total_cmp(&distance(right.0)));
+        let (end, cut) = match region {
+            Some((end, boundary)) if distance(*end) <= REGION_TOLERANCE * mean => (*end, (*boundary).clone()),
+            _ => {
+                // A sampled product: the ends before the last bucket always
+                // have a key to cut at (the rest then fits one shard).
+                let end = (position..buckets)
+                    .filter(|&end| allowed(end))
+                    .min_by(|&left, &right| distance(left).total_cmp(&distance(right)))
+                    .unwrap_or(position.min(buckets - 1));
+                (end, sample.keys[end].clone())
+            }
+        };
+        let cut = match previous {
+            Some(previous) if *previous > cut => previous.clone(),
+            _ => cut,
+        };
+        cuts.push(cut);
+        position = end;
+    }
+    cuts
+}
+
+/// The sample by distinct product prefix, with running sums.
+struct Sample {
+    /// The buckets' first keys as product prefixes, sorted and distinct.
+    keys: Vec<Vec<u8>>,
+    /// `products_before[i]`: products in the buckets before `keys[i]`; one longer than `keys`.
+    products_before: Vec<u64>,
+    /// The same for comments.
+    comments_before: Vec<u64>,
+}
+
+impl Sample {
+    fn new(samples: &[SampleBucket]) -> Sample {
+        let mut buckets: Vec<(Vec<u8>, u64, u64)> = samples
+            .iter()
+            .map(|bucket| (keys::product_boundary(&bucket.first_key).to_vec(), bucket.products, bucket.comments))
             .collect();
         buckets.sort_by(|left, right| left.0.cmp(&right.0));
-        let mut keys: Vec<Vec<u8>> = Vec::with_capacity(buckets.len());
-        let mut before = vec![0.0];
-        for (key, weight) in buckets {
-            if keys.last() != Some(&key) {
-                keys.push(key);
-                before.push(*before.last().unwrap_or(&0.0));
+        let mut sample = Sample { keys: Vec::new(), products_before: vec![0], comments_before: vec![0] };
+        for (key, products, comments) in buckets {
+            if sample.keys.last() != Some(&key) {
+                sample.keys.push(key);
+                sample.products_before.push(*sample.products_before.last().unwrap_or(&0));
+                sample.comments_before.push(*sample.comments_before.last().unwrap_or(&0));
             }
-            if let Some(running) = before.last_mut() {
-                *running += weight;
+            if let (Some(running_products), Some(running_comments)) =
+                (sample.products_before.last_mut(), sample.comments_before.last_mut())
+            {
+                *running_products += products;
+                *running_comments += comments;
             }
         }
-        let total = *before.last().unwrap_or(&0.0);
-        Weighed { keys, before, total }
+        sample
     }
 
-    /// The weight of the buckets whose first key sorts before `key`.
-    fn before(&self, key: &[u8]) -> f64 {
-        self.before[self.keys.partition_point(|bucket| bucket.as_slice() < key)]
+    fn products(&self) -> u64 {
+        *self.products_before.last().unwrap_or(&0)
+    }
+
+    fn comments(&self) -> u64 {
+        *self.comments_before.last().unwrap_or(&0)
+    }
+
+    /// The share of products plus the share of comments in the buckets before `end`.
+    fn weight_before(&self, end: usize) -> f64 {
+        let share = |part: u64, whole: u64| if whole == 0 { 0.0 } else { part as f64 / whole as f64 };
+        share(self.products_before[end], self.products()) + share(self.comments_before[end], self.comments())
+    }
+
+    fn total_weight(&self) -> f64 {
+        self.weight_before(self.keys.len())
+    }
+
+    /// Whether buckets `start..end` hold at most `bound` times the mean
+    /// share (of `count` shards) of products and of comments.
+    fn fits(&self, start: usize, end: usize, bound: f64, count: usize) -> bool {
+        let within = |before: &[u64], whole: u64| {
+            (before[end] - before[start]) as f64 <= bound * whole as f64 / count as f64 + 1e-9
+        };
+        within(&self.products_before, self.products()) && within(&self.comments_before, self.comments())
+    }
+
+    /// For a bound: `next[i]`, the furthest end of a shard starting at bucket
+    /// `i`, and `groups[i]`, the fewest shards that take buckets `i..` within
+    /// the bound (`usize::MAX` when a single bucket exceeds it). Packing each
+    /// shard as full as it goes is optimal for contiguous ranges.
+    fn packing(&self, bound: f64, count: usize) -> (Vec<usize>, Vec<usize>) {
+        let buckets = self.keys.len();
+        let mut next = vec![buckets; buckets + 1];
+        let mut end = 0;
+        for start in 0..buckets {
+            end = end.max(start);
+            while end < buckets && self.fits(start, end + 1, bound, count) {
+                end += 1;
+            }
+            next[start] = end;
+        }
+        let mut groups: Vec<usize> = vec![0; buckets + 1];
+        for start in (0..buckets).rev() {
+            groups[start] = if next[start] > start { groups[next[start]].saturating_add(1) } else { usize::MAX };
+        }
+        (next, groups)
+    }
+
+    /// The smallest bound (times the mean share) within which `count` shards can take every bucket.
+    fn best_bound(&self, count: usize) -> f64 {
+        let (mut low, mut high) = (0.0, count as f64);
+        for _ in 0..40 {
+            let middle = (low + high) / 2.0;
+            if self.packing(middle, count).1[0] <= count {
+                high = middle;
+            } else {
+                low = middle;
+            }
+        }
+        high
     }
 }
 
@@ -293,6 +399,25 @@ mod tests {
             let (products, comments) = shares(&ranges, &samples);
             assert!(products <= 1.05 && comments <= 1.05, "{regions} regions: {products} {comments}");
         }
+    }
+
+    #[test]
+    fn a_few_hot_products_get_shards_of_their_own_and_the_rest_stay_balanced() {
+        // Product n has 2,000 / n + 20 comments (Zipf and a floor): the two
+        // hottest together hold 1.55 times a mean shard's comments, and a
+        // cut by combined weight alone would give them one shard. No
+        // contiguous cut does better than about 1.48 times the mean here.
+        let samples: Vec<SampleBucket> = (1..=200)
+            .map(|number| SampleBucket {
+                first_key: format!("P{number:09}").into_bytes(),
+                products: 1,
+                comments: 2_000 / number + 20,
+            })
+            .collect();
+        let ranges = plan_ranges(&[Vec::new()], &samples, 8);
+        let (products, comments) = shares(&ranges, &samples);
+        assert!(products <= 1.5 && comments <= 1.5, "{products} {comments}: {ranges:?}");
+        assert!(ranges[0].contains(b"P000000001") && !ranges[0].contains(b"P000000002"), "{ranges:?}");
     }
 
     #[test]
