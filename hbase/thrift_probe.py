@@ -1,5 +1,5 @@
 #!/usr/bin/env python3
-"""Dependency-free HBase Thrift1 client, just enough for hbasectl.
+"""Dependency-free HBase Thrift1 (and a little Thrift2) client, just enough for hbasectl.
 
 Why hand-rolled: the readiness probe must run on a bare machine (no pip
 install, no thrift package). It speaks what the Rust client speaks:
@@ -12,6 +12,9 @@ Usage:
       answered with a real reply (which needs the master and hbase:meta up);
       exit 1 otherwise. An open port alone is not readiness: the gateway binds
       before HBase is reachable.
+  thrift_probe.py [...] tables2
+      The same readiness check against the Thrift2 gateway: one
+      getTableNamesByPattern() call (Thrift2 has no getTableNames()).
   thrift_probe.py [...] smoke [TABLE]
       createTable (if missing), mutateRow, getRow, and check the value read
       back; exit 0 on success. Used to check a fresh install end to end.
@@ -181,6 +184,13 @@ def get_table_names(conn):
     return [n.decode(errors="replace") for n in conn.call("getTableNames") or []]
 
 
+def get_table_names_thrift2(conn):
+    # getTableNamesByPattern(1: regex (left out: every table), 2: includeSysTables)
+    names = conn.call("getTableNamesByPattern", f_bool(2, False)) or []
+    # TTableName {1: ns, 2: qualifier}
+    return [n.get(2, b"").decode(errors="replace") for n in names]
+
+
 def get_row(conn, table, row):
     results = conn.call("getRow", f_bin(1, table) + f_bin(2, row) + f_empty_map(3)) or []
     cells = {}
@@ -195,7 +205,7 @@ def main():
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=9090)
     ap.add_argument("--timeout", type=float, default=10.0, help="socket timeout per call, seconds")
-    ap.add_argument("cmd", choices=["tables", "smoke", "get"])
+    ap.add_argument("cmd", choices=["tables", "tables2", "smoke", "get"])
     ap.add_argument("rest", nargs="*")
     a = ap.parse_args()
 
@@ -205,8 +215,8 @@ def main():
         print("probe: cannot connect to %s:%d: %s" % (a.host, a.port, e), file=sys.stderr)
         return 1
     try:
-        if a.cmd == "tables":
-            names = get_table_names(conn)
+        if a.cmd in ("tables", "tables2"):
+            names = get_table_names(conn) if a.cmd == "tables" else get_table_names_thrift2(conn)
             shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
             print("%d tables%s" % (len(names), ": " + shown if names else ""))
         elif a.cmd == "get":

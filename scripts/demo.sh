@@ -15,7 +15,8 @@ hbase/hbasectl start
 cargo build --release --locked --bins
 bin=target/release
 
-"$bin/reviews-admin" schema create
+# A few regions per table keyed by a random id, as a real cluster would have.
+"$bin/reviews-admin" schema create --regions 4
 
 # The loader recognises a data set it already wrote and then writes nothing,
 # so running this script again is cheap.

@@ -4,7 +4,8 @@
 # HBase that this script starts (resolving it from Maven Central on first use).
 #
 # The tests get an HBase of their own, fresh on every run (run dir
-# hbase/run-test, Thrift port 9190, ZooKeeper port 21910), so they never touch
+# hbase/run-test, Thrift1 port 9190, Thrift2 port 9191, ZooKeeper port 21910;
+# TEST_THRIFT_PORT, TEST_THRIFT2_PORT and TEST_ZK_PORT move them), so they never touch
 # the data of the HBase that scripts/demo.sh runs, and tables left by earlier
 # runs cannot pile up. It is stopped when the script ends.
 set -euo pipefail
@@ -13,7 +14,9 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 export HBASE_RUN_DIR="$PWD/hbase/run-test"
 export HBASE_THRIFT_PORT="${TEST_THRIFT_PORT:-9190}"
 export HBASE_ZK_PORT="${TEST_ZK_PORT:-21910}"
+export HBASE_THRIFT2_PORT="${TEST_THRIFT2_PORT:-$((HBASE_THRIFT_PORT + 1))}"
 export REVIEWS_THRIFT_ADDR="127.0.0.1:$HBASE_THRIFT_PORT"
+export REVIEWS_THRIFT2_ADDR="127.0.0.1:$HBASE_THRIFT2_PORT"
 
 cargo fmt --all --check
 cargo clippy --workspace --all-targets --locked -- -D warnings

@@ -15,6 +15,12 @@ pub struct HbaseArgs {
     #[arg(long, env = "REVIEWS_THRIFT_ADDR", default_value = "127.0.0.1:9090")]
     pub thrift_addr: String,
 
+    /// Address (host:port) of HBase's Thrift2 gateway, for what Thrift1
+    /// cannot do (time-range scans, pre-split tables). Connected to only
+    /// when such an operation runs.
+    #[arg(long, env = "REVIEWS_THRIFT2_ADDR", default_value = "127.0.0.1:9091")]
+    pub thrift2_addr: String,
+
     /// Prefix in front of every table name (empty: the seed's names).
     #[arg(long, env = "REVIEWS_TABLE_PREFIX", default_value = "")]
     pub table_prefix: String,
@@ -38,6 +44,7 @@ impl HbaseArgs {
         let operation_timeout = Duration::from_millis(self.hbase_timeout_ms.max(1));
         HbaseConfig {
             address: self.thrift_addr.clone(),
+            thrift2_address: self.thrift2_addr.clone(),
             pool_size: self.pool_size.max(1),
             // A socket may not block longer than the whole operation may take.
             io_timeout: operation_timeout.min(HbaseConfig::default().io_timeout),

@@ -386,6 +386,47 @@ pub fn product_boundary(key: &[u8]) -> &[u8] {
     &key[..key.len().min(ID_LEN)]
 }
 
+/// The bytes of the ids this project creates (`[0-9A-Za-z]`), in byte order.
+const ID_ALPHABET: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+
+/// Digits of a split key: 62^4 (some 14.8 million) positions place the
+/// splits of up to [`MAX_SPLIT_REGIONS`] regions within 0.01 % of even.
+const SPLIT_KEY_DIGITS: u32 = 4;
+
+/// The most regions [`region_split_keys`] divides a table into.
+pub const MAX_SPLIT_REGIONS: u32 = 1_000;
+
+/// Where to split a table whose row keys start with a random id (`comment`,
+/// `user-comment`, `product-comment`, `product-comment-rank`) into `regions`
+/// regions holding equal shares of the ids: the `regions - 1` keys, sorted.
+///
+/// HBase's `RegionSplitter` splits the space of hexadecimal keys evenly
+/// (`HexStringSplit`); ids are base 62, so this does the same in base 62:
+/// split `i` is the fraction `i / regions` of the id space, written as a
+/// four-digit base-62 number in the alphabet's byte order, with its trailing
+/// `0` digits dropped (no id sorts between `FV` and `FV00`). Four regions
+/// split at `FV`, `V` and `kV`. `regions` is clamped to
+/// `1..=MAX_SPLIT_REGIONS`; one region has no split.
+pub fn region_split_keys(regions: u32) -> Vec<Vec<u8>> {
+    let regions = u64::from(regions.clamp(1, MAX_SPLIT_REGIONS));
+    let base = ID_ALPHABET.len() as u64;
+    let positions = base.pow(SPLIT_KEY_DIGITS);
+    (1..regions)
+        .map(|split| {
+            let mut position = split * positions / regions;
+            let mut key = vec![0u8; SPLIT_KEY_DIGITS as usize];
+            for digit in key.iter_mut().rev() {
+                *digit = ID_ALPHABET[(position % base) as usize];
+                position /= base;
+            }
+            while key.len() > 1 && key.last() == Some(&ID_ALPHABET[0]) {
+                key.pop();
+            }
+            key
+        })
+        .collect()
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -544,6 +585,34 @@ mod tests {
         assert_eq!(leading_id("productId", &rank_key(&java, 1)), Some(java));
         assert_eq!(next_leading_id(&key), Some(b"P000000002".to_vec()));
         assert!(next_leading_id(&key).is_some_and(|next| next.as_slice() > key.as_slice()));
+    }
+
+    #[test]
+    fn split_keys_divide_the_id_space_evenly() {
+        let text = |regions| -> Vec<String> {
+            region_split_keys(regions).into_iter().map(|key| String::from_utf8(key).expect("ascii")).collect()
+        };
+        assert!(region_split_keys(1).is_empty());
+        assert_eq!(text(2), ["V"]);
+        assert_eq!(text(4), ["FV", "V", "kV"]);
+        assert_eq!(text(8), ["7kV", "FV", "NFV", "V", "ckV", "kV", "sFV"]);
+        for regions in [2, 3, 4, 7, 8, 13, 64, 100, MAX_SPLIT_REGIONS] {
+            let splits = region_split_keys(regions);
+            assert_eq!(splits.len(), regions as usize - 1);
+            assert!(splits.windows(2).all(|pair| pair[0] < pair[1]), "{regions}: not sorted and distinct");
+            assert!(splits.iter().flatten().all(u8::is_ascii_alphanumeric));
+            // Every two-character id prefix (3,844 of them) falls in one region;
+            // each region gets its equal share, give or take one prefix.
+            let mut counts = vec![0usize; regions as usize];
+            for first in ID_ALPHABET {
+                for second in ID_ALPHABET {
+                    let id = [*first, *second, b'0', b'0', b'0', b'0', b'0', b'0', b'0', b'0'];
+                    counts[splits.partition_point(|split| split.as_slice() <= id.as_slice())] += 1;
+                }
+            }
+            let share = 3_844.0 / f64::from(regions);
+            assert!(counts.iter().all(|&count| (count as f64 - share).abs() <= 1.0), "{regions}: {counts:?}");
+        }
     }
 
     proptest::proptest! {

@@ -197,9 +197,9 @@ fn unsampled_cuts(boundaries: &[Vec<u8>], count: usize) -> Vec<Vec<u8>> {
 /// The `count - 1` cuts of a sampled table (see [`plan_ranges`]).
 fn sampled_cuts(boundaries: &[Vec<u8>], sample: &Sample, count: usize) -> Vec<Vec<u8>> {
     let buckets = sample.keys.len();
-    // The slack never takes a bound under 1.5 over it: that is the target.
+    // The slack never takes a bound under 1.5 over 1.45: 1.5 is the target.
     let best = sample.best_bound(count);
-    let bound = best.max((best * BOUND_SLACK).max(BALANCED_ENOUGH).min(1.45));
+    let bound = best.max((best * BOUND_SLACK).clamp(BALANCED_ENOUGH, 1.45));
     let (next, groups) = sample.packing(bound, count);
     // Region boundaries by the index of the first bucket at or after them.
     let boundary_positions: Vec<(usize, &Vec<u8>)> =
@@ -311,12 +311,12 @@ impl Sample {
         let buckets = self.keys.len();
         let mut next = vec![buckets; buckets + 1];
         let mut end = 0;
-        for start in 0..buckets {
+        for (start, furthest) in next.iter_mut().enumerate().take(buckets) {
             end = end.max(start);
             while end < buckets && self.fits(start, end + 1, bound, count) {
                 end += 1;
             }
-            next[start] = end;
+            *furthest = end;
         }
         let mut groups: Vec<usize> = vec![0; buckets + 1];
         for start in (0..buckets).rev() {

@@ -249,7 +249,16 @@ pub fn comment_keys(comments: &[Value]) -> Vec<CommentKey> {
 /// deadline and one retry, unless `extra_flags` say otherwise, never the tests'
 /// patient ones) reading the tables of `tables_of` through the gateway at `address`.
 pub fn service_store(address: &str, tables_of: &Store, extra_flags: &[&str]) -> Store {
-    let mut flags = vec!["query-api", "--thrift-addr", address, "--table-prefix", &tables_of.tables().prefix];
+    let thrift2 = crate::thrift2_addr();
+    let mut flags = vec![
+        "query-api",
+        "--thrift-addr",
+        address,
+        "--thrift2-addr",
+        &thrift2,
+        "--table-prefix",
+        &tables_of.tables().prefix,
+    ];
     flags.extend_from_slice(extra_flags);
     let args = Args::try_parse_from(flags).expect("service flags");
     Store::new(common::hbase::Hbase::new(args.hbase_config()), tables_of.tables().clone())

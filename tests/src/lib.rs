@@ -19,7 +19,7 @@ use std::sync::Mutex;
 use std::time::Duration;
 
 use common::hbase::{Hbase, HbaseConfig};
-use common::schema;
+use common::schema::{self, Regions};
 use common::store::Store;
 use common::tables::Tables;
 
@@ -31,11 +31,23 @@ pub fn thrift_addr() -> String {
     std::env::var("REVIEWS_THRIFT_ADDR").unwrap_or_else(|_| "127.0.0.1:9090".to_owned())
 }
 
-/// A pool configuration for tests: the shared gateway, patient enough for a
-/// loaded CI machine.
+/// The Thrift2 gateway the tests use: `REVIEWS_THRIFT2_ADDR`, else the port
+/// after the Thrift1 gateway's (where `hbase/hbasectl` starts it by default).
+pub fn thrift2_addr() -> String {
+    std::env::var("REVIEWS_THRIFT2_ADDR").unwrap_or_else(|_| {
+        let thrift1 = thrift_addr();
+        let (host, port) = thrift1.rsplit_once(':').expect("REVIEWS_THRIFT_ADDR is host:port");
+        let port: u16 = port.parse().expect("REVIEWS_THRIFT_ADDR has a numeric port");
+        format!("{host}:{}", port + 1)
+    })
+}
+
+/// A pool configuration for tests: the gateway at `address` (and the shared
+/// Thrift2 gateway), patient enough for a loaded CI machine.
 pub fn hbase_config(address: &str) -> HbaseConfig {
     HbaseConfig {
         address: address.to_owned(),
+        thrift2_address: thrift2_addr(),
         pool_size: 8,
         operation_timeout: Duration::from_secs(60),
         ..HbaseConfig::default()
@@ -52,14 +64,21 @@ pub fn unique_prefix(test_name: &str) -> String {
     format!("t_{name}_{}_{nanos:x}{sequence}_", std::process::id())
 }
 
-/// A store over freshly created tables of its own, reached through `address`.
+/// The regions of each test's tables keyed by a random id: a few, so reads and
+/// scans cross region boundaries as they do on a real cluster.
+pub fn test_regions() -> Regions {
+    Regions::new(4).expect("a valid region count")
+}
+
+/// A store over freshly created tables of its own, reached through `address`,
+/// the tables keyed by a random id split into [`test_regions`].
 ///
 /// Panics, naming the fix, when HBase does not answer: an integration test
 /// without HBase must fail, never pass by skipping.
 pub async fn fresh_store_at(test_name: &str, address: &str) -> Store {
     let tables = Tables::with_prefix(&unique_prefix(test_name)).expect("valid prefix");
     let hbase = Hbase::new(hbase_config(address));
-    if let Err(error) = schema::create_tables(&hbase, &tables).await {
+    if let Err(error) = schema::create_tables(&hbase, &tables, test_regions()).await {
         panic!("cannot create test tables at {address} ({error}); start HBase with `hbase/hbasectl start`");
     }
     Store::new(hbase, tables)

@@ -13,7 +13,7 @@ use clap::{Args, Parser, Subcommand};
 use common::config::{init_tracing, HbaseArgs};
 use common::exit::ExitStatus;
 use common::hbase::Hbase;
-use common::schema;
+use common::schema::{self, Regions};
 use common::store::{IndexCheckOptions, MissingIndex, Store};
 use indicatif::{HumanCount, ProgressBar, ProgressDrawTarget, ProgressStyle};
 use serde::Serialize;
@@ -72,6 +72,8 @@ enum SchemaCommand {
     Create {
         #[command(flatten)]
         hbase: HbaseArgs,
+        #[command(flatten)]
+        regions: RegionsArg,
     },
     /// Drop every table under a prefix (for test and benchmark prefixes).
     Drop {
@@ -81,6 +83,25 @@ enum SchemaCommand {
         #[arg(long)]
         i_mean_the_production_tables: bool,
     },
+}
+
+/// How many regions the tables keyed by a random id are created with.
+#[derive(Debug, Args)]
+struct RegionsArg {
+    /// Pre-split `comment`, `user-comment`, `product-comment` and
+    /// `product-comment-rank` into this many regions, evenly over the id
+    /// alphabet `[0-9A-Za-z]` (1 to 1000; more than 1 needs the Thrift2
+    /// gateway). Applies only to tables this command creates: existing
+    /// tables keep their regions.
+    #[arg(long = "regions", env = "REVIEWS_SCHEMA_REGIONS", default_value_t = 1,
+          value_parser = clap::value_parser!(u32).range(1..=i64::from(common::keys::MAX_SPLIT_REGIONS)))]
+    count: u32,
+}
+
+impl RegionsArg {
+    fn regions(&self) -> anyhow::Result<Regions> {
+        Ok(Regions::new(self.count)?)
+    }
 }
 
 #[derive(Debug, Subcommand)]
@@ -93,6 +114,8 @@ enum DemoCommand {
 struct LoadArgs {
     #[command(flatten)]
     hbase: HbaseArgs,
+    #[command(flatten)]
+    regions: RegionsArg,
     /// Number of users (U000000001, ...).
     #[arg(long, default_value_t = DemoSpec::default().users)]
     users: u64,
@@ -137,7 +160,7 @@ struct LoadArgs {
 async fn main() -> ExitCode {
     init_tracing();
     let outcome = match Cli::parse().command {
-        Command::Schema(SchemaCommand::Create { hbase }) => create_schema(&hbase).await,
+        Command::Schema(SchemaCommand::Create { hbase, regions }) => create_schema(&hbase, &regions).await,
         Command::Schema(SchemaCommand::Drop { hbase, i_mean_the_production_tables }) => {
             drop_schema(&hbase, i_mean_the_production_tables).await
         }
@@ -238,14 +261,16 @@ async fn check_indexes(args: &IndexArgs, mode: IndexMode) -> anyhow::Result<()> 
     Ok(())
 }
 
-async fn create_schema(args: &HbaseArgs) -> anyhow::Result<()> {
+async fn create_schema(args: &HbaseArgs, regions: &RegionsArg) -> anyhow::Result<()> {
     let hbase = Hbase::new(args.hbase_config());
     let tables = args.tables()?;
-    let outcomes = schema::create_tables(&hbase, &tables)
-        .await
-        .with_context(|| format!("creating tables through the Thrift gateway at {}", args.thrift_addr))?;
+    let outcomes = schema::create_tables(&hbase, &tables, regions.regions()?).await.with_context(|| {
+        format!("creating tables through the Thrift gateways at {} and {}", args.thrift_addr, args.thrift2_addr)
+    })?;
     for outcome in &outcomes {
-        println!("{:<48} {}", outcome.name, if outcome.created { "created" } else { "already exists" });
+        let what = if outcome.created { "created" } else { "already exists" };
+        let plural = if outcome.regions == 1 { "" } else { "s" };
+        println!("{:<48} {what} ({} region{plural})", outcome.name, outcome.regions);
     }
     let created = outcomes.iter().filter(|outcome| outcome.created).count();
     println!("{created} created, {} already existed", outcomes.len() - created);
@@ -299,11 +324,14 @@ async fn load_demo(args: &LoadArgs) -> anyhow::Result<()> {
     let hbase = Hbase::new(args.hbase.hbase_config());
     let tables = args.hbase.tables()?;
     // A fresh HBase has no tables yet; creating the missing ones lets one command set up a demo.
-    let outcomes = schema::create_tables(&hbase, &tables)
-        .await
-        .with_context(|| format!("creating tables through the Thrift gateway at {}", args.hbase.thrift_addr))?;
+    let outcomes = schema::create_tables(&hbase, &tables, args.regions.regions()?).await.with_context(|| {
+        format!(
+            "creating tables through the Thrift gateways at {} and {}",
+            args.hbase.thrift_addr, args.hbase.thrift2_addr
+        )
+    })?;
     for outcome in outcomes.iter().filter(|outcome| outcome.created) {
-        tracing::info!(table = %outcome.name, "created a missing table");
+        tracing::info!(table = %outcome.name, regions = outcome.regions, "created a missing table");
     }
     let store = Store::new(hbase, tables);
     let mut progress = ProgressReporter::new();

@@ -1,33 +1,48 @@
-//! One Thrift1 connection to the HBase gateway, and the r2d2 manager that pools them.
+//! The Thrift1 gateway's operations on a pooled connection.
 //!
-//! The generated client is synchronous and strictly request/response on one
-//! socket. After a transport or protocol error the socket may hold half a reply,
-//! so the connection marks itself broken and the pool drops it instead of handing
-//! it out again.
+//! The connection itself (socket, deadlines, broken flag, metrics, pooling) is
+//! `gateway.rs`'s, shared with the Thrift2 client; this file says how the
+//! Thrift1 client is built and pinged, how its exceptions map onto the data
+//! layer's errors, and what the Thrift1 operations send.
 
 use std::collections::BTreeMap;
-use std::io::{BufReader, BufWriter};
-use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
-use std::time::{Duration, Instant};
 
 use hbase_thrift::hbase::{
     BatchMutation, ColumnDescriptor, HbaseSyncClient, Mutation, THbaseSyncClient, TRowResult, TScan,
 };
-use thrift::protocol::{TBinaryInputProtocol, TBinaryOutputProtocol};
-use thrift::transport::{ReadHalf, TIoChannel, TTcpChannel, WriteHalf};
 
+use super::gateway::{io_error, GatewayClient, GatewayConnection, Input, Output};
 use crate::error::{Error, Result};
 
-/// Buffer size for each direction of a connection. The crate's default (4 KiB)
-/// splits a 1,000-row scan page into hundreds of reads.
-const BUFFER_BYTES: usize = 256 * 1024;
+/// The generated Thrift1 client over a pooled socket.
+pub type Thrift1Client = HbaseSyncClient<Input, Output>;
 
-/// A connection idle longer than this is pinged before use: the gateway closes
-/// connections idle for 60 s (`hbase.thrift.server.socket.read.timeout`).
-const VALIDATE_AFTER_IDLE: Duration = Duration::from_secs(20);
+/// A pooled Thrift1 connection.
+pub type Connection = GatewayConnection<Thrift1Client>;
 
-type Input = TBinaryInputProtocol<BufReader<ReadHalf<TTcpChannel>>>;
-type Output = TBinaryOutputProtocol<BufWriter<WriteHalf<TTcpChannel>>>;
+impl GatewayClient for Thrift1Client {
+    const GATEWAY: &'static str = "Thrift1";
+
+    fn from_protocols(input: Input, output: Output) -> Self {
+        HbaseSyncClient::new(input, output)
+    }
+
+    fn ping(&mut self) -> thrift::Result<()> {
+        self.get_thrift_server_type().map(drop)
+    }
+
+    fn declared_error(error: &(dyn std::error::Error + Send + Sync + 'static)) -> Error {
+        if let Some(io) = error.downcast_ref::<hbase_thrift::hbase::IOError>() {
+            io_error(io.message.as_deref().unwrap_or_default(), io.can_retry == Some(true))
+        } else if let Some(argument) = error.downcast_ref::<hbase_thrift::hbase::IllegalArgument>() {
+            Error::Hbase(format!("illegal argument: {}", argument.message.clone().unwrap_or_default()))
+        } else if let Some(exists) = error.downcast_ref::<hbase_thrift::hbase::AlreadyExists>() {
+            Error::Conflict(format!("already exists: {}", exists.message.clone().unwrap_or_default()))
+        } else {
+            Error::Hbase(error.to_string())
+        }
+    }
+}
 
 /// One cell column: family and qualifier joined by `:`, as Thrift1 names them.
 pub type Column = Vec<u8>;
@@ -78,6 +93,15 @@ pub struct ScanSpec {
     pub cache_blocks: bool,
 }
 
+/// One region of a table, as the master assigned it: the rows of `[start_key, end_key)`.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct Region {
+    /// First row key of the region, inclusive; empty for the table's first region.
+    pub start_key: Vec<u8>,
+    /// Row key where the next region starts; empty for the table's last region.
+    pub end_key: Vec<u8>,
+}
+
 /// A change to one row: cells to put, or the whole row to delete.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum RowMutation {
@@ -97,187 +121,7 @@ pub enum RowMutation {
     },
 }
 
-/// A pooled Thrift1 connection.
-pub struct Connection {
-    client: HbaseSyncClient<Input, Output>,
-    /// A handle on the client's socket, to shorten its timeouts to a caller's deadline.
-    socket: TcpStream,
-    /// The longest a socket read or write may block.
-    io_timeout: Duration,
-    /// The socket timeout set now.
-    applied_timeout: Duration,
-    /// When the caller of the current operation stops waiting, if it said.
-    deadline: Option<Instant>,
-    broken: bool,
-    last_used: Instant,
-}
-
-impl std::fmt::Debug for Connection {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("Connection").field("broken", &self.broken).finish_non_exhaustive()
-    }
-}
-
-/// Maps a Thrift error onto the data layer's error, and says whether the
-/// connection is still in step with the server.
-fn classify(error: thrift::Error) -> (Error, bool) {
-    match error {
-        thrift::Error::Transport(error) => (Error::Unavailable(format!("thrift transport: {error}")), true),
-        thrift::Error::Protocol(error) => (Error::Unavailable(format!("thrift protocol: {error}")), true),
-        thrift::Error::Application(error) => (Error::Hbase(format!("gateway application error: {error}")), false),
-        thrift::Error::User(error) => {
-            if let Some(io) = error.downcast_ref::<hbase_thrift::hbase::IOError>() {
-                let message = io.message.clone().unwrap_or_default();
-                let first_line = message.lines().next().unwrap_or_default().to_owned();
-                if io.can_retry == Some(true) || looks_transient(&message) {
-                    (Error::Unavailable(first_line), false)
-                } else if message.contains("TableNotFoundException") {
-                    (Error::NotFound(format!("table ({first_line})")), false)
-                } else {
-                    (Error::Hbase(first_line), false)
-                }
-            } else if let Some(argument) = error.downcast_ref::<hbase_thrift::hbase::IllegalArgument>() {
-                (Error::Hbase(format!("illegal argument: {}", argument.message.clone().unwrap_or_default())), false)
-            } else if let Some(exists) = error.downcast_ref::<hbase_thrift::hbase::AlreadyExists>() {
-                (Error::Conflict(format!("already exists: {}", exists.message.clone().unwrap_or_default())), false)
-            } else {
-                (Error::Hbase(error.to_string()), false)
-            }
-        }
-    }
-}
-
-/// HBase reports a region server or master that is starting, moving or gone as a
-/// plain IOError; these pass once the cluster settles, so they count as unavailable.
-fn looks_transient(message: &str) -> bool {
-    [
-        "RetriesExhausted",
-        "ConnectException",
-        "NotServingRegion",
-        "RegionMoved",
-        "RegionOpening",
-        "ServerNotRunning",
-        "PleaseHoldException",
-        "CallTimeoutException",
-        "SocketTimeoutException",
-        "MasterNotRunning",
-        "ConnectionClosing",
-    ]
-    .iter()
-    .any(|marker| message.contains(marker))
-}
-
 impl Connection {
-    /// Opens a connection to the first address of `address` that answers.
-    pub fn open(address: &str, connect_timeout: Duration, io_timeout: Duration) -> Result<Connection> {
-        let addresses: Vec<SocketAddr> = address
-            .to_socket_addrs()
-            .map_err(|error| Error::Unavailable(format!("cannot resolve {address}: {error}")))?
-            .collect();
-        let mut last_error = Error::Unavailable(format!("{address} resolves to no address"));
-        for socket_address in addresses {
-            match TcpStream::connect_timeout(&socket_address, connect_timeout) {
-                Ok(stream) => return Connection::from_stream(stream, io_timeout),
-                Err(error) => last_error = Error::Unavailable(format!("cannot connect to {socket_address}: {error}")),
-            }
-        }
-        Err(last_error)
-    }
-
-    fn from_stream(stream: TcpStream, io_timeout: Duration) -> Result<Connection> {
-        let setup = |error: std::io::Error| Error::Unavailable(format!("cannot set up socket: {error}"));
-        // Requests are small and strictly alternate with replies, so Nagle's
-        // algorithm would only add a delayed-ACK wait to every call.
-        stream.set_nodelay(true).map_err(setup)?;
-        stream.set_read_timeout(Some(io_timeout)).map_err(setup)?;
-        stream.set_write_timeout(Some(io_timeout)).map_err(setup)?;
-        let socket = stream.try_clone().map_err(setup)?;
-        let (read_half, write_half) = TTcpChannel::with_stream(stream)
-            .split()
-            .map_err(|error| Error::Unavailable(format!("cannot split socket: {error}")))?;
-        let input = TBinaryInputProtocol::new(BufReader::with_capacity(BUFFER_BYTES, read_half), true);
-        let output = TBinaryOutputProtocol::new(BufWriter::with_capacity(BUFFER_BYTES, write_half), true);
-        Ok(Connection {
-            client: HbaseSyncClient::new(input, output),
-            socket,
-            io_timeout,
-            applied_timeout: io_timeout,
-            deadline: None,
-            broken: false,
-            last_used: Instant::now(),
-        })
-    }
-
-    /// Whether a transport error left this connection out of step with the server.
-    /// (The pool reads the flag itself; this is for the tests that break one.)
-    #[cfg(feature = "test-support")]
-    pub fn is_broken(&self) -> bool {
-        self.broken
-    }
-
-    /// Bounds every call from now on by `deadline` as well as by the socket
-    /// timeout: a call is not started after it, and a socket read or write
-    /// blocks no longer than until it. `None` leaves only the socket timeout.
-    pub fn set_deadline(&mut self, deadline: Option<Instant>) {
-        self.deadline = deadline;
-    }
-
-    /// Shortens the socket timeouts to what is left before the deadline; an
-    /// error when nothing is left.
-    fn apply_deadline(&mut self) -> Result<()> {
-        let wanted = match self.deadline {
-            None => self.io_timeout,
-            Some(deadline) => {
-                let left = deadline.saturating_duration_since(Instant::now());
-                if left.is_zero() {
-                    return Err(Error::Unavailable("the caller's deadline passed".to_owned()));
-                }
-                left.min(self.io_timeout)
-            }
-        };
-        if wanted != self.applied_timeout {
-            let applied =
-                self.socket.set_read_timeout(Some(wanted)).and_then(|()| self.socket.set_write_timeout(Some(wanted)));
-            if let Err(error) = applied {
-                self.broken = true;
-                return Err(Error::Unavailable(format!("cannot set the socket timeout: {error}")));
-            }
-            self.applied_timeout = wanted;
-        }
-        Ok(())
-    }
-
-    /// Runs one Thrift call, recording its latency and outcome, and marking the
-    /// connection broken when the error leaves the socket in an unknown state.
-    fn call<T>(
-        &mut self,
-        operation: &'static str,
-        request: impl FnOnce(&mut HbaseSyncClient<Input, Output>) -> thrift::Result<T>,
-    ) -> Result<T> {
-        self.apply_deadline()?;
-        let started = Instant::now();
-        let outcome = request(&mut self.client);
-        self.last_used = Instant::now();
-        metrics::histogram!(crate::telemetry::HBASE_CALL_SECONDS, "op" => operation)
-            .record(started.elapsed().as_secs_f64());
-        outcome.map_err(|error| {
-            let (error, broken) = classify(error);
-            self.broken |= broken;
-            let kind = match &error {
-                Error::Unavailable(_) => "unavailable",
-                Error::NotFound(_) => "not_found",
-                _ => "failed",
-            };
-            metrics::counter!(crate::telemetry::HBASE_CALL_ERRORS, "op" => operation, "kind" => kind).increment(1);
-            error
-        })
-    }
-
-    /// A call the gateway answers without touching HBase: proves the socket is alive.
-    pub fn ping(&mut self) -> Result<()> {
-        self.call("ping", |client| client.get_thrift_server_type()).map(drop)
-    }
-
     /// The names of every table (this reaches the HBase master, so it also proves HBase is up).
     pub fn table_names(&mut self) -> Result<Vec<String>> {
         let names = self.call("table_names", |client| client.get_table_names())?;
@@ -308,6 +152,20 @@ impl Connection {
             self.call("disable_table", |client| client.disable_table(table.as_bytes().to_vec()))?;
         }
         self.call("delete_table", |client| client.delete_table(table.as_bytes().to_vec()))
+    }
+
+    /// The regions of `table`, in key order (one for a table never split).
+    pub fn table_regions(&mut self, table: &str) -> Result<Vec<Region>> {
+        let regions = self.call("table_regions", |client| client.get_table_regions(table.as_bytes().to_vec()))?;
+        let mut regions: Vec<Region> = regions
+            .into_iter()
+            .map(|region| Region {
+                start_key: region.start_key.unwrap_or_default(),
+                end_key: region.end_key.unwrap_or_default(),
+            })
+            .collect();
+        regions.sort_by(|left, right| left.start_key.cmp(&right.start_key));
+        Ok(regions)
     }
 
     /// Reads `keys`, returning only the rows that exist, in no particular order:
@@ -355,16 +213,6 @@ impl Connection {
         Ok(keys)
     }
 
-    /// The regions of `table` as `(start key, end key)`, an empty key meaning
-    /// the start or the end of the table, in no guaranteed order.
-    pub fn table_regions(&mut self, table: &str) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let regions = self.call("table_regions", |client| client.get_table_regions(table.as_bytes().to_vec()))?;
-        Ok(regions
-            .into_iter()
-            .map(|region| (region.start_key.unwrap_or_default(), region.end_key.unwrap_or_default()))
-            .collect())
-    }
-
     fn scan_pages_filtered(
         &mut self,
         table: &str,
@@ -398,7 +246,7 @@ impl Connection {
         // Close even after an error: an open scanner holds server memory until it
         // expires. A broken connection cannot carry the close, and the server
         // reaps the scanner by its lease.
-        if !self.broken {
+        if !self.is_broken() {
             let closed = self.call("scanner_close", |client| client.scanner_close(scanner));
             if outcome.is_ok() {
                 closed?;
@@ -464,6 +312,17 @@ impl Connection {
         })
     }
 
+    /// Writes `cells` into row `key` stamped `timestamp` (milliseconds) instead
+    /// of the server's clock. Our services never choose a cell's time; the
+    /// tests of time-range scans write cells at times they know.
+    #[cfg(feature = "test-support")]
+    pub fn put_at(&mut self, table: &str, key: &[u8], cells: Vec<(Column, Vec<u8>)>, timestamp: i64) -> Result<()> {
+        let mutations = cells.into_iter().map(|(column, value)| put_mutation(column, value)).collect();
+        self.call("put_at", |client| {
+            client.mutate_row_ts(table.as_bytes().to_vec(), key.to_vec(), mutations, timestamp, BTreeMap::new())
+        })
+    }
+
     /// Adds `delta` to the 8-byte counter in `column` of `key`, returning the new value.
     /// No table of ours holds a counter; the tests check the gateway's increment.
     #[cfg(feature = "test-support")]
@@ -495,40 +354,5 @@ fn to_batch(mutation: RowMutation) -> BatchMutation {
                 write_to_w_a_l: Some(true),
             }]),
         },
-    }
-}
-
-/// Opens, validates and retires pooled connections for r2d2.
-#[derive(Debug, Clone)]
-pub struct ConnectionManager {
-    /// `host:port` of the Thrift1 gateway.
-    pub address: String,
-    /// How long to wait for the TCP handshake.
-    pub connect_timeout: Duration,
-    /// How long one read or write on the socket may block.
-    pub io_timeout: Duration,
-}
-
-impl r2d2::ManageConnection for ConnectionManager {
-    type Connection = Connection;
-    type Error = Error;
-
-    fn connect(&self) -> Result<Connection> {
-        Connection::open(&self.address, self.connect_timeout, self.io_timeout)
-    }
-
-    /// Pings only connections idle long enough for the gateway to have closed
-    /// them; a busy connection is used without an extra round trip.
-    fn is_valid(&self, connection: &mut Connection) -> Result<()> {
-        // The previous user's deadline does not bind the validation ping.
-        connection.set_deadline(None);
-        if connection.last_used.elapsed() >= VALIDATE_AFTER_IDLE {
-            connection.ping()?;
-        }
-        Ok(())
-    }
-
-    fn has_broken(&self, connection: &mut Connection) -> bool {
-        connection.broken
     }
 }

@@ -1,14 +1,22 @@
 //! The HBase storage layer: the only module that speaks Thrift.
 //!
-//! [`Hbase`] owns a bounded pool of `Connection`s to the Thrift1 gateway and
-//! runs operations on them with retries for transient failures. The Thrift
-//! client is synchronous, so `Hbase::run` moves each whole operation (checkout,
-//! every round trip, return) onto tokio's blocking pool behind a semaphore sized
-//! to the pool, and bounds it with a deadline so a dead gateway costs callers a
-//! timeout, never a hang.
+//! [`Hbase`] owns a bounded pool of `Connection`s to the Thrift1 gateway, and
+//! one of `Thrift2Connection`s to the Thrift2 gateway (`thrift2`: time-range
+//! scans and pre-split tables, which Thrift1 cannot express), and runs
+//! operations on them with retries for transient failures. The Thrift clients
+//! are synchronous, so `Hbase::run` (and `Hbase::run_thrift2`) moves each whole
+//! operation (checkout, every round trip, return) onto tokio's blocking pool
+//! behind a semaphore sized to the pool, and bounds it with a deadline so a
+//! dead gateway costs callers a timeout, never a hang. Both pools open their
+//! connections lazily: a binary that never uses Thrift2 never connects to it.
 //!
-//! Outside `common` only the pool handle, its configuration and
-//! [`with_deadline`] are public: other crates read and write through
+//! `gateway.rs` is the connection both clients share (socket, deadlines,
+//! metrics, pooling); `connection.rs` holds the Thrift1 operations,
+//! `thrift2/` the Thrift2 ones and the generated Thrift2 client.
+//!
+//! Outside `common` only the pool handle, its configuration,
+//! [`with_deadline`] and the read-only range scan ([`Hbase::range_scanner`])
+//! are public: other crates read and write through
 //! [`crate::store`], so the services cannot issue a raw Thrift call, and
 //! query-api's routes, which hold a [`crate::store::ReadStore`], have no write
 //! to call. The integration tests, which write rows as the Java service wrote
@@ -25,15 +33,23 @@
 //! fails at once with [`Error::Overloaded`] instead of queueing.
 
 mod connection;
+mod gateway;
+mod thrift2;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use connection::ConnectionManager;
+pub use connection::Region;
+use connection::Thrift1Client;
 #[cfg_attr(feature = "test-support", visibility::make(pub))]
 pub(crate) use connection::{Connection, Row, RowMutation, ScanSpec};
+use gateway::{GatewayClient, GatewayConnection, GatewayManager};
+use thrift2::Thrift2Client;
+#[cfg_attr(feature = "test-support", visibility::make(pub))]
+pub(crate) use thrift2::Thrift2Connection;
+pub use thrift2::{RangeScan, RangeScanner, ScanCells, TimedCell, TimedRow};
 
 use crate::error::{Error, Result};
 use crate::retry::Backoff;
@@ -53,7 +69,11 @@ pub(crate) const COLUMN_SCORE: &[u8] = b"cf:s";
 pub struct HbaseConfig {
     /// `host:port` of the Thrift1 gateway.
     pub address: String,
-    /// Most connections open at once (and most operations in flight).
+    /// `host:port` of the Thrift2 gateway (time-range scans, pre-split
+    /// tables). Connected to only when such an operation runs.
+    pub thrift2_address: String,
+    /// Most connections open at once to each gateway (and most operations in
+    /// flight on each).
     pub pool_size: u32,
     /// TCP connect timeout.
     pub connect_timeout: Duration,
@@ -79,6 +99,7 @@ impl Default for HbaseConfig {
     fn default() -> Self {
         HbaseConfig {
             address: "127.0.0.1:9090".to_owned(),
+            thrift2_address: "127.0.0.1:9091".to_owned(),
             pool_size: 16,
             connect_timeout: Duration::from_secs(1),
             io_timeout: Duration::from_secs(30),
@@ -108,13 +129,57 @@ pub struct Hbase {
 }
 
 struct Inner {
-    pool: r2d2::Pool<ConnectionManager>,
-    permits: Arc<tokio::sync::Semaphore>,
-    /// Operations waiting for a permit now.
+    thrift1: Lane<Thrift1Client>,
+    thrift2: Lane<Thrift2Client>,
+    /// Operations waiting for a permit now (on either gateway).
     queued: AtomicUsize,
-    /// Operations whose blocking work is running now (never more than the pool).
+    /// Operations whose blocking work is running now (never more than the pools).
     in_flight: AtomicUsize,
     config: HbaseConfig,
+}
+
+/// The pool of one gateway's connections, and the permits that bound the
+/// operations running on it to its size.
+struct Lane<C: GatewayClient> {
+    pool: r2d2::Pool<GatewayManager<C>>,
+    permits: Arc<tokio::sync::Semaphore>,
+}
+
+impl<C: GatewayClient> Lane<C> {
+    /// A lazy pool: no connection opens before an operation needs one, so
+    /// this succeeds while the gateway is down (or not deployed at all).
+    fn new(address: &str, config: &HbaseConfig) -> Lane<C> {
+        let manager = GatewayManager::new(address.to_owned(), config.connect_timeout, config.io_timeout);
+        let pool = r2d2::Pool::builder()
+            .max_size(config.pool_size.max(1))
+            .min_idle(Some(0))
+            // Idle connections are retired before the gateway's 60 s idle close
+            // would break them under us.
+            .idle_timeout(Some(Duration::from_secs(45)))
+            .test_on_check_out(true)
+            .connection_timeout(config.operation_timeout)
+            .error_handler(Box::new(CountErrors))
+            .build_unchecked(manager);
+        let permits = Arc::new(tokio::sync::Semaphore::new(config.pool_size.max(1) as usize));
+        Lane { pool, permits }
+    }
+}
+
+/// A gateway client whose pool the handle holds.
+trait Pooled: GatewayClient + Sized {
+    fn lane(inner: &Inner) -> &Lane<Self>;
+}
+
+impl Pooled for Thrift1Client {
+    fn lane(inner: &Inner) -> &Lane<Self> {
+        &inner.thrift1
+    }
+}
+
+impl Pooled for Thrift2Client {
+    fn lane(inner: &Inner) -> &Lane<Self> {
+        &inner.thrift2
+    }
 }
 
 tokio::task_local! {
@@ -170,26 +235,10 @@ impl Hbase {
     /// Builds the pool. Connections open lazily, so this succeeds while HBase is
     /// down and the first operation reports it.
     pub fn new(config: HbaseConfig) -> Hbase {
-        let manager = ConnectionManager {
-            address: config.address.clone(),
-            connect_timeout: config.connect_timeout,
-            io_timeout: config.io_timeout,
-        };
-        let pool = r2d2::Pool::builder()
-            .max_size(config.pool_size.max(1))
-            .min_idle(Some(0))
-            // Idle connections are retired before the gateway's 60 s idle close
-            // would break them under us.
-            .idle_timeout(Some(Duration::from_secs(45)))
-            .test_on_check_out(true)
-            .connection_timeout(config.operation_timeout)
-            .error_handler(Box::new(CountErrors))
-            .build_unchecked(manager);
-        let permits = Arc::new(tokio::sync::Semaphore::new(config.pool_size.max(1) as usize));
         Hbase {
             inner: Arc::new(Inner {
-                pool,
-                permits,
+                thrift1: Lane::new(&config.address, &config),
+                thrift2: Lane::new(&config.thrift2_address, &config),
                 queued: AtomicUsize::new(0),
                 in_flight: AtomicUsize::new(0),
                 config,
@@ -205,19 +254,19 @@ impl Hbase {
     /// Runs `operation` on a pooled connection on the current thread, retrying
     /// transient failures (for [`Retry::Idempotent`] operations) until the
     /// caller's `deadline`; stops retrying once `abandoned` is set.
-    fn blocking_until<T>(
+    fn blocking_until<C: Pooled, T>(
         &self,
         deadline: Instant,
         retry: Retry,
         abandoned: &AtomicBool,
-        mut operation: impl FnMut(&mut Connection) -> Result<T>,
+        mut operation: impl FnMut(&mut GatewayConnection<C>) -> Result<T>,
     ) -> Result<T> {
         let config = &self.inner.config;
         // Uncapped: the operation's deadline ends the pauses first.
         let backoff = Backoff::uncapped(config.retry_backoff);
         let mut attempt = 0;
         loop {
-            let outcome = self.checkout(deadline).and_then(|mut connection| {
+            let outcome = self.checkout::<C>(deadline).and_then(|mut connection| {
                 // Every round trip of the operation ends by the caller's deadline.
                 connection.set_deadline(Some(deadline));
                 operation(&mut connection)
@@ -240,12 +289,12 @@ impl Hbase {
         }
     }
 
-    fn checkout(&self, deadline: Instant) -> Result<r2d2::PooledConnection<ConnectionManager>> {
+    fn checkout<C: Pooled>(&self, deadline: Instant) -> Result<r2d2::PooledConnection<GatewayManager<C>>> {
         let wait = deadline.saturating_duration_since(Instant::now());
-        self.inner
+        C::lane(&self.inner)
             .pool
             .get_timeout(wait)
-            .map_err(|error| Error::Unavailable(format!("no HBase connection within {wait:?}: {error}")))
+            .map_err(|error| Error::Unavailable(format!("no {} HBase connection within {wait:?}: {error}", C::GATEWAY)))
     }
 
     /// Runs `operation` off the async runtime, bounded by the pool's size and by
@@ -262,13 +311,32 @@ impl Hbase {
         T: Send + 'static,
         F: FnMut(&mut Connection) -> Result<T> + Send + 'static,
     {
+        self.run_on::<Thrift1Client, T, F>(retry, operation).await
+    }
+
+    /// [`Hbase::run`] on a connection to the Thrift2 gateway, from its own
+    /// pool (of the same size) with the same deadlines and retries.
+    #[cfg_attr(feature = "test-support", visibility::make(pub))]
+    pub(crate) async fn run_thrift2<T, F>(&self, retry: Retry, operation: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnMut(&mut Thrift2Connection) -> Result<T> + Send + 'static,
+    {
+        self.run_on::<Thrift2Client, T, F>(retry, operation).await
+    }
+
+    async fn run_on<C: Pooled, T, F>(&self, retry: Retry, operation: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnMut(&mut GatewayConnection<C>) -> Result<T> + Send + 'static,
+    {
         let timeout = self.inner.config.operation_timeout;
         let own_deadline = Instant::now() + timeout;
         let deadline =
             CALLER_DEADLINE.try_with(|caller| *caller).map_or(own_deadline, |caller| caller.min(own_deadline));
         let abandoned = Arc::new(AtomicBool::new(false));
         let _abandon = AbandonOnDrop(abandoned.clone());
-        let permit = self.wait_for_permit(deadline).await?;
+        let permit = self.wait_for_permit(&C::lane(&self.inner).permits, deadline).await?;
         let hbase = self.clone();
         let work = tokio::task::spawn_blocking(move || {
             let _permit = permit;
@@ -291,9 +359,13 @@ impl Hbase {
 
     /// A pool slot, waited for at most until `deadline` (and the queue timeout),
     /// or an overload error when too many operations wait already.
-    async fn wait_for_permit(&self, deadline: Instant) -> Result<tokio::sync::OwnedSemaphorePermit> {
+    async fn wait_for_permit(
+        &self,
+        permits: &Arc<tokio::sync::Semaphore>,
+        deadline: Instant,
+    ) -> Result<tokio::sync::OwnedSemaphorePermit> {
         let inner = &self.inner;
-        if let Ok(permit) = inner.permits.clone().try_acquire_owned() {
+        if let Ok(permit) = permits.clone().try_acquire_owned() {
             return Ok(permit);
         }
         let queued = inner.queued.fetch_add(1, Ordering::Relaxed);
@@ -304,7 +376,7 @@ impl Hbase {
         }
         let queue_deadline = inner.config.queue_timeout.map_or(deadline, |wait| deadline.min(Instant::now() + wait));
         let wait = queue_deadline.saturating_duration_since(Instant::now());
-        match tokio::time::timeout(wait, inner.permits.clone().acquire_owned()).await {
+        match tokio::time::timeout(wait, permits.clone().acquire_owned()).await {
             Ok(permit) => permit.map_err(|_| Error::Unavailable("the HBase pool is shut down".to_owned())),
             Err(_) if queue_deadline < deadline => {
                 metrics::counter!(crate::telemetry::HBASE_OVERLOADED, "reason" => "queue_timeout").increment(1);

@@ -44,7 +44,10 @@ impl Store {
             .run(Retry::Idempotent, move |connection| connection.table_regions(&table))
             .await?
             .into_iter()
-            .map(|(start, end)| RegionBounds { start, end: (!end.is_empty()).then_some(end) })
+            .map(|region| RegionBounds {
+                start: region.start_key,
+                end: (!region.end_key.is_empty()).then_some(region.end_key),
+            })
             .collect();
         regions.sort_by(|left, right| left.start.cmp(&right.start));
         if regions.is_empty() {

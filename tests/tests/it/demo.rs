@@ -10,7 +10,7 @@ use std::collections::HashMap;
 use admin::demo::{self, DemoError, DemoPlan, DemoSpec, LoadOptions, LoadReport, Phase, Progress};
 use common::hbase::{Hbase, Retry, Row};
 use common::model::{Comment, Order, Product, Record, Seller, User};
-use common::schema;
+use common::schema::{self, Regions};
 use common::store::Store;
 use common::tables::Tables;
 use integration_tests::{fresh_store, hbase_config, thrift_addr, unique_prefix};
@@ -45,14 +45,24 @@ async fn load(store: &Store, plan: &DemoPlan, options: LoadOptions) -> (LoadRepo
 async fn creating_the_schema_twice_creates_nothing_the_second_time() {
     let tables = Tables::with_prefix(&unique_prefix("schema")).expect("prefix");
     let hbase = Hbase::new(hbase_config(&thrift_addr()));
-    let first = schema::create_tables(&hbase, &tables).await.expect("first create");
+    let first = schema::create_tables(&hbase, &tables, Regions::new(3).expect("regions")).await.expect("first create");
     let names: Vec<&str> = first.iter().map(|outcome| outcome.name.as_str()).collect();
     assert_eq!(names, tables.all().to_vec());
     assert!(first.iter().all(|outcome| outcome.created), "{first:?}");
 
-    let second = schema::create_tables(&hbase, &tables).await.expect("second create");
+    // Existing tables keep their regions, whatever this call asks for.
+    let second = schema::create_tables(&hbase, &tables, Regions::ONE).await.expect("second create");
     assert_eq!(second.len(), first.len());
     assert!(second.iter().all(|outcome| !outcome.created), "{second:?}");
+    let split = schema::split_tables(&tables);
+    for outcome in &first {
+        let expected = if split.contains(&outcome.name.as_str()) { 3 } else { 1 };
+        assert_eq!(outcome.regions, expected, "{outcome:?}");
+    }
+    assert_eq!(
+        second.iter().map(|outcome| outcome.regions).collect::<Vec<_>>(),
+        first.iter().map(|outcome| outcome.regions).collect::<Vec<_>>()
+    );
     let existing = hbase.run(Retry::Idempotent, |connection| connection.table_names()).await.expect("list");
     assert!(tables.all().iter().all(|name| existing.iter().any(|table| table == name)));
 

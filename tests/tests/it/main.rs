@@ -11,3 +11,4 @@ mod ranker;
 mod reliability;
 mod rows;
 mod shards;
+mod thrift2;

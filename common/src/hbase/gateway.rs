@@ -1,0 +1,288 @@
+//! What a connection to either Thrift gateway shares, whatever its IDL: the
+//! socket, its timeouts cut to the caller's deadline, the broken flag, the
+//! metrics of every call, and the r2d2 manager that pools connections.
+//!
+//! The Thrift1 client (`connection.rs`) and the Thrift2 client (`thrift2/`)
+//! are this one connection around a different generated client; each says
+//! through [`GatewayClient`] how it is built, how it is pinged and how its
+//! declared exceptions map onto the data layer's errors.
+//!
+//! A generated client is synchronous and strictly request/response on one
+//! socket. After a transport or protocol error the socket may hold half a
+//! reply, so the connection marks itself broken and the pool drops it instead
+//! of handing it out again.
+
+use std::io::{BufReader, BufWriter};
+use std::marker::PhantomData;
+use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::time::{Duration, Instant};
+
+use thrift::protocol::{TBinaryInputProtocol, TBinaryOutputProtocol};
+use thrift::transport::{ReadHalf, TIoChannel, TTcpChannel, WriteHalf};
+
+use crate::error::{Error, Result};
+
+/// Buffer size for each direction of a connection. The crate's default (4 KiB)
+/// splits a 1,000-row scan page into hundreds of reads.
+const BUFFER_BYTES: usize = 256 * 1024;
+
+/// A connection idle longer than this is pinged before use: both gateways
+/// close connections idle for 60 s (`hbase.thrift.server.socket.read.timeout`).
+const VALIDATE_AFTER_IDLE: Duration = Duration::from_secs(20);
+
+/// The protocol both gateways speak (as `hbasectl` starts them): binary, over
+/// a buffered, unframed socket.
+pub type Input = TBinaryInputProtocol<BufReader<ReadHalf<TTcpChannel>>>;
+/// The writing half of [`Input`].
+pub type Output = TBinaryOutputProtocol<BufWriter<WriteHalf<TTcpChannel>>>;
+
+/// What differs between the generated clients of the two gateways.
+pub trait GatewayClient: Send + 'static {
+    /// The gateway's name in logs and errors (`Thrift1`, `Thrift2`).
+    const GATEWAY: &'static str;
+
+    /// Wraps the two protocol halves of a fresh socket.
+    fn from_protocols(input: Input, output: Output) -> Self;
+
+    /// A call the gateway answers without touching HBase.
+    fn ping(&mut self) -> thrift::Result<()>;
+
+    /// Maps one of the IDL's declared exceptions (a `thrift::Error::User`)
+    /// onto the data layer's error.
+    fn declared_error(error: &(dyn std::error::Error + Send + Sync + 'static)) -> Error;
+}
+
+/// One pooled connection to a Thrift gateway, around its generated client `C`.
+pub struct GatewayConnection<C> {
+    client: C,
+    /// A handle on the client's socket, to shorten its timeouts to a caller's deadline.
+    socket: TcpStream,
+    /// The longest a socket read or write may block.
+    io_timeout: Duration,
+    /// The socket timeout set now.
+    applied_timeout: Duration,
+    /// When the caller of the current operation stops waiting, if it said.
+    deadline: Option<Instant>,
+    broken: bool,
+    last_used: Instant,
+}
+
+impl<C: GatewayClient> std::fmt::Debug for GatewayConnection<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GatewayConnection")
+            .field("gateway", &C::GATEWAY)
+            .field("broken", &self.broken)
+            .finish_non_exhaustive()
+    }
+}
+
+/// Maps a Thrift error onto the data layer's error, and says whether the
+/// connection is still in step with the server.
+fn classify<C: GatewayClient>(error: thrift::Error) -> (Error, bool) {
+    match error {
+        thrift::Error::Transport(error) => (Error::Unavailable(format!("{} transport: {error}", C::GATEWAY)), true),
+        thrift::Error::Protocol(error) => (Error::Unavailable(format!("{} protocol: {error}", C::GATEWAY)), true),
+        thrift::Error::Application(error) => {
+            (Error::Hbase(format!("{} gateway application error: {error}", C::GATEWAY)), false)
+        }
+        thrift::Error::User(error) => (C::declared_error(error.as_ref()), false),
+    }
+}
+
+/// Maps the message of a gateway's IOError (both IDLs have one, with a
+/// `canRetry` flag) onto the data layer's error: transient failures are
+/// [`Error::Unavailable`], a missing table [`Error::NotFound`], an existing
+/// one [`Error::Conflict`], the rest [`Error::Hbase`].
+pub fn io_error(message: &str, can_retry: bool) -> Error {
+    let first_line = message.lines().next().unwrap_or_default().to_owned();
+    if can_retry || looks_transient(message) {
+        Error::Unavailable(first_line)
+    } else if message.contains("TableNotFoundException") {
+        Error::NotFound(format!("table ({first_line})"))
+    } else if message.contains("TableExistsException") {
+        Error::Conflict(format!("already exists: {first_line}"))
+    } else {
+        Error::Hbase(first_line)
+    }
+}
+
+/// HBase reports a region server or master that is starting, moving or gone as a
+/// plain IOError; these pass once the cluster settles, so they count as unavailable.
+fn looks_transient(message: &str) -> bool {
+    [
+        "RetriesExhausted",
+        "ConnectException",
+        "NotServingRegion",
+        "RegionMoved",
+        "RegionOpening",
+        "ServerNotRunning",
+        "PleaseHoldException",
+        "CallTimeoutException",
+        "SocketTimeoutException",
+        "MasterNotRunning",
+        "ConnectionClosing",
+    ]
+    .iter()
+    .any(|marker| message.contains(marker))
+}
+
+impl<C: GatewayClient> GatewayConnection<C> {
+    /// Opens a connection to the first address of `address` that answers.
+    pub fn open(address: &str, connect_timeout: Duration, io_timeout: Duration) -> Result<Self> {
+        let addresses: Vec<SocketAddr> = address
+            .to_socket_addrs()
+            .map_err(|error| Error::Unavailable(format!("cannot resolve {address}: {error}")))?
+            .collect();
+        let mut last_error = Error::Unavailable(format!("{address} resolves to no address"));
+        for socket_address in addresses {
+            match TcpStream::connect_timeout(&socket_address, connect_timeout) {
+                Ok(stream) => return Self::from_stream(stream, io_timeout),
+                Err(error) => {
+                    last_error = Error::Unavailable(format!(
+                        "cannot connect to the {} gateway at {socket_address}: {error}",
+                        C::GATEWAY
+                    ))
+                }
+            }
+        }
+        Err(last_error)
+    }
+
+    fn from_stream(stream: TcpStream, io_timeout: Duration) -> Result<Self> {
+        let setup = |error: std::io::Error| Error::Unavailable(format!("cannot set up socket: {error}"));
+        // Requests are small and strictly alternate with replies, so Nagle's
+        // algorithm would only add a delayed-ACK wait to every call.
+        stream.set_nodelay(true).map_err(setup)?;
+        stream.set_read_timeout(Some(io_timeout)).map_err(setup)?;
+        stream.set_write_timeout(Some(io_timeout)).map_err(setup)?;
+        let socket = stream.try_clone().map_err(setup)?;
+        let (read_half, write_half) = TTcpChannel::with_stream(stream)
+            .split()
+            .map_err(|error| Error::Unavailable(format!("cannot split socket: {error}")))?;
+        let input = TBinaryInputProtocol::new(BufReader::with_capacity(BUFFER_BYTES, read_half), true);
+        let output = TBinaryOutputProtocol::new(BufWriter::with_capacity(BUFFER_BYTES, write_half), true);
+        Ok(GatewayConnection {
+            client: C::from_protocols(input, output),
+            socket,
+            io_timeout,
+            applied_timeout: io_timeout,
+            deadline: None,
+            broken: false,
+            last_used: Instant::now(),
+        })
+    }
+
+    /// Whether a transport error left this connection out of step with the
+    /// server (the pool then drops it; a scan does not send its close on it).
+    pub fn is_broken(&self) -> bool {
+        self.broken
+    }
+
+    /// Bounds every call from now on by `deadline` as well as by the socket
+    /// timeout: a call is not started after it, and a socket read or write
+    /// blocks no longer than until it. `None` leaves only the socket timeout.
+    pub fn set_deadline(&mut self, deadline: Option<Instant>) {
+        self.deadline = deadline;
+    }
+
+    /// Shortens the socket timeouts to what is left before the deadline; an
+    /// error when nothing is left.
+    fn apply_deadline(&mut self) -> Result<()> {
+        let wanted = match self.deadline {
+            None => self.io_timeout,
+            Some(deadline) => {
+                let left = deadline.saturating_duration_since(Instant::now());
+                if left.is_zero() {
+                    return Err(Error::Unavailable("the caller's deadline passed".to_owned()));
+                }
+                left.min(self.io_timeout)
+            }
+        };
+        if wanted != self.applied_timeout {
+            let applied =
+                self.socket.set_read_timeout(Some(wanted)).and_then(|()| self.socket.set_write_timeout(Some(wanted)));
+            if let Err(error) = applied {
+                self.broken = true;
+                return Err(Error::Unavailable(format!("cannot set the socket timeout: {error}")));
+            }
+            self.applied_timeout = wanted;
+        }
+        Ok(())
+    }
+
+    /// Runs one Thrift call, recording its latency and outcome under the
+    /// `op` label `operation`, and marking the connection broken when the
+    /// error leaves the socket in an unknown state.
+    pub fn call<T>(&mut self, operation: &'static str, request: impl FnOnce(&mut C) -> thrift::Result<T>) -> Result<T> {
+        self.apply_deadline()?;
+        let started = Instant::now();
+        let outcome = request(&mut self.client);
+        self.last_used = Instant::now();
+        metrics::histogram!(crate::telemetry::HBASE_CALL_SECONDS, "op" => operation)
+            .record(started.elapsed().as_secs_f64());
+        outcome.map_err(|error| {
+            let (error, broken) = classify::<C>(error);
+            self.broken |= broken;
+            let kind = match &error {
+                Error::Unavailable(_) => "unavailable",
+                Error::NotFound(_) => "not_found",
+                _ => "failed",
+            };
+            metrics::counter!(crate::telemetry::HBASE_CALL_ERRORS, "op" => operation, "kind" => kind).increment(1);
+            error
+        })
+    }
+
+    /// A call the gateway answers without touching HBase: proves the socket is alive.
+    pub fn ping(&mut self) -> Result<()> {
+        self.call("ping", C::ping)
+    }
+}
+
+/// Opens, validates and retires pooled connections to one gateway for r2d2.
+pub struct GatewayManager<C> {
+    /// `host:port` of the gateway.
+    pub address: String,
+    /// How long to wait for the TCP handshake.
+    pub connect_timeout: Duration,
+    /// How long one read or write on the socket may block.
+    pub io_timeout: Duration,
+    client: PhantomData<fn() -> C>,
+}
+
+impl<C> GatewayManager<C> {
+    /// A manager of connections to `address`.
+    pub fn new(address: String, connect_timeout: Duration, io_timeout: Duration) -> Self {
+        GatewayManager { address, connect_timeout, io_timeout, client: PhantomData }
+    }
+}
+
+impl<C: GatewayClient> std::fmt::Debug for GatewayManager<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GatewayManager").field("gateway", &C::GATEWAY).field("address", &self.address).finish()
+    }
+}
+
+impl<C: GatewayClient> r2d2::ManageConnection for GatewayManager<C> {
+    type Connection = GatewayConnection<C>;
+    type Error = Error;
+
+    fn connect(&self) -> Result<GatewayConnection<C>> {
+        GatewayConnection::open(&self.address, self.connect_timeout, self.io_timeout)
+    }
+
+    /// Pings only connections idle long enough for the gateway to have closed
+    /// them; a busy connection is used without an extra round trip.
+    fn is_valid(&self, connection: &mut GatewayConnection<C>) -> Result<()> {
+        // The previous user's deadline does not bind the validation ping.
+        connection.set_deadline(None);
+        if connection.last_used.elapsed() >= VALIDATE_AFTER_IDLE {
+            connection.ping()?;
+        }
+        Ok(())
+    }
+
+    fn has_broken(&self, connection: &mut GatewayConnection<C>) -> bool {
+        connection.broken
+    }
+}
