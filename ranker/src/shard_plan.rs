@@ -29,9 +29,13 @@ use crate::RankerError;
 /// Keys read per step of the sample's keys-only scan.
 const SAMPLE_PAGE_ROWS: usize = 5_000;
 /// The most sample buckets kept over the whole table: beyond a region's share
-/// of them, neighbouring buckets are merged in pairs, so memory stays bounded
-/// however many products a region holds (the cuts get coarser, not wrong).
-const MAX_SAMPLE_BUCKETS: usize = 16_384;
+/// of them (at least [`MIN_REGION_BUCKETS`]), light neighbouring buckets are
+/// merged in pairs, so memory stays bounded however many products a region
+/// holds (the cuts get coarser, not wrong).
+const MAX_SAMPLE_BUCKETS: usize = 65_536;
+/// The fewest buckets a region keeps before merging: the data may all sit in
+/// one region of many (the demo's ids in an evenly pre-split table).
+const MIN_REGION_BUCKETS: usize = 4_096;
 /// Regions sampled at once.
 const SAMPLE_CONCURRENCY: usize = 4;
 
@@ -192,7 +196,7 @@ pub async fn compute_plan(store: &Store, plan_id: &str, count: u32) -> Result<Sh
 /// Counts `product-comment`'s rows per product, region by region (a few
 /// regions at once), with keys-only scans that leave the block cache alone.
 pub async fn sample(store: &Store, regions: &[RegionBounds]) -> Result<Vec<SampleBucket>, RankerError> {
-    let cap = (MAX_SAMPLE_BUCKETS / regions.len().max(1)).max(64);
+    let cap = (MAX_SAMPLE_BUCKETS / regions.len().max(1)).max(MIN_REGION_BUCKETS);
     let mut per_region: Vec<Vec<SampleBucket>> = vec![Vec::new(); regions.len()];
     let mut sampling = JoinSet::new();
     for (index, region) in regions.iter().enumerate() {
@@ -248,16 +252,35 @@ async fn sample_region(store: &Store, region: &RegionBounds, cap: usize) -> Resu
     }
 }
 
-/// Halves the buckets by merging neighbours; each pair keeps its first key.
+/// Shrinks the buckets by merging neighbouring pairs, each keeping its first
+/// key, but only pairs that together weigh at most four times an average
+/// bucket (products and comments weighed equally): a hot product stays a
+/// bucket of its own, so the plan can still give it a shard. At most a quarter
+/// of the pairs can be that heavy, so each pass shrinks the list by a quarter
+/// or more.
 fn merge_pairs(buckets: Vec<SampleBucket>) -> Vec<SampleBucket> {
-    let mut merged: Vec<SampleBucket> = Vec::with_capacity(buckets.len() / 2 + 1);
-    for (position, bucket) in buckets.into_iter().enumerate() {
+    let products: u64 = buckets.iter().map(|bucket| bucket.products).sum();
+    let comments: u64 = buckets.iter().map(|bucket| bucket.comments).sum();
+    let share = |part: u64, whole: u64| if whole == 0 { 0.0 } else { part as f64 / whole as f64 };
+    let weight =
+        |products_part: u64, comments_part: u64| share(products_part, products) + share(comments_part, comments);
+    let limit = 4.0 * 2.0 / buckets.len().max(1) as f64;
+    let mut merged: Vec<SampleBucket> = Vec::with_capacity(buckets.len());
+    let mut last_is_pair = true;
+    for bucket in buckets {
         match merged.last_mut() {
-            Some(last) if position % 2 == 1 => {
+            Some(last)
+                if !last_is_pair
+                    && weight(last.products + bucket.products, last.comments + bucket.comments) <= limit =>
+            {
                 last.products += bucket.products;
                 last.comments += bucket.comments;
+                last_is_pair = true;
             }
-            _ => merged.push(bucket),
+            _ => {
+                merged.push(bucket);
+                last_is_pair = false;
+            }
         }
     }
     merged
@@ -275,6 +298,16 @@ mod tests {
     fn merging_pairs_keeps_every_count_and_each_pairs_first_key() {
         let merged = merge_pairs(vec![bucket("a", 1, 3), bucket("b", 1, 4), bucket("c", 2, 5)]);
         assert_eq!(merged, vec![bucket("a", 2, 7), bucket("c", 2, 5)]);
+    }
+
+    #[test]
+    fn merging_leaves_a_hot_product_a_bucket_of_its_own() {
+        let mut buckets = vec![bucket("P1", 1, 100_000), bucket("P2", 1, 50)];
+        buckets.extend((3..40).map(|n| bucket(&format!("P{n:02}"), 1, 50)));
+        let merged = merge_pairs(buckets);
+        assert_eq!(merged[0], bucket("P1", 1, 100_000));
+        assert!(merged.len() <= 30, "{}", merged.len());
+        assert_eq!(merged.iter().map(|bucket| bucket.products).sum::<u64>(), 39);
     }
 
     #[test]
