@@ -1,15 +1,19 @@
 //! Region-aligned shards against the real HBase: the shards of every count
-//! from 1 to 16 rank every product exactly once, including products that
-//! arrive after the plan was made; the shards of one run agree on the plan the
-//! first of them stored, even after the data's layout changed; and the CLI's
-//! `run --shard` and `shards` use and show that plan.
+//! from 1 to 16 rank every product exactly once, on an unsplit and on a
+//! pre-split table, including products that arrive after the plan was made;
+//! the shards of one run agree on the plan the first of them stored, even
+//! after the data's layout changed; and the CLI's `run --shard` and `shards`
+//! use and show that plan.
 
 use std::process::{Command, Stdio};
 
+use common::hbase::Hbase;
+use common::schema::{self, Regions};
 use common::store::Store;
+use common::tables::Tables;
 use common::Id;
 use integration_tests::fixtures::{new_comment, post_all, AS_OF_MS};
-use integration_tests::{cargo_binary, fresh_store, test_id, thrift_addr};
+use integration_tests::{cargo_binary, fresh_store, hbase_config, test_id, thrift_addr, unique_prefix};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use ranker::shard_plan::{self, PlanOrigin, ShardPlan};
@@ -69,9 +73,25 @@ fn assert_every_product_once(read: &[(KeyRange, u64, u64)], products: &[Id], wha
     assert_eq!(total, products.len() as u64, "{what}: every product once");
 }
 
+/// A store over fresh tables of one region each (the harness pre-splits its tables into four).
+async fn unsplit_store(test_name: &str) -> Store {
+    let tables = Tables::with_prefix(&unique_prefix(test_name)).expect("valid prefix");
+    let hbase = Hbase::new(hbase_config(&thrift_addr()));
+    schema::create_tables(&hbase, &tables, Regions::ONE).await.expect("create the tables");
+    Store::new(hbase, tables)
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-async fn shards_of_every_count_rank_every_product_once_including_products_added_after_planning() {
-    let store = fresh_store("shards_cover").await;
+async fn on_an_unsplit_table_shards_of_every_count_rank_every_product_once_including_products_added_later() {
+    every_count_ranks_every_product_once(unsplit_store("shards_cover_unsplit").await, 1).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn on_a_pre_split_table_shards_of_every_count_rank_every_product_once_including_products_added_later() {
+    every_count_ranks_every_product_once(fresh_store("shards_cover_split").await, 4).await;
+}
+
+async fn every_count_ranks_every_product_once(store: Store, regions: usize) {
     let mut rng = StdRng::seed_from_u64(13);
     // The demo's kind of ids (all `P0...`, in one corner of the key space) and random ones.
     let mut products: Vec<Id> = (1..=40).map(|number| test_id("P", number)).collect();
@@ -83,6 +103,7 @@ async fn shards_of_every_count_rank_every_product_once_including_products_added_
         let plan_id = format!("cover-{count}");
         let (plan, origin) = shard_plan::agree_on_plan(&store, &plan_id, count, true).await.expect("plan");
         assert_eq!(origin, PlanOrigin::Written);
+        assert_eq!(plan.regions, regions, "product-comment's regions, from getTableRegions");
         assert_eq!((plan.sampled_products, plan.sampled_comments), (products.len() as u64, comments));
         // Products arrive between planning and running: one after the demo
         // ids, one before every id, one anywhere.
