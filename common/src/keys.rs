@@ -370,6 +370,22 @@ pub fn ranker_lease_key(lease_name: &str) -> Vec<u8> {
     lease_name.as_bytes().to_vec()
 }
 
+/// `ranker-lease` key of a sharded run's plan: `shard-plan:COUNT:PLAN_ID`, one
+/// row per plan id and shard count, beside the leases (whose names, such as
+/// `nightly` or `nightly-shard-3-of-8`, never take this form).
+pub fn shard_plan_key(plan_id: &str, count: u32) -> Vec<u8> {
+    format!("shard-plan:{count}:{plan_id}").into_bytes()
+}
+
+/// The part of a `product-comment` or `product-comment-rank` key that names
+/// its product: the first ten bytes (all of a shorter key). A key range cut at
+/// such a prefix never splits one product's rows, because every row of a
+/// product sorts on the same side of it; region boundaries, which HBase may
+/// place inside a product's rows, are cut back to it before a shard uses them.
+pub fn product_boundary(key: &[u8]) -> &[u8] {
+    &key[..key.len().min(ID_LEN)]
+}
+
 /// The bytes of the ids this project creates (`[0-9A-Za-z]`), in byte order.
 const ID_ALPHABET: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
@@ -648,5 +664,8 @@ mod tests {
         unprintable.push(0);
         assert!(parse_ranker_run_key(&unprintable).is_err());
         assert_eq!(ranker_lease_key("nightly"), b"nightly".to_vec());
+        assert_eq!(shard_plan_key("asof-1", 8), b"shard-plan:8:asof-1".to_vec());
+        assert_eq!(product_boundary(b"P000000001c\x00\x01"), b"P000000001");
+        assert_eq!(product_boundary(b"P0"), b"P0");
     }
 }

@@ -1,6 +1,6 @@
 //! What the `ranker` command shows a person: live progress while a run goes
 //! (a progress line with rates on a terminal, periodic log lines otherwise),
-//! and the final summary, explanation and run history as text.
+//! and the final summary, explanation, run history and shard plans as text.
 
 use std::fmt::Write as _;
 use std::io::IsTerminal;
@@ -12,8 +12,10 @@ use tokio_util::sync::CancellationToken;
 use crate::{Explanation, LeftOutReason, PaceReport, ProgressSnapshot, RunProgress, RunReport};
 
 mod runs;
+mod shards;
 
 pub use runs::format_runs_table;
+pub use shards::{format_plan_table, plan_view, PlanView, ShardView};
 
 /// How often the terminal progress line is redrawn.
 const TERMINAL_REFRESH: Duration = Duration::from_millis(250);

@@ -185,12 +185,12 @@ mod tests {
     #[test]
     fn an_incremental_shard_run_records_its_kind_range_and_watermark() {
         let shard = Shard::new(1, 4).expect("shard");
-        let mut options = RunOptions::new(Scope::Shard(shard), SLOT_MS);
+        let range = KeyRange { start: b"FV".to_vec(), stop: Some(b"V".to_vec()) };
+        let mut options = RunOptions::new(Scope::Shard { shard, range: range.clone() }, SLOT_MS);
         options.incremental =
             Some(Incremental { since_ms: SLOT_MS - 86_400_000, refresh_days: Some(7), refreshed_until_ms: None });
         let record = started_record("run".to_owned(), "me".to_owned(), SLOT_MS, 1, SLOT_MS + 5, &options);
         assert_eq!((record.kind, record.changed_since_ms), (RunKind::Incremental, Some(SLOT_MS - 86_400_000)));
-        let range = shard.key_range();
         assert!(record.covers(&range.start, range.stop.as_deref()));
         assert!(!record.covers(b"", None), "a shard's record covers only its shard");
         let full = started_record(

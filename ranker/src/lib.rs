@@ -8,6 +8,9 @@
 //!   fetches comments with multi-gets, scores on rayon and writes the slots.
 //! - [`run()`] ranks every product (or one, or one [`Shard`]) concurrently,
 //!   retrying and reporting failures; the CLI and the cron daemon both call it.
+//! - [`shard`] cuts the key space into shards along `product-comment`'s
+//!   regions (a pure function), and [`shard_plan`] samples the table and makes
+//!   the shards of one run agree on one plan through HBase.
 //! - [`explain()`] shows how one product's ranking came about; [`read_pass()`]
 //!   reads what a run reads without scoring or writing (the benchmark baseline).
 //! - [`pace`] paces a run by the latency of its own HBase calls, so the
@@ -27,6 +30,7 @@ mod run;
 pub mod score;
 pub mod select;
 pub mod shard;
+pub mod shard_plan;
 mod writer;
 
 use std::sync::atomic::{AtomicU64, Ordering};
@@ -43,14 +47,20 @@ pub use run::{read_pass, run};
 pub use shard::{InvalidShard, KeyRange, Shard};
 
 /// Which products a run ranks.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub enum Scope {
     /// Every product with comments or rank slots.
     All,
     /// One product (a manual rerun).
     Product(common::Id),
-    /// The products whose ids fall in one shard of the key space.
-    Shard(Shard),
+    /// The products whose ids fall in one shard's key range, taken from the
+    /// run's plan ([`shard_plan::agree_on_plan`]).
+    Shard {
+        /// Which shard.
+        shard: Shard,
+        /// Its range in the run's plan.
+        range: KeyRange,
+    },
 }
 
 impl Scope {
@@ -58,7 +68,7 @@ impl Scope {
     pub fn key_range(&self) -> Option<KeyRange> {
         match self {
             Scope::All => Some(KeyRange::everything()),
-            Scope::Shard(shard) => Some(shard.key_range()),
+            Scope::Shard { range, .. } => Some(range.clone()),
             Scope::Product(_) => None,
         }
     }
@@ -284,6 +294,9 @@ pub enum RankerError {
     /// HBase failed an operation the whole run depends on.
     #[error(transparent)]
     Storage(#[from] common::Error),
+    /// The run's shard plan could not be made, stored or read back.
+    #[error("shard plan: {0}")]
+    ShardPlan(String),
     /// Scoring on the rayon pool panicked; a bug, reported instead of aborting.
     #[error("scoring failed: {0}")]
     Scoring(String),

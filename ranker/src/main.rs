@@ -16,6 +16,7 @@ use common::Id;
 use ranker::console::{self, ProgressDisplay};
 use ranker::history::ChangedSince;
 use ranker::keeper::{keep_lease, KeeperEnd, StoreRenewer};
+use ranker::shard_plan::{self, PlanOrigin};
 use ranker::{Incremental, KeyRange, PaceMode, RankerConfig, RunOptions, RunProgress, RunReport, Scope, Shard};
 use tokio_util::sync::CancellationToken;
 
@@ -59,6 +60,31 @@ enum Command {
     /// Reads the run history in the `ranker-run` table: each attempt's as-of
     /// time, start and end, outcome and counts.
     Runs(RunsArgs),
+    /// Show how `run --shard i/COUNT` cuts the products into COUNT shards.
+    ///
+    /// Prints each shard's key range and its estimated share of products and
+    /// of comments. With --plan-id, the plan stored for that run if there is
+    /// one; otherwise a plan computed now from product-comment's regions and a
+    /// keys-only count of its rows (stored nowhere).
+    Shards(ShardsArgs),
+}
+
+#[derive(Debug, Args)]
+struct ShardsArgs {
+    /// How many shards.
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(ranker::shard::MAX_SHARDS)))]
+    count: u32,
+
+    /// Show the plan stored for this run id (see `run --plan-id`), if any.
+    #[arg(long, value_name = "ID", env = "RANKER_SHARD_PLAN")]
+    plan_id: Option<String>,
+
+    /// Print the plan as JSON.
+    #[arg(long)]
+    json: bool,
+
+    #[command(flatten)]
+    hbase: HbaseArgs,
 }
 
 #[derive(Debug, Args)]
@@ -77,18 +103,29 @@ struct ScopeArgs {
     #[arg(long, value_name = "ID", conflicts_with = "shard")]
     product: Option<Id>,
 
-    /// Rank only shard INDEX of COUNT (0 <= INDEX < COUNT), e.g. 3/8; the
-    /// shards of one COUNT together cover every product exactly once.
+    /// Rank only shard INDEX of COUNT (0 <= INDEX < COUNT, COUNT <= 1024),
+    /// e.g. 3/8. The shards are contiguous key ranges cut along the regions of
+    /// product-comment (inside a region at sampled products where that
+    /// balances better); the first shard of a run stores the plan in HBase and
+    /// every other shard of the run uses it, so the COUNT shards of one run
+    /// cover every product exactly once, including products added meanwhile.
     #[arg(long, value_name = "INDEX/COUNT")]
     shard: Option<Shard>,
+
+    /// The run whose shard plan to use or store [default: asof-<ms> with an
+    /// explicit --as-of, else day-<UTC date>]. Give every shard of one run the
+    /// same value.
+    #[arg(long, value_name = "ID", env = "RANKER_SHARD_PLAN", requires = "shard")]
+    plan_id: Option<String>,
 }
 
 impl ScopeArgs {
-    fn scope(&self) -> Scope {
-        match (self.product, self.shard) {
-            (Some(product), _) => Scope::Product(product),
-            (None, Some(shard)) => Scope::Shard(shard),
-            (None, None) => Scope::All,
+    /// The scope before a shard's plan is known: a `--shard` run gets its
+    /// range once HBase has been asked for the plan (`plan_shard`).
+    fn unplanned_scope(&self) -> Scope {
+        match self.product {
+            Some(product) => Scope::Product(product),
+            None => Scope::All,
         }
     }
 }
@@ -252,7 +289,7 @@ fn load_config(path: Option<&PathBuf>) -> Result<RankerConfig> {
 /// the configuration file's `pacing.mode` says otherwise (`None`: the config's).
 fn options(pass: &PassArgs, as_of_ms: i64, default_pace: Option<PaceMode>) -> Result<RunOptions> {
     let config = load_config(pass.config.as_ref())?;
-    let mut options = RunOptions::with_config(pass.scope.scope(), as_of_ms, &config);
+    let mut options = RunOptions::with_config(pass.scope.unplanned_scope(), as_of_ms, &config);
     if let Some(mode) = pass.pace.or(default_pace) {
         options.pacing.mode = mode;
     }
@@ -273,12 +310,15 @@ fn options(pass: &PassArgs, as_of_ms: i64, default_pace: Option<PaceMode>) -> Re
 
 /// Runs a pass with a progress display, prints its summary, and picks the
 /// exit status. With `lease`, the pass runs only while it holds that lease.
+/// `explicit_as_of_ms` is the `--as-of` given, which names a shard run's plan
+/// unless `--plan-id` does.
 async fn run_pass(
     pass: &PassArgs,
     mut options: RunOptions,
     read_only: bool,
     lease: Option<&LeaseArgs>,
     plan: RunPlan,
+    explicit_as_of_ms: Option<i64>,
 ) -> Result<ExitCode> {
     let store = pass.hbase.store().context("configuring HBase access")?;
     let progress = Arc::new(RunProgress::default());
@@ -314,7 +354,18 @@ async fn run_pass(
     // run could miss is newer than its start, so the next run's watermark
     // (this start, once it completes) catches it.
     let started_ms = now_ms();
-    let planned = plan_changes(&store, &mut options, &plan).await;
+    let planned = async {
+        // A shard's range comes from the run's plan, agreed through HBase,
+        // before anything reads the range (the watermark, the record). Only a
+        // run that writes stores a plan: a dry run or a read pass uses the
+        // run's stored plan if there is one, else a fresh one.
+        if let Some(shard) = pass.scope.shard {
+            let may_store = !read_only && !options.dry_run;
+            options.scope = plan_shard(&store, &pass.scope, shard, explicit_as_of_ms, may_store).await?;
+        }
+        plan_changes(&store, &mut options, &plan).await
+    }
+    .await;
     let mut record = plan.record.then(|| {
         ranker::history::started_record(
             manual_run_id(started_ms),
@@ -413,6 +464,48 @@ async fn save_record(store: &Store, record: &RunRecord) {
     if let Err(error) = store.record_run(record).await {
         tracing::error!(run_id = %record.run_id, status = %record.status, %error, "could not record the run");
     }
+}
+
+/// The scope of `shard`: its range in the run's plan, agreed through HBase.
+async fn plan_shard(
+    store: &Store,
+    scope: &ScopeArgs,
+    shard: Shard,
+    explicit_as_of_ms: Option<i64>,
+    may_store: bool,
+) -> Result<Scope, ranker::RankerError> {
+    let plan_id = scope.plan_id.clone().unwrap_or_else(|| shard_plan::default_plan_id(explicit_as_of_ms, now_ms()));
+    let (plan, origin) = shard_plan::agree_on_plan(store, &plan_id, shard.count, may_store).await?;
+    let range = plan.range(shard)?;
+    let estimate = plan.shards[shard.index as usize].estimate;
+    tracing::info!(
+        %shard,
+        plan_id,
+        ?origin,
+        plan_created_by = %plan.created_by,
+        start = %common::store::escape(&range.start),
+        stop = %range.stop.as_deref().map_or_else(|| "(end of table)".to_owned(), common::store::escape),
+        estimated_products = estimate.products,
+        estimated_comments = estimate.comments,
+        "ranking the shard's key range"
+    );
+    Ok(Scope::Shard { shard, range })
+}
+
+async fn shards(args: &ShardsArgs) -> Result<ExitCode> {
+    let store = args.hbase.store().context("configuring HBase access")?;
+    let (plan, origin) = match &args.plan_id {
+        Some(plan_id) => shard_plan::agree_on_plan(&store, plan_id, args.count, false).await,
+        None => shard_plan::compute_plan(&store, "preview", args.count).await.map(|plan| (plan, PlanOrigin::Unstored)),
+    }
+    .context("planning the shards")?;
+    let view = console::plan_view(&plan, origin);
+    if args.json {
+        println!("{}", serde_json::to_string_pretty(&view).context("encoding the plan")?);
+    } else {
+        print!("{}", console::format_plan_table(&view));
+    }
+    Ok(ExitCode::SUCCESS)
 }
 
 /// Takes the lease for a manual run, or says who holds it and returns `None`.
@@ -547,14 +640,15 @@ async fn run_command(cli: &Cli) -> Result<ExitCode> {
                     .map_or_else(|| config.incremental.skew_margin(), Duration::from_secs),
                 record: needs_lease,
             };
-            run_pass(&args.pass, options, false, lease, plan).await
+            run_pass(&args.pass, options, false, lease, plan, args.as_of).await
         }
+        Command::Shards(args) => shards(args).await,
         Command::Explain(args) => explain(args).await,
         Command::Runs(args) => runs(args).await,
         Command::BenchRead(args) => {
             // The raw baseline: unpaced unless --pace says otherwise.
             let options = options(&args.pass, now_ms(), Some(PaceMode::Off))?;
-            run_pass(&args.pass, options, true, None, RunPlan::default()).await
+            run_pass(&args.pass, options, true, None, RunPlan::default(), None).await
         }
     }
 }

@@ -107,8 +107,10 @@ async fn drive(
         "run started"
     );
 
-    let mut products = match (options.scope, options.incremental) {
-        (Scope::Product(product), _) => Products::One(Some(product)),
+    let mut products = match (&options.scope, options.incremental) {
+        (Scope::Product(product), _) => Products::One(Some(*product)),
+        // A shard left without keys (fewer places to cut than shards) has nothing to rank.
+        (Scope::Shard { range, .. }, _) if range.is_empty() => Products::One(None),
         (scope, Some(incremental)) => {
             let range = scope.key_range().unwrap_or_else(KeyRange::everything);
             match find_products(store, &range, incremental, options.as_of_ms, &stop).await? {
@@ -133,8 +135,8 @@ async fn drive(
         (Scope::All, None) => {
             Products::Listed(Discovery::start(store, &KeyRange::everything(), listing_retry(options), &stop))
         }
-        (Scope::Shard(shard), None) => {
-            Products::Listed(Discovery::start(store, &shard.key_range(), listing_retry(options), &stop))
+        (Scope::Shard { range, .. }, None) => {
+            Products::Listed(Discovery::start(store, range, listing_retry(options), &stop))
         }
     };
     let mut in_flight: JoinSet<Result<ProductOutcome, String>> = JoinSet::new();

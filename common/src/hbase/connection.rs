@@ -196,6 +196,28 @@ impl Connection {
         &mut self,
         table: &str,
         spec: &ScanSpec,
+        on_page: impl FnMut(Vec<Row>) -> std::ops::ControlFlow<()>,
+    ) -> Result<()> {
+        self.scan_pages_filtered(table, spec, None, on_page)
+    }
+
+    /// Scans `spec` like [`Connection::scan`] but returns only the row keys
+    /// (each row's first cell, its value emptied by the region server): what
+    /// counting rows costs without moving their values over the wire.
+    pub fn scan_keys(&mut self, table: &str, spec: &ScanSpec) -> Result<Vec<Vec<u8>>> {
+        let mut keys = Vec::new();
+        self.scan_pages_filtered(table, spec, Some("FirstKeyOnlyFilter() AND KeyOnlyFilter()"), |page| {
+            keys.extend(page.into_iter().map(|row| row.key));
+            std::ops::ControlFlow::Continue(())
+        })?;
+        Ok(keys)
+    }
+
+    fn scan_pages_filtered(
+        &mut self,
+        table: &str,
+        spec: &ScanSpec,
+        filter: Option<&str>,
         mut on_page: impl FnMut(Vec<Row>) -> std::ops::ControlFlow<()>,
     ) -> Result<()> {
         if spec.limit == 0 {
@@ -211,7 +233,7 @@ impl Connection {
             timestamp: None,
             columns: (!spec.columns.is_empty()).then(|| spec.columns.clone()),
             caching: Some(caching),
-            filter_string: None,
+            filter_string: filter.map(|filter| filter.as_bytes().to_vec()),
             batch_size: None,
             sort_columns: Some(false),
             reversed: Some(false),

@@ -16,6 +16,7 @@ pub mod lease;
 pub mod products;
 mod rank;
 mod read;
+pub mod regions;
 pub mod runs;
 mod write;
 

@@ -11,4 +11,5 @@ mod java_rows;
 mod ranker;
 mod reliability;
 mod rows;
+mod shards;
 mod thrift2;

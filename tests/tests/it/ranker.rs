@@ -367,11 +367,13 @@ async fn shards_cover_every_product_exactly_once() {
     }
 
     let count = 5;
+    let (plan, _) = ranker::shard_plan::agree_on_plan(&store, "rank-shards", count, true).await.expect("plan");
     let mut ranked = 0;
     for index in 0..count {
         let shard = Shard::new(index, count).expect("shard");
-        let report = run(&store, &options(Scope::Shard(shard))).await;
-        let in_range = products.iter().filter(|product| shard.key_range().contains(product.as_bytes())).count();
+        let range = plan.range(shard).expect("range");
+        let report = run(&store, &options(Scope::Shard { shard, range: range.clone() })).await;
+        let in_range = products.iter().filter(|product| range.contains(product.as_bytes())).count();
         assert_eq!(report.products_ranked, in_range as u64, "shard {shard}");
         ranked += report.products_ranked;
     }
