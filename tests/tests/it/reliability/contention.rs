@@ -37,14 +37,14 @@ fn rates_between(report: &ranker::RunReport, from: u64, to: u64) -> Vec<f64> {
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_paced_run_slows_down_when_the_gateway_does_and_speeds_up_after() {
-    let catalogue = Catalogue { products: 40, comments_per_product: 400, users: 300 };
+    let catalogue = Catalogue { products: 60, comments_per_product: 400, users: 300 };
     let tables = fresh_store("paced_run_slows_down").await;
     post_all(&tables, catalogue.new_comments(0)).await;
     let proxy = FaultyProxy::start(&thrift_addr()).await;
     let (store, _) = store_through(&proxy, &tables, integration_tests::hbase_config(&proxy.address()));
 
     let mut options = RunOptions::new(Scope::All, AS_OF_MS);
-    // Short windows and a ceiling, so the run lasts long enough (16,000
+    // Short windows and a ceiling, so the run lasts long enough (24,000
     // comments at 3,000/s at most, slower while the gateway is slow) for three phases.
     options.pacing = PacingSettings {
         mode: PaceMode::Adaptive,
@@ -72,12 +72,15 @@ async fn a_paced_run_slows_down_when_the_gateway_does_and_speeds_up_after() {
     assert_eq!(report.products_ranked, catalogue.products);
     let samples: Vec<(u64, u64)> =
         report.pacing.rate_samples.iter().map(|sample| (sample.at_ms, sample.rate as u64)).collect();
-    assert!(report.duration_ms > 7_000, "the run outlasted the slow phase: {} ms, {samples:?}", report.duration_ms);
+    assert!(report.duration_ms > 9_000, "the run outlasted the slow phase: {} ms, {samples:?}", report.duration_ms);
     // Phases by the run's clock, which starts a moment after the test's:
     // generous margins, because on a loaded CI machine windows stretch.
+    // A window closes at the first call after its end, and while every answer
+    // is 100 ms late, with one call in flight, calls are few: under the whole
+    // suite's load the cut came up to two seconds after the slow phase ended.
     let calm_peak = rates_between(&report, 0, 4_000).into_iter().fold(0.0, f64::max);
-    let slow_low = rates_between(&report, 4_000, 6_300).into_iter().fold(f64::INFINITY, f64::min);
-    let recovered = rates_between(&report, 6_300, u64::MAX).into_iter().fold(0.0, f64::max);
+    let slow_low = rates_between(&report, 4_000, 8_500).into_iter().fold(f64::INFINITY, f64::min);
+    let recovered = rates_between(&report, 8_500, u64::MAX).into_iter().fold(0.0, f64::max);
     // At least one doubling: the first window is a probe, and on a loaded
     // machine windows stretch until they have a dozen calls to judge.
     assert!(calm_peak >= 1_000.0, "the rate grew (from 500) while the gateway was fast: {samples:?}");
