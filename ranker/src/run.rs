@@ -113,7 +113,14 @@ async fn drive(
         (Scope::Shard { range, .. }, _) if range.is_empty() => Products::One(None),
         (scope, Some(incremental)) => {
             let range = scope.key_range().unwrap_or_else(KeyRange::everything);
-            match find_products(store, &range, incremental, options.as_of_ms, &stop).await? {
+            // A paced run keeps the pacer's calls in flight for the search too
+            // (its first window has not learnt anything yet); an unpaced one
+            // uses the run's concurrency.
+            let checks_in_flight = match options.pacing.mode {
+                PaceMode::Adaptive => options.pacing.max_in_flight,
+                PaceMode::Off => options.concurrency,
+            };
+            match find_products(store, &range, incremental, options.as_of_ms, checks_in_flight, &stop).await? {
                 Some((chosen, changes)) => {
                     tracing::info!(
                         since_ms = changes.since_ms,

@@ -144,15 +144,15 @@ impl Store {
         Ok(listing)
     }
 
-    /// Which of `comments` no longer exist in `comment`.
+    /// Which of `comments` no longer exist in `comment`: an existence check
+    /// (Thrift2 `existsAll`), so no comment's value is read for it.
     pub async fn missing_comments(&self, comments: &[CommentKey]) -> Result<HashSet<CommentKey>> {
+        if comments.is_empty() {
+            return Ok(HashSet::new());
+        }
         let table = self.tables().comment.clone();
         let row_keys: Vec<Vec<u8>> = comments.iter().map(|comment| comment.as_bytes().to_vec()).collect();
-        let found = self
-            .hbase()
-            .run(Retry::Idempotent, move |connection| connection.get_rows(&table, &row_keys, &[COLUMN_VALUE.to_vec()]))
-            .await?;
-        let present: HashSet<Vec<u8>> = found.into_iter().map(|row| row.key).collect();
-        Ok(comments.iter().filter(|comment| !present.contains(comment.as_bytes().as_slice())).copied().collect())
+        let exist = self.hbase().rows_exist(&table, row_keys).await?;
+        Ok(comments.iter().zip(exist).filter(|(_, exists)| !exists).map(|(comment, _)| *comment).collect())
     }
 }

@@ -37,8 +37,8 @@ mod generated;
 use std::ops::{ControlFlow, Range};
 
 use generated::{
-    TBloomFilterType, TColumn, TColumnFamilyDescriptor, TCompressionAlgorithm, THBaseServiceSyncClient, TResult, TScan,
-    TTHBaseServiceSyncClient, TTableDescriptor, TTableName, TTimeRange,
+    TBloomFilterType, TColumn, TColumnFamilyDescriptor, TCompressionAlgorithm, TGet, THBaseServiceSyncClient, TResult,
+    TScan, TTHBaseServiceSyncClient, TTableDescriptor, TTableName, TTimeRange,
 };
 
 use super::gateway::{io_error, GatewayClient, GatewayConnection, Input, Output};
@@ -259,6 +259,39 @@ impl Thrift2Connection {
         }
     }
 
+    /// Which of `keys` are rows of `table`, in order (`existsAll`): no value
+    /// crosses the network, and the region servers keep nothing in their
+    /// block cache for it.
+    pub fn rows_exist(&mut self, table: &str, keys: &[Vec<u8>]) -> Result<Vec<bool>> {
+        let gets = keys
+            .iter()
+            .map(|key| TGet {
+                row: key.clone(),
+                columns: None,
+                timestamp: None,
+                time_range: None,
+                max_versions: None,
+                filter_string: None,
+                attributes: None,
+                authorizations: None,
+                consistency: None,
+                target_replica_id: None,
+                cache_blocks: Some(false),
+                store_limit: None,
+                store_offset: None,
+                existence_only: None,
+                filter_bytes: None,
+            })
+            .collect();
+        let exist = self.call("thrift2_exists_all", |client| client.exists_all(table.as_bytes().to_vec(), gets))?;
+        // Callers pair the answers with their keys; a short or long answer
+        // would silently pair them wrongly, so it is refused here.
+        if exist.len() != keys.len() {
+            return Err(Error::Hbase(format!("existsAll answered {} of {} rows", exist.len(), keys.len())));
+        }
+        Ok(exist)
+    }
+
     /// Whether `table` exists.
     pub fn table_exists(&mut self, table: &str) -> Result<bool> {
         let name = TTableName { ns: None, qualifier: table.as_bytes().to_vec() };
@@ -351,6 +384,13 @@ impl RangeScanner {
 }
 
 impl Hbase {
+    /// Which of `keys` are rows of `table`, in order, through the Thrift2
+    /// gateway ([`Thrift2Connection::rows_exist`]).
+    pub(crate) async fn rows_exist(&self, table: &str, keys: Vec<Vec<u8>>) -> Result<Vec<bool>> {
+        let table = table.to_owned();
+        self.run_thrift2(Retry::Idempotent, move |connection| connection.rows_exist(&table, &keys)).await
+    }
+
     /// A scan of `scan` in `table` through the Thrift2 gateway, read a page
     /// at a time with [`RangeScanner::next_page`] (or all of it with
     /// [`RangeScanner::for_each_page`]). Rows come in key order with their
