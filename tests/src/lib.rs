@@ -126,6 +126,18 @@ pub fn cargo_binary(bin: &str) -> PathBuf {
     path
 }
 
+/// Runs the `ranker` binary with `args` against `store`'s tables (through the
+/// test HBase's Thrift1 gateway, logging at info) to its end.
+pub fn run_ranker(store: &Store, args: &[&str]) -> std::process::Output {
+    std::process::Command::new(cargo_binary("ranker"))
+        .args(args)
+        .args(["--thrift-addr", &thrift_addr(), "--table-prefix", &store.tables().prefix])
+        .env("RUST_LOG", "info")
+        .stdin(std::process::Stdio::null())
+        .output()
+        .expect("run the ranker")
+}
+
 /// Waits until puts can no longer be hidden by deletes just made.
 ///
 /// HBase stamps a delete with the server's current millisecond, and the

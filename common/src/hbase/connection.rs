@@ -12,6 +12,7 @@ use hbase_thrift::hbase::{
 };
 
 use super::gateway::{io_error, GatewayClient, GatewayConnection, Input, Output};
+use super::COLUMN_VALUE;
 use crate::error::{Error, Result};
 
 /// The generated Thrift1 client over a pooled socket.
@@ -91,6 +92,24 @@ pub struct ScanSpec {
     /// pass over every product does not, so it cannot evict the readers' blocks
     /// (HBase's advice for MapReduce-style scans: `Scan.setCacheBlocks(false)`).
     pub cache_blocks: bool,
+}
+
+impl ScanSpec {
+    /// One page of a batch pass (a listing, a walk, a count) over `[start,
+    /// stop)`: at most `rows` rows (at least one) in one round trip, the value
+    /// column, and blocks kept out of the cache, so a pass over every product
+    /// cannot evict the readers' blocks.
+    pub fn batch_page(start: Vec<u8>, stop: Option<Vec<u8>>, rows: usize) -> ScanSpec {
+        let rows = rows.max(1);
+        ScanSpec {
+            start,
+            stop,
+            limit: rows,
+            page_size: rows,
+            columns: vec![COLUMN_VALUE.to_vec()],
+            cache_blocks: false,
+        }
+    }
 }
 
 /// One region of a table, as the master assigned it: the rows of `[start_key, end_key)`.

@@ -115,15 +115,7 @@ impl Store {
     pub async fn list_rank_slots(&self, start: Vec<u8>, stop: Option<Vec<u8>>, rows: usize) -> Result<SlotListing> {
         let table = self.tables().product_comment_rank.clone();
         let rows = rows.max(1);
-        let spec = ScanSpec {
-            start,
-            stop,
-            limit: rows,
-            page_size: rows,
-            columns: vec![COLUMN_VALUE.to_vec()],
-            // A batch pass over every product: it must not evict the readers' blocks.
-            cache_blocks: false,
-        };
+        let spec = ScanSpec::batch_page(start, stop, rows);
         let page = {
             let table = table.clone();
             self.hbase().run(Retry::Idempotent, move |connection| connection.scan(&table, &spec)).await?

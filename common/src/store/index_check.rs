@@ -102,15 +102,7 @@ impl Store {
         let mut report = IndexCheckReport::default();
         let mut start = Vec::new();
         loop {
-            let spec = ScanSpec {
-                start: start.clone(),
-                stop: None,
-                limit: page_rows,
-                page_size: page_rows,
-                columns: vec![COLUMN_VALUE.to_vec()],
-                // A pass over the whole table must not evict what readers cache.
-                cache_blocks: false,
-            };
+            let spec = ScanSpec::batch_page(start.clone(), None, page_rows);
             let rows = {
                 let table = table.clone();
                 self.hbase().run(Retry::Idempotent, move |connection| connection.scan(&table, &spec)).await?

@@ -71,15 +71,7 @@ impl Store {
             ProductIndex::RankSlots => self.tables().product_comment_rank.clone(),
         };
         let rows = rows.max(1);
-        let spec = ScanSpec {
-            start,
-            stop: stop.clone(),
-            limit: rows,
-            page_size: rows,
-            columns: vec![COLUMN_VALUE.to_vec()],
-            // Listing is a batch pass over every product: it must not evict the readers' blocks.
-            cache_blocks: false,
-        };
+        let spec = ScanSpec::batch_page(start, stop.clone(), rows);
         let page = {
             let table = table.clone();
             self.hbase().run(Retry::Idempotent, move |connection| connection.scan(&table, &spec)).await?

@@ -67,14 +67,7 @@ impl Store {
     ) -> Result<PrefixRowsPage> {
         let table = self.tables().product_comment.clone();
         let rows = rows.max(1);
-        let spec = ScanSpec {
-            start,
-            stop: stop.clone(),
-            limit: rows,
-            page_size: rows,
-            columns: vec![COLUMN_VALUE.to_vec()],
-            cache_blocks: false,
-        };
+        let spec = ScanSpec::batch_page(start, stop.clone(), rows);
         let page = self.hbase().run(Retry::Idempotent, move |connection| connection.scan_keys(&table, &spec)).await?;
         let mut counted = PrefixRowsPage::default();
         for key in &page {

@@ -5,15 +5,13 @@
 //! after the data's layout changed; and the CLI's `run --shard` and `shards`
 //! use and show that plan.
 
-use std::process::{Command, Stdio};
-
 use common::hbase::Hbase;
 use common::schema::{self, Regions};
 use common::store::Store;
 use common::tables::Tables;
 use common::Id;
 use integration_tests::fixtures::{new_comment, post_all, AS_OF_MS};
-use integration_tests::{cargo_binary, fresh_store, hbase_config, test_id, thrift_addr, unique_prefix};
+use integration_tests::{fresh_store, hbase_config, run_ranker, test_id, thrift_addr, unique_prefix};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use ranker::shard_plan::{self, PlanOrigin, ShardPlan};
@@ -173,16 +171,6 @@ async fn the_shards_of_a_run_use_the_plan_the_first_stored_even_after_the_layout
     assert_eq!(store.shard_plan("dry", 8).await.expect("read"), None);
 }
 
-fn ranker_command(store: &Store, args: &[&str]) -> std::process::Output {
-    Command::new(cargo_binary("ranker"))
-        .args(args)
-        .args(["--thrift-addr", &thrift_addr(), "--table-prefix", &store.tables().prefix])
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run the ranker")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn shard_processes_of_one_as_of_share_the_first_ones_plan_and_shards_shows_it() {
     let store = fresh_store("shards_cli").await;
@@ -195,7 +183,7 @@ async fn shard_processes_of_one_as_of_share_the_first_ones_plan_and_shards_shows
         // Each shard has a lease of its own, as the indexed Job's pods do.
         let lease = format!("nightly-shard-{index}-of-3");
         let output =
-            ranker_command(&store, &["run", "--shard", &shard, "--as-of", &as_of, "--lease-name", &lease, "--json"]);
+            run_ranker(&store, &["run", "--shard", &shard, "--as-of", &as_of, "--lease-name", &lease, "--json"]);
         assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
         let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("report");
         ranked += report["products_ranked"].as_u64().expect("count");
@@ -207,7 +195,7 @@ async fn shard_processes_of_one_as_of_share_the_first_ones_plan_and_shards_shows
     let plan_id = format!("asof-{AS_OF_MS}");
     let stored = store.shard_plan(&plan_id, 3).await.expect("read").expect("the first shard stored the plan");
 
-    let output = ranker_command(&store, &["shards", "--count", "3", "--plan-id", &plan_id, "--json"]);
+    let output = run_ranker(&store, &["shards", "--count", "3", "--plan-id", &plan_id, "--json"]);
     assert_eq!(output.status.code(), Some(0), "{}", String::from_utf8_lossy(&output.stderr));
     let shown: serde_json::Value = serde_json::from_slice(&output.stdout).expect("json");
     let stored: serde_json::Value = serde_json::from_slice(&stored).expect("stored plan");
@@ -227,7 +215,7 @@ async fn shard_processes_of_one_as_of_share_the_first_ones_plan_and_shards_shows
     let products_shown: u64 = (0..3).map(|index| shown["shards"][index]["products"].as_u64().expect("n")).sum();
     assert_eq!(products_shown, 24);
 
-    let table = ranker_command(&store, &["shards", "--count", "4"]);
+    let table = run_ranker(&store, &["shards", "--count", "4"]);
     assert_eq!(table.status.code(), Some(0), "{}", String::from_utf8_lossy(&table.stderr));
     let text = String::from_utf8_lossy(&table.stdout);
     assert!(text.contains("computed now, not stored") && text.contains("(end of table)"), "{text}");

@@ -14,7 +14,7 @@ use common::store::lease::{Clock, SystemClock};
 use common::store::runs::{RunRecord, RunStatus};
 use common::store::Store;
 use cron::{Daemon, DaemonSettings, RetryPolicy, Schedule, StartMode};
-use integration_tests::{cargo_binary, fresh_store, test_id, thrift_addr, FaultyProxy, ProxyMode};
+use integration_tests::{cargo_binary, fresh_store, run_ranker, test_id, thrift_addr, FaultyProxy, ProxyMode};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
@@ -311,16 +311,6 @@ async fn run_now_runs_at_once_then_keeps_the_schedule_and_serves_the_metrics_an_
     assert_eq!(process.wait(Duration::from_secs(30)).code(), Some(0), "{}", process.log_text());
 }
 
-fn ranker(store: &Store, args: &[&str]) -> std::process::Output {
-    Command::new(cargo_binary("ranker"))
-        .args(args)
-        .args(["--thrift-addr", &thrift_addr(), "--table-prefix", &store.tables().prefix])
-        .env("RUST_LOG", "info")
-        .stdin(Stdio::null())
-        .output()
-        .expect("run the ranker")
-}
-
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn while_another_run_holds_the_lease_full_runs_exit_75_naming_it_and_reruns_of_one_product_go_ahead() {
     let store = fresh_store("cron_lease_exit_codes").await;
@@ -349,20 +339,20 @@ async fn while_another_run_holds_the_lease_full_runs_exit_75_naming_it_and_rerun
     );
     assert!(!once.log_text().contains('\u{1b}'), "a log file carries no ANSI escape codes:\n{}", once.log_text());
 
-    let full = ranker(&store, &["run"]);
+    let full = run_ranker(&store, &["run"]);
     let stderr = String::from_utf8_lossy(&full.stderr);
     assert_eq!(full.status.code(), Some(75), "{stderr}");
     assert!(stderr.contains(holder), "the refusal names the holder: {stderr}");
-    let shard = ranker(&store, &["run", "--shard", "0/2"]);
+    let shard = run_ranker(&store, &["run", "--shard", "0/2"]);
     assert_eq!(shard.status.code(), Some(75), "{}", String::from_utf8_lossy(&shard.stderr));
     assert_eq!(stored_products(&store).await, 0, "a refused run wrote nothing");
 
     let product = test_id("p", 7);
-    let one = ranker(&store, &["run", "--product", &product.to_string()]);
+    let one = run_ranker(&store, &["run", "--product", &product.to_string()]);
     assert_eq!(one.status.code(), Some(0), "{}", String::from_utf8_lossy(&one.stderr));
     assert_eq!(stored_products(&store).await, 1, "a rerun of one product needs no lease");
 
-    let forced = ranker(&store, &["run", "--ignore-lease"]);
+    let forced = run_ranker(&store, &["run", "--ignore-lease"]);
     let stderr = String::from_utf8_lossy(&forced.stderr);
     assert_eq!(forced.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("WARN") && stderr.contains("--ignore-lease"), "the override is logged at warn: {stderr}");
@@ -372,7 +362,7 @@ async fn while_another_run_holds_the_lease_full_runs_exit_75_naming_it_and_rerun
 
     // Once the holder releases, a full run takes the lease, ranks, and frees it again.
     store.release_lease(held, false, &SystemClock).await.expect("release");
-    let full = ranker(&store, &["run"]);
+    let full = run_ranker(&store, &["run"]);
     let stderr = String::from_utf8_lossy(&full.stderr);
     assert_eq!(full.status.code(), Some(0), "{stderr}");
     assert!(stderr.contains("took the lease"), "{stderr}");
