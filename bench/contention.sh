@@ -9,7 +9,7 @@
 # and keeps the load on for TAIL seconds after the ranker ends. Then the same
 # with `ranker run --pace off`. Then, with no readers, an unpaced `ranker run
 # --pace off` and a `ranker bench-read`, for the wall-time and throughput
-# ratios of the targets. About 8 to 10 minutes.
+# ratios of the targets. About 10 minutes.
 #
 # Prints, per phase: the p50/p99 of every window, shed and 5xx counts,
 # query-api's RSS, the ranker's wall time, mean rate and slow-downs; then the
@@ -33,7 +33,8 @@
 # and its gateway run on hosts of their own; what stays shared is the region
 # server). Both unset by default: the issue's setup, one gateway, one priority.
 # CONTENTION_RANKER_FLAGS adds flags to every ranker run (for experiments;
-# the figures of BENCHMARKS.md say when they used any).
+# the figures of BENCHMARKS.md say when they used any). CONTENTION_WARM_RANKER=0
+# skips the unpaced warm-up run (see below).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib.sh
@@ -121,6 +122,18 @@ phase() {
 # about 700 MB on disk, fits the 1.2-GB block cache of hbasectl's 3-GB heap).
 echo "contention: warming HBase's block cache (ranker bench-read)"
 "$BIN/ranker" bench-read "${hbase_flags[@]}" --json >"$OUT/warm-up.json" 2>"$OUT/warm-up.log"
+# And the JVMs' compiled code, as a long-running HBase has it: on JVMs just
+# started, the ranker's first calls down paths the readers never take (its
+# slot writes, the lease's checkAndPut) made the region server compile over
+# 600 methods in two seconds and the gateway recompile its mutateRows path
+# later on, each burst taking the two cores from the readers for a stall of
+# a few hundred ms (BENCHMARKS.md, contention round 9). One unpaced run before
+# the phases takes that cost where no reader measures it.
+# CONTENTION_WARM_RANKER=0 skips it, to measure a first run on fresh JVMs.
+if [[ "${CONTENTION_WARM_RANKER:-1}" != 0 ]]; then
+  echo "contention: warming the JVMs' code paths (ranker run --pace off)"
+  "$BIN/ranker" run "${hbase_flags[@]}" --pace off --as-of "$AS_OF" --json >"$OUT/warm-up-run.json" 2>"$OUT/warm-up-run.log"
+fi
 
 # Results of an earlier invocation must not pass for this one's.
 for stale in paced unpaced idle; do
