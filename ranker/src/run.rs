@@ -113,9 +113,9 @@ async fn drive(
         (Scope::Shard { range, .. }, _) if range.is_empty() => Products::One(None),
         (scope, Some(incremental)) => {
             let range = scope.key_range().unwrap_or_else(KeyRange::everything);
-            // A paced run keeps the pacer's calls in flight for the search too
-            // (its first window has not learnt anything yet); an unpaced one
-            // uses the run's concurrency.
+            // The search's calls do not go through the pacer, so a paced run
+            // caps them as the pacer caps its own (`pacing.max_in_flight`);
+            // an unpaced one uses the run's concurrency.
             let checks_in_flight = match options.pacing.mode {
                 PaceMode::Adaptive => options.pacing.max_in_flight,
                 PaceMode::Off => options.concurrency,

@@ -26,7 +26,7 @@ use integration_tests::{cargo_binary, fresh_store, test_id, thrift_addr};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use ranker::changes::in_refresh_slice;
-use ranker::{Incremental, RunOptions, RunReport, Scope};
+use ranker::{Incremental, PaceMode, RunOptions, RunReport, Scope};
 use tokio_util::sync::CancellationToken;
 
 use crate::rows::{drop_tables, put_value, rank_table, slots_by_product};
@@ -303,6 +303,47 @@ async fn every_kind_of_change_by_every_writer_marks_its_product_and_only_it() {
         let key = product(*number).as_bytes().to_vec();
         assert_eq!(incremental.get(&key), full.get(&key), "product {number}");
     }
+    drop_tables(&[&store]).await;
+}
+
+#[tokio::test]
+async fn an_unpaced_slot_walk_checks_several_steps_at_once_and_finds_every_deleted_comment() {
+    // More slots than one step of the walk reads (1,000): unpaced, the run
+    // checks up to its concurrency of steps at once, and they must come back
+    // in key order for each product to be settled whole.
+    let store = fresh_store("incr_steps").await;
+    const PRODUCTS: u64 = 250;
+    seed(&store, PRODUCTS).await;
+    run(&store, &options(Scope::All, None)).await;
+    mark_slots(&store, PRODUCTS).await;
+    // Product 0 keeps five of its slots, every other product ten, so product
+    // 100 spans the first step's end (slots 995-1004) and product 200 the
+    // second's: their slots must be merged across steps. Best comments go in
+    // each step and on both sides of each step's end, deleted the Java way
+    // (the row alone, no cell a time-range scan could see), so only the walk
+    // can find them.
+    let first = store.rank_slots(&product(0)).await.expect("slots");
+    let kept: Vec<(CommentKey, f64)> = first.iter().take(5).map(|slot| (slot.comment, SENTINEL)).collect();
+    store.replace_rank_slots(&product(0), &kept).await.expect("keep five slots");
+    let deleted: BTreeSet<u64> = [0, 50, 99, 100, 101, 150, 199, 200, 249].into();
+    for number in &deleted {
+        let best = best_comment(&store, *number).await;
+        raw_delete(&store, &store.tables().comment.clone(), vec![best.as_bytes().to_vec()]).await;
+    }
+    let since_ms = watermark_now().await;
+
+    let mut unpaced = options(Scope::All, Some(Incremental { since_ms, refresh_days: None, refreshed_until_ms: None }));
+    unpaced.pacing.mode = PaceMode::Off;
+    let report = run(&store, &unpaced).await;
+    let changes = report.changes.clone().expect("an incremental run reports what it found");
+    assert_eq!(changes.slots_read, PRODUCTS * 10 - 5, "{changes:?}");
+    assert_eq!(changes.slots_dangling, deleted.len() as u64, "{changes:?}");
+    assert_eq!(
+        (changes.products_written, changes.products_with_deleted_comments, changes.products_to_rank),
+        (0, deleted.len() as u64, deleted.len() as u64),
+        "{changes:?}"
+    );
+    assert_eq!(ranked_products(&store, PRODUCTS).await, deleted);
     drop_tables(&[&store]).await;
 }
 
