@@ -7,8 +7,11 @@
 # (`ranker bench-read --shard i/N`: every product and comment in it) and
 # prints each shard's share of products and of comments and the largest over
 # the mean. Writes nothing. The data must not change while it runs: each read
-# pass computes the plan afresh (a read pass stores no plan), and on unchanged
-# data every computation gives the same plan.
+# pass uses today's stored plan (`day-<UTC date>`) if a shard run stored one,
+# and otherwise computes it afresh (a read pass stores no plan), and on
+# unchanged data every computation gives the same plan; the table printed
+# first is always computed afresh, so run it where no shard run of the same
+# count stored a plan today.
 #
 # Usage: bench/shards.sh PREFIX [N]   (BIN_DIR=target/debug to use a debug build)
 set -euo pipefail

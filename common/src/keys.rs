@@ -387,7 +387,7 @@ pub fn product_boundary(key: &[u8]) -> &[u8] {
 }
 
 /// The bytes of the ids this project creates (`[0-9A-Za-z]`), in byte order.
-const ID_ALPHABET: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
+pub const ID_ALPHABET: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 
 /// Digits of a split key: 62^4 (some 14.8 million) positions place the
 /// splits of up to [`MAX_SPLIT_REGIONS`] regions within 0.01 % of even.

@@ -15,8 +15,9 @@
 //! - a delete leaves no cell to find by time, so the rank slots are walked and
 //!   a slot naming a comment that no longer exists marks its product (a deleted
 //!   comment outside the ten best cannot change the ten best);
-//! - the same walk picks the products of tonight's refresh slice
-//!   ([`in_refresh_slice`]), because the recency term drifts for every product.
+//! - the same walk picks the products of the refresh slices due since the
+//!   last completed run ([`in_refresh_nights`]; tonight's alone without one,
+//!   [`in_refresh_slice`]), because the recency term drifts for every product.
 //!
 //! The walk over the rank table lists every ranked product, so it also gives
 //! each chosen product's current slots, which the ranking needs to delete the
@@ -34,6 +35,7 @@ use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
 
+use crate::pace::Pacer;
 use crate::shard::KeyRange;
 use crate::RankerError;
 
@@ -79,7 +81,7 @@ pub struct ChangeReport {
     pub products_written: u64,
     /// Products with a slot naming a deleted comment.
     pub products_with_deleted_comments: u64,
-    /// Ranked products in tonight's refresh slice.
+    /// Ranked products in the refresh slices due (see [`in_refresh_nights`]).
     pub products_refreshed: u64,
     /// Products the run ranks: the union of the three.
     pub products_to_rank: u64,
@@ -136,14 +138,17 @@ pub fn in_refresh_nights(product: &Id, days: u32, after_ms: Option<i64>, as_of_m
 }
 
 /// Finds the products in `range` an incremental run must rank, in key order,
-/// with up to `checks_in_flight` existence checks of the slot walk at once.
-/// Returns `None` when `stop` was cancelled before the search ended.
+/// with up to `concurrency` existence checks of the slot walk at once, each
+/// taking its turn from `pacer` (so a paced run has no more calls in flight
+/// than its ranking would). Returns `None` when `stop` was cancelled before
+/// the search ended.
 pub(crate) async fn find_products(
     store: &Store,
     range: &KeyRange,
     incremental: Incremental,
     as_of_ms: i64,
-    checks_in_flight: usize,
+    pacer: &Pacer,
+    concurrency: usize,
     stop: &CancellationToken,
 ) -> Result<Option<(Vec<ChosenProduct>, ChangeReport)>, RankerError> {
     let started = Instant::now();
@@ -168,8 +173,8 @@ pub(crate) async fn find_products(
     // Listing slots is cheap (a one-column scan: about 5 ms per 1,000 slots
     // on the benchmark data) and checking their comments exist is not (about
     // 27 ms per 1,000, a get per comment on the region servers), so the pages
-    // are listed in key order and up to `checks_in_flight` of them are checked
-    // at once; `try_buffered` hands them back in key order, which the settling
+    // are listed in key order and up to `concurrency` of them are checked at
+    // once (fewer when the pacer holds fewer turns); `try_buffered` hands them back in key order, which the settling
     // of complete products below relies on. The closures own what they use
     // (clones of handles): futures borrowing from the caller are not `Send`
     // for every lifetime, which the cron daemon's spawned runs need.
@@ -187,17 +192,17 @@ pub(crate) async fn find_products(
     });
     let mut checked = pin!(pages
         .map_ok({
-            let store = store.clone();
+            let (store, pacer) = (store.clone(), pacer.clone());
             move |listing| {
-                let store = store.clone();
+                let (store, pacer) = (store.clone(), pacer.clone());
                 async move {
                     let named: Vec<_> = listing.slots.iter().filter_map(|slot| slot.comment).collect();
-                    let missing = store.missing_comments(&named).await?;
-                    Ok((listing, missing))
+                    let (missing, _) = pacer.call(store.missing_comments(&named)).await;
+                    Ok((listing, missing?))
                 }
             }
         })
-        .try_buffered(checks_in_flight.max(1)));
+        .try_buffered(concurrency.max(1)));
     while let Some((listing, missing)) = checked.try_next().await? {
         if stop.is_cancelled() {
             return Ok(None);

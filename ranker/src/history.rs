@@ -8,7 +8,7 @@ use common::store::runs::{last_completed_covering, RunKind, RunRecord, RunStatus
 use common::store::Store;
 
 use crate::shard::KeyRange;
-use crate::{RankerError, RunOptions, RunReport};
+use crate::{Incremental, RankerError, RunOptions, RunReport, Scope};
 
 /// How many recent records are searched for the last completed run.
 pub const WATERMARK_SEARCH: usize = 1_000;
@@ -30,17 +30,22 @@ impl std::str::FromStr for ChangedSince {
 
     /// `last`, RFC 3339, or epoch milliseconds.
     fn from_str(text: &str) -> Result<ChangedSince, String> {
-        let text = text.trim();
-        if text == "last" {
+        if text.trim() == "last" {
             return Ok(ChangedSince::Last);
         }
-        if let Ok(millis) = text.parse::<i64>() {
-            return Ok(ChangedSince::Time(millis));
-        }
-        chrono::DateTime::parse_from_rfc3339(text)
-            .map(|time| ChangedSince::Time(time.timestamp_millis()))
-            .map_err(|error| format!("expected `last`, RFC 3339 (2024-05-01T03:00:00Z) or epoch milliseconds: {error}"))
+        parse_time(text).map(ChangedSince::Time).map_err(|error| format!("neither `last` nor a time: {error}"))
     }
+}
+
+/// Parses a time given as RFC 3339 (any offset) or epoch milliseconds.
+pub fn parse_time(text: &str) -> Result<i64, String> {
+    let text = text.trim();
+    if let Ok(millis) = text.parse::<i64>() {
+        return Ok(millis);
+    }
+    chrono::DateTime::parse_from_rfc3339(text)
+        .map(|time| time.timestamp_millis())
+        .map_err(|error| format!("expected RFC 3339 (2024-05-01T03:00:00Z) or epoch milliseconds: {error}"))
 }
 
 /// Where an incremental run starts from, read from the last completed run.
@@ -65,6 +70,33 @@ pub async fn last_watermark(
     let runs = store.recent_runs(WATERMARK_SEARCH).await?;
     Ok(last_completed_covering(&runs, &range.start, range.stop.as_deref())
         .map(|run| Watermark { since_ms: watermark_of(run, skew_margin), as_of_ms: run.as_of_ms }))
+}
+
+/// What makes a run over `scope` incremental from the last completed run
+/// covering it ([`last_watermark`]), refreshing a `1/refresh_days` slice a
+/// night and the nights since that run's. `None` when there is no such run:
+/// the caller ranks every product and says so.
+pub async fn incremental_since_last(
+    store: &Store,
+    scope: &Scope,
+    refresh_days: u32,
+    skew_margin: Duration,
+) -> Result<Option<Incremental>, RankerError> {
+    let range = scope.key_range().unwrap_or_else(KeyRange::everything);
+    Ok(last_watermark(store, &range, skew_margin).await?.map(|watermark| Incremental {
+        since_ms: watermark.since_ms,
+        refresh_days: Some(refresh_days),
+        refreshed_until_ms: Some(watermark.as_of_ms),
+    }))
+}
+
+/// Writes a run record; a failure is logged, never fatal: the ranking matters
+/// more than its history line, and a missing "succeeded" only makes the next
+/// `--changed-since last` start earlier.
+pub async fn save(store: &Store, record: &RunRecord) {
+    if let Err(error) = store.record_run(record).await {
+        tracing::error!(run_id = %record.run_id, status = %record.status, %error, "could not record the run");
+    }
 }
 
 /// A completed run's watermark: its start (taken before it listed or searched

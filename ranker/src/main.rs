@@ -10,14 +10,13 @@ use clap::{Args, Parser, Subcommand};
 use common::config::HbaseArgs;
 use common::exit::ExitStatus;
 use common::store::lease::{Clock, LeaseRequest, ReleaseOutcome, SystemClock, TakeOutcome};
-use common::store::runs::RunRecord;
 use common::store::Store;
 use common::Id;
 use ranker::console::{self, ProgressDisplay};
-use ranker::history::ChangedSince;
+use ranker::history::{parse_time, ChangedSince};
 use ranker::keeper::{keep_lease, KeeperEnd, StoreRenewer};
 use ranker::shard_plan::{self, PlanOrigin};
-use ranker::{Incremental, KeyRange, PaceMode, RankerConfig, RunOptions, RunProgress, RunReport, Scope, Shard};
+use ranker::{Incremental, PaceMode, RankerConfig, RunOptions, RunProgress, RunReport, Scope, Shard};
 use tokio_util::sync::CancellationToken;
 
 /// Picks each product's ten best reviews and writes them to product-comment-rank.
@@ -173,7 +172,7 @@ struct PassArgs {
 struct RunArgs {
     /// The as-of time of the recency term: RFC 3339 (2024-05-01T03:00:00+09:00)
     /// or epoch milliseconds [default: now].
-    #[arg(long, value_name = "TIME", value_parser = parse_as_of)]
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
     as_of: Option<i64>,
 
     /// Compute and report, but write nothing (takes no lease).
@@ -234,7 +233,7 @@ struct ExplainArgs {
     product: Id,
 
     /// The as-of time: RFC 3339 or epoch milliseconds [default: now].
-    #[arg(long, value_name = "TIME", value_parser = parse_as_of)]
+    #[arg(long, value_name = "TIME", value_parser = parse_time)]
     as_of: Option<i64>,
 
     /// Configuration file (TOML; see ranker.example.toml).
@@ -253,17 +252,6 @@ struct ExplainArgs {
 struct BenchReadArgs {
     #[command(flatten)]
     pass: PassArgs,
-}
-
-/// Parses RFC 3339 or epoch milliseconds.
-fn parse_as_of(text: &str) -> Result<i64, String> {
-    let text = text.trim();
-    if let Ok(millis) = text.parse::<i64>() {
-        return Ok(millis);
-    }
-    chrono::DateTime::parse_from_rfc3339(text)
-        .map(|time| time.timestamp_millis())
-        .map_err(|error| format!("expected RFC 3339 (2024-05-01T03:00:00Z) or epoch milliseconds: {error}"))
 }
 
 /// Parses a rate in comments per second: a finite number above zero.
@@ -285,11 +273,11 @@ fn load_config(path: Option<&PathBuf>) -> Result<RankerConfig> {
     }
 }
 
-/// The options of a pass; `default_pace` applies when neither `--pace` nor
-/// the configuration file's `pacing.mode` says otherwise (`None`: the config's).
-fn options(pass: &PassArgs, as_of_ms: i64, default_pace: Option<PaceMode>) -> Result<RunOptions> {
-    let config = load_config(pass.config.as_ref())?;
-    let mut options = RunOptions::with_config(pass.scope.unplanned_scope(), as_of_ms, &config);
+/// The options of a pass under `config` (the pass's `--config`, loaded once
+/// by the caller); `default_pace` applies when neither `--pace` nor the
+/// configuration file's `pacing.mode` says otherwise (`None`: the config's).
+fn options(pass: &PassArgs, config: &RankerConfig, as_of_ms: i64, default_pace: Option<PaceMode>) -> RunOptions {
+    let mut options = RunOptions::with_config(pass.scope.unplanned_scope(), as_of_ms, config);
     if let Some(mode) = pass.pace.or(default_pace) {
         options.pacing.mode = mode;
     }
@@ -305,7 +293,7 @@ fn options(pass: &PassArgs, as_of_ms: i64, default_pace: Option<PaceMode>) -> Re
     if let Some(attempts) = pass.attempts {
         options.product_attempts = attempts;
     }
-    Ok(options)
+    options
 }
 
 /// Runs a pass with a progress display, prints its summary, and picks the
@@ -377,7 +365,7 @@ async fn run_pass(
         )
     });
     if let Some(record) = &record {
-        save_record(&store, record).await;
+        ranker::history::save(&store, record).await;
     }
     let verb = if read_only { "read" } else { "ranked" };
     let display = ProgressDisplay::start(progress, verb);
@@ -390,7 +378,7 @@ async fn run_pass(
     if let Some(record) = &mut record {
         record.ended_ms = Some(now_ms());
         ranker::history::conclude(record, &outcome, stop.is_cancelled());
-        save_record(&store, record).await;
+        ranker::history::save(&store, record).await;
     }
     let lease_lost = match keeper {
         Some((done, task)) => release_manual_lease(&store, done, task, clock.as_ref()).await,
@@ -435,16 +423,13 @@ async fn plan_changes(store: &Store, options: &mut RunOptions, plan: &RunPlan) -
         None => return Ok(()),
         Some(ChangedSince::Time(since_ms)) => (since_ms, None),
         Some(ChangedSince::Last) => {
-            let range = options.scope.key_range().unwrap_or_else(KeyRange::everything);
-            match ranker::history::last_watermark(store, &range, plan.skew_margin).await? {
-                Some(watermark) => (watermark.since_ms, Some(watermark.as_of_ms)),
-                None => {
-                    eprintln!(
-                        "ranker: no completed run covering these products in the run history: ranking every product"
-                    );
-                    return Ok(());
-                }
+            options.incremental =
+                ranker::history::incremental_since_last(store, &options.scope, plan.refresh_days, plan.skew_margin)
+                    .await?;
+            if options.incremental.is_none() {
+                eprintln!("ranker: no completed run covering these products in the run history: ranking every product");
             }
+            return Ok(());
         }
     };
     options.incremental = Some(Incremental { since_ms, refresh_days: Some(plan.refresh_days), refreshed_until_ms });
@@ -455,15 +440,6 @@ async fn plan_changes(store: &Store, options: &mut RunOptions, plan: &RunPlan) -
 fn manual_run_id(started_ms: i64) -> String {
     let started = chrono::DateTime::from_timestamp_millis(started_ms).unwrap_or_default();
     format!("{}-manual-{:06x}", started.format("%Y%m%dT%H%M%SZ"), rand::random::<u32>() >> 8)
-}
-
-/// Writes a run record; a failure is logged, never fatal: the ranking matters
-/// more than its history line, and a missing "succeeded" only makes the next
-/// `--changed-since last` start earlier.
-async fn save_record(store: &Store, record: &RunRecord) {
-    if let Err(error) = store.record_run(record).await {
-        tracing::error!(run_id = %record.run_id, status = %record.status, %error, "could not record the run");
-    }
 }
 
 /// The scope of `shard`: its range in the run's plan, agreed through HBase.
@@ -622,7 +598,8 @@ async fn main() -> ExitCode {
 async fn run_command(cli: &Cli) -> Result<ExitCode> {
     match &cli.command {
         Command::Run(args) => {
-            let mut options = options(&args.pass, args.as_of.unwrap_or_else(now_ms), None)?;
+            let config = load_config(args.pass.config.as_ref())?;
+            let mut options = options(&args.pass, &config, args.as_of.unwrap_or_else(now_ms), None);
             options.dry_run = args.dry_run;
             // A rerun of one product is how an operator fixes a night by hand,
             // and a dry run writes nothing: neither needs the night to itself.
@@ -631,7 +608,6 @@ async fn run_command(cli: &Cli) -> Result<ExitCode> {
                 tracing::warn!(lease = %args.lease.lease_name, "--ignore-lease: running without the lease; a nightly run may rank at the same time");
             }
             let lease = (needs_lease && !args.lease.ignore_lease).then_some(&args.lease);
-            let config = load_config(args.pass.config.as_ref())?;
             let plan = RunPlan {
                 changed_since: args.changed_since,
                 refresh_days: args.refresh_days.unwrap_or(config.incremental.refresh_days),
@@ -647,7 +623,8 @@ async fn run_command(cli: &Cli) -> Result<ExitCode> {
         Command::Runs(args) => runs(args).await,
         Command::BenchRead(args) => {
             // The raw baseline: unpaced unless --pace says otherwise.
-            let options = options(&args.pass, now_ms(), Some(PaceMode::Off))?;
+            let config = load_config(args.pass.config.as_ref())?;
+            let options = options(&args.pass, &config, now_ms(), Some(PaceMode::Off));
             run_pass(&args.pass, options, true, None, RunPlan::default(), None).await
         }
     }
@@ -666,11 +643,11 @@ mod tests {
 
     #[test]
     fn as_of_takes_rfc_3339_in_any_offset_or_epoch_milliseconds() {
-        assert_eq!(parse_as_of("1714532400000"), Ok(1_714_532_400_000));
-        assert_eq!(parse_as_of("2024-05-01T03:00:00Z"), Ok(1_714_532_400_000));
-        assert_eq!(parse_as_of(" 2024-05-01T12:00:00+09:00 "), Ok(1_714_532_400_000));
+        assert_eq!(parse_time("1714532400000"), Ok(1_714_532_400_000));
+        assert_eq!(parse_time("2024-05-01T03:00:00Z"), Ok(1_714_532_400_000));
+        assert_eq!(parse_time(" 2024-05-01T12:00:00+09:00 "), Ok(1_714_532_400_000));
         for bad in ["", "yesterday", "2024-05-01", "2024-05-01 03:00", "1e12"] {
-            let error = parse_as_of(bad).expect_err(bad);
+            let error = parse_time(bad).expect_err(bad);
             assert!(error.contains("RFC 3339"), "{bad}: {error}");
         }
     }
@@ -708,8 +685,10 @@ mod tests {
     #[test]
     fn pace_flags_override_the_config_and_bench_read_is_unpaced() {
         let pass = |arguments: &[&str]| match Cli::try_parse_from([&["ranker"], arguments].concat()).expect("parses") {
-            Cli { command: Command::Run(args) } => options(&args.pass, 0, None).expect("options"),
-            Cli { command: Command::BenchRead(args) } => options(&args.pass, 0, Some(PaceMode::Off)).expect("options"),
+            Cli { command: Command::Run(args) } => options(&args.pass, &RankerConfig::default(), 0, None),
+            Cli { command: Command::BenchRead(args) } => {
+                options(&args.pass, &RankerConfig::default(), 0, Some(PaceMode::Off))
+            }
             other => panic!("unexpected {other:?}"),
         };
         let run = pass(&["run"]);

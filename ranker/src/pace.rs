@@ -5,9 +5,10 @@
 //! The pacer is a token bucket (comments per second, with a small burst) whose
 //! rate a [`Controller`] moves at run time:
 //!
-//! - The run's first window, and one window in every fifteen after it, is a
-//!   probe: the rate drops to a quarter for that window, and what the calls
-//!   take then becomes their baseline, per kind of call and per call size (the
+//! - The run's first window (at its starting rate), a window three windows
+//!   later, and then one window after every fifteen (put off past a window
+//!   that slowed down) are probes: the rate drops to a quarter for the
+//!   window, and what the calls take then becomes their baseline, per kind of call and per call size (the
 //!   median of the last two probes' calls). A probe measures HBase with little
 //!   of the run on it, as BBR's ProbeRTT drains its own queue to measure the
 //!   round trip: slowness the run causes goes away in a probe and is never
@@ -183,8 +184,9 @@ pub struct PacingSettings {
     /// the same moment: eight products' multi-gets arriving together held
     /// every region-server handler and CPU a reader needed for milliseconds,
     /// which is what the readers' p99 shows. With one call in flight the run
-    /// never holds more than one handler and one gateway thread, so readers
-    /// always find the rest free. A call is timed from when it gets its turn,
+    /// never has more than one index page, multi-get or existence check out
+    /// at once (its listings and slot writes do not take turns), so readers
+    /// find the rest of the handlers and gateway threads free. A call is timed from when it gets its turn,
     /// so the wait for one is not read as congestion.
     pub max_in_flight: usize,
 }

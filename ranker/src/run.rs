@@ -113,14 +113,9 @@ async fn drive(
         (Scope::Shard { range, .. }, _) if range.is_empty() => Products::One(None),
         (scope, Some(incremental)) => {
             let range = scope.key_range().unwrap_or_else(KeyRange::everything);
-            // The search's calls do not go through the pacer, so a paced run
-            // caps them as the pacer caps its own (`pacing.max_in_flight`);
-            // an unpaced one uses the run's concurrency.
-            let checks_in_flight = match options.pacing.mode {
-                PaceMode::Adaptive => options.pacing.max_in_flight,
-                PaceMode::Off => options.concurrency,
-            };
-            match find_products(store, &range, incremental, options.as_of_ms, checks_in_flight, &stop).await? {
+            match find_products(store, &range, incremental, options.as_of_ms, &pacer, options.concurrency, &stop)
+                .await?
+            {
                 Some((chosen, changes)) => {
                     tracing::info!(
                         since_ms = changes.since_ms,

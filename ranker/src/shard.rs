@@ -19,8 +19,6 @@ use std::str::FromStr;
 use common::keys;
 use serde::{Deserialize, Serialize};
 
-/// The characters of an id, in byte order.
-const ID_ALPHABET: &[u8; 62] = b"0123456789ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz";
 /// The most shards of one run: a plan is stored in one cell and read by every
 /// shard, so it stays small.
 pub const MAX_SHARDS: u32 = 1024;
@@ -184,8 +182,11 @@ fn unsampled_cuts(boundaries: &[Vec<u8>], count: usize) -> Vec<Vec<u8>> {
     (1..count)
         .map(|k| {
             if boundaries.is_empty() {
-                let position = k * ID_ALPHABET.len() * ID_ALPHABET.len() / count;
-                vec![ID_ALPHABET[position / ID_ALPHABET.len()], ID_ALPHABET[position % ID_ALPHABET.len()]]
+                let position = k * keys::ID_ALPHABET.len() * keys::ID_ALPHABET.len() / count;
+                vec![
+                    keys::ID_ALPHABET[position / keys::ID_ALPHABET.len()],
+                    keys::ID_ALPHABET[position % keys::ID_ALPHABET.len()],
+                ]
             } else {
                 let regions = boundaries.len() + 1;
                 boundaries[(k * regions / count).max(1) - 1].clone()
@@ -369,9 +370,13 @@ mod tests {
     /// The id alphabet cut evenly into `regions`, as `reviews-admin schema create --regions` does.
     fn even_region_starts(regions: usize) -> Vec<Vec<u8>> {
         (0..regions)
-            .map(
-                |region| if region == 0 { Vec::new() } else { vec![ID_ALPHABET[region * ID_ALPHABET.len() / regions]] },
-            )
+            .map(|region| {
+                if region == 0 {
+                    Vec::new()
+                } else {
+                    vec![keys::ID_ALPHABET[region * keys::ID_ALPHABET.len() / regions]]
+                }
+            })
             .collect()
     }
 
@@ -426,7 +431,7 @@ mod tests {
         let starts = even_region_starts(16);
         let samples: Vec<SampleBucket> = (0..62 * 62)
             .map(|position| SampleBucket {
-                first_key: vec![ID_ALPHABET[position / 62], ID_ALPHABET[position % 62], b'x'],
+                first_key: vec![keys::ID_ALPHABET[position / 62], keys::ID_ALPHABET[position % 62], b'x'],
                 products: 1,
                 comments: 5,
             })

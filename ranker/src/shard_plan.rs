@@ -28,10 +28,12 @@ use crate::RankerError;
 
 /// Keys read per step of the sample's keys-only scan.
 const SAMPLE_PAGE_ROWS: usize = 5_000;
-/// The most sample buckets kept over the whole table: beyond a region's share
-/// of them (at least [`MIN_REGION_BUCKETS`]), light neighbouring buckets are
-/// merged in pairs, so memory stays bounded however many products a region
-/// holds (the cuts get coarser, not wrong).
+/// The sample's bucket budget over the whole table, shared among the regions:
+/// once a region holds twice its share (a share is at least
+/// [`MIN_REGION_BUCKETS`]), its light neighbouring buckets are merged in
+/// pairs, so memory stays bounded however many products a region holds (the
+/// cuts get coarser, not wrong). With many regions the floor wins: each keeps
+/// up to `2 * MIN_REGION_BUCKETS`.
 const MAX_SAMPLE_BUCKETS: usize = 65_536;
 /// The fewest buckets a region keeps before merging: the data may all sit in
 /// one region of many (the demo's ids in an evenly pre-split table).

@@ -91,7 +91,7 @@ async fn main() -> Result<()> {
                     .map(|slot| {
                         serde_json::json!({
                             "rank": slot.rank,
-                            "comment": format!("{}{}", slot.comment.order_id(), slot.comment.product_id()),
+                            "comment": slot.comment.to_string(),
                             "score": slot.score,
                         })
                     })

@@ -11,7 +11,7 @@ use hbase_thrift::hbase::{
     BatchMutation, ColumnDescriptor, HbaseSyncClient, Mutation, THbaseSyncClient, TRowResult, TScan,
 };
 
-use super::gateway::{io_error, GatewayClient, GatewayConnection, Input, Output};
+use super::gateway::{io_error, GatewayClient, GatewayConnection, Input, Output, KEYS_ONLY_FILTER};
 use super::COLUMN_VALUE;
 use crate::error::{Error, Result};
 
@@ -225,7 +225,7 @@ impl Connection {
     /// counting rows costs without moving their values over the wire.
     pub fn scan_keys(&mut self, table: &str, spec: &ScanSpec) -> Result<Vec<Vec<u8>>> {
         let mut keys = Vec::new();
-        self.scan_pages_filtered(table, spec, Some("FirstKeyOnlyFilter() AND KeyOnlyFilter()"), |page| {
+        self.scan_pages_filtered(table, spec, Some(KEYS_ONLY_FILTER), |page| {
             keys.extend(page.into_iter().map(|row| row.key));
             std::ops::ControlFlow::Continue(())
         })?;

@@ -26,6 +26,10 @@ use crate::error::{Error, Result};
 /// splits a 1,000-row scan page into hundreds of reads.
 const BUFFER_BYTES: usize = 256 * 1024;
 
+/// The server-side filter of a keys-only scan, in HBase's filter language, for
+/// both gateways: the first cell of each row, without its value.
+pub const KEYS_ONLY_FILTER: &str = "FirstKeyOnlyFilter() AND KeyOnlyFilter()";
+
 /// A connection idle longer than this is pinged before use: both gateways
 /// close connections idle for 60 s (`hbase.thrift.server.socket.read.timeout`).
 const VALIDATE_AFTER_IDLE: Duration = Duration::from_secs(20);

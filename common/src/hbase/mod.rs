@@ -2,7 +2,7 @@
 //!
 //! [`Hbase`] owns a bounded pool of `Connection`s to the Thrift1 gateway, and
 //! one of `Thrift2Connection`s to the Thrift2 gateway (`thrift2`: time-range
-//! scans and pre-split tables, which Thrift1 cannot express), and runs
+//! scans, existence checks and pre-split tables, which Thrift1 cannot express), and runs
 //! operations on them with retries for transient failures. The Thrift clients
 //! are synchronous, so `Hbase::run` (and `Hbase::run_thrift2`) moves each whole
 //! operation (checkout, every round trip, return) onto tokio's blocking pool
@@ -69,8 +69,8 @@ pub(crate) const COLUMN_SCORE: &[u8] = b"cf:s";
 pub struct HbaseConfig {
     /// `host:port` of the Thrift1 gateway.
     pub address: String,
-    /// `host:port` of the Thrift2 gateway (time-range scans, pre-split
-    /// tables). Connected to only when such an operation runs.
+    /// `host:port` of the Thrift2 gateway (time-range scans, existence
+    /// checks, pre-split tables). Connected to only when such an operation runs.
     pub thrift2_address: String,
     /// Most connections open at once to each gateway (and most operations in
     /// flight on each).
@@ -389,7 +389,7 @@ impl Hbase {
         }
     }
 
-    /// Operations whose blocking work runs now (at most the pool's size).
+    /// Operations whose blocking work runs now (at most the two pools' sizes together).
     pub fn in_flight(&self) -> usize {
         self.inner.in_flight.load(Ordering::Relaxed)
     }

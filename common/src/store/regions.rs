@@ -36,10 +36,10 @@ pub struct PrefixRowsPage {
 }
 
 impl Store {
-    /// The regions of `product-comment`, in key order.
+    /// The regions of `product-comment`, in key order (as `table_regions` gives them).
     pub async fn product_comment_regions(&self) -> Result<Vec<RegionBounds>> {
         let table = self.tables().product_comment.clone();
-        let mut regions: Vec<RegionBounds> = self
+        let regions: Vec<RegionBounds> = self
             .hbase()
             .run(Retry::Idempotent, move |connection| connection.table_regions(&table))
             .await?
@@ -49,7 +49,6 @@ impl Store {
                 end: (!region.end_key.is_empty()).then_some(region.end_key),
             })
             .collect();
-        regions.sort_by(|left, right| left.start.cmp(&right.start));
         if regions.is_empty() {
             return Err(Error::Hbase(format!("HBase lists no region of {}", self.tables().product_comment)));
         }

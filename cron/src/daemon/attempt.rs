@@ -5,7 +5,7 @@
 //! back from the shared history.
 
 use common::store::runs::{RunRecord, RunStatus};
-use ranker::{Incremental, RankerError};
+use ranker::RankerError;
 use tokio_util::sync::CancellationToken;
 
 use super::{utc, Daemon, Inner};
@@ -84,29 +84,25 @@ impl Daemon {
             tracing::info!(slot = %utc(slot_ms), "the full schedule's slot: ranking every product");
             return Ok(());
         }
-        let range = options.scope.key_range().unwrap_or_else(ranker::KeyRange::everything);
-        match ranker::history::last_watermark(&self.inner.store, &range, nights.skew_margin).await? {
-            Some(watermark) => {
-                options.incremental = Some(Incremental {
-                    since_ms: watermark.since_ms,
-                    refresh_days: Some(nights.refresh_days),
-                    refreshed_until_ms: Some(watermark.as_of_ms),
-                });
-            }
-            None => tracing::warn!(
+        options.incremental = ranker::history::incremental_since_last(
+            &self.inner.store,
+            &options.scope,
+            nights.refresh_days,
+            nights.skew_margin,
+        )
+        .await?;
+        if options.incremental.is_none() {
+            tracing::warn!(
                 slot = %utc(slot_ms),
                 "no completed run in the history to start an incremental run from: ranking every product"
-            ),
+            );
         }
         Ok(())
     }
 
-    /// Writes a run record; a failure is logged, never fatal, because the
-    /// ranking itself matters more than its history line.
+    /// Writes a run record ([`ranker::history::save`]: a failure is logged, never fatal).
     pub(super) async fn save(&self, record: &RunRecord) {
-        if let Err(error) = self.inner.store.record_run(record).await {
-            tracing::error!(run_id = %record.run_id, status = %record.status, %error, "could not record the run");
-        }
+        ranker::history::save(&self.inner.store, record).await;
     }
 
     /// Sets the last-success gauge from the shared history, so every daemon

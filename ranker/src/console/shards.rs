@@ -40,7 +40,7 @@ pub struct PlanView {
     pub count: u32,
     /// Regions of `product-comment` when the plan was made.
     pub regions: usize,
-    /// Products and comments the sample counted.
+    /// Products the sample counted.
     pub sampled_products: u64,
     /// Comments the sample counted.
     pub sampled_comments: u64,

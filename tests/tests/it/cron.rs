@@ -11,11 +11,11 @@ use std::time::{Duration, Instant};
 
 use common::hbase::{Retry, RowMutation, COLUMN_VALUE};
 use common::keys;
-use common::model::Order;
 use common::store::lease::{Clock, LeaseRequest, ReleaseOutcome, RenewOutcome, SystemClock, TakeOutcome};
 use common::store::runs::{RunKind, RunRecord, RunStatus};
 use common::store::{NewComment, Store};
 use cron::{Daemon, DaemonSettings, RetryPolicy, Schedule, SlotOutcome, StartMode};
+use integration_tests::fixtures::post_all;
 use integration_tests::{fresh_store, test_id};
 use ranker::console::format_runs_table;
 
@@ -53,16 +53,14 @@ mod virtual_time;
 /// Writes `products` products with `per_product` comments each (distinct
 /// users, lengths and votes) through the write path.
 async fn seed(store: &Store, products: u64, per_product: u64) {
-    let mut orders = Vec::new();
     let mut comments = Vec::new();
     for product in 0..products {
         for index in 0..per_product {
             let number = product * 100 + index;
-            let order = Order { id: test_id("o", number), user_id: test_id("u", number), extra: Default::default() };
             comments.push(NewComment {
-                order_id: order.id,
+                order_id: test_id("o", number),
                 product_id: test_id("p", product),
-                user_id: order.user_id,
+                user_id: test_id("u", number),
                 content: format!(
                     "Review {index} of product {product}: sturdy, well made{}",
                     " and more".repeat(index as usize)
@@ -73,13 +71,9 @@ async fn seed(store: &Store, products: u64, per_product: u64) {
                 unhelpful: Some(1),
                 photos: None,
             });
-            orders.push(order);
         }
     }
-    store.put_records(&orders).await.expect("orders");
-    for chunk in comments.chunks(500) {
-        store.post_comments(chunk.to_vec()).await.expect("comments");
-    }
+    post_all(store, comments).await;
 }
 
 fn settings(holder: &str, expression: &str, attempts: u32) -> DaemonSettings {

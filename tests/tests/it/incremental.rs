@@ -22,6 +22,7 @@ use common::model::{Comment, Order, Record};
 use common::store::runs::{RunKind, RunStatus};
 use common::store::{NewComment, Store};
 use common::Id;
+use integration_tests::fixtures::{post_all, AS_OF_MS};
 use integration_tests::{cargo_binary, fresh_store, test_id, thrift_addr};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -33,7 +34,7 @@ use crate::rows::{drop_tables, put_value, rank_table, slots_by_product};
 
 const DAY_MS: i64 = 86_400_000;
 /// The as-of time of the runs: fixed, so a full run and an incremental run agree to the byte.
-const AS_OF: i64 = 1_750_000_000_000;
+const AS_OF: i64 = AS_OF_MS;
 /// The score every slot is rewritten to after the full run.
 const SENTINEL: f64 = -1.0;
 /// Comments per seeded product: more than ten, so one can be outside the ten best.
@@ -49,19 +50,13 @@ fn order(product: u64, index: u64) -> Id {
 
 /// Writes `products` products of [`PER_PRODUCT`] comments through the write path.
 async fn seed(store: &Store, products: u64) {
-    let mut orders = Vec::new();
     let mut comments = Vec::new();
     for number in 0..products {
         for index in 0..PER_PRODUCT {
-            let order = Order {
-                id: order(number, index),
-                user_id: test_id("u", number * 100 + index),
-                extra: Default::default(),
-            };
             comments.push(NewComment {
-                order_id: order.id,
+                order_id: order(number, index),
                 product_id: product(number),
-                user_id: order.user_id,
+                user_id: test_id("u", number * 100 + index),
                 content: format!(
                     "Review {index} of product {number}: sturdy and well made{}",
                     " and more".repeat(index as usize)
@@ -72,13 +67,9 @@ async fn seed(store: &Store, products: u64) {
                 unhelpful: Some(1),
                 photos: None,
             });
-            orders.push(order);
         }
     }
-    store.put_records(&orders).await.expect("orders");
-    for chunk in comments.chunks(500) {
-        store.post_comments(chunk.to_vec()).await.expect("comments");
-    }
+    post_all(store, comments).await;
 }
 
 fn options(scope: Scope, incremental: Option<Incremental>) -> RunOptions {

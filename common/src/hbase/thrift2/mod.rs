@@ -4,14 +4,16 @@
 //! Thrift1 mirrors an API HBase no longer has: its scans take no time range
 //! and its table creation takes no split keys. Thrift2
 //! (`org.apache.hadoop.hbase.thrift2.ThriftServer`, a separate gateway
-//! process on its own port) mirrors today's `Table` and `Admin`, so two
+//! process on its own port) mirrors today's `Table` and `Admin`, so three
 //! operations go through it:
 //!
 //! - [`Hbase::range_scanner`]: a scan of `[start, stop)` with an optional
 //!   cell time range `[min_ts, max_ts)`, without filling the block cache,
 //!   returning rows with their cells' timestamps, a page at a time;
 //! - [`Hbase::create_table_with_splits`]: a table created with its regions
-//!   split at given keys.
+//!   split at given keys;
+//! - `Hbase::rows_exist`: which of many rows exist (`existsAll`), with no
+//!   value read and no block cached.
 //!
 //! Everything else stays on Thrift1. The Thrift2 pool opens connections
 //! lazily, so a binary that never calls these does not need the gateway.
@@ -34,14 +36,14 @@
 #[rustfmt::skip]
 mod generated;
 
-use std::ops::{ControlFlow, Range};
+use std::ops::Range;
 
 use generated::{
     TBloomFilterType, TColumn, TColumnFamilyDescriptor, TCompressionAlgorithm, TGet, THBaseServiceSyncClient, TResult,
     TScan, TTHBaseServiceSyncClient, TTableDescriptor, TTableName, TTimeRange,
 };
 
-use super::gateway::{io_error, GatewayClient, GatewayConnection, Input, Output};
+use super::gateway::{io_error, GatewayClient, GatewayConnection, Input, Output, KEYS_ONLY_FILTER};
 use super::{Hbase, Retry};
 use crate::error::{Error, Result};
 
@@ -146,7 +148,7 @@ impl RangeScan {
                     .collect::<Result<Vec<_>>>()?;
                 (Some(columns), None)
             }
-            ScanCells::KeysOnly => (None, Some(b"FirstKeyOnlyFilter() AND KeyOnlyFilter()".to_vec())),
+            ScanCells::KeysOnly => (None, Some(KEYS_ONLY_FILTER.as_bytes().to_vec())),
         };
         Ok(TScan {
             start_row: Some(start.to_vec()),
@@ -219,11 +221,6 @@ impl TimedRow {
             })
             .collect();
         TimedRow { key: result.row.unwrap_or_default(), cells }
-    }
-
-    /// The newest timestamp among the row's cells.
-    pub fn newest_timestamp(&self) -> Option<i64> {
-        self.cells.iter().map(|cell| cell.timestamp).max()
     }
 }
 
@@ -371,16 +368,6 @@ impl RangeScanner {
     pub fn resumes_at(&self) -> Option<&[u8]> {
         self.next_start.as_deref()
     }
-
-    /// Hands every page to `on_page` until it breaks or the range ends.
-    pub async fn for_each_page(mut self, mut on_page: impl FnMut(Vec<TimedRow>) -> ControlFlow<()>) -> Result<()> {
-        while let Some(page) = self.next_page().await? {
-            if on_page(page).is_break() {
-                break;
-            }
-        }
-        Ok(())
-    }
 }
 
 impl Hbase {
@@ -392,8 +379,7 @@ impl Hbase {
     }
 
     /// A scan of `scan` in `table` through the Thrift2 gateway, read a page
-    /// at a time with [`RangeScanner::next_page`] (or all of it with
-    /// [`RangeScanner::for_each_page`]). Rows come in key order with their
+    /// at a time with [`RangeScanner::next_page`]. Rows come in key order with their
     /// cells' timestamps; with a time range only rows with a cell written in
     /// it, and only those cells. The region servers do not keep what it
     /// reads in their block cache.
