@@ -160,20 +160,20 @@ impl RunRecord {
 
     /// Sets the product key range the run covers (`stop` `None`: to the table's end).
     pub fn with_range(mut self, start: &[u8], stop: Option<&[u8]>) -> RunRecord {
-        self.range_start = hex(start);
-        self.range_stop = stop.map(hex);
+        self.range_start = hex::encode(start);
+        self.range_stop = stop.map(hex::encode);
         self
     }
 
     /// Whether this run's range holds every product key of `[start, stop)`.
     /// A record whose range does not decode covers nothing.
     pub fn covers(&self, start: &[u8], stop: Option<&[u8]>) -> bool {
-        let Some(own_start) = unhex(&self.range_start) else { return false };
+        let Ok(own_start) = hex::decode(&self.range_start) else { return false };
         let own_stop = match &self.range_stop {
             None => None,
-            Some(text) => match unhex(text) {
-                Some(bytes) => Some(bytes),
-                None => return false,
+            Some(text) => match hex::decode(text) {
+                Ok(bytes) => Some(bytes),
+                Err(_) => return false,
             },
         };
         let starts_before = own_start.as_slice() <= start;
@@ -209,20 +209,6 @@ impl RunRecord {
 /// run counts only for ranges inside its own.
 pub fn last_completed_covering<'a>(runs: &'a [RunRecord], start: &[u8], stop: Option<&[u8]>) -> Option<&'a RunRecord> {
     runs.iter().find(|run| run.status == RunStatus::Succeeded && run.covers(start, stop))
-}
-
-fn hex(bytes: &[u8]) -> String {
-    bytes.iter().map(|byte| format!("{byte:02x}")).collect()
-}
-
-fn unhex(text: &str) -> Option<Vec<u8>> {
-    if text.len() % 2 != 0 {
-        return None;
-    }
-    (0..text.len())
-        .step_by(2)
-        .map(|at| text.get(at..at + 2).and_then(|pair| u8::from_str_radix(pair, 16).ok()))
-        .collect()
 }
 
 /// Refuses a run id that would make an unreadable or unbounded row key.
