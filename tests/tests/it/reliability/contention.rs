@@ -77,15 +77,21 @@ async fn a_paced_run_slows_down_when_the_gateway_does_and_speeds_up_after() {
     // generous margins, because on a loaded CI machine windows stretch.
     // A window closes at the first call after its end, and while every answer
     // is 100 ms late, with one call in flight, calls are few: under the whole
-    // suite's load the cut came up to two seconds after the slow phase ended.
+    // suite's load the cut came up to two seconds after the slow phase ended
+    // in one run, and four in another (at 10.1 s), so the cut is looked for up
+    // to 12 s, and the recovery after the cut, wherever it fell.
     let calm_peak = rates_between(&report, 0, 4_000).into_iter().fold(0.0, f64::max);
-    let slow_low = rates_between(&report, 4_000, 8_500).into_iter().fold(f64::INFINITY, f64::min);
-    let recovered = rates_between(&report, 8_500, u64::MAX).into_iter().fold(0.0, f64::max);
     // At least one doubling: the first window is a probe, and on a loaded
     // machine windows stretch until they have a dozen calls to judge.
     assert!(calm_peak >= 1_000.0, "the rate grew (from 500) while the gateway was fast: {samples:?}");
-    assert!(slow_low <= calm_peak / 2.0, "the rate fell while the gateway was slow: {samples:?}");
-    assert!(recovered >= slow_low + 1_000.0, "the rate grew again after the gateway recovered: {samples:?}");
+    let cut = report
+        .pacing
+        .rate_samples
+        .iter()
+        .find(|sample| (4_000..12_000).contains(&sample.at_ms) && sample.rate <= calm_peak / 2.0)
+        .unwrap_or_else(|| panic!("the rate fell while the gateway was slow: {samples:?}"));
+    let recovered = rates_between(&report, cut.at_ms + 1, u64::MAX).into_iter().fold(0.0, f64::max);
+    assert!(recovered >= cut.rate + 1_000.0, "the rate grew again after the gateway recovered: {samples:?}");
     assert!(report.pacing.slowdowns >= 1, "{samples:?}");
 }
 
