@@ -10,7 +10,7 @@
 use std::time::Duration;
 
 use common::retry::Backoff;
-use common::store::products::{ListedProduct, ProductIndex};
+use common::store::products::{CountedIndexPage, ListedProduct, ProductIndex};
 use common::store::Store;
 use common::Id;
 use tokio::sync::mpsc;
@@ -25,15 +25,21 @@ use crate::ProductFailure;
 const COMMENT_LISTING_ROWS: usize = 256;
 /// Rows per listing step in `product-comment-rank` (at most ten per product).
 const SLOT_LISTING_ROWS: usize = 1_000;
-/// Products each lister may run ahead of the ranking.
+/// Products each lister may run ahead of the ranking. With their whole
+/// indexes (at most [`COMMENT_LISTING_ROWS`] rows each, about 100 bytes a
+/// row) that is at most about 13 MB.
 const LOOKAHEAD: usize = 512;
 
-/// A product to rank, and the slots it has now.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+/// A product to rank, the slots it has now and, for a small product, its
+/// whole comment index as the listing read it.
+#[derive(Debug, Clone, PartialEq, Eq)]
 pub(crate) struct DiscoveredProduct {
     pub product: Id,
     /// Bit `r - 1` set when slot `r` exists.
     pub slot_mask: u16,
+    /// [`ListedProduct::whole_index`]: the product's index, read at most
+    /// [`LOOKAHEAD`] products before it is ranked.
+    pub whole_index: Option<CountedIndexPage>,
 }
 
 type Listed = Result<ListedProduct, ProductFailure>;
@@ -121,10 +127,13 @@ impl Discovery {
                 (Some(Ok(found)), Some(Ok(listed))) => Some(Ok(DiscoveredProduct {
                     product: found.product,
                     slot_mask: found.slot_mask | listed.slot_mask,
+                    whole_index: found.whole_index.or(listed.whole_index),
                 })),
-                (_, Some(Ok(listed))) => {
-                    Some(Ok(DiscoveredProduct { product: listed.product, slot_mask: listed.slot_mask }))
-                }
+                (_, Some(Ok(listed))) => Some(Ok(DiscoveredProduct {
+                    product: listed.product,
+                    slot_mask: listed.slot_mask,
+                    whole_index: listed.whole_index,
+                })),
                 (merged, None) => merged,
             };
         }
@@ -170,7 +179,13 @@ async fn list(
         };
         for listed in listing.products {
             match pending.as_mut() {
-                Some(current) if current.product == listed.product => current.slot_mask |= listed.slot_mask,
+                // Only rank-slot pages share a product (comment pages never
+                // do), and they carry no index; an index marked whole is all
+                // of the product's index whichever page read it.
+                Some(current) if current.product == listed.product => {
+                    current.slot_mask |= listed.slot_mask;
+                    current.whole_index = current.whole_index.take().or(listed.whole_index);
+                }
                 _ => {
                     if let Some(done) = pending.replace(listed) {
                         if sender.send(Ok(done)).await.is_err() {

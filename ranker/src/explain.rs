@@ -15,7 +15,7 @@ use serde::Serialize;
 
 use crate::config::ScoringConfig;
 use crate::pace::Pacer;
-use crate::product::stream_comments;
+use crate::product::{stream_comments, IndexReader};
 use crate::score::{score_terms, ScoreTerms};
 use crate::select::{rank_order, Candidate, PassReason, TopComments, MAX_PICKS};
 use crate::RankerError;
@@ -153,8 +153,9 @@ pub async fn explain(
         }
     };
     let state = (TopComments::new(MAX_PICKS), TooShort::default());
-    let ((pool, too_short), totals) =
-        stream_comments(store, product, page_rows.max(1), &Pacer::unlimited(), state, work, None).await?;
+    let pacer = Pacer::unlimited();
+    let index = IndexReader::for_product(store, product, None, page_rows.max(1), &pacer);
+    let ((pool, too_short), totals) = stream_comments(store, product, index, &pacer, state, work, None).await?;
     let selection = pool.finish();
 
     // A too-short comment is notable when it would have ranked above the last

@@ -4,7 +4,8 @@
 //! `mutateRows`. The three stages overlap: the index is read a few pages
 //! ahead, and the next page's comments are fetched while rayon scores the
 //! current page, so one product with a million comments is not one long
-//! chain of round trips.
+//! chain of round trips. A small product whose whole index product discovery
+//! already read skips the index stage.
 //!
 //! At most two pages of comments of one product are in memory at once (the
 //! one being scored and the one being fetched), plus a few pages of 20-byte
@@ -77,11 +78,19 @@ struct CommentPage {
     skipped_rows: u64,
 }
 
-/// Index pages of one product, read ahead on their own task.
-struct IndexReader {
-    pages: mpsc::Receiver<common::Result<CountedIndexPage>>,
-    /// Stops the read-ahead when the product's ranking ends early (an error).
-    _task: AbortOnDrop,
+/// Index pages of one product: read ahead on their own task, or split from
+/// the whole index that discovery read.
+pub(crate) struct IndexReader {
+    pages: IndexPages,
+}
+
+enum IndexPages {
+    Reading {
+        pages: mpsc::Receiver<common::Result<CountedIndexPage>>,
+        /// Stops the read-ahead when the product's ranking ends early (an error).
+        _task: AbortOnDrop,
+    },
+    Listed(std::vec::IntoIter<CountedIndexPage>),
 }
 
 /// Aborts a task when dropped.
@@ -94,6 +103,21 @@ impl Drop for AbortOnDrop {
 }
 
 impl IndexReader {
+    /// The pages of `product`'s index, `rows` entries a page at most: split
+    /// from `whole_index` when discovery read it, else read from HBase.
+    pub(crate) fn for_product(
+        store: &Store,
+        product: &Id,
+        whole_index: Option<CountedIndexPage>,
+        rows: usize,
+        pacer: &Pacer,
+    ) -> IndexReader {
+        match whole_index {
+            Some(whole_index) => IndexReader::listed(whole_index, rows),
+            None => IndexReader::start(store, product, rows, pacer),
+        }
+    }
+
     /// Starts reading `product`'s index, `rows` rows a page, at most
     /// [`INDEX_READ_AHEAD`] pages ahead of the consumer.
     ///
@@ -123,14 +147,40 @@ impl IndexReader {
                 }
             }
         });
-        IndexReader { pages, _task: AbortOnDrop(task) }
+        IndexReader { pages: IndexPages::Reading { pages, _task: AbortOnDrop(task) } }
+    }
+
+    /// Pages of at most `rows` entries from a product's whole index, so that
+    /// its multi-gets are no larger than an index read would have made them.
+    /// The skipped rows count with the first page.
+    fn listed(whole_index: CountedIndexPage, rows: usize) -> IndexReader {
+        let CountedIndexPage { entries, mut skipped, .. } = whole_index;
+        let mut pages: Vec<CountedIndexPage> = entries
+            .chunks(rows.max(1))
+            .map(|chunk| CountedIndexPage {
+                entries: chunk.to_vec(),
+                skipped: std::mem::take(&mut skipped),
+                next: None,
+            })
+            .collect();
+        if pages.is_empty() {
+            pages.push(CountedIndexPage { entries: Vec::new(), skipped, next: None });
+        }
+        IndexReader { pages: IndexPages::Listed(pages.into_iter()) }
+    }
+
+    async fn next_index_page(&mut self) -> Option<common::Result<CountedIndexPage>> {
+        match &mut self.pages {
+            IndexPages::Reading { pages, .. } => pages.recv().await,
+            IndexPages::Listed(pages) => pages.next().map(Ok),
+        }
     }
 
     /// Fetches the comments of the next index page; `None` after the last page.
     /// Rows that cannot be used (bad index rows, comments gone or undecodable,
     /// comments of another product) are left out and counted.
     async fn next_page(&mut self, store: &Store, product: &Id, pacer: &Pacer) -> common::Result<Option<CommentPage>> {
-        let Some(index) = self.pages.recv().await else {
+        let Some(index) = self.next_index_page().await else {
             return Ok(None);
         };
         let index = index?;
@@ -183,13 +233,14 @@ pub(crate) async fn on_rayon<T: Send + 'static>(work: impl FnOnce() -> T + Send 
     }
 }
 
-/// Streams every comment of `product` through `work`, one page at a time, as
-/// a three-stage pipeline: the index is read ahead on its own task, the next
-/// page's comments are fetched while the current page is processed on rayon.
+/// Streams every comment of `product` in `index` through `work`, one page at
+/// a time, as a three-stage pipeline: the index is read ahead on its own task
+/// (unless discovery read all of it), the next page's comments are fetched
+/// while the current page is processed on rayon.
 pub(crate) async fn stream_comments<S, W>(
     store: &Store,
     product: &Id,
-    page_rows: usize,
+    mut index: IndexReader,
     pacer: &Pacer,
     state: S,
     work: W,
@@ -201,7 +252,6 @@ where
 {
     let mut totals = StreamTotals::default();
     let mut state = state;
-    let mut index = IndexReader::start(store, product, page_rows, pacer);
     let mut current = index.next_page(store, product, pacer).await?;
     while let Some(page) = current {
         let count = page.comments.len() as u64;
@@ -227,6 +277,7 @@ where
 pub(crate) async fn select_for_product(
     store: &Store,
     product: &Id,
+    whole_index: Option<CountedIndexPage>,
     job: &ProductJob,
 ) -> Result<(Selection, StreamTotals), RankerError> {
     let scoring = job.scoring.clone();
@@ -234,29 +285,25 @@ pub(crate) async fn select_for_product(
     let work = move |pool: &mut TopComments, comments: Vec<Comment>| {
         pool.offer_comments(&scoring, as_of_ms, &comments, None);
     };
-    let (pool, totals) = stream_comments(
-        store,
-        product,
-        job.page_rows,
-        &job.pacer,
-        TopComments::new(MAX_PICKS),
-        work,
-        job.progress.as_deref(),
-    )
-    .await?;
+    let index = IndexReader::for_product(store, product, whole_index, job.page_rows, &job.pacer);
+    let (pool, totals) =
+        stream_comments(store, product, index, &job.pacer, TopComments::new(MAX_PICKS), work, job.progress.as_deref())
+            .await?;
     Ok((pool.finish(), totals))
 }
 
 /// Ranks `product` and, unless it is a dry run, replaces its slots.
 /// `existing_slots` has bit `r - 1` set for each slot `r` it has now; it
-/// decides how many slots count as deleted.
+/// decides how many slots count as deleted. `whole_index` is the product's
+/// index when discovery read all of it.
 pub(crate) async fn rank_product(
     store: &Store,
     product: &Id,
     existing_slots: u16,
+    whole_index: Option<CountedIndexPage>,
     job: &ProductJob,
 ) -> Result<ProductOutcome, RankerError> {
-    let (selection, totals) = select_for_product(store, product, job).await?;
+    let (selection, totals) = select_for_product(store, product, whole_index, job).await?;
     let ranked: Vec<(CommentKey, f64)> = selection.picks.iter().map(|pick| (pick.comment, pick.score)).collect();
     if let Some(writer) = &job.writer {
         // One mutateRows carries all ten slots (1..=k put, k+1..=10 deleted), and
@@ -281,4 +328,58 @@ pub(crate) async fn rank_product(
 pub(crate) async fn existing_slot_mask(store: &Store, product: &Id) -> common::Result<u16> {
     let slots = store.rank_slots(product).await?;
     Ok(slots.iter().fold(0, |mask, slot| mask | 1 << (slot.rank - 1)))
+}
+
+#[cfg(test)]
+mod tests {
+    use common::keys::CommentKey;
+    use common::store::products::CountedIndexPage;
+    use common::store::IndexEntry;
+    use common::Id;
+
+    use super::IndexReader;
+
+    fn entries(count: u64) -> Vec<IndexEntry> {
+        let product = Id::parse("product", "P000000001").expect("id");
+        (0..count)
+            .map(|n| {
+                let order = Id::parse("order", &format!("O{n:09}")).expect("id");
+                IndexEntry {
+                    index_key: vec![n as u8],
+                    timestamp_ms: n as i64,
+                    comment: CommentKey::new(&order, &product),
+                }
+            })
+            .collect()
+    }
+
+    async fn pages(reader: &mut IndexReader) -> Vec<(usize, u64)> {
+        let mut pages = Vec::new();
+        while let Some(page) = reader.next_index_page().await {
+            let page = page.expect("a listed page never fails");
+            assert_eq!(page.next, None);
+            pages.push((page.entries.len(), page.skipped));
+        }
+        pages
+    }
+
+    #[tokio::test]
+    async fn a_listed_index_is_split_into_pages_no_larger_than_a_read_would_make() {
+        let whole = CountedIndexPage { entries: entries(5), skipped: 3, next: None };
+        let mut reader = IndexReader::listed(whole.clone(), 2);
+        assert_eq!(pages(&mut reader).await, vec![(2, 3), (2, 0), (1, 0)], "skipped rows count once, first");
+        let mut reader = IndexReader::listed(whole.clone(), 250);
+        assert_eq!(pages(&mut reader).await, vec![(5, 3)]);
+
+        let mut reader = IndexReader::listed(whole, 2);
+        let mut keys = Vec::new();
+        while let Some(page) = reader.next_index_page().await {
+            keys.extend(page.expect("page").entries.into_iter().map(|entry| entry.comment));
+        }
+        assert_eq!(keys, entries(5).into_iter().map(|entry| entry.comment).collect::<Vec<_>>(), "in order, each once");
+
+        let empty = CountedIndexPage { entries: Vec::new(), skipped: 2, next: None };
+        let mut reader = IndexReader::listed(empty, 250);
+        assert_eq!(pages(&mut reader).await, vec![(0, 2)], "a product whose every row was bad still counts them");
+    }
 }

@@ -6,6 +6,7 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::retry::Backoff;
+use common::store::products::CountedIndexPage;
 use common::store::Store;
 use common::Id;
 use tokio::task::JoinSet;
@@ -14,7 +15,7 @@ use tokio_util::sync::CancellationToken;
 use crate::changes::{find_products, ChosenProduct};
 use crate::discovery::{Discovery, ListingRetry};
 use crate::pace::{PaceMode, Pacer};
-use crate::product::{existing_slot_mask, rank_product, stream_comments, ProductJob, ProductOutcome};
+use crate::product::{existing_slot_mask, rank_product, stream_comments, IndexReader, ProductJob, ProductOutcome};
 use crate::shard::KeyRange;
 use crate::writer::SlotWriter;
 use crate::{ProductFailure, RankerError, RunOptions, RunReport, Scope};
@@ -162,8 +163,9 @@ async fn drive(
             None => break,
             Some(Ok(product)) => {
                 let worker = worker.clone();
+                let id = product.product;
                 let task = in_flight.spawn(async move { worker.product(product).await });
-                task_products.insert(task.id(), product.product);
+                task_products.insert(task.id(), id);
             }
             Some(Err(failure)) => {
                 tracing::error!(what = %failure.product, error = %failure.error, "listing products failed");
@@ -241,22 +243,30 @@ impl Products {
     async fn next(&mut self) -> Option<Result<ProductToRank, ProductFailure>> {
         match self {
             // A single product's slots are read by its worker, inside its retries.
-            Products::One(product) => product.take().map(|product| Ok(ProductToRank { product, slot_mask: None })),
-            Products::Chosen(chosen) => chosen
-                .next()
-                .map(|chosen| Ok(ProductToRank { product: chosen.product, slot_mask: Some(chosen.slot_mask) })),
+            Products::One(product) => {
+                product.take().map(|product| Ok(ProductToRank { product, slot_mask: None, whole_index: None }))
+            }
+            Products::Chosen(chosen) => chosen.next().map(|chosen| {
+                Ok(ProductToRank { product: chosen.product, slot_mask: Some(chosen.slot_mask), whole_index: None })
+            }),
             Products::Listed(discovery) => discovery.next().await.map(|found| {
-                found.map(|found| ProductToRank { product: found.product, slot_mask: Some(found.slot_mask) })
+                found.map(|found| ProductToRank {
+                    product: found.product,
+                    slot_mask: Some(found.slot_mask),
+                    whole_index: found.whole_index,
+                })
             }),
         }
     }
 }
 
-/// A product to rank and, when discovery saw them, the slots it has now.
-#[derive(Debug, Clone, Copy)]
+/// A product to rank and, when discovery saw them, the slots it has now and
+/// its whole comment index.
+#[derive(Debug, Clone)]
 struct ProductToRank {
     product: Id,
     slot_mask: Option<u16>,
+    whole_index: Option<CountedIndexPage>,
 }
 
 /// Everything a product task needs; cheap to clone.
@@ -275,7 +285,7 @@ impl Worker {
     async fn product(&self, found: ProductToRank) -> Result<ProductOutcome, String> {
         let mut attempt = 1;
         loop {
-            match self.attempt(found).await {
+            match self.attempt(&found).await {
                 Ok(outcome) => return Ok(outcome),
                 Err(error) if attempt < self.attempts && !self.stop.is_cancelled() => {
                     let delay = self.backoff.delay(attempt);
@@ -294,7 +304,10 @@ impl Worker {
         }
     }
 
-    async fn attempt(&self, found: ProductToRank) -> Result<ProductOutcome, RankerError> {
+    /// One try at the product. Every try uses the index discovery handed
+    /// over, when it did: a retry follows a failed multi-get or slot write,
+    /// and the listing's rows are as good as they were on the first try.
+    async fn attempt(&self, found: &ProductToRank) -> Result<ProductOutcome, RankerError> {
         let product = found.product;
         match self.pass {
             Pass::Rank => {
@@ -302,21 +315,21 @@ impl Worker {
                     Some(mask) => mask,
                     None => existing_slot_mask(&self.store, &product).await?,
                 };
-                rank_product(&self.store, &product, slot_mask, &self.job).await
+                rank_product(&self.store, &product, slot_mask, found.whole_index.clone(), &self.job).await
             }
             Pass::ReadOnly => {
                 let count = |_: &mut (), _: Vec<common::model::Comment>| {};
                 let job = &self.job;
-                let ((), totals) = stream_comments(
+                let index = IndexReader::for_product(
                     &self.store,
                     &product,
+                    found.whole_index.clone(),
                     job.page_rows,
                     &job.pacer,
-                    (),
-                    count,
-                    job.progress.as_deref(),
-                )
-                .await?;
+                );
+                let ((), totals) =
+                    stream_comments(&self.store, &product, index, &job.pacer, (), count, job.progress.as_deref())
+                        .await?;
                 Ok(ProductOutcome {
                     comments_scored: totals.comments,
                     skipped_rows: totals.skipped_rows,

@@ -478,3 +478,64 @@ async fn a_failing_product_is_retried_then_reported_and_a_stopped_run_starts_not
     assert_eq!(report.products_ranked, 0);
     assert!(store.rank_slots(&product).await.expect("slots").is_empty());
 }
+
+#[tokio::test]
+async fn a_listing_hands_over_the_whole_index_of_every_product_smaller_than_its_page() {
+    use common::store::products::{ListedProduct, ProductIndex};
+
+    let store = fresh_store("rank_whole_index").await;
+    let table = store.tables().product_comment.clone();
+    // Index rows only (listing reads no comment): products of 3, 2, 300, 5 and
+    // 2 rows, the last with a bad value, plus a row that starts with the fourth
+    // product's id but lies outside its index prefix. With four-row pages the
+    // second product straddles the first page's end.
+    let sizes: [(u64, u64); 5] = [(1, 3), (2, 2), (3, 300), (4, 5), (5, 2)];
+    let mut rows = Vec::new();
+    for (product_number, size) in sizes {
+        let product = test_id("P", product_number);
+        for n in 0..size {
+            let comment = CommentKey::new(&test_id("O", product_number * 1_000 + n), &product);
+            let key = keys::product_comment_key(&product, AS_OF - n as i64, 10, &comment);
+            rows.push((key, comment.as_bytes().to_vec()));
+        }
+    }
+    rows.last_mut().expect("rows").1 = b"not a comment key".to_vec();
+    let mut outside = test_id("P", 4).as_bytes().to_vec();
+    outside.push(0);
+    rows.push((outside, b"outside the prefix".to_vec()));
+    crate::rows::put_values(&store, &table, rows).await;
+
+    for page_rows in [4, 256] {
+        let mut listed: Vec<ListedProduct> = Vec::new();
+        let mut start = Vec::new();
+        loop {
+            let listing =
+                store.list_products(ProductIndex::Comments, start, None, page_rows).await.expect("list products");
+            listed.extend(listing.products);
+            match listing.next {
+                Some(next) => start = next,
+                None => break,
+            }
+        }
+        let products: Vec<Id> = listed.iter().map(|listed| listed.product).collect();
+        assert_eq!(
+            products,
+            (1..=5).map(|n| test_id("P", n)).collect::<Vec<_>>(),
+            "each once, in order, rows {page_rows}"
+        );
+        for listed in &listed {
+            let whole_expected = sizes
+                .iter()
+                .any(|&(number, size)| test_id("P", number) == listed.product && (size as usize) < page_rows);
+            let Some(whole) = &listed.whole_index else {
+                assert!(!whole_expected, "{} should come whole with rows {page_rows}", listed.product);
+                continue;
+            };
+            assert!(whole_expected, "{} is not smaller than a page of {page_rows}", listed.product);
+            let read = store.product_comment_page_counted(&listed.product, None, 1_000).await.expect("read index");
+            assert_eq!(whole, &read, "{}: the listing's index is what a read of the index gives", listed.product);
+        }
+    }
+    let last = store.product_comment_page_counted(&test_id("P", 5), None, 1_000).await.expect("read index");
+    assert_eq!((last.entries.len(), last.skipped), (1, 1), "the bad value is skipped and counted");
+}
