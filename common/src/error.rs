@@ -8,8 +8,9 @@ use crate::ids::InvalidId;
 /// A result of the data layer.
 pub type Result<T, E = Error> = std::result::Result<T, E>;
 
-/// Everything that can go wrong in `common`.
-#[derive(Debug, thiserror::Error)]
+/// Everything that can go wrong in `common`. Clone, so that one failed call
+/// can be reported to every caller it served (the ranker's shared multi-gets).
+#[derive(Debug, Clone, thiserror::Error)]
 pub enum Error {
     /// An id failed validation; nothing was sent to HBase.
     #[error(transparent)]

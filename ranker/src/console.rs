@@ -126,6 +126,7 @@ pub fn summary(report: &RunReport, read_only: bool) -> String {
     let _ = writeln!(text, "  slots written: {}", report.slots_written);
     let _ = writeln!(text, "  slots deleted: {}", report.slots_deleted);
     let _ = writeln!(text, "  skipped rows:  {}", report.skipped_rows);
+    let _ = writeln!(text, "  multi-gets:    {}", report.comment_fetches);
     let _ = writeln!(text, "  as of:         {} ms", report.as_of_ms);
     let _ = writeln!(text, "  pacing:        {}", pacing_line(&report.pacing));
     if let Some(changes) = &report.changes {

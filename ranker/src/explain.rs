@@ -14,6 +14,7 @@ use common::Id;
 use serde::Serialize;
 
 use crate::config::ScoringConfig;
+use crate::fetch::CommentFetcher;
 use crate::pace::Pacer;
 use crate::product::{stream_comments, IndexReader};
 use crate::score::{score_terms, ScoreTerms};
@@ -155,7 +156,8 @@ pub async fn explain(
     let state = (TopComments::new(MAX_PICKS), TooShort::default());
     let pacer = Pacer::unlimited();
     let index = IndexReader::for_product(store, product, None, page_rows.max(1), &pacer);
-    let ((pool, too_short), totals) = stream_comments(store, product, index, &pacer, state, work, None).await?;
+    let fetcher = CommentFetcher::new(store.clone(), pacer, page_rows);
+    let ((pool, too_short), totals) = stream_comments(product, index, &fetcher, state, work, None).await?;
     let selection = pool.finish();
 
     // A too-short comment is notable when it would have ranked above the last

@@ -189,6 +189,7 @@ mod tests {
             slots_written: 40,
             slots_deleted: 3,
             skipped_rows: 1,
+            comment_fetches: 7,
             failures: (0..failures)
                 .map(|n| ProductFailure { product: format!("p{n}"), error: "HBase is unavailable".to_owned() })
                 .collect(),

@@ -22,6 +22,7 @@ pub mod config;
 pub mod console;
 mod discovery;
 mod explain;
+mod fetch;
 pub mod history;
 pub mod keeper;
 pub mod pace;
@@ -203,6 +204,9 @@ pub struct RunReport {
     /// Rows skipped: index rows with a bad key or value, index rows whose
     /// comment is gone, comments that do not decode.
     pub skipped_rows: u64,
+    /// Multi-gets that fetched comments: small products share them, so there
+    /// are fewer than products on a shop's long tail.
+    pub comment_fetches: u64,
     /// Products that failed every attempt.
     pub failures: Vec<ProductFailure>,
     /// Wall-clock time of the run.

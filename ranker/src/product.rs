@@ -22,6 +22,7 @@ use common::Id;
 use tokio::sync::mpsc;
 
 use crate::config::ScoringConfig;
+use crate::fetch::CommentFetcher;
 use crate::pace::{CallKind, Pacer};
 use crate::select::{Selection, TopComments, MAX_PICKS};
 use crate::writer::SlotWriter;
@@ -42,8 +43,11 @@ pub(crate) struct ProductJob {
     pub writer: Option<SlotWriter>,
     /// Index rows read per round trip.
     pub page_rows: usize,
-    /// The run's shared rate, acquired before each page of comments is fetched.
+    /// The run's shared rate and turns, for the index reads.
     pub pacer: Pacer,
+    /// The run's comment fetches, which take their rate and turns from the
+    /// same pacer and share multi-gets between products.
+    pub fetcher: CommentFetcher,
     /// Where to count scored comments as they go.
     pub progress: Option<Arc<RunProgress>>,
 }
@@ -179,21 +183,13 @@ impl IndexReader {
     /// Fetches the comments of the next index page; `None` after the last page.
     /// Rows that cannot be used (bad index rows, comments gone or undecodable,
     /// comments of another product) are left out and counted.
-    async fn next_page(&mut self, store: &Store, product: &Id, pacer: &Pacer) -> common::Result<Option<CommentPage>> {
+    async fn next_page(&mut self, product: &Id, fetcher: &CommentFetcher) -> common::Result<Option<CommentPage>> {
         let Some(index) = self.next_index_page().await else {
             return Ok(None);
         };
         let index = index?;
         let keys: Vec<CommentKey> = index.entries.iter().map(|entry| entry.comment).collect();
-        let fetched = if keys.is_empty() {
-            Vec::new()
-        } else {
-            pacer.acquire(keys.len()).await;
-            let (fetched, took) = pacer.call(store.get_comments(&keys)).await;
-            let fetched = fetched?;
-            pacer.observe(CallKind::CommentFetch, keys.len(), took);
-            fetched
-        };
+        let fetched = fetcher.fetch(keys).await?;
         let named = fetched.len() as u64;
         // A stale index row (the Java service's overwritten double post) names a
         // comment listed elsewhere under its own timestamp: it is not a second vote.
@@ -238,10 +234,9 @@ pub(crate) async fn on_rayon<T: Send + 'static>(work: impl FnOnce() -> T + Send 
 /// (unless discovery read all of it), the next page's comments are fetched
 /// while the current page is processed on rayon.
 pub(crate) async fn stream_comments<S, W>(
-    store: &Store,
     product: &Id,
     mut index: IndexReader,
-    pacer: &Pacer,
+    fetcher: &CommentFetcher,
     state: S,
     work: W,
     progress: Option<&RunProgress>,
@@ -252,7 +247,7 @@ where
 {
     let mut totals = StreamTotals::default();
     let mut state = state;
-    let mut current = index.next_page(store, product, pacer).await?;
+    let mut current = index.next_page(product, fetcher).await?;
     while let Some(page) = current {
         let count = page.comments.len() as u64;
         totals.comments += count;
@@ -263,7 +258,7 @@ where
             page_work(&mut state, comments);
             state
         });
-        let (processed, next) = tokio::join!(processed, index.next_page(store, product, pacer));
+        let (processed, next) = tokio::join!(processed, index.next_page(product, fetcher));
         state = processed?;
         if let Some(progress) = progress {
             progress.add_comments(count);
@@ -287,7 +282,7 @@ pub(crate) async fn select_for_product(
     };
     let index = IndexReader::for_product(store, product, whole_index, job.page_rows, &job.pacer);
     let (pool, totals) =
-        stream_comments(store, product, index, &job.pacer, TopComments::new(MAX_PICKS), work, job.progress.as_deref())
+        stream_comments(product, index, &job.fetcher, TopComments::new(MAX_PICKS), work, job.progress.as_deref())
             .await?;
     Ok((pool.finish(), totals))
 }

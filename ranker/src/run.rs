@@ -14,6 +14,7 @@ use tokio_util::sync::CancellationToken;
 
 use crate::changes::{find_products, ChosenProduct};
 use crate::discovery::{Discovery, ListingRetry};
+use crate::fetch::CommentFetcher;
 use crate::pace::{PaceMode, Pacer};
 use crate::product::{existing_slot_mask, rank_product, stream_comments, IndexReader, ProductJob, ProductOutcome};
 use crate::shard::KeyRange;
@@ -68,6 +69,7 @@ async fn drive(
         slots_written: 0,
         slots_deleted: 0,
         skipped_rows: 0,
+        comment_fetches: 0,
         failures: Vec::new(),
         duration_ms: 0,
         pacing: pacer.report(0, Duration::ZERO),
@@ -79,12 +81,14 @@ async fn drive(
         PaceMode::Adaptive => options.pacing.page_rows,
         PaceMode::Off => options.page_rows,
     };
+    let fetcher = CommentFetcher::new(store.clone(), pacer.clone(), page_rows);
     let job = Arc::new(ProductJob {
         scoring: Arc::new(options.scoring.clone()),
         as_of_ms: options.as_of_ms,
         writer: (!report.dry_run).then(|| SlotWriter::start(store.clone())),
         page_rows,
         pacer: pacer.clone(),
+        fetcher: fetcher.clone(),
         progress: options.progress.clone(),
     });
     let worker = Worker {
@@ -181,6 +185,7 @@ async fn drive(
     report.interrupted |= stop.is_cancelled();
     report.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     report.pacing = pacer.report(report.comments_scored, started.elapsed());
+    report.comment_fetches = fetcher.calls();
     tracing::info!(
         products = report.products_ranked,
         comments = report.comments_scored,
@@ -191,6 +196,7 @@ async fn drive(
         interrupted = report.interrupted,
         duration_ms = report.duration_ms,
         comments_per_second = report.comments_per_second() as u64,
+        comment_fetches = report.comment_fetches,
         pace_slowdowns = report.pacing.slowdowns,
         pace_probes = report.pacing.probes,
         "run finished"
@@ -328,8 +334,7 @@ impl Worker {
                     &job.pacer,
                 );
                 let ((), totals) =
-                    stream_comments(&self.store, &product, index, &job.pacer, (), count, job.progress.as_deref())
-                        .await?;
+                    stream_comments(&product, index, &job.fetcher, (), count, job.progress.as_deref()).await?;
                 Ok(ProductOutcome {
                     comments_scored: totals.comments,
                     skipped_rows: totals.skipped_rows,

@@ -539,3 +539,34 @@ async fn a_listing_hands_over_the_whole_index_of_every_product_smaller_than_its_
     let last = store.product_comment_page_counted(&test_id("P", 5), None, 1_000).await.expect("read index");
     assert_eq!((last.entries.len(), last.skipped), (1, 1), "the bad value is skipped and counted");
 }
+
+#[tokio::test]
+async fn a_paced_run_shares_multi_gets_between_small_products_and_ranks_each_exactly() {
+    let store = fresh_store("rank_shared_fetches").await;
+    let seeder = Seeder::new(&store);
+    let mut rng = StdRng::seed_from_u64(23);
+    let mut posted = Vec::new();
+    for number in 1..=40 {
+        let product = test_id("P", number);
+        let count = rng.random_range(3..=20);
+        let drafts = varied_drafts(&mut rng, count, 50);
+        posted.push((product, seeder.post(&product, drafts, 100, 1).await));
+    }
+
+    // The default pacing has one call in flight, so the products ranked at
+    // once queue their fetches behind it and the next call carries several.
+    let mut options = options(Scope::All);
+    options.concurrency = 8;
+    let report = run(&store, &options).await;
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    assert_eq!(report.products_ranked, 40);
+    assert!(
+        report.comment_fetches < report.products_ranked,
+        "{} multi-gets for {} products: none was shared",
+        report.comment_fetches,
+        report.products_ranked
+    );
+    for (product, comments) in &posted {
+        assert_eq!(stored_picks(&store, product).await, numbered(&expected_picks(comments)), "{product}");
+    }
+}
