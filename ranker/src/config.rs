@@ -104,7 +104,8 @@ pub struct RunSettings {
     pub product_attempts: u32,
     /// Pause before a product's second attempt, in milliseconds; doubles for each further attempt, less jitter.
     pub retry_backoff_ms: u64,
-    /// Index rows (and comments) read per round trip while ranking one product.
+    /// Index rows read per round trip while ranking one product, and most
+    /// comments per multi-get (small products share one).
     pub page_rows: usize,
     /// How long, in milliseconds, product discovery keeps retrying a listing
     /// step while HBase is unavailable before the run gives up on the products

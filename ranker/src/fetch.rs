@@ -11,8 +11,10 @@
 //! So fetches queue here and whoever gets the next turn for a call takes the
 //! fetches queued behind it too, up to a page of rows, and answers them all
 //! from one multi-get (group commit, applied to reads). Nothing waits to fill a
-//! batch: a fetch with nobody queued behind it goes alone, as before, and
-//! unpaced runs (no turns to wait for) batch only what arrives together.
+//! batch: a fetch with nobody queued behind it goes alone, as before. Unpaced
+//! runs have no turns to wait for, so a fetch is taken by its own caller right
+//! after it is queued: they share a call only when two fetches are queued in
+//! the same instant, and otherwise call as they did.
 
 use std::collections::VecDeque;
 use std::sync::atomic::{AtomicU64, Ordering};

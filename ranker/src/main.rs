@@ -138,7 +138,7 @@ struct PassArgs {
     #[arg(long, value_name = "N")]
     concurrency: Option<usize>,
 
-    /// Index rows (and comments) read per round trip, 1 to 5000 [default: run.page_rows, 1000].
+    /// Index rows read per round trip, and most comments per multi-get, 1 to 5000 [default: run.page_rows, 1000].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=ranker::config::MAX_PAGE_ROWS as i64))]
     page_rows: Option<u16>,
 

@@ -178,16 +178,17 @@ pub struct PacingSettings {
     /// `run.page_rows`: a smaller multi-get holds a gateway thread and a
     /// region-server handler for less time, so readers queue behind it less.
     pub page_rows: usize,
-    /// Most HBase calls (index pages and multi-gets) a run paced adaptively
-    /// has in flight at once, whatever its product concurrency. A rate says
-    /// how much work the run asks for per second, not how much of it lands at
-    /// the same moment: eight products' multi-gets arriving together held
-    /// every region-server handler and CPU a reader needed for milliseconds,
-    /// which is what the readers' p99 shows. With one call in flight the run
-    /// never has more than one index page, multi-get or existence check out
-    /// at once (its listings and slot writes do not take turns), so readers
-    /// find the rest of the handlers and gateway threads free. A call is timed from when it gets its turn,
-    /// so the wait for one is not read as congestion.
+    /// Most HBase calls (index pages, multi-gets, slot writes) a run paced
+    /// adaptively has in flight at once, whatever its product concurrency. A
+    /// rate says how much work the run asks for per second, not how much of
+    /// it lands at the same moment: eight products' multi-gets arriving
+    /// together held every region-server handler and CPU a reader needed for
+    /// milliseconds, which is what the readers' p99 shows. With one call in
+    /// flight the run never has more than one index page, multi-get, slot
+    /// write or existence check out at once (only its product listing, a
+    /// step per few hundred index rows, goes around the turns), so readers
+    /// find the rest of the handlers and gateway threads free. A call is timed
+    /// from when it gets its turn, so the wait for one is not read as congestion.
     pub max_in_flight: usize,
 }
 

@@ -85,7 +85,7 @@ async fn drive(
     let job = Arc::new(ProductJob {
         scoring: Arc::new(options.scoring.clone()),
         as_of_ms: options.as_of_ms,
-        writer: (!report.dry_run).then(|| SlotWriter::start(store.clone())),
+        writer: (!report.dry_run).then(|| SlotWriter::start(store.clone(), pacer.clone())),
         page_rows,
         pacer: pacer.clone(),
         fetcher: fetcher.clone(),

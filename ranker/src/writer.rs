@@ -7,11 +7,17 @@
 //! calls carry one product; when it is busy, products queue up during a call
 //! and the next call takes them all, which spares HBase a round trip and a WAL
 //! sync per product exactly when it has the least time for them.
+//!
+//! A paced run's writes take turns with its reads (`Pacer::call`), so that the
+//! run never has more than its `max_in_flight` calls out at once: on a shop's
+//! long tail of small products a write follows every few multi-gets.
 
 use common::keys::CommentKey;
 use common::store::Store;
 use common::Id;
 use tokio::sync::{mpsc, oneshot};
+
+use crate::pace::Pacer;
 
 /// The most products one call writes (ten rows each).
 const MAX_PRODUCTS_PER_CALL: usize = 64;
@@ -30,10 +36,10 @@ pub(crate) struct SlotWriter {
 }
 
 impl SlotWriter {
-    /// Starts the writer task for `store`.
-    pub(crate) fn start(store: Store) -> SlotWriter {
+    /// Starts the writer task for `store`, its calls taking turns from `pacer`.
+    pub(crate) fn start(store: Store, pacer: Pacer) -> SlotWriter {
         let (requests, queue) = mpsc::channel(MAX_PRODUCTS_PER_CALL * 4);
-        tokio::spawn(write_queued(store, queue));
+        tokio::spawn(write_queued(store, pacer, queue));
         SlotWriter { requests }
     }
 
@@ -46,7 +52,7 @@ impl SlotWriter {
     }
 }
 
-async fn write_queued(store: Store, mut queue: mpsc::Receiver<WriteRequest>) {
+async fn write_queued(store: Store, pacer: Pacer, mut queue: mpsc::Receiver<WriteRequest>) {
     while let Some(first) = queue.recv().await {
         let mut batch = vec![first];
         while batch.len() < MAX_PRODUCTS_PER_CALL {
@@ -57,21 +63,12 @@ async fn write_queued(store: Store, mut queue: mpsc::Receiver<WriteRequest>) {
         }
         let (products, waiters): (Vec<_>, Vec<_>) =
             batch.into_iter().map(|request| ((request.product, request.ranked), request.done)).unzip();
-        let outcome = store.replace_rank_slots_of(&products).await;
+        // Writes are not timed for the control law: their cost (a WAL sync,
+        // ten rows a product) is not comparable with the reads it judges.
+        let (outcome, _) = pacer.call(store.replace_rank_slots_of(&products)).await;
         for waiter in waiters {
             // A waiter that went away (its run was dropped) needs no answer.
-            let _ = waiter.send(outcome.as_ref().map(|_| ()).map_err(copy_error));
+            let _ = waiter.send(outcome.clone());
         }
-    }
-}
-
-/// The same failure for each product of a failed call: `common::Error` is not
-/// `Clone`, but what the retry logic needs (transient or not, and the message) is kept.
-fn copy_error(error: &common::Error) -> common::Error {
-    match error {
-        common::Error::Unavailable(message) => common::Error::Unavailable(message.clone()),
-        common::Error::Overloaded(message) => common::Error::Overloaded(message.clone()),
-        common::Error::Hbase(message) => common::Error::Hbase(message.clone()),
-        other => common::Error::Hbase(other.to_string()),
     }
 }
