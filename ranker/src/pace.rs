@@ -158,7 +158,8 @@ pub struct PacingSettings {
     pub min_rate: f64,
     /// Comments per second added after each calm window (additive increase).
     pub increase_step: f64,
-    /// Factor the rate is multiplied by after a slow window (multiplicative decrease).
+    /// Factor the rate is multiplied by after a slow window (multiplicative
+    /// decrease); of the rate the run used in it, when that was lower.
     pub decrease_factor: f64,
     /// A window whose median call is more than this many times its baseline,
     /// though within `tolerance`, ends slow start and holds the rate where it
@@ -504,7 +505,13 @@ impl Controller {
         if median > self.settings.tolerance {
             self.slow_start = false;
             let floor = self.settings.min_rate.min(self.settings.ceiling());
-            self.rate = (self.rate * self.settings.decrease_factor).max(floor);
+            // Cut from what the run used, when it used less than it was
+            // allowed (its calls in flight, not the rate, held it back): half
+            // of a rate nobody reached cuts nothing, and the windows it takes
+            // to come down to the rate in use are windows of readers waiting
+            // (TCP's congestion-window validation, RFC 7661, cuts from the
+            // data actually in flight the same way).
+            self.rate = (self.rate.min(used) * self.settings.decrease_factor).max(floor);
             self.slowdowns += 1;
             return Some(Change::SlowDown { from, to: self.rate, slowness: median });
         }
@@ -1011,6 +1018,41 @@ mod tests {
         assert!(
             matches!(change, Some(Change::SlowDown { from, to, .. }) if from == 2_000.0 && to == 1_000.0),
             "{change:?}"
+        );
+    }
+
+    #[test]
+    fn a_slow_down_cuts_from_the_rate_the_run_used() {
+        let start = Instant::now();
+        let second = Duration::from_secs(1);
+        let mut controller = Controller::new(settings(), start);
+        // Windows of 40 calls of 100 rows: 4,000 comments/s, whatever the rate
+        // allows (as when one call in flight is what holds a run back).
+        let window = |controller: &mut Controller, end: Instant, latency: Duration| {
+            let mut change = None;
+            for call in 0..40 {
+                let at = if call == 39 { end } else { end - second / 2 };
+                change = controller.observe(CallKind::CommentFetch, 100, latency, at);
+            }
+            change
+        };
+        let mut end = start;
+        for _ in 0..12 {
+            end += second;
+            window(&mut controller, end, IDLE);
+        }
+        let allowed = controller.probing.unwrap_or(controller.rate());
+        assert!(allowed >= 7_000.0, "the rate grew up to twice what the run used: {allowed}");
+        // Past any probe, calls turn four times slower.
+        while controller.probing.is_some() {
+            end += second;
+            window(&mut controller, end, IDLE);
+        }
+        end += second;
+        let change = window(&mut controller, end, IDLE * 4);
+        assert!(
+            matches!(change, Some(Change::SlowDown { to, .. }) if to == 2_000.0),
+            "one cut halves the 4,000 comments/s in use, not the {allowed} allowed: {change:?}"
         );
     }
 
