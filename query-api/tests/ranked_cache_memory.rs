@@ -93,8 +93,12 @@ async fn a_cache_filled_far_past_its_bound_keeps_resident_memory_near_the_bound(
     assert!(inserted > 8 * BOUND_BYTES, "the test must insert far more than the bound");
     assert!(cache.weighted_size() <= BOUND_BYTES, "the cache holds {} bytes", cache.weighted_size());
     // The bound plus what one insertion round has in flight (five rankings
-    // built and not yet evicted) and the allocator's slack.
-    let allowed = BOUND_BYTES + 5 * one + 16 * 1024 * 1024;
+    // built and not yet evicted) and the allocator's slack: freed pages go
+    // back to the system on jemalloc's decay timer, so how many are still
+    // resident at the peak depends on the machine's load (45 MiB of growth
+    // alone, 56 MiB once under the whole suite's, over a 16-MiB slack). Twice
+    // the bound still tells a bounded cache from the 353 MiB inserted.
+    let allowed = BOUND_BYTES + 5 * one + 32 * 1024 * 1024;
     assert!(
         growth <= allowed,
         "resident memory grew {} MiB, more than the {} MiB allowed",
