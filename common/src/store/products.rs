@@ -133,7 +133,7 @@ impl Store {
             let last_rows = product_rows.last().cloned();
             let resume = match (index, listing.products.last(), last_rows) {
                 // The page ends inside the last product's index. When other
-                // products came before it in the page, it is left to the next
+                // rows came before it in the page, it is left to the next
                 // page, which starts at its id and so holds all of it if it is
                 // smaller than a page: every small product comes out whole, for
                 // a few rows read twice. A product that fills a page from its
