@@ -787,6 +787,23 @@ mod tests {
         }
     }
 
+    /// Feeds `controller` one window of comment fetches, `(rows, latency)`
+    /// each: all but the last observed at `during`, the last at `end`, where
+    /// it closes the window. Returns what the controller decided.
+    fn feed_window(
+        controller: &mut Controller,
+        calls: impl IntoIterator<Item = (usize, Duration)>,
+        during: Instant,
+        end: Instant,
+    ) -> Option<Change> {
+        let calls: Vec<(usize, Duration)> = calls.into_iter().collect();
+        let (last, earlier) = calls.split_last().expect("a window has calls");
+        for &(rows, latency) in earlier {
+            controller.observe(CallKind::CommentFetch, rows, latency, during);
+        }
+        controller.observe(CallKind::CommentFetch, last.0, last.1, end)
+    }
+
     /// Drives `pacer` for `seconds`: each simulated product task acquires a
     /// page of 100 comments, "fetches" it in `latency(rate)`, reports the call,
     /// and goes again. Returns the comments fetched.
@@ -993,16 +1010,14 @@ mod tests {
         let second = Duration::from_secs(1);
         let window = |controller: &mut Controller, end: Instant, small: u64, big: u64| {
             // Eight calls of 10 rows and eight of 1,000 rows; the last one closes the window.
-            let mut change = None;
-            for call in 0..16 {
-                let at = if call == 15 { end } else { end - second / 2 };
-                change = if call % 2 == 0 {
-                    controller.observe(CallKind::CommentFetch, 10, Duration::from_millis(small), at)
+            let calls = (0..16).map(|call| {
+                if call % 2 == 0 {
+                    (10, Duration::from_millis(small))
                 } else {
-                    controller.observe(CallKind::CommentFetch, 1_000, Duration::from_millis(big), at)
-                };
-            }
-            change
+                    (1_000, Duration::from_millis(big))
+                }
+            });
+            feed_window(controller, calls, end - second / 2, end)
         };
         // Window 1, the first probe, teaches two size classes: 10 rows in 2 ms,
         // 1,000 rows in 40 ms.
@@ -1029,12 +1044,7 @@ mod tests {
         // Windows of 40 calls of 100 rows: 4,000 comments/s, whatever the rate
         // allows (as when one call in flight is what holds a run back).
         let window = |controller: &mut Controller, end: Instant, latency: Duration| {
-            let mut change = None;
-            for call in 0..40 {
-                let at = if call == 39 { end } else { end - second / 2 };
-                change = controller.observe(CallKind::CommentFetch, 100, latency, at);
-            }
-            change
+            feed_window(controller, [(100, latency); 40], end - second / 2, end)
         };
         let mut end = start;
         for _ in 0..12 {
@@ -1063,10 +1073,7 @@ mod tests {
         let mut controller = Controller::new(settings(), start);
         let full_window = |controller: &mut Controller, at: Instant, latency: Duration| {
             // A window's calls, enough comments to count as using the rate.
-            for _ in 0..99 {
-                controller.observe(CallKind::CommentFetch, 100, latency, at);
-            }
-            controller.observe(CallKind::CommentFetch, 100, latency, at + second)
+            feed_window(controller, [(100, latency); 100], at, at + second)
         };
         full_window(&mut controller, start, IDLE);
         // Calm: doubling.
@@ -1092,12 +1099,8 @@ mod tests {
         let start = Instant::now();
         let second = Duration::from_secs(1);
         let mut controller = Controller::new(PacingSettings { slow_start_threshold: 3_000.0, ..settings() }, start);
-        let full_window = |controller: &mut Controller, at: Instant| {
-            for _ in 0..99 {
-                controller.observe(CallKind::CommentFetch, 100, IDLE, at);
-            }
-            controller.observe(CallKind::CommentFetch, 100, IDLE, at + second)
-        };
+        let full_window =
+            |controller: &mut Controller, at: Instant| feed_window(controller, [(100, IDLE); 100], at, at + second);
         full_window(&mut controller, start);
         assert_eq!(full_window(&mut controller, start + second), Some(Change::SpeedUp { from: 1_000.0, to: 2_000.0 }));
         // Doubling would pass the threshold: the rate stops at it...
