@@ -112,7 +112,7 @@ impl IndexReader {
     pub(crate) fn for_product(
         store: &Store,
         product: &Id,
-        whole_index: Option<CountedIndexPage>,
+        whole_index: Option<&CountedIndexPage>,
         rows: usize,
         pacer: &Pacer,
     ) -> IndexReader {
@@ -157,9 +157,10 @@ impl IndexReader {
     /// Pages of at most `rows` entries from a product's whole index, so that
     /// its multi-gets are no larger than an index read would have made them.
     /// The skipped rows count with the first page.
-    fn listed(whole_index: CountedIndexPage, rows: usize) -> IndexReader {
-        let CountedIndexPage { entries, mut skipped, .. } = whole_index;
-        let mut pages: Vec<CountedIndexPage> = entries
+    fn listed(whole_index: &CountedIndexPage, rows: usize) -> IndexReader {
+        let mut skipped = whole_index.skipped;
+        let mut pages: Vec<CountedIndexPage> = whole_index
+            .entries
             .chunks(rows.max(1))
             .map(|chunk| CountedIndexPage {
                 entries: chunk.to_vec(),
@@ -272,7 +273,7 @@ where
 pub(crate) async fn select_for_product(
     store: &Store,
     product: &Id,
-    whole_index: Option<CountedIndexPage>,
+    whole_index: Option<&CountedIndexPage>,
     job: &ProductJob,
 ) -> Result<(Selection, StreamTotals), RankerError> {
     let scoring = job.scoring.clone();
@@ -295,7 +296,7 @@ pub(crate) async fn rank_product(
     store: &Store,
     product: &Id,
     existing_slots: u16,
-    whole_index: Option<CountedIndexPage>,
+    whole_index: Option<&CountedIndexPage>,
     job: &ProductJob,
 ) -> Result<ProductOutcome, RankerError> {
     let (selection, totals) = select_for_product(store, product, whole_index, job).await?;
@@ -361,12 +362,12 @@ mod tests {
     #[tokio::test]
     async fn a_listed_index_is_split_into_pages_no_larger_than_a_read_would_make() {
         let whole = CountedIndexPage { entries: entries(5), skipped: 3, next: None };
-        let mut reader = IndexReader::listed(whole.clone(), 2);
+        let mut reader = IndexReader::listed(&whole, 2);
         assert_eq!(pages(&mut reader).await, vec![(2, 3), (2, 0), (1, 0)], "skipped rows count once, first");
-        let mut reader = IndexReader::listed(whole.clone(), 250);
+        let mut reader = IndexReader::listed(&whole, 250);
         assert_eq!(pages(&mut reader).await, vec![(5, 3)]);
 
-        let mut reader = IndexReader::listed(whole, 2);
+        let mut reader = IndexReader::listed(&whole, 2);
         let mut keys = Vec::new();
         while let Some(page) = reader.next_index_page().await {
             keys.extend(page.expect("page").entries.into_iter().map(|entry| entry.comment));
@@ -374,7 +375,7 @@ mod tests {
         assert_eq!(keys, entries(5).into_iter().map(|entry| entry.comment).collect::<Vec<_>>(), "in order, each once");
 
         let empty = CountedIndexPage { entries: Vec::new(), skipped: 2, next: None };
-        let mut reader = IndexReader::listed(empty, 250);
+        let mut reader = IndexReader::listed(&empty, 250);
         assert_eq!(pages(&mut reader).await, vec![(0, 2)], "a product whose every row was bad still counts them");
     }
 }

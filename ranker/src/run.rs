@@ -311,8 +311,9 @@ impl Worker {
     }
 
     /// One try at the product. Every try uses the index discovery handed
-    /// over, when it did: a retry follows a failed multi-get or slot write,
-    /// and the listing's rows are as good as they were on the first try.
+    /// over, when it did (borrowed: each try splits it into its own pages): a
+    /// retry follows a failed multi-get or slot write, and the listing's rows
+    /// are as good as they were on the first try.
     async fn attempt(&self, found: &ProductToRank) -> Result<ProductOutcome, RankerError> {
         let product = found.product;
         match self.pass {
@@ -321,7 +322,7 @@ impl Worker {
                     Some(mask) => mask,
                     None => existing_slot_mask(&self.store, &product).await?,
                 };
-                rank_product(&self.store, &product, slot_mask, found.whole_index.clone(), &self.job).await
+                rank_product(&self.store, &product, slot_mask, found.whole_index.as_ref(), &self.job).await
             }
             Pass::ReadOnly => {
                 let count = |_: &mut (), _: Vec<common::model::Comment>| {};
@@ -329,7 +330,7 @@ impl Worker {
                 let index = IndexReader::for_product(
                     &self.store,
                     &product,
-                    found.whole_index.clone(),
+                    found.whole_index.as_ref(),
                     job.page_rows,
                     &job.pacer,
                 );
