@@ -174,8 +174,9 @@ pub(crate) async fn find_products(
     // on the benchmark data) and checking their comments exist is not (about
     // 27 ms per 1,000, a get per comment on the region servers), so the pages
     // are listed in key order and up to `concurrency` of them are checked at
-    // once (fewer when the pacer holds fewer turns); `try_buffered` hands them back in key order, which the settling
-    // of complete products below relies on. The closures own what they use
+    // once (fewer when the pacer holds fewer turns); `try_buffered` hands
+    // them back in key order, which the settling of complete products below
+    // relies on. The closures own what they use
     // (clones of handles): futures borrowing from the caller are not `Send`
     // for every lifetime, which the cron daemon's spawned runs need.
     let pages = stream::try_unfold(Some(range.start.clone()), {

@@ -14,6 +14,7 @@ use std::time::Duration;
 use common::hbase::{COLUMN_SCORE, COLUMN_VALUE};
 use common::keys::{self, CommentKey};
 use common::model::{Comment, Extra, Order};
+use common::store::products::{ListedProduct, ProductIndex};
 use common::store::{NewComment, Store};
 use common::Id;
 use integration_tests::{fresh_store, test_id};
@@ -24,7 +25,7 @@ use ranker::select::{select_exhaustively, Candidate, MAX_PICKS};
 use ranker::{LeftOutReason, RunOptions, RunReport, Scope, ScoringConfig, Shard};
 use tokio_util::sync::CancellationToken;
 
-use crate::rows::{delete_all_rows, put_value, raw_rows};
+use crate::rows::{delete_all_rows, put_value, put_values, raw_rows};
 
 const DAY_MS: i64 = 86_400_000;
 /// The as-of time of every run: a fixed instant, so expectations are exact.
@@ -481,8 +482,6 @@ async fn a_failing_product_is_retried_then_reported_and_a_stopped_run_starts_not
 
 #[tokio::test]
 async fn a_listing_hands_over_the_whole_index_of_every_product_smaller_than_its_page() {
-    use common::store::products::{ListedProduct, ProductIndex};
-
     let store = fresh_store("rank_whole_index").await;
     let table = store.tables().product_comment.clone();
     // Index rows only (listing reads no comment): products of 3, 2, 300, 5 and
@@ -503,7 +502,7 @@ async fn a_listing_hands_over_the_whole_index_of_every_product_smaller_than_its_
     let mut outside = test_id("P", 4).as_bytes().to_vec();
     outside.push(0);
     rows.push((outside, b"outside the prefix".to_vec()));
-    crate::rows::put_values(&store, &table, rows).await;
+    put_values(&store, &table, rows).await;
 
     for page_rows in [4, 256] {
         let mut listed: Vec<ListedProduct> = Vec::new();
