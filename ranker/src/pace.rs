@@ -24,6 +24,11 @@
 //!   baseline (multiplicative decrease). A window waits for a dozen calls
 //!   before it is judged; one still too sparse after five window lengths means
 //!   a rate too low to congest anything, and grows by the step.
+//! - A window still slow after the cuts took the rate to a sixteenth of where
+//!   they started (or to the floor) is taken as a probe: the run is as quiet
+//!   as in one, so the slowness is not its doing, and its calls become the
+//!   baseline instead of cutting on (probes are put off while windows are
+//!   slow, so the run otherwise crawled at its floor for as long).
 //!
 //! Why latency, and why AIMD: the ranker cannot see the readers, but readers
 //! and ranker queue for the same gateway threads, region-server handlers and
@@ -112,6 +117,16 @@ const MIN_UNMISTAKABLE_CALLS: usize = 3;
 /// See [`MIN_UNMISTAKABLE_CALLS`]: with the default tolerance of 1.5, a
 /// median over four and a half times the baseline.
 const UNMISTAKABLE_FACTOR: f64 = 3.0;
+/// How deep a series of cuts goes, as a share of the rate it started from,
+/// before a window that is still slow is taken as a probe instead of cut
+/// again. Cutting to a sixteenth (four halvings) and finding the calls as
+/// slow as before means the slowness is not the run's doing: a probe (a
+/// quarter of the rate) would learn it as the new baseline, but probes are
+/// put off while windows are slow, so without this the run cut on to its
+/// floor and crawled there (contention rounds 12 and 18: nine cuts from
+/// 23,500 comments/s to 529 and 50 s of crawl; nineteen cuts and 15 s at
+/// the floor of 200 while the readers' windows were 17 to 24 ms).
+const UNRELIEVED_CUT_SHARE: f64 = 1.0 / 16.0;
 /// A window whose comment throughput was below this share of the allowed rate
 /// does not raise the rate: raising a limit nobody reaches would only allow a
 /// burst later (TCP's congestion-window validation, RFC 7661).
@@ -307,6 +322,9 @@ pub(crate) struct Controller {
     slow_start: bool,
     /// Set while the current window is a probe: the rate to go back to after it.
     probing: Option<f64>,
+    /// The rate in use when the current series of slow windows began (the
+    /// first cut's starting point); `None` while windows are calm.
+    cut_series_from: Option<f64>,
     /// Windows closed since the last probe ended.
     windows_since_probe: u32,
     /// Per size class: its calls in each of the last [`PROBES_KEPT`] probes, by
@@ -338,6 +356,7 @@ impl Controller {
             rate,
             slow_start: true,
             probing: Some(rate),
+            cut_series_from: None,
             windows_since_probe: 0,
             probe_calls: HashMap::new(),
             baselines: HashMap::new(),
@@ -362,7 +381,8 @@ impl Controller {
         self.slowdowns
     }
 
-    /// How many probes ended (the first window of the run included).
+    /// How many windows taught the baselines: probes (the first window of the
+    /// run included) and windows still slow after deep cuts.
     pub(crate) fn probes(&self) -> u64 {
         self.probes
     }
@@ -410,8 +430,20 @@ impl Controller {
     /// Ends a probe: its calls become the baselines of their size classes, and
     /// the rate goes back to where it was before the probe.
     fn end_probe(&mut self, resume_rate: f64) -> Option<Change> {
-        self.probes += 1;
         self.windows_since_probe = 0;
+        self.learn_baselines();
+        tracing::debug!(calls = self.samples.len(), classes = self.probe_calls.len(), "pacing probe ended");
+        let from = self.rate;
+        self.rate = resume_rate;
+        (self.rate != from).then_some(Change::Probe { from, to: self.rate })
+    }
+
+    /// Takes this window's calls as a probe's: they become the newest
+    /// probe's calls of their size classes, and the baselines are the
+    /// median of the kept probes' calls again.
+    fn learn_baselines(&mut self) {
+        self.probes += 1;
+        self.cut_series_from = None;
         let mut by_class: HashMap<CallClass, Vec<f64>> = HashMap::new();
         for sample in &self.samples {
             by_class.entry((sample.kind, sample.class)).or_default().push(sample.seconds);
@@ -439,10 +471,6 @@ impl Controller {
                 (calls.len() >= MIN_BASELINE_CALLS).then(|| (*class, calls[calls.len() / 2]))
             })
             .collect();
-        tracing::debug!(calls = self.samples.len(), classes = self.probe_calls.len(), "pacing probe ended");
-        let from = self.rate;
-        self.rate = resume_rate;
-        (self.rate != from).then_some(Change::Probe { from, to: self.rate })
     }
 
     /// Judges a window against the baselines and moves the rate; starts a
@@ -505,6 +533,25 @@ impl Controller {
         if median > self.settings.tolerance {
             self.slow_start = false;
             let floor = self.settings.min_rate.min(self.settings.ceiling());
+            let series_from = *self.cut_series_from.get_or_insert(self.rate.min(used));
+            if self.rate <= floor || self.rate <= series_from * UNRELIEVED_CUT_SHARE {
+                // Cut deep (or to the floor) and still as slow: the run is
+                // as quiet as in a probe, so this window is one, and its calls
+                // alone become the baseline (the older probes measured an
+                // HBase that is gone, and a median over both stays near
+                // them). The rate stays and grows by the step from here, so
+                // a wrong guess costs the readers little, and the next probe
+                // measures again (a due one, put off by the slow windows,
+                // starts at the end of this one).
+                self.probe_calls.clear();
+                self.learn_baselines();
+                tracing::info!(
+                    slowness = format!("{median:.1}"),
+                    rate = self.rate.round() as u64,
+                    "HBase calls stayed slow with the run cut deep; taking their latency as the new baseline"
+                );
+                return None;
+            }
             // Cut from what the run used, when it used less than it was
             // allowed (its calls in flight, not the rate, held it back): half
             // of a rate nobody reached cuts nothing, and the windows it takes
@@ -519,6 +566,7 @@ impl Controller {
             self.slow_start = false;
             return None;
         }
+        self.cut_series_from = None;
         if used < self.rate * USED_SHARE_TO_GROW {
             return None;
         }
@@ -556,8 +604,9 @@ pub struct PaceReport {
     pub mean_rate: f64,
     /// Times the adaptive pacing cut the rate.
     pub slowdowns: u64,
-    /// Probes that ended: windows at a quarter of the rate whose calls became
-    /// the baselines (the run's first window is one).
+    /// Windows whose calls became the baselines: probes (windows at a
+    /// quarter of the rate; the run's first window is one) and windows still
+    /// slow after the rate was cut deep.
     pub probes: u64,
     /// The allowed rate over time (adaptive mode; at most 240 samples, evenly thinned).
     pub rate_samples: Vec<RateSample>,
@@ -913,13 +962,22 @@ mod tests {
     async fn slowness_the_run_cannot_relieve_becomes_the_new_baseline() {
         let pacer = Pacer::new(&settings());
         drive(&pacer, 5, |_| IDLE).await;
-        // The machine turns three times slower for good, whatever the run does.
-        drive(&pacer, 8, |_| IDLE * 3).await;
-        assert!(steady_rate(&pacer) <= 300.0, "first the run backs off towards its floor: {}", steady_rate(&pacer));
-        // Thirty windows on (long ones: at a low rate a window waits for
-        // enough calls), the old baseline is forgotten and the run speeds up again.
-        drive(&pacer, 200, |_| IDLE * 3).await;
+        let calm_rate = steady_rate(&pacer);
+        // The machine turns three times slower for good, whatever the run
+        // does. First the run backs off, a cut per window.
+        drive(&pacer, 4, |_| IDLE * 3).await;
+        let backed_off = steady_rate(&pacer);
+        assert!(backed_off <= calm_rate / 8.0, "the run backs off from {calm_rate}: {backed_off}");
+        let slowdowns = pacer.report(0, Duration::from_secs(1)).slowdowns;
+        // Cut to a sixteenth and its calls no faster, it takes their latency
+        // as the baseline: it cuts no more and speeds up again by the step
+        // within seconds. (Before, a slow window put the probe off, so the
+        // run halved on to its floor and took some 200 s to speed up.)
+        drive(&pacer, 12, |_| IDLE * 3).await;
+        let report = pacer.report(0, Duration::from_secs(1));
+        assert_eq!(report.slowdowns, slowdowns, "no cut once the slowness was learnt");
         assert!(steady_rate(&pacer) >= 2_000.0, "the run speeds up again: {}", steady_rate(&pacer));
+        assert!(steady_rate(&pacer) <= calm_rate, "by the step, not at once: {}", steady_rate(&pacer));
     }
 
     #[tokio::test(start_paused = true)]
@@ -1064,6 +1122,28 @@ mod tests {
             matches!(change, Some(Change::SlowDown { to, .. }) if to == 2_000.0),
             "one cut halves the 4,000 comments/s in use, not the {allowed} allowed: {change:?}"
         );
+    }
+
+    #[test]
+    fn a_run_at_its_floor_and_still_slow_learns_the_slowness_instead_of_cutting() {
+        let second = Duration::from_secs(1);
+        let mut end = Instant::now();
+        let mut controller = Controller::new(settings(), end);
+        let mut window = |controller: &mut Controller, latency: Duration| {
+            end += second;
+            feed_window(controller, [(100, latency); 20], end - second / 2, end)
+        };
+        // The first window is a probe at the initial rate: it learns IDLE.
+        assert_eq!(window(&mut controller, IDLE), None);
+        let slow = IDLE * 4;
+        for (from, to) in [(1_000.0, 500.0), (500.0, 250.0), (250.0, 125.0), (125.0, 100.0)] {
+            assert_eq!(window(&mut controller, slow), Some(Change::SlowDown { from, to, slowness: 4.0 }));
+        }
+        // At the floor (100) and as slow as ever: not a cut from 100 to 100,
+        // but a new baseline, after which the same latency is calm.
+        assert_eq!(window(&mut controller, slow), None);
+        assert_eq!(controller.slowdowns(), 4);
+        assert_eq!(window(&mut controller, slow), Some(Change::SpeedUp { from: 100.0, to: 600.0 }));
     }
 
     #[test]
