@@ -534,7 +534,11 @@ impl Controller {
             self.slow_start = false;
             let floor = self.settings.min_rate.min(self.settings.ceiling());
             let series_from = *self.cut_series_from.get_or_insert(self.rate.min(used));
-            if self.rate <= floor || self.rate <= series_from * UNRELIEVED_CUT_SHARE {
+            let cut_deep = self.rate <= floor || self.rate <= series_from * UNRELIEVED_CUT_SHARE;
+            // A window of a few unmistakably slow calls cannot teach a
+            // baseline (it takes MIN_BASELINE_CALLS of one size class), and
+            // forgetting the old ones would leave nothing to judge by.
+            if cut_deep && self.most_calls_of_a_class >= MIN_BASELINE_CALLS {
                 // Cut deep (or to the floor) and still as slow: the run is
                 // as quiet as in a probe, so this window is one, and its calls
                 // alone become the baseline (the older probes measured an
@@ -1144,6 +1148,25 @@ mod tests {
         assert_eq!(window(&mut controller, slow), None);
         assert_eq!(controller.slowdowns(), 4);
         assert_eq!(window(&mut controller, slow), Some(Change::SpeedUp { from: 100.0, to: 600.0 }));
+    }
+
+    #[test]
+    fn a_few_unmistakably_slow_calls_at_the_floor_keep_the_old_baselines() {
+        let second = Duration::from_secs(1);
+        let mut end = Instant::now();
+        let mut controller = Controller::new(settings(), end);
+        assert_eq!(feed_window(&mut controller, [(100, IDLE); 20], end, end + second), None);
+        end += second;
+        for _ in 0..4 {
+            end += second;
+            feed_window(&mut controller, [(100, IDLE * 4); 20], end - second / 2, end);
+        }
+        assert_eq!(controller.rate(), 100.0, "cut to the floor");
+        // Four calls ten times slower, over five window lengths: judged slow
+        // (unmistakable), too few to become a baseline, so the idle one stays.
+        end += second * 5;
+        feed_window(&mut controller, [(100, IDLE * 10); 4], end - second, end);
+        assert_eq!(controller.baselines.get(&(CallKind::CommentFetch, size_class(100))), Some(&IDLE.as_secs_f64()));
     }
 
     #[test]
