@@ -12,7 +12,8 @@
 # ratios of the targets. About 10 minutes.
 #
 # Prints, per phase: the p50/p99 of every window, shed and 5xx counts,
-# query-api's RSS, the ranker's wall time, mean rate and slow-downs; then the
+# query-api's RSS, the GC pauses of the region server and the Thrift gateway
+# in it, the ranker's wall time, mean rate and slow-downs; then the
 # targets' figures. Writes everything to bench/out/contention/ and the plot of
 # p99 over time (both runs on one chart) to bench/contention-p99.png
 # (matplotlib: `python3 -m venv /tmp/plot-venv && /tmp/plot-venv/bin/pip
@@ -53,6 +54,12 @@ OUT=bench/out/contention
 mkdir -p "$OUT"
 
 hbase/hbasectl start
+# The region server keeps metrics (latency histograms among them) for every
+# table it serves, and its young GCs copy the live ones; tables left behind by
+# killed test runs made its pauses longer (BENCHMARKS.md, "Rounds 20 to 24").
+# So the tables besides bench_ are counted, and the figures say when there were any.
+other_tables=$(find "${HBASE_RUN_DIR:-hbase/run}/data/hbase/data/default" -mindepth 1 -maxdepth 1 ! -name 'bench_*' 2>/dev/null | wc -l)
+echo "contention: HBase serves $other_tables tables besides the bench_ ones"
 build_release_binaries
 hbase_flags=(--thrift-addr "$THRIFT_ADDR" --table-prefix bench_)
 # The ranker's HBase flags and its command prefix: the batch gateway and
@@ -111,7 +118,9 @@ phase() {
   kill -TERM "$api_pid"
   wait "$api_pid" || true
   api_pid=
-  python3 -c 'import sys; s, a, b = map(float, sys.argv[1:]); print(f"{{\"start_secs\": {a - s:.3f}, \"end_secs\": {b - s:.3f}}}")' \
+  # The load's start in Unix seconds too, so the report can place the region
+  # server's GC pauses (logged with wall-clock times) in the soak's windows.
+  python3 -c 'import json, sys; s, a, b = map(float, sys.argv[1:]); print(json.dumps({"start_secs": round(a - s, 3), "end_secs": round(b - s, 3), "load_started_unix": s}))' \
     "$started" "$ranker_start" "$ranker_end" >"$OUT/$name-timeline.json"
 }
 
@@ -153,9 +162,43 @@ for wanted in $PHASES; do
   esac
 done
 
-python3 - "$OUT" "$REST" <<'PY'
-import json, os, statistics, sys
-out, rest = sys.argv[1], float(sys.argv[2])
+# The JVMs' GC logs (hbasectl writes them to its run dir's logs/), for the
+# report's pause columns.
+python3 - "$OUT" "$REST" "${HBASE_RUN_DIR:-hbase/run}/logs" <<'PY'
+import glob, json, os, re, statistics, sys
+from datetime import datetime
+out, rest, hbase_logs = sys.argv[1], float(sys.argv[2]), sys.argv[3]
+
+# A young-generation pause of the region server stops every reader's call for
+# its length (27 to 106 ms on this data, BENCHMARKS.md rounds 18 to 24), and
+# the run's reads make them come more often. So each window is shown with the
+# stop-the-world pauses it held, of the region server (the master JVM:
+# standalone HBase) and of query-api's Thrift gateway, to tell what a pause
+# did from what the run's calls did.
+PAUSE = re.compile(r"^\[([^\]]+)\].*\bPause .* ([0-9.]+)ms$")
+
+def gc_pauses(jvm):
+    """(start, end, ms) in Unix seconds of every pause the JVM's GC log holds."""
+    pauses = []
+    for path in glob.glob(f"{hbase_logs}/{jvm}-gc.log*"):
+        for line in open(path, errors="replace"):
+            match = PAUSE.match(line.strip())
+            if match:
+                # G1 logs a pause when it ends.
+                end = datetime.strptime(match.group(1), "%Y-%m-%dT%H:%M:%S.%f%z").timestamp()
+                ms = float(match.group(2))
+                pauses.append((end - ms / 1000, end, ms))
+    return pauses
+
+pauses_of = {"rs": gc_pauses("master"), "gateway": gc_pauses("thrift")}
+
+def pauses_in(window, timeline, jvm):
+    """The pauses (ms) of the JVM that overlap the window (10 s ending at its end_secs)."""
+    end = timeline["load_started_unix"] + window["end_secs"]
+    return [ms for (a, b, ms) in pauses_of[jvm] if b > end - 10 and a < end]
+
+def shown(pauses):
+    return "+".join(f"{ms:.0f}" for ms in pauses) or "-"
 
 def load(name):
     windows = [json.loads(line) for line in open(f"{out}/{name}-windows.jsonl")]
@@ -180,17 +223,29 @@ for name in ("paced", "unpaced"):
           f"mean {report['pacing']['mean_rate']:,.0f} comments/s, {report['pacing']['slowdowns']} slow-downs, "
           f"{report['pacing'].get('probes', 0)} probes, "
           f"{report['products_ranked']} products, {len(report['failures'])} failures")
-    print("  window  end s   p50 ms   p99 ms   max ms  5xx  shed  rss MiB  phase")
+    print("  window  end s   p50 ms   p99 ms   max ms  5xx  shed  rss MiB  phase   rs GC pauses ms  gateway GC ms")
     for w in windows:
         phase = "ranker" if w in during else ("rest" if w in at_rest else "")
         print(f"  {w['window']:>6}  {w['end_secs']:>5}  {w['p50_ms']:>7.1f}  {w['p99_ms']:>7.1f}  {w['max_ms']:>7.1f}"
-              f"  {w['server_errors'] + w['no_answer']:>3}  {w['shed']:>4}  {w['rss_kib'] / 1024:>7.1f}  {phase}")
+              f"  {w['server_errors'] + w['no_answer']:>3}  {w['shed']:>4}  {w['rss_kib'] / 1024:>7.1f}  {phase:<6}"
+              f"  {shown(pauses_in(w, timeline, 'rs')):>15}  {shown(pauses_in(w, timeline, 'gateway')):>13}")
     shed = sum(w["shed"] for w in during)
     errors = sum(w["server_errors"] + w["no_answer"] for w in during)
     print(f"  at rest: median p99 {rest_p99:.1f} ms; during the run: worst p99 {worst:.1f} ms "
           f"({worst / rest_p99:.1f}x rest), shed {shed}, 5xx/no answer {errors}, "
           f"RSS {rss_rest:.1f} MiB at rest, peak {rss_peak:.1f} MiB ({(rss_peak / rss_rest - 1) * 100:+.1f} %)")
+    # What the pauses alone do: the run's worst window beside every window
+    # before the run (past the first, which warms up) that held a region-server pause.
+    worst_window = max(during, key=lambda w: w["p99_ms"])
+    before_with_pause = [w["p99_ms"] for w in windows if 10 < w["end_secs"] <= start and pauses_in(w, timeline, "rs")]
+    rs_paused_during = sum(1 for w in during if pauses_in(w, timeline, "rs"))
+    print(f"  region-server GC: {rs_paused_during} of {len(during)} run windows held a pause; the worst held "
+          f"{shown(pauses_in(worst_window, timeline, 'rs'))} ms; windows before the run that held one: p99 "
+          f"{', '.join(f'{p:.1f}' for p in before_with_pause) or 'none'} ms")
     summary[name] = {"rest_p99_ms": rest_p99, "worst_p99_ms": worst, "shed": shed, "errors": errors,
+                     "worst_window_rs_pauses_ms": pauses_in(worst_window, timeline, "rs"),
+                     "run_windows_with_rs_pause": rs_paused_during, "run_windows": len(during),
+                     "p99_ms_of_windows_before_the_run_with_rs_pause": before_with_pause,
                      "rss_rest_mib": rss_rest, "rss_peak_mib": rss_peak, "wall_secs": report["duration_ms"] / 1000,
                      "mean_rate": report["pacing"]["mean_rate"], "slowdowns": report["pacing"]["slowdowns"]}
 
