@@ -51,6 +51,9 @@ BATCH_GATEWAY="${CONTENTION_BATCH_GATEWAY:-}"
 BATCH_NICE="${CONTENTION_BATCH_NICE:-0}"
 AS_OF=1793491200000
 OUT=bench/out/contention
+# hbasectl's run dir (its default when HBASE_RUN_DIR is unset): the report
+# reads the JVMs' GC logs and the served tables from it.
+HBASE_RUN="${HBASE_RUN_DIR:-hbase/run}"
 mkdir -p "$OUT"
 
 hbase/hbasectl start
@@ -58,7 +61,7 @@ hbase/hbasectl start
 # table it serves, and its young GCs copy the live ones; tables left behind by
 # killed test runs made its pauses longer (BENCHMARKS.md, "Rounds 20 to 24").
 # So the tables besides bench_ are counted, and the figures say when there were any.
-other_tables=$(find "${HBASE_RUN_DIR:-hbase/run}/data/hbase/data/default" -mindepth 1 -maxdepth 1 ! -name 'bench_*' 2>/dev/null | wc -l)
+other_tables=$(find "$HBASE_RUN/data/hbase/data/default" -mindepth 1 -maxdepth 1 ! -name 'bench_*' 2>/dev/null | wc -l)
 echo "contention: HBase serves $other_tables tables besides the bench_ ones"
 build_release_binaries
 hbase_flags=(--thrift-addr "$THRIFT_ADDR" --table-prefix bench_)
@@ -164,17 +167,17 @@ done
 
 # The JVMs' GC logs (hbasectl writes them to its run dir's logs/), for the
 # report's pause columns.
-python3 - "$OUT" "$REST" "${HBASE_RUN_DIR:-hbase/run}/logs" <<'PY'
+python3 - "$OUT" "$REST" "$HBASE_RUN/logs" <<'PY'
 import glob, json, os, re, statistics, sys
 from datetime import datetime
 out, rest, hbase_logs = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 
 # A young-generation pause of the region server stops every reader's call for
-# its length (27 to 106 ms on this data, BENCHMARKS.md rounds 18 to 24), and
-# the run's reads make them come more often. So each window is shown with the
-# stop-the-world pauses it held, of the region server (the master JVM:
-# standalone HBase) and of query-api's Thrift gateway, to tell what a pause
-# did from what the run's calls did.
+# its length (21 to 106 ms during the runs of BENCHMARKS.md rounds 20 to 24),
+# and the run's reads make them come more often. So each window is shown with
+# the stop-the-world pauses it held, of the region server (the master JVM:
+# standalone HBase) and of query-api's Thrift gateway, to tell what a pause did
+# from what the run's calls did.
 PAUSE = re.compile(r"^\[([^\]]+)\].*\bPause .* ([0-9.]+)ms$")
 
 def gc_pauses(jvm):
@@ -236,14 +239,14 @@ for name in ("paced", "unpaced"):
           f"RSS {rss_rest:.1f} MiB at rest, peak {rss_peak:.1f} MiB ({(rss_peak / rss_rest - 1) * 100:+.1f} %)")
     # What the pauses alone do: the run's worst window beside every window
     # before the run (past the first, which warms up) that held a region-server pause.
-    worst_window = max(during, key=lambda w: w["p99_ms"])
+    worst_window_pauses = pauses_in(max(during, key=lambda w: w["p99_ms"]), timeline, "rs")
     before_with_pause = [w["p99_ms"] for w in windows if 10 < w["end_secs"] <= start and pauses_in(w, timeline, "rs")]
     rs_paused_during = sum(1 for w in during if pauses_in(w, timeline, "rs"))
     print(f"  region-server GC: {rs_paused_during} of {len(during)} run windows held a pause; the worst held "
-          f"{shown(pauses_in(worst_window, timeline, 'rs'))} ms; windows before the run that held one: p99 "
+          f"{shown(worst_window_pauses)} ms; windows before the run that held one: p99 "
           f"{', '.join(f'{p:.1f}' for p in before_with_pause) or 'none'} ms")
     summary[name] = {"rest_p99_ms": rest_p99, "worst_p99_ms": worst, "shed": shed, "errors": errors,
-                     "worst_window_rs_pauses_ms": pauses_in(worst_window, timeline, "rs"),
+                     "worst_window_rs_pauses_ms": worst_window_pauses,
                      "run_windows_with_rs_pause": rs_paused_during, "run_windows": len(during),
                      "p99_ms_of_windows_before_the_run_with_rs_pause": before_with_pause,
                      "rss_rest_mib": rss_rest, "rss_peak_mib": rss_peak, "wall_secs": report["duration_ms"] / 1000,
