@@ -35,7 +35,9 @@
 # server). Both unset by default: the issue's setup, one gateway, one priority.
 # CONTENTION_RANKER_FLAGS adds flags to every ranker run (for experiments;
 # the figures of BENCHMARKS.md say when they used any). CONTENTION_WARM_RANKER=0
-# skips the unpaced warm-up run (see below).
+# skips the unpaced warm-up run (see below). CONTENTION_RANKER=PATH runs that
+# ranker binary instead of the release build, to compare two builds of it on
+# one HBase in one sitting (keep a copy of the older build's target/release/ranker).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib.sh
@@ -64,6 +66,7 @@ hbase/hbasectl start
 other_tables=$(find "$HBASE_RUN/data/hbase/data/default" -mindepth 1 -maxdepth 1 ! -name 'bench_*' 2>/dev/null | wc -l)
 echo "contention: HBase serves $other_tables tables besides the bench_ ones"
 build_release_binaries
+RANKER="${CONTENTION_RANKER:-$BIN/ranker}"
 hbase_flags=(--thrift-addr "$THRIFT_ADDR" --table-prefix bench_)
 # The ranker's HBase flags and its command prefix: the batch gateway and
 # niceness when asked for.
@@ -78,7 +81,7 @@ ranker_flags+=("${extra_ranker_flags[@]}")
 echo "contention: phases: $PHASES; ranker ${ranker_flags[*]} at nice $BATCH_NICE; query-api via $THRIFT_ADDR"
 
 # The data set: bench/load.sh writes it once; a bench-read over it says whether it is there.
-if ! "$BIN/ranker" bench-read "${hbase_flags[@]}" --product P000000001 --json >"$OUT/probe.json" 2>/dev/null ||
+if ! "$RANKER" bench-read "${hbase_flags[@]}" --product P000000001 --json >"$OUT/probe.json" 2>/dev/null ||
   ! python3 -c 'import json,sys; sys.exit(0 if json.load(open(sys.argv[1]))["comments_scored"] >= 100000 else 1)' "$OUT/probe.json"; then
   echo "contention: the bench_ data set is missing; loading it with bench/load.sh (about two minutes)"
   bench/load.sh
@@ -110,7 +113,7 @@ phase() {
   sleep "$REST"
   local ranker_start ranker_end
   ranker_start=$(date +%s.%N)
-  "${batch[@]}" "$BIN/ranker" run "${ranker_flags[@]}" --as-of "$AS_OF" --json "$@" >"$OUT/$name-ranker.json" 2>"$OUT/$name-ranker.log"
+  "${batch[@]}" "$RANKER" run "${ranker_flags[@]}" --as-of "$AS_OF" --json "$@" >"$OUT/$name-ranker.json" 2>"$OUT/$name-ranker.log"
   ranker_end=$(date +%s.%N)
   sleep "$TAIL"
   # Let the window in progress end and be written.
@@ -133,7 +136,7 @@ phase() {
 # unpaced read pass over every product's comments warms it (the data set,
 # about 700 MB on disk, fits the 1.2-GB block cache of hbasectl's 3-GB heap).
 echo "contention: warming HBase's block cache (ranker bench-read)"
-"$BIN/ranker" bench-read "${hbase_flags[@]}" --json >"$OUT/warm-up.json" 2>"$OUT/warm-up.log"
+"$RANKER" bench-read "${hbase_flags[@]}" --json >"$OUT/warm-up.json" 2>"$OUT/warm-up.log"
 # And the JVMs' compiled code, as a long-running HBase has it: on JVMs just
 # started, the ranker's first calls down paths the readers never take (its
 # slot writes, the lease's checkAndPut) made the region server compile over
@@ -144,7 +147,7 @@ echo "contention: warming HBase's block cache (ranker bench-read)"
 # CONTENTION_WARM_RANKER=0 skips it, to measure a first run on fresh JVMs.
 if [[ "${CONTENTION_WARM_RANKER:-1}" != 0 ]]; then
   echo "contention: warming the JVMs' code paths (ranker run --pace off)"
-  "$BIN/ranker" run "${hbase_flags[@]}" --pace off --as-of "$AS_OF" --json >"$OUT/warm-up-run.json" 2>"$OUT/warm-up-run.log"
+  "$RANKER" run "${hbase_flags[@]}" --pace off --as-of "$AS_OF" --json >"$OUT/warm-up-run.json" 2>"$OUT/warm-up-run.log"
 fi
 
 # Results of an earlier invocation must not pass for this one's.
@@ -157,9 +160,9 @@ for wanted in $PHASES; do
     unpaced) phase unpaced --pace off ;;
     idle)
       echo "contention: idle HBase: ranker run --pace off, then ranker bench-read"
-      "${batch[@]}" "$BIN/ranker" run "${ranker_flags[@]}" --as-of "$AS_OF" --json --pace off \
+      "${batch[@]}" "$RANKER" run "${ranker_flags[@]}" --as-of "$AS_OF" --json --pace off \
         >"$OUT/idle-unpaced-ranker.json" 2>"$OUT/idle-unpaced-ranker.log"
-      "${batch[@]}" "$BIN/ranker" bench-read "${ranker_flags[@]}" --json >"$OUT/idle-bench-read.json" 2>"$OUT/idle-bench-read.log"
+      "${batch[@]}" "$RANKER" bench-read "${ranker_flags[@]}" --json >"$OUT/idle-bench-read.json" 2>"$OUT/idle-bench-read.log"
       ;;
     *) echo "contention: unknown phase '$wanted' in CONTENTION_PHASES (paced, unpaced, idle)" >&2 && exit 2 ;;
   esac

@@ -6,8 +6,9 @@
 //! rate a [`Controller`] moves at run time:
 //!
 //! - The run's first window (at its starting rate), a window three windows
-//!   later, and then one window after every fifteen (put off past a window
-//!   that slowed down) are probes: the rate drops to a quarter for the
+//!   later, then one window after every fifteen (put off past a window
+//!   that slowed down), and the window after one whose calls were mostly of
+//!   sizes no probe measured (the products' sizes drift as a run goes) are probes: the rate drops to a quarter for the
 //!   window, and what the calls take then becomes their baseline, per kind of call and per call size (the
 //!   median of the last two probes' calls). A probe measures HBase with little
 //!   of the run on it, as BBR's ProbeRTT drains its own queue to measure the
@@ -28,7 +29,9 @@
 //!   they started (or to the floor) is taken as a probe: the run is as quiet
 //!   as in one, so the slowness is not its doing, and its calls become the
 //!   baseline instead of cutting on (probes are put off while windows are
-//!   slow, so the run otherwise crawled at its floor for as long).
+//!   slow, so the run otherwise crawled at its floor for as long). At such a
+//!   rate one window seldom holds the calls a baseline takes, so the calls of
+//!   the slow windows are gathered, the rate held, until they do.
 //!
 //! Why latency, and why AIMD: the ranker cannot see the readers, but readers
 //! and ranker queue for the same gateway threads, region-server handlers and
@@ -118,7 +121,7 @@ const MIN_UNMISTAKABLE_CALLS: usize = 3;
 /// median over four and a half times the baseline.
 const UNMISTAKABLE_FACTOR: f64 = 3.0;
 /// How deep a series of cuts goes, as a share of the rate it started from,
-/// before a window that is still slow is taken as a probe instead of cut
+/// before the windows that are still slow are taken as a probe instead of cut
 /// again. Cutting to a sixteenth (four halvings) and finding the calls as
 /// slow as before means the slowness is not the run's doing: a probe (a
 /// quarter of the rate) would learn it as the new baseline, but probes are
@@ -127,6 +130,9 @@ const UNMISTAKABLE_FACTOR: f64 = 3.0;
 /// 23,500 comments/s to 529 and 50 s of crawl; six cuts from 9,606 to the
 /// floor of 200, three more "cuts" from 200 to 200, and 10 s or more there).
 const UNRELIEVED_CUT_SHARE: f64 = 1.0 / 16.0;
+/// A series of cuts ends when the rate has grown back to this share of where
+/// it began (see `Controller::cut_series_from`).
+const CUT_SERIES_WON_BACK_SHARE: f64 = 0.5;
 /// A window whose comment throughput was below this share of the allowed rate
 /// does not raise the rate: raising a limit nobody reaches would only allow a
 /// burst later (TCP's congestion-window validation, RFC 7661).
@@ -322,9 +328,21 @@ pub(crate) struct Controller {
     slow_start: bool,
     /// Set while the current window is a probe: the rate to go back to after it.
     probing: Option<f64>,
-    /// The rate in use when the current series of slow windows began (the
-    /// first cut's starting point); `None` while windows are calm.
+    /// The rate in use when the current series of cuts began (the first
+    /// cut's starting point); `None` when no series is under way. A series
+    /// ends when the run has won back half of that rate, or when its calls
+    /// teach new baselines; not at its first calm window: in contention round
+    /// 24 calm windows between cuts started a new series from a few hundred
+    /// comments/s each time, so no rate was ever a sixteenth of where its
+    /// series began, and the run sawed between 200 and 1,300 comments/s for
+    /// a minute and a half.
     cut_series_from: Option<f64>,
+    /// The calls of the windows still slow with the run cut deep (see
+    /// [`UNRELIEVED_CUT_SHARE`]), gathered until one size class has
+    /// [`MIN_BASELINE_CALLS`] of them and they become the baselines. Bounded:
+    /// with a few dozen size classes, one of them has its calls before the
+    /// gathered calls number a thousand.
+    deep_cut_calls: Vec<Sample>,
     /// Windows closed since the last probe ended.
     windows_since_probe: u32,
     /// Per size class: its calls in each of the last [`PROBES_KEPT`] probes, by
@@ -341,6 +359,8 @@ pub(crate) struct Controller {
     most_calls_of_a_class: usize,
     /// This window's calls of a size class that has a baseline.
     judgeable_calls: usize,
+    /// This window's most calls of one size class that has no baseline.
+    most_unmeasured_calls: usize,
     comments_in_window: u64,
     slowdowns: u64,
 }
@@ -357,6 +377,7 @@ impl Controller {
             slow_start: true,
             probing: Some(rate),
             cut_series_from: None,
+            deep_cut_calls: Vec::new(),
             windows_since_probe: 0,
             probe_calls: HashMap::new(),
             baselines: HashMap::new(),
@@ -366,6 +387,7 @@ impl Controller {
             calls_by_class: HashMap::new(),
             most_calls_of_a_class: 0,
             judgeable_calls: 0,
+            most_unmeasured_calls: 0,
             comments_in_window: 0,
             slowdowns: 0,
         }
@@ -397,6 +419,8 @@ impl Controller {
         self.most_calls_of_a_class = self.most_calls_of_a_class.max(*calls);
         if self.baselines.contains_key(&(kind, class)) {
             self.judgeable_calls += 1;
+        } else {
+            self.most_unmeasured_calls = self.most_unmeasured_calls.max(*calls);
         }
         if kind == CallKind::CommentFetch {
             self.comments_in_window += rows as u64;
@@ -405,11 +429,12 @@ impl Controller {
         let window = self.settings.window();
         // A window stretches until it has enough calls to say something: a
         // probe until one size class can be learnt, any other until the calls
-        // with a baseline make a median; at most LONGEST_WINDOW_STRETCH window lengths.
+        // with a baseline make a median, or until it is plain that its calls
+        // are of sizes no probe measured; at most LONGEST_WINDOW_STRETCH window lengths.
         let enough = if self.probing.is_some() {
             self.most_calls_of_a_class >= MIN_BASELINE_CALLS
         } else {
-            self.judgeable_calls >= MIN_WINDOW_CALLS
+            self.judgeable_calls >= MIN_WINDOW_CALLS || self.sizes_unmeasured()
         };
         if elapsed < window || (!enough && elapsed < window * LONGEST_WINDOW_STRETCH) {
             return None;
@@ -423,8 +448,22 @@ impl Controller {
         self.calls_by_class.clear();
         self.most_calls_of_a_class = 0;
         self.judgeable_calls = 0;
+        self.most_unmeasured_calls = 0;
         self.comments_in_window = 0;
         change
+    }
+
+    /// Whether this window's calls are mostly of sizes no probe measured: too
+    /// few with a baseline to judge the window, and enough of one size
+    /// without one for a probe to learn it. The size of a run's calls
+    /// drifts as it goes: the benchmark's products come largest first, so
+    /// index pages crossed from 129-256 rows to 65-128 and then to 33-64 in
+    /// the run's second half, and in contention round 25 windows of 143 to
+    /// 388 calls held 0 to 10 with a baseline, each stretched to five
+    /// seconds and grew the rate by one step, for 66 s of a 182-s run,
+    /// until the next scheduled probe.
+    fn sizes_unmeasured(&self) -> bool {
+        self.judgeable_calls < MIN_WINDOW_CALLS && self.most_unmeasured_calls >= MIN_BASELINE_CALLS
     }
 
     /// Ends a probe: its calls become the baselines of their size classes, and
@@ -443,7 +482,7 @@ impl Controller {
     /// median of the kept probes' calls again.
     fn learn_baselines(&mut self) {
         self.probes += 1;
-        self.cut_series_from = None;
+        self.end_cut_series();
         let mut by_class: HashMap<CallClass, Vec<f64>> = HashMap::new();
         for sample in &self.samples {
             by_class.entry((sample.kind, sample.class)).or_default().push(sample.seconds);
@@ -473,13 +512,21 @@ impl Controller {
             .collect();
     }
 
+    /// Ends the current series of cuts, and forgets the calls gathered in it.
+    fn end_cut_series(&mut self) {
+        self.cut_series_from = None;
+        self.deep_cut_calls.clear();
+    }
+
     /// Judges a window against the baselines and moves the rate; starts a
-    /// probe when one is due.
+    /// probe when one is due, or when the window's calls were of sizes no
+    /// probe measured.
     fn close_window(&mut self, elapsed: Duration) -> Option<Change> {
         let change = self.judge(elapsed);
         self.windows_since_probe += 1;
         let probe_every = if self.probes == 1 { SECOND_PROBE_AFTER_WINDOWS } else { PROBE_EVERY_WINDOWS };
-        if self.windows_since_probe < probe_every || matches!(change, Some(Change::SlowDown { .. })) {
+        let due = self.windows_since_probe >= probe_every || self.sizes_unmeasured();
+        if !due || matches!(change, Some(Change::SlowDown { .. })) {
             return change;
         }
         // Probe: go down to a share of the rate for one window, so that what
@@ -519,6 +566,10 @@ impl Controller {
         };
         let median = match median {
             Some(median) if slowness.len() >= MIN_WINDOW_CALLS || unmistakable(median) => median,
+            // Calls of sizes no probe measured: the probe that starts at the
+            // end of this window will measure them; growing blind meanwhile
+            // would not be the sparse window's safe step below.
+            _ if self.sizes_unmeasured() => return None,
             // Too few calls to judge: a rate too low to congest anything, so
             // it grows by the step; otherwise a run cut to its floor could
             // never collect the calls that would show HBase recovered.
@@ -535,23 +586,31 @@ impl Controller {
             let floor = self.settings.min_rate.min(self.settings.ceiling());
             let series_from = *self.cut_series_from.get_or_insert(self.rate.min(used));
             let cut_deep = self.rate <= floor || self.rate <= series_from * UNRELIEVED_CUT_SHARE;
-            // A window of a few unmistakably slow calls cannot teach a
-            // baseline (it takes MIN_BASELINE_CALLS of one size class), and
-            // forgetting the old ones would leave nothing to judge by.
-            if cut_deep && self.most_calls_of_a_class >= MIN_BASELINE_CALLS {
+            if cut_deep {
                 // Cut deep (or to the floor) and still as slow: the run is
-                // as quiet as in a probe, so this window is one, and its calls
-                // alone become the baseline (the older probes measured an
-                // HBase that is gone, and a median over both stays near
-                // them). The rate stays and grows by the step from here, so
-                // a wrong guess costs the readers little, and the next probe
-                // measures again (a due one, put off by the slow windows,
-                // starts at the end of this one).
+                // as quiet as in a probe, so this window is one. At a rate
+                // this low a window seldom holds MIN_BASELINE_CALLS calls of
+                // one size class (round 24's never did), so its calls are
+                // gathered with those of the slow windows before it, and the
+                // rate held meanwhile: cutting further would not relieve
+                // HBase and would only make the gathering slower.
+                self.deep_cut_calls.extend_from_slice(&self.samples);
+                if most_calls_of_one_class(&self.deep_cut_calls) < MIN_BASELINE_CALLS {
+                    return None;
+                }
+                // The gathered calls alone become the baselines (the older
+                // probes measured an HBase that is gone, and a median over
+                // both stays near them). The rate stays and grows by the
+                // step from here, so a wrong guess costs the readers little,
+                // and the next probe measures again (a due one, put off by
+                // the slow windows, starts at the end of this one).
+                self.samples = std::mem::take(&mut self.deep_cut_calls);
                 self.probe_calls.clear();
                 self.learn_baselines();
                 tracing::info!(
                     slowness = format!("{median:.1}"),
                     rate = self.rate.round() as u64,
+                    calls = self.samples.len(),
                     "HBase calls stayed slow with the run cut deep; taking their latency as the new baseline"
                 );
                 return None;
@@ -570,7 +629,6 @@ impl Controller {
             self.slow_start = false;
             return None;
         }
-        self.cut_series_from = None;
         if used < self.rate * USED_SHARE_TO_GROW {
             return None;
         }
@@ -584,8 +642,25 @@ impl Controller {
             self.rate + self.settings.increase_step
         };
         self.rate = grown.min(self.settings.ceiling());
+        if self.cut_series_from.is_some_and(|series_from| self.rate >= series_from * CUT_SERIES_WON_BACK_SHARE) {
+            self.end_cut_series();
+        }
         (self.rate > from).then_some(Change::SpeedUp { from, to: self.rate })
     }
+}
+
+/// The most calls of any one size class among `samples`.
+fn most_calls_of_one_class(samples: &[Sample]) -> usize {
+    let mut calls_by_class: HashMap<CallClass, usize> = HashMap::new();
+    samples
+        .iter()
+        .map(|sample| {
+            let calls = calls_by_class.entry((sample.kind, sample.class)).or_default();
+            *calls += 1;
+            *calls
+        })
+        .max()
+        .unwrap_or(0)
 }
 
 /// The allowed rate at one moment of a run.
@@ -1169,6 +1244,104 @@ mod tests {
         let end = end + Duration::from_secs(5);
         feed_window(&mut controller, [(100, IDLE * 10); 4], end - Duration::from_secs(1), end);
         assert_eq!(controller.baselines.get(&(CallKind::CommentFetch, size_class(100))), Some(&IDLE.as_secs_f64()));
+    }
+
+    /// `per_class` comment fetches of each of four size classes (16, 32, 64
+    /// and 128 rows), all taking `latency`: 960 comments when `per_class` is 4.
+    fn four_sizes(per_class: usize, latency: Duration) -> Vec<(usize, Duration)> {
+        (0..per_class).flat_map(|_| [16, 32, 64, 128].map(|rows| (rows, latency))).collect()
+    }
+
+    #[test]
+    fn slow_windows_too_sparse_to_teach_a_baseline_alone_teach_one_together() {
+        // As in contention round 24: a run cut to its floor by an HBase that
+        // stays slow, whose windows hold calls of several sizes, too few of
+        // any one size (4) to learn a baseline from (8).
+        let second = Duration::from_secs(1);
+        let mut end = Instant::now();
+        let mut controller = Controller::new(settings(), end);
+        let mut window = |controller: &mut Controller, per_class: usize, latency: Duration| {
+            end += second;
+            feed_window(controller, four_sizes(per_class, latency), end - second / 2, end)
+        };
+        // The first probe learns the four sizes at IDLE; three windows later
+        // the second one does again, so no probe is due for a while.
+        assert_eq!(window(&mut controller, 8, IDLE), None);
+        for _ in 0..3 {
+            window(&mut controller, 4, IDLE);
+        }
+        assert_eq!(window(&mut controller, 8, IDLE), Some(Change::Probe { from: 500.0, to: 2_000.0 }));
+        // Twice as slow for good: cut after cut, down to the floor of 100.
+        let slow = IDLE * 2;
+        for _ in 0..4 {
+            assert!(matches!(window(&mut controller, 4, slow), Some(Change::SlowDown { .. })));
+        }
+        assert_eq!(controller.rate(), 100.0);
+        let (cuts, probes) = (controller.slowdowns(), controller.probes());
+        // At the floor the slow windows' calls are gathered, the rate held;
+        // two windows' calls make 8 of each size, and become the baselines.
+        assert_eq!(window(&mut controller, 4, slow), None);
+        assert_eq!(controller.probes(), probes, "one window's calls are too few");
+        assert_eq!(window(&mut controller, 4, slow), None);
+        assert_eq!(controller.probes(), probes + 1, "two windows' calls teach the baselines");
+        assert_eq!(controller.slowdowns(), cuts, "no cut at the floor");
+        assert_eq!(controller.baselines.get(&(CallKind::CommentFetch, size_class(16))), Some(&slow.as_secs_f64()));
+        // The slow latency is calm now: the run speeds up again by the step.
+        assert_eq!(window(&mut controller, 4, slow), Some(Change::SpeedUp { from: 100.0, to: 600.0 }));
+    }
+
+    #[test]
+    fn a_calm_window_between_cuts_does_not_start_their_series_again() {
+        // A floor far below, steep cuts and a small step, so that a series
+        // reaches a sixteenth of where it began (960 comments/s used: 60)
+        // above the floor.
+        let settings = PacingSettings { min_rate: 10.0, decrease_factor: 0.25, increase_step: 50.0, ..settings() };
+        let second = Duration::from_secs(1);
+        let mut end = Instant::now();
+        let mut controller = Controller::new(settings, end);
+        let mut window = |controller: &mut Controller, latency: Duration| {
+            end += second;
+            let per_class = if latency == IDLE && controller.probes() == 0 { 8 } else { 4 };
+            feed_window(controller, four_sizes(per_class, latency), end - second / 2, end)
+        };
+        let slow = IDLE * 2;
+        assert_eq!(window(&mut controller, IDLE), None, "the first probe");
+        let cut = |from, to| Some(Change::SlowDown { from, to, slowness: 2.0 });
+        assert_eq!(window(&mut controller, slow), cut(1_000.0, 240.0), "a quarter of the 960 comments/s used");
+        // One calm window grows the rate by the step; the series goes on.
+        assert_eq!(window(&mut controller, IDLE), Some(Change::SpeedUp { from: 240.0, to: 290.0 }));
+        assert_eq!(window(&mut controller, slow), cut(290.0, 72.5));
+        assert_eq!(window(&mut controller, slow), cut(72.5, 18.125));
+        // 18 comments/s is under a sixteenth of the 960 the series began
+        // from: still as slow, the run holds there and gathers the window's
+        // calls (and the second probe, put off by the cuts, starts), where a
+        // series started again at the calm window (from 290) would cut on.
+        let change = window(&mut controller, slow);
+        assert!(!matches!(change, Some(Change::SlowDown { .. })), "{change:?}");
+        assert_eq!(controller.slowdowns(), 3);
+        assert_eq!(controller.probing.unwrap_or(controller.rate()), 18.125);
+    }
+
+    #[test]
+    fn calls_of_sizes_no_probe_measured_start_a_probe() {
+        let second = Duration::from_secs(1);
+        let mut end = Instant::now();
+        let mut controller = Controller::new(settings(), end);
+        let mut window = |controller: &mut Controller, rows: usize, calls: usize| {
+            end += second;
+            feed_window(controller, vec![(rows, IDLE); calls], end - second / 2, end)
+        };
+        // The first probe measures calls of 200 rows, and the next window of
+        // them is calm.
+        assert_eq!(window(&mut controller, 200, 8), None);
+        assert_eq!(window(&mut controller, 200, 12), Some(Change::SpeedUp { from: 1_000.0, to: 2_000.0 }));
+        // The products get smaller: calls of 100 rows, which no probe
+        // measured. The window closes after one second, not five, and a probe
+        // starts instead of the rate growing blind...
+        assert_eq!(window(&mut controller, 100, 20), Some(Change::Probe { from: 2_000.0, to: 500.0 }));
+        // ...which measures them, so the windows after it are judged again.
+        assert_eq!(window(&mut controller, 100, 8), Some(Change::Probe { from: 500.0, to: 2_000.0 }));
+        assert_eq!(window(&mut controller, 100, 20), Some(Change::SpeedUp { from: 2_000.0, to: 4_000.0 }));
     }
 
     #[test]
