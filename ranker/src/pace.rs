@@ -331,11 +331,11 @@ pub(crate) struct Controller {
     /// The rate in use when the current series of cuts began (the first
     /// cut's starting point); `None` when no series is under way. A series
     /// ends when the run has won back half of that rate, or when its calls
-    /// teach new baselines; not at its first calm window: in contention round
-    /// 24 calm windows between cuts started a new series from a few hundred
-    /// comments/s each time, so no rate was ever a sixteenth of where its
-    /// series began, and the run sawed between 200 and 1,300 comments/s for
-    /// a minute and a half.
+    /// teach new baselines; not at its first calm window: an HBase slow for
+    /// reasons of its own is not slow in every window, so a calm window
+    /// between cuts began a new series from the few hundred comments/s the
+    /// run was cut to, a sixteenth of which is below the floor, and only the
+    /// floor counted as cut deep.
     cut_series_from: Option<f64>,
     /// The calls of the windows still slow with the run cut deep (see
     /// [`UNRELIEVED_CUT_SHARE`]), gathered until one size class has
@@ -403,8 +403,8 @@ impl Controller {
         self.slowdowns
     }
 
-    /// How many windows taught the baselines: probes (the first window of the
-    /// run included) and windows still slow after deep cuts.
+    /// How many times the baselines were learnt: in probes (the first window
+    /// of the run included) and from windows still slow after deep cuts.
     pub(crate) fn probes(&self) -> u64 {
         self.probes
     }
@@ -683,9 +683,9 @@ pub struct PaceReport {
     pub mean_rate: f64,
     /// Times the adaptive pacing cut the rate.
     pub slowdowns: u64,
-    /// Windows whose calls became the baselines: probes (windows at a
-    /// quarter of the rate; the run's first window is one) and windows still
-    /// slow after the rate was cut deep.
+    /// Times the baselines were learnt: in probes (windows at a quarter of
+    /// the rate; the run's first window is one) and from the calls of windows
+    /// still slow after the rate was cut deep.
     pub probes: u64,
     /// The allowed rate over time (adaptive mode; at most 240 samples, evenly thinned).
     pub rate_samples: Vec<RateSample>,
