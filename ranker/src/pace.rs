@@ -457,11 +457,10 @@ impl Controller {
     /// few with a baseline to judge the window, and enough of one size
     /// without one for a probe to learn it. The size of a run's calls
     /// drifts as it goes: the benchmark's products come largest first, so
-    /// index pages crossed from 129-256 rows to 65-128 and then to 33-64 in
-    /// the run's second half, and in contention round 25 windows of 143 to
-    /// 388 calls held 0 to 10 with a baseline, each stretched to five
-    /// seconds and grew the rate by one step, for 66 s of a 182-s run,
-    /// until the next scheduled probe.
+    /// its index pages cross from 129-256 rows to 65-128 and then to 33-64,
+    /// and in contention round 25 windows of 143 to 388 calls held 0 to 10
+    /// with a baseline, each stretched to five seconds and grew the rate by
+    /// one step until the next scheduled probe: 65 s of a 182-s run.
     fn sizes_unmeasured(&self) -> bool {
         self.judgeable_calls < MIN_WINDOW_CALLS && self.most_unmeasured_calls >= MIN_BASELINE_CALLS
     }
