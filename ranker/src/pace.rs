@@ -1245,6 +1245,27 @@ mod tests {
         assert_eq!(controller.baselines.get(&(CallKind::CommentFetch, size_class(100))), Some(&IDLE.as_secs_f64()));
     }
 
+    /// A controller fed whole windows of comment fetches, one second each.
+    struct Windows {
+        controller: Controller,
+        end: Instant,
+    }
+
+    impl Windows {
+        fn new(settings: PacingSettings) -> Windows {
+            let end = Instant::now();
+            Windows { controller: Controller::new(settings, end), end }
+        }
+
+        /// Feeds the next window, `(rows, latency)` per call; returns what
+        /// the controller decided at its end.
+        fn next(&mut self, calls: Vec<(usize, Duration)>) -> Option<Change> {
+            let second = Duration::from_secs(1);
+            self.end += second;
+            feed_window(&mut self.controller, calls, self.end - second / 2, self.end)
+        }
+    }
+
     /// `per_class` comment fetches of each of four size classes (16, 32, 64
     /// and 128 rows), all taking `latency`: 960 comments when `per_class` is 4.
     fn four_sizes(per_class: usize, latency: Duration) -> Vec<(usize, Duration)> {
@@ -1256,91 +1277,73 @@ mod tests {
         // As in contention round 24: a run cut to its floor by an HBase that
         // stays slow, whose windows hold calls of several sizes, too few of
         // any one size (4) to learn a baseline from (8).
-        let second = Duration::from_secs(1);
-        let mut end = Instant::now();
-        let mut controller = Controller::new(settings(), end);
-        let mut window = |controller: &mut Controller, per_class: usize, latency: Duration| {
-            end += second;
-            feed_window(controller, four_sizes(per_class, latency), end - second / 2, end)
-        };
+        let mut windows = Windows::new(settings());
         // The first probe learns the four sizes at IDLE; three windows later
         // the second one does again, so no probe is due for a while.
-        assert_eq!(window(&mut controller, 8, IDLE), None);
+        assert_eq!(windows.next(four_sizes(8, IDLE)), None);
         for _ in 0..3 {
-            window(&mut controller, 4, IDLE);
+            windows.next(four_sizes(4, IDLE));
         }
-        assert_eq!(window(&mut controller, 8, IDLE), Some(Change::Probe { from: 500.0, to: 2_000.0 }));
+        assert_eq!(windows.next(four_sizes(8, IDLE)), Some(Change::Probe { from: 500.0, to: 2_000.0 }));
         // Twice as slow for good: cut after cut, down to the floor of 100.
         let slow = IDLE * 2;
         for _ in 0..4 {
-            assert!(matches!(window(&mut controller, 4, slow), Some(Change::SlowDown { .. })));
+            assert!(matches!(windows.next(four_sizes(4, slow)), Some(Change::SlowDown { .. })));
         }
-        assert_eq!(controller.rate(), 100.0);
-        let (cuts, probes) = (controller.slowdowns(), controller.probes());
+        assert_eq!(windows.controller.rate(), 100.0);
+        let (cuts, probes) = (windows.controller.slowdowns(), windows.controller.probes());
         // At the floor the slow windows' calls are gathered, the rate held;
         // two windows' calls make 8 of each size, and become the baselines.
-        assert_eq!(window(&mut controller, 4, slow), None);
-        assert_eq!(controller.probes(), probes, "one window's calls are too few");
-        assert_eq!(window(&mut controller, 4, slow), None);
-        assert_eq!(controller.probes(), probes + 1, "two windows' calls teach the baselines");
-        assert_eq!(controller.slowdowns(), cuts, "no cut at the floor");
-        assert_eq!(controller.baselines.get(&(CallKind::CommentFetch, size_class(16))), Some(&slow.as_secs_f64()));
+        assert_eq!(windows.next(four_sizes(4, slow)), None);
+        assert_eq!(windows.controller.probes(), probes, "one window's calls are too few");
+        assert_eq!(windows.next(four_sizes(4, slow)), None);
+        assert_eq!(windows.controller.probes(), probes + 1, "two windows' calls teach the baselines");
+        assert_eq!(windows.controller.slowdowns(), cuts, "no cut at the floor");
+        let baseline = windows.controller.baselines.get(&(CallKind::CommentFetch, size_class(16)));
+        assert_eq!(baseline, Some(&slow.as_secs_f64()));
         // The slow latency is calm now: the run speeds up again by the step.
-        assert_eq!(window(&mut controller, 4, slow), Some(Change::SpeedUp { from: 100.0, to: 600.0 }));
+        assert_eq!(windows.next(four_sizes(4, slow)), Some(Change::SpeedUp { from: 100.0, to: 600.0 }));
     }
 
     #[test]
     fn a_calm_window_between_cuts_does_not_start_their_series_again() {
-        // A floor far below, steep cuts and a small step, so that a series
-        // reaches a sixteenth of where it began (960 comments/s used: 60)
-        // above the floor.
-        let settings = PacingSettings { min_rate: 10.0, decrease_factor: 0.25, increase_step: 50.0, ..settings() };
-        let second = Duration::from_secs(1);
-        let mut end = Instant::now();
-        let mut controller = Controller::new(settings, end);
-        let mut window = |controller: &mut Controller, latency: Duration| {
-            end += second;
-            let per_class = if latency == IDLE && controller.probes() == 0 { 8 } else { 4 };
-            feed_window(controller, four_sizes(per_class, latency), end - second / 2, end)
-        };
-        let slow = IDLE * 2;
-        assert_eq!(window(&mut controller, IDLE), None, "the first probe");
+        // A floor far below, steep cuts (to an eighth) and a small step, so
+        // that a series reaches a sixteenth of where it began (960
+        // comments/s used: 60) above the floor.
+        let settings = PacingSettings { min_rate: 10.0, decrease_factor: 0.125, increase_step: 50.0, ..settings() };
+        let mut windows = Windows::new(settings);
+        let (calm, slow) = (four_sizes(4, IDLE), four_sizes(4, IDLE * 2));
+        assert_eq!(windows.next(four_sizes(8, IDLE)), None, "the first probe");
         let cut = |from, to| Some(Change::SlowDown { from, to, slowness: 2.0 });
-        assert_eq!(window(&mut controller, slow), cut(1_000.0, 240.0), "a quarter of the 960 comments/s used");
+        assert_eq!(windows.next(slow.clone()), cut(1_000.0, 120.0), "an eighth of the 960 comments/s used");
         // One calm window grows the rate by the step; the series goes on.
-        assert_eq!(window(&mut controller, IDLE), Some(Change::SpeedUp { from: 240.0, to: 290.0 }));
-        assert_eq!(window(&mut controller, slow), cut(290.0, 72.5));
-        assert_eq!(window(&mut controller, slow), cut(72.5, 18.125));
-        // 18 comments/s is under a sixteenth of the 960 the series began
+        assert_eq!(windows.next(calm), Some(Change::SpeedUp { from: 120.0, to: 170.0 }));
+        assert_eq!(windows.next(slow.clone()), cut(170.0, 21.25));
+        // 21 comments/s is under a sixteenth of the 960 the series began
         // from: still as slow, the run holds there and gathers the window's
         // calls (and the second probe, put off by the cuts, starts), where a
-        // series started again at the calm window (from 290) would cut on.
-        let change = window(&mut controller, slow);
+        // series begun again at the calm window (from 170; a sixteenth: 10.6)
+        // would cut on to the floor.
+        let change = windows.next(slow);
         assert!(!matches!(change, Some(Change::SlowDown { .. })), "{change:?}");
-        assert_eq!(controller.slowdowns(), 3);
-        assert_eq!(controller.probing.unwrap_or(controller.rate()), 18.125);
+        assert_eq!(windows.controller.slowdowns(), 2);
+        assert_eq!(windows.controller.probing.unwrap_or(windows.controller.rate()), 21.25);
     }
 
     #[test]
     fn calls_of_sizes_no_probe_measured_start_a_probe() {
-        let second = Duration::from_secs(1);
-        let mut end = Instant::now();
-        let mut controller = Controller::new(settings(), end);
-        let mut window = |controller: &mut Controller, rows: usize, calls: usize| {
-            end += second;
-            feed_window(controller, vec![(rows, IDLE); calls], end - second / 2, end)
-        };
+        let mut windows = Windows::new(settings());
         // The first probe measures calls of 200 rows, and the next window of
         // them is calm.
-        assert_eq!(window(&mut controller, 200, 8), None);
-        assert_eq!(window(&mut controller, 200, 12), Some(Change::SpeedUp { from: 1_000.0, to: 2_000.0 }));
+        assert_eq!(windows.next(vec![(200, IDLE); 8]), None);
+        assert_eq!(windows.next(vec![(200, IDLE); 12]), Some(Change::SpeedUp { from: 1_000.0, to: 2_000.0 }));
         // The products get smaller: calls of 100 rows, which no probe
         // measured. The window closes after one second, not five, and a probe
         // starts instead of the rate growing blind...
-        assert_eq!(window(&mut controller, 100, 20), Some(Change::Probe { from: 2_000.0, to: 500.0 }));
+        assert_eq!(windows.next(vec![(100, IDLE); 20]), Some(Change::Probe { from: 2_000.0, to: 500.0 }));
         // ...which measures them, so the windows after it are judged again.
-        assert_eq!(window(&mut controller, 100, 8), Some(Change::Probe { from: 500.0, to: 2_000.0 }));
-        assert_eq!(window(&mut controller, 100, 20), Some(Change::SpeedUp { from: 2_000.0, to: 4_000.0 }));
+        assert_eq!(windows.next(vec![(100, IDLE); 8]), Some(Change::Probe { from: 500.0, to: 2_000.0 }));
+        assert_eq!(windows.next(vec![(100, IDLE); 20]), Some(Change::SpeedUp { from: 2_000.0, to: 4_000.0 }));
     }
 
     #[test]
