@@ -7,15 +7,15 @@
 //!
 //! - The run's first window (at its starting rate), a window three windows
 //!   later, then one window after every fifteen (put off past a window that
-//!   slowed down), and the window after one whose calls were mostly of sizes
-//!   no probe measured (the sizes of a run's calls drift as it goes) are
-//!   probes: the rate drops to a quarter for the window, and what the calls
-//!   take then becomes their baseline, per kind of call and per call size
-//!   (the median of the last two probes' calls). A probe measures HBase
-//!   with little of the run on it, as BBR's ProbeRTT drains its own queue to
-//!   measure the round trip: slowness the run causes goes away in a probe and is never
-//!   learnt as normal, and slowness that stays (a busier machine) is learnt
-//!   within two probes, so the run does not crawl all night for it.
+//!   slowed down), and the window after one whose calls were mostly of sizes no
+//!   probe measured (the sizes of a run's calls drift as it goes) are probes:
+//!   the rate drops to a quarter for the window, and what the calls take then
+//!   becomes their baseline, per kind of call and per call size (the median of
+//!   the last two probes' calls). A probe measures HBase with little of the run
+//!   on it, as BBR's ProbeRTT drains its own queue to measure the round trip:
+//!   slowness the run causes goes away in a probe and is never learnt as
+//!   normal, and slowness that stays (a busier machine) is learnt within two
+//!   probes, so the run does not crawl all night for it.
 //! - After the first probe the rate doubles every window while the calls stay
 //!   fast (slow start, as TCP does), up to a threshold, or until the first
 //!   window whose calls are noticeably slower than their baseline.
