@@ -56,6 +56,12 @@ OUT=bench/out/contention
 # hbasectl's run dir (its default when HBASE_RUN_DIR is unset): the report
 # reads the JVMs' GC logs and the served tables from it.
 HBASE_RUN="${HBASE_RUN_DIR:-hbase/run}"
+# A mistyped CONTENTION_RANKER must stop the script before anything starts:
+# the data-set check below would read its failure as a missing data set.
+if [[ -n "${CONTENTION_RANKER:-}" && ! -x "$CONTENTION_RANKER" ]]; then
+  echo "contention: CONTENTION_RANKER=$CONTENTION_RANKER is not an executable file" >&2
+  exit 2
+fi
 mkdir -p "$OUT"
 
 hbase/hbasectl start
