@@ -131,8 +131,8 @@ const UNMISTAKABLE_FACTOR: f64 = 3.0;
 /// 23,500 comments/s to 529 and 50 s of crawl; six cuts from 9,606 to the
 /// floor of 200, three more "cuts" from 200 to 200, and 10 s or more there).
 const UNRELIEVED_CUT_SHARE: f64 = 1.0 / 16.0;
-/// A series of cuts ends when the rate has grown back to this share of where
-/// it began (see `Controller::cut_series_from`).
+/// A series of cuts ends at a calm window that leaves the rate at this share
+/// of where the series began or more (see `Controller::cut_series_from`).
 const CUT_SERIES_WON_BACK_SHARE: f64 = 0.5;
 /// A window whose comment throughput was below this share of the allowed rate
 /// does not raise the rate: raising a limit nobody reaches would only allow a
@@ -331,8 +331,9 @@ pub(crate) struct Controller {
     probing: Option<f64>,
     /// The rate in use when the current series of cuts began (the first
     /// cut's starting point); `None` when no series is under way. A series
-    /// ends when the run has won back half of that rate, or when its calls
-    /// teach new baselines; not at its first calm window: an HBase slow for
+    /// ends at a calm window that leaves the rate at half of that or more
+    /// (a sparse window's step does not end it), or when calls teach new
+    /// baselines; not at its first calm window: an HBase slow for
     /// reasons of its own is not slow in every window, so a calm window
     /// between cuts began a new series from the few hundred comments/s the
     /// run was cut to, a sixteenth of which is below the floor, and only the
@@ -470,21 +471,22 @@ impl Controller {
     /// the rate goes back to where it was before the probe.
     fn end_probe(&mut self, resume_rate: f64) -> Option<Change> {
         self.windows_since_probe = 0;
-        self.learn_baselines();
-        tracing::debug!(calls = self.samples.len(), classes = self.probe_calls.len(), "pacing probe ended");
+        let calls = std::mem::take(&mut self.samples);
+        self.learn_baselines(&calls);
+        tracing::debug!(calls = calls.len(), classes = self.probe_calls.len(), "pacing probe ended");
         let from = self.rate;
         self.rate = resume_rate;
         (self.rate != from).then_some(Change::Probe { from, to: self.rate })
     }
 
-    /// Takes this window's calls as a probe's: they become the newest
-    /// probe's calls of their size classes, and the baselines are the
-    /// median of the kept probes' calls again.
-    fn learn_baselines(&mut self) {
+    /// Takes `calls` as a probe's (a probe window's, or those gathered at a
+    /// deep cut): they become the newest probe's calls of their size classes,
+    /// and the baselines are the median of the kept probes' calls again.
+    fn learn_baselines(&mut self, calls: &[Sample]) {
         self.probes += 1;
         self.end_cut_series();
         let mut by_class: HashMap<CallClass, Vec<f64>> = HashMap::new();
-        for sample in &self.samples {
+        for sample in calls {
             by_class.entry((sample.kind, sample.class)).or_default().push(sample.seconds);
         }
         for (class, seconds) in by_class {
@@ -567,8 +569,9 @@ impl Controller {
         let median = match median {
             Some(median) if slowness.len() >= MIN_WINDOW_CALLS || unmistakable(median) => median,
             // Calls of sizes no probe measured: the probe that starts at the
-            // end of this window will measure them; growing blind meanwhile
-            // would not be the sparse window's safe step below.
+            // end of this window will measure them. The step below is safe
+            // for a window sparse because the rate is low, not for one whose
+            // many calls simply cannot be judged, so the rate stays.
             _ if self.sizes_unmeasured() => return None,
             // Too few calls to judge: a rate too low to congest anything, so
             // it grows by the step; otherwise a run cut to its floor could
@@ -604,13 +607,13 @@ impl Controller {
                 // step from here, so a wrong guess costs the readers little,
                 // and the next probe measures again (a due one, put off by
                 // the slow windows, starts at the end of this one).
-                self.samples = std::mem::take(&mut self.deep_cut_calls);
+                let gathered = std::mem::take(&mut self.deep_cut_calls);
                 self.probe_calls.clear();
-                self.learn_baselines();
+                self.learn_baselines(&gathered);
                 tracing::info!(
                     slowness = format!("{median:.1}"),
                     rate = self.rate.round() as u64,
-                    calls = self.samples.len(),
+                    calls = gathered.len(),
                     "HBase calls stayed slow with the run cut deep; taking their latency as the new baseline"
                 );
                 return None;
@@ -915,21 +918,31 @@ mod tests {
         }
     }
 
-    /// Feeds `controller` one window of comment fetches, `(rows, latency)`
-    /// each: all but the last observed at `during`, the last at `end`, where
-    /// it closes the window. Returns what the controller decided.
-    fn feed_window(
-        controller: &mut Controller,
-        calls: impl IntoIterator<Item = (usize, Duration)>,
-        during: Instant,
+    /// A controller fed whole windows of comment fetches, one second each.
+    struct Windows {
+        controller: Controller,
         end: Instant,
-    ) -> Option<Change> {
-        let calls: Vec<(usize, Duration)> = calls.into_iter().collect();
-        let (last, earlier) = calls.split_last().expect("a window has calls");
-        for &(rows, latency) in earlier {
-            controller.observe(CallKind::CommentFetch, rows, latency, during);
+    }
+
+    impl Windows {
+        fn new(settings: PacingSettings) -> Windows {
+            let end = Instant::now();
+            Windows { controller: Controller::new(settings, end), end }
         }
-        controller.observe(CallKind::CommentFetch, last.0, last.1, end)
+
+        /// Feeds the next window of comment fetches, `(rows, latency)` each:
+        /// all but the last observed half a second before its end, the last
+        /// at its end, where it closes the window. Returns what the
+        /// controller decided.
+        fn next(&mut self, calls: Vec<(usize, Duration)>) -> Option<Change> {
+            let second = Duration::from_secs(1);
+            self.end += second;
+            let (last, earlier) = calls.split_last().expect("a window has calls");
+            for &(rows, latency) in earlier {
+                self.controller.observe(CallKind::CommentFetch, rows, latency, self.end - second / 2);
+            }
+            self.controller.observe(CallKind::CommentFetch, last.0, last.1, self.end)
+        }
     }
 
     /// Drives `pacer` for `seconds`: each simulated product task acquires a
@@ -1142,31 +1155,20 @@ mod tests {
 
     #[test]
     fn a_big_call_is_compared_with_big_calls() {
-        let start = Instant::now();
-        let mut controller = Controller::new(settings(), start);
-        let second = Duration::from_secs(1);
-        let window = |controller: &mut Controller, end: Instant, small: u64, big: u64| {
-            // Eight calls of 10 rows and eight of 1,000 rows; the last one closes the window.
-            let calls = (0..16).map(|call| {
-                if call % 2 == 0 {
-                    (10, Duration::from_millis(small))
-                } else {
-                    (1_000, Duration::from_millis(big))
-                }
-            });
-            feed_window(controller, calls, end - second / 2, end)
+        let mut windows = Windows::new(settings());
+        // Eight calls of 10 rows taking `small` ms and eight of 1,000 rows
+        // taking `big` ms.
+        let mix = |small: u64, big: u64| -> Vec<(usize, Duration)> {
+            (0..8).flat_map(|_| [(10, Duration::from_millis(small)), (1_000, Duration::from_millis(big))]).collect()
         };
         // Window 1, the first probe, teaches two size classes: 10 rows in 2 ms,
         // 1,000 rows in 40 ms.
-        assert_eq!(window(&mut controller, start + second, 2, 40), None);
+        assert_eq!(windows.next(mix(2, 40)), None);
         // Window 2: the same mix at the same latencies is calm, though the big
         // calls are 20 times slower than the small ones.
-        assert_eq!(
-            window(&mut controller, start + second * 2, 2, 40),
-            Some(Change::SpeedUp { from: 1_000.0, to: 2_000.0 })
-        );
+        assert_eq!(windows.next(mix(2, 40)), Some(Change::SpeedUp { from: 1_000.0, to: 2_000.0 }));
         // Window 3: small calls three times slower than theirs are congestion.
-        let change = window(&mut controller, start + second * 3, 6, 120);
+        let change = windows.next(mix(6, 120));
         assert!(
             matches!(change, Some(Change::SlowDown { from, to, .. }) if from == 2_000.0 && to == 1_000.0),
             "{change:?}"
@@ -1175,28 +1177,19 @@ mod tests {
 
     #[test]
     fn a_slow_down_cuts_from_the_rate_the_run_used() {
-        let start = Instant::now();
-        let second = Duration::from_secs(1);
-        let mut controller = Controller::new(settings(), start);
+        let mut windows = Windows::new(settings());
         // Windows of 40 calls of 100 rows: 4,000 comments/s, whatever the rate
         // allows (as when one call in flight is what holds a run back).
-        let window = |controller: &mut Controller, end: Instant, latency: Duration| {
-            feed_window(controller, [(100, latency); 40], end - second / 2, end)
-        };
-        let mut end = start;
         for _ in 0..12 {
-            end += second;
-            window(&mut controller, end, IDLE);
+            windows.next(vec![(100, IDLE); 40]);
         }
-        let allowed = controller.probing.unwrap_or(controller.rate());
+        let allowed = windows.controller.probing.unwrap_or(windows.controller.rate());
         assert!(allowed >= 7_000.0, "the rate grew up to twice what the run used: {allowed}");
         // Past any probe, calls turn four times slower.
-        while controller.probing.is_some() {
-            end += second;
-            window(&mut controller, end, IDLE);
+        while windows.controller.probing.is_some() {
+            windows.next(vec![(100, IDLE); 40]);
         }
-        end += second;
-        let change = window(&mut controller, end, IDLE * 4);
+        let change = windows.next(vec![(100, IDLE * 4); 40]);
         assert!(
             matches!(change, Some(Change::SlowDown { to, .. }) if to == 2_000.0),
             "one cut halves the 4,000 comments/s in use, not the {allowed} allowed: {change:?}"
@@ -1205,66 +1198,39 @@ mod tests {
 
     /// A controller whose first window (a probe) learnt IDLE and whose next
     /// windows, at four times IDLE, cut it to its floor of 100; with the
-    /// changes of those windows and the end of the last one.
-    fn cut_to_the_floor() -> (Controller, Vec<Option<Change>>, Instant) {
-        let second = Duration::from_secs(1);
-        let mut end = Instant::now();
-        let mut controller = Controller::new(settings(), end);
-        let mut changes = Vec::new();
-        for latency in [IDLE, IDLE * 4, IDLE * 4, IDLE * 4, IDLE * 4] {
-            end += second;
-            changes.push(feed_window(&mut controller, [(100, latency); 20], end - second / 2, end));
-        }
-        (controller, changes, end)
+    /// changes of those windows.
+    fn cut_to_the_floor() -> (Windows, Vec<Option<Change>>) {
+        let mut windows = Windows::new(settings());
+        let changes = [IDLE, IDLE * 4, IDLE * 4, IDLE * 4, IDLE * 4]
+            .into_iter()
+            .map(|latency| windows.next(vec![(100, latency); 20]))
+            .collect();
+        (windows, changes)
     }
 
     #[test]
     fn a_run_at_its_floor_and_still_slow_learns_the_slowness_instead_of_cutting() {
-        let (mut controller, changes, mut end) = cut_to_the_floor();
+        let (mut windows, changes) = cut_to_the_floor();
         let cut = |from, to| Some(Change::SlowDown { from, to, slowness: 4.0 });
         // The probe at the initial rate changes nothing; then a cut per window.
         assert_eq!(changes, [None, cut(1_000.0, 500.0), cut(500.0, 250.0), cut(250.0, 125.0), cut(125.0, 100.0)]);
-        let mut window = |controller: &mut Controller| {
-            end += Duration::from_secs(1);
-            feed_window(controller, [(100, IDLE * 4); 20], end - Duration::from_millis(500), end)
-        };
         // At the floor (100) and as slow as ever: not a cut from 100 to 100,
         // but a new baseline, after which the same latency is calm.
-        assert_eq!(window(&mut controller), None);
-        assert_eq!(controller.slowdowns(), 4);
-        assert_eq!(window(&mut controller), Some(Change::SpeedUp { from: 100.0, to: 600.0 }));
+        assert_eq!(windows.next(vec![(100, IDLE * 4); 20]), None);
+        assert_eq!(windows.controller.slowdowns(), 4);
+        assert_eq!(windows.next(vec![(100, IDLE * 4); 20]), Some(Change::SpeedUp { from: 100.0, to: 600.0 }));
     }
 
     #[test]
     fn a_few_unmistakably_slow_calls_at_the_floor_keep_the_old_baselines() {
-        let (mut controller, _, end) = cut_to_the_floor();
-        assert_eq!(controller.rate(), 100.0, "cut to the floor");
+        let (mut windows, _) = cut_to_the_floor();
+        assert_eq!(windows.controller.rate(), 100.0, "cut to the floor");
         // Four calls ten times slower, over five window lengths: judged slow
         // (unmistakable), too few to become a baseline, so the idle one stays.
-        let end = end + Duration::from_secs(5);
-        feed_window(&mut controller, [(100, IDLE * 10); 4], end - Duration::from_secs(1), end);
-        assert_eq!(controller.baselines.get(&(CallKind::CommentFetch, size_class(100))), Some(&IDLE.as_secs_f64()));
-    }
-
-    /// A controller fed whole windows of comment fetches, one second each.
-    struct Windows {
-        controller: Controller,
-        end: Instant,
-    }
-
-    impl Windows {
-        fn new(settings: PacingSettings) -> Windows {
-            let end = Instant::now();
-            Windows { controller: Controller::new(settings, end), end }
-        }
-
-        /// Feeds the next window, `(rows, latency)` per call; returns what
-        /// the controller decided at its end.
-        fn next(&mut self, calls: Vec<(usize, Duration)>) -> Option<Change> {
-            let second = Duration::from_secs(1);
-            self.end += second;
-            feed_window(&mut self.controller, calls, self.end - second / 2, self.end)
-        }
+        windows.end += Duration::from_secs(4);
+        windows.next(vec![(100, IDLE * 10); 4]);
+        let baseline = windows.controller.baselines.get(&(CallKind::CommentFetch, size_class(100)));
+        assert_eq!(baseline, Some(&IDLE.as_secs_f64()));
     }
 
     /// `per_class` comment fetches of each of four size classes (16, 32, 64
@@ -1349,49 +1315,32 @@ mod tests {
 
     #[test]
     fn slow_start_ends_when_calls_start_to_slow_down() {
-        let start = Instant::now();
-        let second = Duration::from_secs(1);
-        let mut controller = Controller::new(settings(), start);
-        let full_window = |controller: &mut Controller, at: Instant, latency: Duration| {
-            // A window's calls, enough comments to count as using the rate.
-            feed_window(controller, [(100, latency); 100], at, at + second)
-        };
-        full_window(&mut controller, start, IDLE);
+        let mut windows = Windows::new(settings());
+        // A window's calls, enough comments to count as using the rate.
+        let full = |latency: Duration| vec![(100, latency); 100];
+        windows.next(full(IDLE));
         // Calm: doubling.
-        assert_eq!(
-            full_window(&mut controller, start + second, IDLE),
-            Some(Change::SpeedUp { from: 1_000.0, to: 2_000.0 })
-        );
+        assert_eq!(windows.next(full(IDLE)), Some(Change::SpeedUp { from: 1_000.0, to: 2_000.0 }));
         // 30 % slower: within the tolerance, but above the hold band: slow
         // start is over and the rate holds; it grows by the step from now on.
-        let slower = IDLE.mul_f64(1.3);
-        assert_eq!(full_window(&mut controller, start + second * 2, slower), None);
-        assert_eq!(controller.rate(), 2_000.0);
+        assert_eq!(windows.next(full(IDLE.mul_f64(1.3))), None);
+        assert_eq!(windows.controller.rate(), 2_000.0);
         // Calm again: +500, not doubling. (That window is also the third
         // after the first probe, so the second probe starts from the new rate.)
-        assert_eq!(
-            full_window(&mut controller, start + second * 3, IDLE),
-            Some(Change::Probe { from: 2_500.0, to: 625.0 })
-        );
+        assert_eq!(windows.next(full(IDLE)), Some(Change::Probe { from: 2_500.0, to: 625.0 }));
     }
 
     #[test]
     fn slow_start_doubles_only_up_to_its_threshold() {
-        let start = Instant::now();
-        let second = Duration::from_secs(1);
-        let mut controller = Controller::new(PacingSettings { slow_start_threshold: 3_000.0, ..settings() }, start);
-        let full_window =
-            |controller: &mut Controller, at: Instant| feed_window(controller, [(100, IDLE); 100], at, at + second);
-        full_window(&mut controller, start);
-        assert_eq!(full_window(&mut controller, start + second), Some(Change::SpeedUp { from: 1_000.0, to: 2_000.0 }));
+        let mut windows = Windows::new(PacingSettings { slow_start_threshold: 3_000.0, ..settings() });
+        let full = || vec![(100, IDLE); 100];
+        windows.next(full());
+        assert_eq!(windows.next(full()), Some(Change::SpeedUp { from: 1_000.0, to: 2_000.0 }));
         // Doubling would pass the threshold: the rate stops at it...
-        assert_eq!(
-            full_window(&mut controller, start + second * 2),
-            Some(Change::SpeedUp { from: 2_000.0, to: 3_000.0 })
-        );
+        assert_eq!(windows.next(full()), Some(Change::SpeedUp { from: 2_000.0, to: 3_000.0 }));
         // ...and grows by the step after it, though every call stays idle
         // (then the second probe starts, from the grown rate).
-        assert_eq!(full_window(&mut controller, start + second * 3), Some(Change::Probe { from: 3_500.0, to: 875.0 }));
+        assert_eq!(windows.next(full()), Some(Change::Probe { from: 3_500.0, to: 875.0 }));
     }
 
     #[test]
