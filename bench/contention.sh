@@ -228,7 +228,10 @@ for name in ("paced", "unpaced"):
     at_rest = [w for w in windows if w["end_secs"] <= start and w["end_secs"] > rest - 30]
     during = [w for w in windows if w["end_secs"] > start and w["end_secs"] - 10 < end]
     rest_p99 = statistics.median(w["p99_ms"] for w in at_rest)
-    worst = max(w["p99_ms"] for w in during)
+    worst_window = max(during, key=lambda w: w["p99_ms"])
+    worst = worst_window["p99_ms"]
+    # Each window's region-server pauses, looked up once for the table and the counts below.
+    rs_pauses = {w["window"]: pauses_in(w, timeline, "rs") for w in windows}
     rss_rest = at_rest[-1]["rss_kib"] / 1024
     rss_peak = max(w["rss_kib"] for w in during) / 1024
     print(f"\n{name}: ranker from {start:.0f} s to {end:.0f} s ({report['duration_ms'] / 1000:.1f} s), "
@@ -240,7 +243,7 @@ for name in ("paced", "unpaced"):
         phase = "ranker" if w in during else ("rest" if w in at_rest else "")
         print(f"  {w['window']:>6}  {w['end_secs']:>5}  {w['p50_ms']:>7.1f}  {w['p99_ms']:>7.1f}  {w['max_ms']:>7.1f}"
               f"  {w['server_errors'] + w['no_answer']:>3}  {w['shed']:>4}  {w['rss_kib'] / 1024:>7.1f}  {phase:<6}"
-              f"  {shown(pauses_in(w, timeline, 'rs')):>15}  {shown(pauses_in(w, timeline, 'gateway')):>13}")
+              f"  {shown(rs_pauses[w['window']]):>15}  {shown(pauses_in(w, timeline, 'gateway')):>13}")
     shed = sum(w["shed"] for w in during)
     errors = sum(w["server_errors"] + w["no_answer"] for w in during)
     print(f"  at rest: median p99 {rest_p99:.1f} ms; during the run: worst p99 {worst:.1f} ms "
@@ -248,9 +251,9 @@ for name in ("paced", "unpaced"):
           f"RSS {rss_rest:.1f} MiB at rest, peak {rss_peak:.1f} MiB ({(rss_peak / rss_rest - 1) * 100:+.1f} %)")
     # What the pauses alone do: the run's worst window beside every window
     # before the run (past the first, which warms up) that held a region-server pause.
-    worst_window_pauses = pauses_in(max(during, key=lambda w: w["p99_ms"]), timeline, "rs")
-    before_with_pause = [w["p99_ms"] for w in windows if 10 < w["end_secs"] <= start and pauses_in(w, timeline, "rs")]
-    rs_paused_during = sum(1 for w in during if pauses_in(w, timeline, "rs"))
+    worst_window_pauses = rs_pauses[worst_window["window"]]
+    before_with_pause = [w["p99_ms"] for w in windows if 10 < w["end_secs"] <= start and rs_pauses[w["window"]]]
+    rs_paused_during = sum(1 for w in during if rs_pauses[w["window"]])
     print(f"  region-server GC: {rs_paused_during} of {len(during)} run windows held a pause; the worst held "
           f"{shown(worst_window_pauses)} ms; windows before the run that held one: p99 "
           f"{', '.join(f'{p:.1f}' for p in before_with_pause) or 'none'} ms")
