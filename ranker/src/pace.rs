@@ -31,7 +31,7 @@
 //!   as in one, so the slowness is not its doing, and its calls become the
 //!   baseline instead of cutting on (probes are put off while windows are
 //!   slow, so the run otherwise crawled at its floor for as long). At such a
-//!   rate one window seldom holds the calls a baseline takes, so the calls of
+//!   rate one window may not hold the calls a baseline takes, so the calls of
 //!   the slow windows are gathered, the rate held, until they do.
 //!
 //! Why latency, and why AIMD: the ranker cannot see the readers, but readers
@@ -592,8 +592,9 @@ impl Controller {
             if cut_deep {
                 // Cut deep (or to the floor) and still as slow: the run is
                 // as quiet as in a probe, so this window is one. At a rate
-                // this low a window seldom holds MIN_BASELINE_CALLS calls of
-                // one size class (round 24's never did), so its calls are
+                // this low a window may not hold MIN_BASELINE_CALLS calls of
+                // one size class (in contention round 24, when one window
+                // had to, the rule never fired), so its calls are
                 // gathered with those of the slow windows before it, and the
                 // rate held meanwhile: cutting further would not relieve
                 // HBase and would only make the gathering slower.
