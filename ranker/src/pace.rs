@@ -357,17 +357,17 @@ pub(crate) struct Controller {
     /// Three quarters of the rate the latest series of cuts began from
     /// ([`REGROWTH_TARGET_SHARE`]), while the run has not grown back to it. A
     /// calm window grows the rate by half the way there (at least the step,
-    /// at most doubling it), not by the step alone: a
-    /// series of cuts that an HBase hiccup (a region-server GC pause)
-    /// caused took the run from 25,000 comments/s to 692 within 3 s in
-    /// contention round 28, and 500 per window took 20 s to win back what
-    /// was lost in 3 (round 30: 32 s). Halving the distance to the rate
-    /// where calls last got slow is BIC's binary search increase (Xu, Harfoush
-    /// and Rhee, 2004; CUBIC's concave region is its successor): fast while far
-    /// from that rate, careful near it, and a window whose calls slow down
-    /// on the way holds or cuts the rate as any other. Doubling at most, as
-    /// TCP's slow start up to its threshold after a timeout, so the run
-    /// goes up in steps a window can still judge.
+    /// at most doubling it), not by the step alone: a series of cuts that an
+    /// HBase hiccup (a region-server GC pause) caused took the run from
+    /// 25,000 comments/s to 692 within 3 s in contention round 28, and 500
+    /// per window took 20 s to win back what was lost in 3 (round 30: 32 s).
+    /// Halving the distance to a rate just under where calls last got slow is
+    /// BIC's binary search increase (Xu, Harfoush and Rhee, 2004; CUBIC's
+    /// concave region is its successor): fast while far from that rate,
+    /// careful near it, and a window whose calls slow down on the way holds or
+    /// cuts the rate as any other. At most doubling, as TCP's slow start up to
+    /// its threshold after a timeout, so that each window can still judge the
+    /// step it took.
     regrow_toward: Option<f64>,
     /// The calls of the windows still slow with the run cut deep (see
     /// [`UNRELIEVED_CUT_SHARE`]), gathered until one size class has
@@ -637,8 +637,8 @@ impl Controller {
                 // probes measured an HBase that is gone, and a median over
                 // both stays near them). The rate stays and grows from here,
                 // judged window by window, so a wrong guess costs the readers
-                // little, and the next probe measures again (a due one, put off by
-                // the slow windows, starts at the end of this one).
+                // little, and the next probe measures again (a due one, put
+                // off by the slow windows, starts at the end of this one).
                 let gathered = std::mem::take(&mut self.deep_cut_calls);
                 self.probe_calls.clear();
                 self.learn_baselines(&gathered);
@@ -1104,9 +1104,10 @@ mod tests {
         assert!(backed_off <= calm_rate / 8.0, "the run backs off from {calm_rate}: {backed_off}");
         let slowdowns = pacer.report(0, Duration::from_secs(1)).slowdowns;
         // Cut to a sixteenth and its calls no faster, it takes their latency
-        // as the baseline: it cuts no more and speeds up again within seconds,
-        // toward where the cuts began. (Before, a slow window put the probe off, so the
-        // run halved on to its floor; this test then allowed it 200 s.)
+        // as the baseline: it cuts no more and speeds up again within
+        // seconds, toward where the cuts began. (Before, a slow window put
+        // the probe off, so the run halved on to its floor; this test then
+        // allowed it 200 s.)
         drive(&pacer, 12, |_| IDLE * 3).await;
         let report = pacer.report(0, Duration::from_secs(1));
         assert_eq!(report.slowdowns, slowdowns, "no cut once the slowness was learnt");
