@@ -55,9 +55,10 @@ async fn a_paced_run_slows_down_when_the_gateway_does_and_speeds_up_after() {
         window_ms: 250,
         page_rows: 25,
         // Tolerant of a loaded CI machine (at 1.5 the suite's own load held
-        // the run at its floor); the injected delay is twenty times the calls.
-        tolerance: 3.0,
-        hold_above: 2.0,
+        // the run at its floor, and at 3 it once cut the run in its first
+        // second); the injected delay is twenty times the calls.
+        tolerance: 5.0,
+        hold_above: 3.0,
         ..PacingSettings::default()
     };
     let run = tokio::spawn(async move { ranker::run(&store, &options, CancellationToken::new()).await });
@@ -83,15 +84,25 @@ async fn a_paced_run_slows_down_when_the_gateway_does_and_speeds_up_after() {
     // load the cut came up to four seconds after a 2-s slow phase ended, so
     // the cut is looked for up to 16 s, and the recovery after the cut,
     // wherever it fell.
-    let calm_peak = rates_between(&report, 0, 4_000).into_iter().fold(0.0, f64::max);
-    // At least one doubling: the first window is a probe, and on a loaded
-    // machine windows stretch until they have a dozen calls to judge.
-    assert!(calm_peak >= 1_000.0, "the rate grew (from 500) while the gateway was fast: {samples:?}");
+    // Growth by at least a step while the gateway was fast, from wherever the
+    // rate was: under the whole suite's load the calls are not always calm
+    // even then (a run was once cut to its floor in its first second, and
+    // climbed from there).
+    let calm = rates_between(&report, 0, 4_000);
+    let calm_growth = calm
+        .iter()
+        .enumerate()
+        .flat_map(|(later, rate)| calm[..later].iter().map(move |earlier| rate - earlier))
+        .fold(0.0, f64::max);
+    assert!(calm_growth >= 500.0, "the rate grew while the gateway was fast: {samples:?}");
     let cut = report
         .pacing
         .rate_samples
         .iter()
-        .find(|sample| (4_000..16_000).contains(&sample.at_ms) && sample.rate <= calm_peak / 2.0)
+        .find(|sample| {
+            let peak_before = rates_between(&report, 0, sample.at_ms).into_iter().fold(0.0, f64::max);
+            (4_000..16_000).contains(&sample.at_ms) && sample.rate <= peak_before / 2.0
+        })
         .unwrap_or_else(|| panic!("the rate fell while the gateway was slow: {samples:?}"));
     let recovered = rates_between(&report, cut.at_ms + 1, u64::MAX).into_iter().fold(0.0, f64::max);
     assert!(recovered >= cut.rate + 1_000.0, "the rate grew again after the gateway recovered: {samples:?}");
