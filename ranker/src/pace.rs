@@ -29,8 +29,8 @@
 //! - After a series of cuts, calm windows regrow the rate quickly to three
 //!   quarters of where the cuts began (half the way left per window, at most
 //!   doubling it, as BIC does after a loss), and by the step past that: a
-//!   hiccup of HBase's own cut a run in seconds, and the step alone took
-//!   half a minute to win it back.
+//!   series of cuts took a run down in seconds, and the step alone took up
+//!   to half a minute to win it back.
 //! - A window still slow after the cuts took the rate to a sixteenth of where
 //!   they started (or to the floor) is taken as a probe: the run is as quiet
 //!   as in one, so the slowness is not its doing, and its calls become the
@@ -357,10 +357,10 @@ pub(crate) struct Controller {
     /// Three quarters of the rate the latest series of cuts began from
     /// ([`REGROWTH_TARGET_SHARE`]), while the run has not grown back to it. A
     /// calm window grows the rate by half the way there (at least the step,
-    /// at most doubling it), not by the step alone: a series of cuts that an
-    /// HBase hiccup (a region-server GC pause) caused took the run from
-    /// 25,000 comments/s to 692 within 3 s in contention round 28, and 500
-    /// per window took 20 s to win back what was lost in 3 (round 30: 32 s).
+    /// at most doubling it), not by the step alone: a series of cuts took
+    /// the run from 25,000 comments/s to 692 within 3 s in contention round
+    /// 28, and 500 per window took 20 s to win back what was lost in 3
+    /// (round 30: 32 s).
     /// Halving the distance to a rate just under where calls last got slow is
     /// BIC's binary search increase (Xu, Harfoush and Rhee, 2004; CUBIC's
     /// concave region is its successor): fast while far from that rate,
