@@ -360,14 +360,13 @@ pub(crate) struct Controller {
     /// at most doubling it), not by the step alone: a series of cuts took
     /// the run from 25,000 comments/s to 692 within 3 s in contention round
     /// 28, and 500 per window took 20 s to win back what was lost in 3
-    /// (round 30: 32 s).
-    /// Halving the distance to a rate just under where calls last got slow is
-    /// BIC's binary search increase (Xu, Harfoush and Rhee, 2004; CUBIC's
-    /// concave region is its successor): fast while far from that rate,
-    /// careful near it, and a window whose calls slow down on the way holds or
-    /// cuts the rate as any other. At most doubling, as TCP's slow start up to
-    /// its threshold after a timeout, so that each window can still judge the
-    /// step it took.
+    /// (round 30: 32 s). Halving the distance to a rate just under where
+    /// calls last got slow is BIC's binary search increase (Xu, Harfoush and
+    /// Rhee, 2004; CUBIC's concave region is its successor): fast while far
+    /// from that rate, careful near it, and a window whose calls slow down on
+    /// the way holds or cuts the rate as any other. At most doubling, as
+    /// TCP's slow start up to its threshold after a timeout, so that each
+    /// window can still judge the step it took.
     regrow_toward: Option<f64>,
     /// The calls of the windows still slow with the run cut deep (see
     /// [`UNRELIEVED_CUT_SHARE`]), gathered until one size class has
