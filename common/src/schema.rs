@@ -1,12 +1,27 @@
-//! Creating (and, for tests, dropping) the tables.
+//! Creating the tables, bringing existing ones to the settings new ones get,
+//! and (for tests) dropping them.
 //!
 //! The tables whose keys start with a random id (`comment`, `user-comment`,
 //! `product-comment`, `product-comment-rank`) can be created pre-split into
 //! [`Regions`] of equal shares of the ids ([`keys::region_split_keys`]), so
 //! a large load or a sharded ranking spreads over the region servers from
-//! the start instead of waiting for HBase to split hot regions. HBase
-//! creates pre-split tables only through the Thrift2 gateway; tables of one
-//! region are created through Thrift1, as they always were.
+//! the start instead of waiting for HBase to split hot regions.
+//!
+//! Every family is created with a row index in each data block (HBase's
+//! `ROW_INDEX_V1` encoding). Every read of these tables starts with a seek
+//! to one row: a multi-get of comments is a seek per comment, an index page
+//! a seek to its first row. Without an index HBase finds a row in its 64-KiB
+//! block by reading the block's cells from the start, about 160 of them in a
+//! block of comments; with one it does a binary search. Profiled on the
+//! benchmark data, that walk was about half of the region server's CPU
+//! during a paced ranking run; with the index on the comment table, such a
+//! run with no readers took 25 to 27 s instead of 33 to 34 s, and the region
+//! server's CPU in it 15 to 16 s instead of 24 (BENCHMARKS.md, "Rounds 56 and
+//! 57"). Tables created before keep their layout until [`upgrade_tables`]
+//! gives them the index.
+//!
+//! Only the Thrift2 gateway can set (or read) a family's block encoding and
+//! split keys, so every table is created through it.
 
 use crate::error::{Error, Result};
 use crate::hbase::{Hbase, Retry, FAMILY};
@@ -47,6 +62,10 @@ pub struct TableOutcome {
     pub created: bool,
     /// How many regions the table has now (an existing table keeps its own).
     pub regions: usize,
+    /// Each column family with its data-block encoding (`ROW_INDEX_V1` for a
+    /// table created here; an existing table's may differ until
+    /// [`upgrade_tables`]).
+    pub block_encodings: Vec<(String, String)>,
 }
 
 /// The tables whose keys start with a random id, which [`create_tables`] pre-splits.
@@ -55,9 +74,10 @@ pub fn split_tables(tables: &Tables) -> [&str; 4] {
 }
 
 /// Creates every missing table with family `cf` (one version, block cache on,
-/// row bloom filter), the [`split_tables`] split into `regions` regions.
-/// Idempotent: existing tables are left as they are (whatever their regions),
-/// and losing a creation race to another process counts as existing.
+/// row bloom filter, a row index in each data block), the [`split_tables`]
+/// split into `regions` regions. Idempotent: existing tables are left as they
+/// are (whatever their regions and settings), and losing a creation race to
+/// another process counts as existing.
 pub async fn create_tables(hbase: &Hbase, tables: &Tables, regions: Regions) -> Result<Vec<TableOutcome>> {
     let existing = table_names(hbase).await?;
     let mut outcomes = Vec::with_capacity(tables.all().len());
@@ -70,13 +90,7 @@ pub async fn create_tables(hbase: &Hbase, tables: &Tables, regions: Regions) -> 
             } else {
                 Vec::new()
             };
-            let creation = if split_keys.is_empty() {
-                let table = name.to_owned();
-                hbase.run(Retry::Idempotent, move |connection| connection.create_table(&table, FAMILY)).await
-            } else {
-                hbase.create_table_with_splits(name, FAMILY, split_keys).await
-            };
-            match creation {
+            match hbase.create_table_with_splits(name, FAMILY, split_keys).await {
                 Ok(()) => true,
                 Err(Error::Conflict(_)) => false,
                 Err(error) => return Err(error),
@@ -84,7 +98,56 @@ pub async fn create_tables(hbase: &Hbase, tables: &Tables, regions: Regions) -> 
         };
         let table = name.to_owned();
         let regions = hbase.run(Retry::Idempotent, move |connection| connection.table_regions(&table)).await?.len();
-        outcomes.push(TableOutcome { name: name.to_owned(), created, regions });
+        let table = name.to_owned();
+        let block_encodings =
+            hbase.run_thrift2(Retry::Idempotent, move |connection| connection.family_encodings(&table)).await?;
+        outcomes.push(TableOutcome { name: name.to_owned(), created, regions, block_encodings });
+    }
+    Ok(outcomes)
+}
+
+/// What [`upgrade_tables`] did to one table.
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct UpgradeOutcome {
+    /// The table's full name.
+    pub name: String,
+    /// Whether the table exists (a missing one is left to `create_tables`).
+    pub exists: bool,
+    /// Each column family with its data-block encoding before the upgrade.
+    pub encodings_before: Vec<(String, String)>,
+    /// The families given a row index in each data block.
+    pub families_changed: Vec<String>,
+}
+
+/// Gives the existing tables of `tables` the settings [`create_tables`] gives
+/// new ones, keeping everything else a family has: today, a row index in each
+/// data block (see the module's docs). HBase applies the change to the blocks
+/// it writes from then on, in flushes and compactions; the files written
+/// before keep their layout until a compaction rewrites them, which an
+/// operator can force with the HBase shell's `major_compact` (no Thrift
+/// gateway can: HBase 2.6's Thrift1 `majorCompact` runs a minor compaction,
+/// which leaves a region's single file alone, and Thrift2 has no such call).
+/// Idempotent: a table that has the settings is left alone.
+pub async fn upgrade_tables(hbase: &Hbase, tables: &Tables) -> Result<Vec<UpgradeOutcome>> {
+    let existing = table_names(hbase).await?;
+    let mut outcomes = Vec::with_capacity(tables.all().len());
+    for name in tables.all() {
+        if !existing.iter().any(|table| table == name) {
+            outcomes.push(UpgradeOutcome {
+                name: name.to_owned(),
+                exists: false,
+                encodings_before: Vec::new(),
+                families_changed: Vec::new(),
+            });
+            continue;
+        }
+        let table = name.to_owned();
+        let encodings_before =
+            hbase.run_thrift2(Retry::Idempotent, move |connection| connection.family_encodings(&table)).await?;
+        let table = name.to_owned();
+        let families_changed =
+            hbase.run_thrift2(Retry::Idempotent, move |connection| connection.index_rows_in_blocks(&table)).await?;
+        outcomes.push(UpgradeOutcome { name: name.to_owned(), exists: true, encodings_before, families_changed });
     }
     Ok(outcomes)
 }

@@ -7,9 +7,7 @@
 
 use std::collections::BTreeMap;
 
-use hbase_thrift::hbase::{
-    BatchMutation, ColumnDescriptor, HbaseSyncClient, Mutation, THbaseSyncClient, TRowResult, TScan,
-};
+use hbase_thrift::hbase::{BatchMutation, HbaseSyncClient, Mutation, THbaseSyncClient, TRowResult, TScan};
 
 use super::gateway::{io_error, GatewayClient, GatewayConnection, Input, Output, KEYS_ONLY_FILTER};
 use super::COLUMN_VALUE;
@@ -145,23 +143,6 @@ impl Connection {
     pub fn table_names(&mut self) -> Result<Vec<String>> {
         let names = self.call("table_names", |client| client.get_table_names())?;
         Ok(names.into_iter().map(|name| String::from_utf8_lossy(&name).into_owned()).collect())
-    }
-
-    /// Creates `table` with one column family, every descriptor field set explicitly.
-    pub fn create_table(&mut self, table: &str, family: &str) -> Result<()> {
-        // Never ColumnDescriptor::default(): the gateway rejects its zeroed fields.
-        let descriptor = ColumnDescriptor {
-            name: Some(format!("{family}:").into_bytes()),
-            max_versions: Some(1),
-            compression: Some("NONE".to_owned()),
-            in_memory: Some(false),
-            bloom_filter_type: Some("ROW".to_owned()),
-            bloom_filter_vector_size: Some(0),
-            bloom_filter_nb_hashes: Some(0),
-            block_cache_enabled: Some(true),
-            time_to_live: Some(i32::MAX),
-        };
-        self.call("create_table", |client| client.create_table(table.as_bytes().to_vec(), vec![descriptor]))
     }
 
     /// Disables (unless already disabled) and deletes `table`. A drop cut short

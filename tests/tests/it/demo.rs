@@ -1,5 +1,7 @@
 //! The schema command and the demo loader against the real HBase: creating the
-//! tables twice creates nothing the second time; a small seeded load writes the
+//! tables twice creates nothing the second time, and tables created without a
+//! row index in their blocks get one from an upgrade that keeps their other
+//! settings and rows; a small seeded load writes the
 //! expected rows, which the store reads back consistently (every index row
 //! names an existing comment of the right product or user, every comment sits
 //! on its author's order); one seed gives byte-identical tables whatever the
@@ -49,6 +51,8 @@ async fn creating_the_schema_twice_creates_nothing_the_second_time() {
     let names: Vec<&str> = first.iter().map(|outcome| outcome.name.as_str()).collect();
     assert_eq!(names, tables.all().to_vec());
     assert!(first.iter().all(|outcome| outcome.created), "{first:?}");
+    let row_index = vec![("cf".to_owned(), "ROW_INDEX_V1".to_owned())];
+    assert!(first.iter().all(|outcome| outcome.block_encodings == row_index), "{first:?}");
 
     // Existing tables keep their regions, whatever this call asks for.
     let second = schema::create_tables(&hbase, &tables, Regions::ONE).await.expect("second create");
@@ -69,6 +73,68 @@ async fn creating_the_schema_twice_creates_nothing_the_second_time() {
     schema::drop_tables(&hbase, &tables).await.expect("drop");
     let after = hbase.run(Retry::Idempotent, |connection| connection.table_names()).await.expect("list");
     assert!(tables.all().iter().all(|name| !after.iter().any(|table| table == name)));
+}
+
+#[tokio::test]
+async fn an_upgrade_gives_old_tables_a_row_index_and_keeps_their_other_settings_and_rows() {
+    let store = fresh_store("schema_upgrade").await;
+    let (hbase, tables) = (store.hbase().clone(), store.tables().clone());
+    // The comment table as an older tool left it: no block encoding, and a
+    // TTL of a day (a setting the upgrade must keep, though it never sets one).
+    let day_secs = 24 * 60 * 60;
+    let comment = tables.comment.clone();
+    hbase
+        .run_thrift2(Retry::Idempotent, move |connection| connection.unindex_with_time_to_live(&comment, day_secs))
+        .await
+        .expect("make the comment table old");
+    let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_millis();
+    let now_ms = i64::try_from(now_ms).expect("milliseconds fit");
+    let day_ms = i64::from(day_secs) * 1_000;
+    for (key, age_ms) in [("fresh", 60_000), ("expired", 2 * day_ms)] {
+        let (comment, cells) = (tables.comment.clone(), vec![(b"cf:q".to_vec(), key.as_bytes().to_vec())]);
+        hbase
+            .run(Retry::Idempotent, move |connection| {
+                connection.put_at(&comment, key.as_bytes(), cells.clone(), now_ms - age_ms)
+            })
+            .await
+            .expect("write a cell");
+    }
+    let read_keys = || {
+        let (hbase, comment) = (hbase.clone(), tables.comment.clone());
+        async move {
+            let rows = hbase
+                .run(Retry::Idempotent, move |connection| {
+                    connection.get_rows(&comment, &[b"fresh".to_vec(), b"expired".to_vec()], &[b"cf:q".to_vec()])
+                })
+                .await
+                .expect("read back");
+            rows.into_iter().map(|row| String::from_utf8(row.key).expect("ascii")).collect::<Vec<_>>()
+        }
+    };
+    assert_eq!(read_keys().await, vec!["fresh"], "the day's TTL hides the older cell");
+
+    let outcomes = schema::upgrade_tables(&hbase, &tables).await.expect("upgrade");
+    assert_eq!(outcomes.len(), tables.all().len());
+    for outcome in &outcomes {
+        assert!(outcome.exists, "{outcome:?}");
+        if outcome.name == tables.comment {
+            assert_eq!(outcome.encodings_before, vec![("cf".to_owned(), "NONE".to_owned())]);
+            assert_eq!(outcome.families_changed, vec!["cf".to_owned()]);
+        } else {
+            assert_eq!(outcome.encodings_before, vec![("cf".to_owned(), "ROW_INDEX_V1".to_owned())]);
+            assert!(outcome.families_changed.is_empty(), "{outcome:?}");
+        }
+    }
+    let now = schema::create_tables(&hbase, &tables, Regions::ONE).await.expect("report the tables");
+    let row_index = vec![("cf".to_owned(), "ROW_INDEX_V1".to_owned())];
+    assert!(now.iter().all(|outcome| !outcome.created && outcome.block_encodings == row_index), "{now:?}");
+    // Had the upgrade sent the family back without its TTL, the expired cell
+    // would be readable again (no compaction ran, so it is still on disk).
+    assert_eq!(read_keys().await, vec!["fresh"], "the TTL outlived the upgrade");
+
+    let again = schema::upgrade_tables(&hbase, &tables).await.expect("a second upgrade");
+    assert!(again.iter().all(|outcome| outcome.families_changed.is_empty()), "{again:?}");
+    drop_tables(&[&store]).await;
 }
 
 #[tokio::test]
@@ -186,7 +252,7 @@ async fn loading_again_writes_nothing_and_a_different_data_set_on_top_is_refused
 }
 
 #[tokio::test]
-async fn schema_create_pre_splits_the_id_keyed_tables_and_reports_every_region_count() {
+async fn the_schema_commands_pre_split_the_id_keyed_tables_report_them_and_leave_current_ones_alone() {
     let tables = Tables::with_prefix(&unique_prefix("admin_regions")).expect("prefix");
     let (thrift1, thrift2) = (thrift_addr(), integration_tests::thrift2_addr());
     let create = |regions: &str| {
@@ -218,14 +284,28 @@ async fn schema_create_pre_splits_the_id_keyed_tables_and_reports_every_region_c
 
     let (code, stdout, _) = create("5");
     assert_eq!(code, Some(0));
-    assert!(line_of(&stdout, &tables.product_comment).ends_with("created (5 regions)"), "{stdout}");
-    assert!(line_of(&stdout, &tables.comment).ends_with("created (5 regions)"), "{stdout}");
-    assert!(line_of(&stdout, &tables.user).ends_with("created (1 region)"), "{stdout}");
+    assert!(line_of(&stdout, &tables.product_comment).ends_with("created (5 regions; cf ROW_INDEX_V1)"), "{stdout}");
+    assert!(line_of(&stdout, &tables.comment).ends_with("created (5 regions; cf ROW_INDEX_V1)"), "{stdout}");
+    assert!(line_of(&stdout, &tables.user).ends_with("created (1 region; cf ROW_INDEX_V1)"), "{stdout}");
 
     // A second run changes nothing, whatever it asks for, and says what is there.
     let (code, stdout, _) = create("2");
     assert_eq!(code, Some(0));
-    assert!(line_of(&stdout, &tables.user_comment).ends_with("already exists (5 regions)"), "{stdout}");
-    assert!(line_of(&stdout, &tables.ranker_run).ends_with("already exists (1 region)"), "{stdout}");
+    assert!(
+        line_of(&stdout, &tables.user_comment).ends_with("already exists (5 regions; cf ROW_INDEX_V1)"),
+        "{stdout}"
+    );
+    assert!(line_of(&stdout, &tables.ranker_run).ends_with("already exists (1 region; cf ROW_INDEX_V1)"), "{stdout}");
+
+    // Tables that have the row index are left alone by an upgrade.
+    let output = std::process::Command::new(integration_tests::cargo_binary("reviews-admin"))
+        .args(["schema", "upgrade", "--thrift-addr", &thrift1, "--thrift2-addr", &thrift2])
+        .args(["--table-prefix", &tables.prefix])
+        .output()
+        .expect("run reviews-admin");
+    let stdout = String::from_utf8_lossy(&output.stdout).into_owned();
+    assert_eq!(output.status.code(), Some(0), "{stdout}{}", String::from_utf8_lossy(&output.stderr));
+    assert!(line_of(&stdout, &tables.comment).ends_with("up to date (cf ROW_INDEX_V1)"), "{stdout}");
+    assert!(stdout.ends_with("0 upgraded\n"), "{stdout}");
     schema::drop_tables(&hbase, &tables).await.expect("drop");
 }

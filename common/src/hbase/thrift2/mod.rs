@@ -11,7 +11,9 @@
 //!   cell time range `[min_ts, max_ts)`, without filling the block cache,
 //!   returning rows with their cells' timestamps, a page at a time;
 //! - [`Hbase::create_table_with_splits`]: a table created with its regions
-//!   split at given keys;
+//!   split at given keys and a row index in each data block, and the
+//!   column-family settings of existing tables (`family_encodings`,
+//!   `index_rows_in_blocks`), which Thrift1 can neither set nor read;
 //! - `Hbase::rows_exist`: which of many rows exist (`existsAll`), with no
 //!   value read and no block cached.
 //!
@@ -39,8 +41,8 @@ mod generated;
 use std::ops::Range;
 
 use generated::{
-    TBloomFilterType, TColumn, TColumnFamilyDescriptor, TCompressionAlgorithm, TGet, THBaseServiceSyncClient, TResult,
-    TScan, TTHBaseServiceSyncClient, TTableDescriptor, TTableName, TTimeRange,
+    TBloomFilterType, TColumn, TColumnFamilyDescriptor, TCompressionAlgorithm, TDataBlockEncoding, TGet,
+    THBaseServiceSyncClient, TResult, TScan, TTHBaseServiceSyncClient, TTableDescriptor, TTableName, TTimeRange,
 };
 
 use super::gateway::{io_error, GatewayClient, GatewayConnection, Input, Output, KEYS_ONLY_FILTER};
@@ -291,13 +293,12 @@ impl Thrift2Connection {
 
     /// Whether `table` exists.
     pub fn table_exists(&mut self, table: &str) -> Result<bool> {
-        let name = TTableName { ns: None, qualifier: table.as_bytes().to_vec() };
-        self.call("thrift2_table_exists", |client| client.table_exists(name))
+        self.call("thrift2_table_exists", |client| client.table_exists(table_name(table)))
     }
 
     /// Creates `table` with one column family `family` (one version, block
-    /// cache on, row bloom filter, no compression, as the Thrift1 tables),
-    /// split into regions at `split_keys` (none: one region).
+    /// cache on, row bloom filter, no compression, a row index in each data
+    /// block), split into regions at `split_keys` (none: one region).
     pub fn create_table(&mut self, table: &str, family: &str, split_keys: &[Vec<u8>]) -> Result<()> {
         let family = TColumnFamilyDescriptor {
             name: family.as_bytes().to_vec(),
@@ -307,7 +308,7 @@ impl Thrift2Connection {
             bloomn_filter_type: Some(TBloomFilterType::ROW),
             compression_type: Some(TCompressionAlgorithm::NONE),
             dfs_replication: None,
-            data_block_encoding: None,
+            data_block_encoding: Some(ROW_INDEX),
             keep_deleted_cells: None,
             max_versions: Some(1),
             min_versions: None,
@@ -322,12 +323,99 @@ impl Thrift2Connection {
             in_memory: Some(false),
         };
         let descriptor = TTableDescriptor {
-            table_name: TTableName { ns: None, qualifier: table.as_bytes().to_vec() },
+            table_name: table_name(table),
             columns: Some(vec![family]),
             attributes: None,
             durability: None,
         };
         self.call("thrift2_create_table", |client| client.create_table(descriptor, split_keys.to_vec()))
+    }
+
+    /// Each column family of `table`, with the name of its data-block encoding
+    /// as HBase's shell prints it (`NONE`, `FAST_DIFF`, `ROW_INDEX_V1`, ...).
+    pub fn family_encodings(&mut self, table: &str) -> Result<Vec<(String, String)>> {
+        Ok(self
+            .families(table)?
+            .iter()
+            .map(|family| {
+                (String::from_utf8_lossy(&family.name).into_owned(), encoding_name(family.data_block_encoding))
+            })
+            .collect())
+    }
+
+    /// Gives every column family of `table` that lacks it a row index in each
+    /// data block, and returns the families it changed. Each family goes back
+    /// with every other setting as HBase holds it (a TTL, compression or
+    /// versions an operator set stay), since the gateway builds the family
+    /// anew from what it is sent. Blocks written from then on (by flushes and
+    /// compactions) carry the index; blocks already written keep their layout
+    /// until a compaction rewrites them.
+    pub fn index_rows_in_blocks(&mut self, table: &str) -> Result<Vec<String>> {
+        let mut changed = Vec::new();
+        for mut family in self.families(table)? {
+            if family.data_block_encoding == Some(ROW_INDEX) {
+                continue;
+            }
+            family.data_block_encoding = Some(ROW_INDEX);
+            // The family's raw values name its old encoding too; without it
+            // there, the typed field decides whichever the gateway applies last.
+            if let Some(values) = family.attributes.as_mut() {
+                values.remove(DATA_BLOCK_ENCODING_KEY);
+            }
+            let name = String::from_utf8_lossy(&family.name).into_owned();
+            self.call("thrift2_modify_column_family", |client| client.modify_column_family(table_name(table), family))?;
+            changed.push(name);
+        }
+        Ok(changed)
+    }
+
+    /// Makes `table`'s families look as a tool without these settings left
+    /// them: no block encoding, and entries expiring after `time_to_live`
+    /// seconds (a setting [`Thrift2Connection::index_rows_in_blocks`] must keep).
+    #[cfg(feature = "test-support")]
+    pub fn unindex_with_time_to_live(&mut self, table: &str, time_to_live: i32) -> Result<()> {
+        for mut family in self.families(table)? {
+            family.data_block_encoding = Some(TDataBlockEncoding::NONE);
+            family.time_to_live = Some(time_to_live);
+            if let Some(values) = family.attributes.as_mut() {
+                values.remove(DATA_BLOCK_ENCODING_KEY);
+                values.remove(b"TTL".as_slice());
+            }
+            self.call("thrift2_modify_column_family", |client| client.modify_column_family(table_name(table), family))?;
+        }
+        Ok(())
+    }
+
+    /// The column families of `table` as HBase holds them.
+    fn families(&mut self, table: &str) -> Result<Vec<TColumnFamilyDescriptor>> {
+        let descriptor =
+            self.call("thrift2_get_table_descriptor", |client| client.get_table_descriptor(table_name(table)))?;
+        Ok(descriptor.columns.unwrap_or_default())
+    }
+}
+
+/// The data-block encoding of every family this project creates: a row index
+/// at the end of each data block, so that a get finds its row in a block by a
+/// binary search instead of reading the block's cells from the start
+/// (`common::schema` says what that was worth).
+const ROW_INDEX: TDataBlockEncoding = TDataBlockEncoding::ROW_INDEX_V1;
+
+/// The key under which a family's raw values hold its encoding.
+const DATA_BLOCK_ENCODING_KEY: &[u8] = b"DATA_BLOCK_ENCODING";
+
+fn table_name(table: &str) -> TTableName {
+    TTableName { ns: None, qualifier: table.as_bytes().to_vec() }
+}
+
+/// An encoding's name as HBase's shell prints it; unset is HBase's default, `NONE`.
+fn encoding_name(encoding: Option<TDataBlockEncoding>) -> String {
+    match encoding.unwrap_or(TDataBlockEncoding::NONE) {
+        TDataBlockEncoding::NONE => "NONE".to_owned(),
+        TDataBlockEncoding::PREFIX => "PREFIX".to_owned(),
+        TDataBlockEncoding::DIFF => "DIFF".to_owned(),
+        TDataBlockEncoding::FAST_DIFF => "FAST_DIFF".to_owned(),
+        TDataBlockEncoding::ROW_INDEX_V1 => "ROW_INDEX_V1".to_owned(),
+        TDataBlockEncoding(other) => format!("unknown encoding {other}"),
     }
 }
 
