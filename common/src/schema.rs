@@ -142,10 +142,7 @@ pub async fn upgrade_tables(hbase: &Hbase, tables: &Tables) -> Result<Vec<Upgrad
             continue;
         }
         let table = name.to_owned();
-        let encodings_before =
-            hbase.run_thrift2(Retry::Idempotent, move |connection| connection.family_encodings(&table)).await?;
-        let table = name.to_owned();
-        let families_changed =
+        let (encodings_before, families_changed) =
             hbase.run_thrift2(Retry::Idempotent, move |connection| connection.index_rows_in_blocks(&table)).await?;
         outcomes.push(UpgradeOutcome { name: name.to_owned(), exists: true, encodings_before, families_changed });
     }

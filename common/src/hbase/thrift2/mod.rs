@@ -49,6 +49,9 @@ use super::gateway::{io_error, GatewayClient, GatewayConnection, Input, Output, 
 use super::{Hbase, Retry};
 use crate::error::{Error, Result};
 
+/// Each column family of a table with the name of its data-block encoding.
+pub type FamilyEncodings = Vec<(String, String)>;
+
 /// The generated Thrift2 client over a pooled socket.
 pub type Thrift2Client = THBaseServiceSyncClient<Input, Output>;
 
@@ -333,7 +336,7 @@ impl Thrift2Connection {
 
     /// Each column family of `table`, with the name of its data-block encoding
     /// as HBase's shell prints it (`NONE`, `FAST_DIFF`, `ROW_INDEX_V1`, ...).
-    pub fn family_encodings(&mut self, table: &str) -> Result<Vec<(String, String)>> {
+    pub fn family_encodings(&mut self, table: &str) -> Result<FamilyEncodings> {
         Ok(self
             .families(table)?
             .iter()
@@ -344,15 +347,19 @@ impl Thrift2Connection {
     }
 
     /// Gives every column family of `table` that lacks it a row index in each
-    /// data block, and returns the families it changed. Each family goes back
+    /// data block. Returns each family with the name of its encoding before
+    /// (as [`Thrift2Connection::family_encodings`] does), and the families it
+    /// changed, from one read of the table's descriptor. Each family goes back
     /// with every other setting as HBase holds it (a TTL, compression or
     /// versions an operator set stay), since the gateway builds the family
     /// anew from what it is sent. Blocks written from then on (by flushes and
     /// compactions) carry the index; blocks already written keep their layout
     /// until a compaction rewrites them.
-    pub fn index_rows_in_blocks(&mut self, table: &str) -> Result<Vec<String>> {
-        let mut changed = Vec::new();
+    pub fn index_rows_in_blocks(&mut self, table: &str) -> Result<(FamilyEncodings, Vec<String>)> {
+        let (mut before, mut changed) = (Vec::new(), Vec::new());
         for mut family in self.families(table)? {
+            let name = String::from_utf8_lossy(&family.name).into_owned();
+            before.push((name.clone(), encoding_name(family.data_block_encoding)));
             if family.data_block_encoding == Some(ROW_INDEX) {
                 continue;
             }
@@ -362,11 +369,10 @@ impl Thrift2Connection {
             if let Some(values) = family.attributes.as_mut() {
                 values.remove(DATA_BLOCK_ENCODING_KEY);
             }
-            let name = String::from_utf8_lossy(&family.name).into_owned();
             self.call("thrift2_modify_column_family", |client| client.modify_column_family(table_name(table), family))?;
             changed.push(name);
         }
-        Ok(changed)
+        Ok((before, changed))
     }
 
     /// Makes `table`'s families look as a tool without these settings left
