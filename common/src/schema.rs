@@ -24,7 +24,7 @@
 //! split keys, so every table is created through it.
 
 use crate::error::{Error, Result};
-use crate::hbase::{Hbase, Retry, FAMILY};
+use crate::hbase::{Hbase, Retry, FAMILY, ROW_INDEX_NAME};
 use crate::keys::{self, MAX_SPLIT_REGIONS};
 use crate::tables::Tables;
 
@@ -66,6 +66,14 @@ pub struct TableOutcome {
     /// table created here; an existing table's may differ until
     /// [`upgrade_tables`]).
     pub block_encodings: Vec<(String, String)>,
+}
+
+impl TableOutcome {
+    /// Whether a family of the table has no row index in its data blocks
+    /// (an existing table [`upgrade_tables`] has not reached yet).
+    pub fn lacks_row_index(&self) -> bool {
+        self.block_encodings.iter().any(|(_, encoding)| encoding != ROW_INDEX_NAME)
+    }
 }
 
 /// The tables whose keys start with a random id, which [`create_tables`] pre-splits.

@@ -282,10 +282,7 @@ async fn create_schema(args: &HbaseArgs, regions: &RegionsArg) -> anyhow::Result
     }
     let created = outcomes.iter().filter(|outcome| outcome.created).count();
     println!("{created} created, {} already existed", outcomes.len() - created);
-    let unindexed = outcomes
-        .iter()
-        .filter(|outcome| outcome.block_encodings.iter().any(|(_, encoding)| encoding != "ROW_INDEX_V1"))
-        .count();
+    let unindexed = outcomes.iter().filter(|outcome| outcome.lacks_row_index()).count();
     if unindexed > 0 {
         println!(
             "{unindexed} existing tables lack a row index in their data blocks, which makes every get slower; \

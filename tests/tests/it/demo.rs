@@ -87,6 +87,10 @@ async fn an_upgrade_gives_old_tables_a_row_index_and_keeps_their_other_settings_
         .run_thrift2(Retry::Idempotent, move |connection| connection.unindex_with_time_to_live(&comment, day_secs))
         .await
         .expect("make the comment table old");
+    let before = schema::create_tables(&hbase, &tables, Regions::ONE).await.expect("report the tables");
+    let unindexed: Vec<&str> =
+        before.iter().filter(|outcome| outcome.lacks_row_index()).map(|outcome| outcome.name.as_str()).collect();
+    assert_eq!(unindexed, vec![tables.comment.as_str()], "{before:?}");
     let now_ms = std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("clock").as_millis();
     let now_ms = i64::try_from(now_ms).expect("milliseconds fit");
     let day_ms = i64::from(day_secs) * 1_000;

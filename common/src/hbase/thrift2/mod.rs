@@ -405,6 +405,8 @@ impl Thrift2Connection {
 /// binary search instead of reading the block's cells from the start
 /// (`common::schema` says what that was worth).
 const ROW_INDEX: TDataBlockEncoding = TDataBlockEncoding::ROW_INDEX_V1;
+/// [`ROW_INDEX`]'s name, as [`encoding_name`] gives it.
+pub(crate) const ROW_INDEX_NAME: &str = "ROW_INDEX_V1";
 
 /// The key under which a family's raw values hold its encoding.
 const DATA_BLOCK_ENCODING_KEY: &[u8] = b"DATA_BLOCK_ENCODING";
@@ -420,7 +422,7 @@ fn encoding_name(encoding: Option<TDataBlockEncoding>) -> String {
         TDataBlockEncoding::PREFIX => "PREFIX".to_owned(),
         TDataBlockEncoding::DIFF => "DIFF".to_owned(),
         TDataBlockEncoding::FAST_DIFF => "FAST_DIFF".to_owned(),
-        TDataBlockEncoding::ROW_INDEX_V1 => "ROW_INDEX_V1".to_owned(),
+        TDataBlockEncoding::ROW_INDEX_V1 => ROW_INDEX_NAME.to_owned(),
         TDataBlockEncoding(other) => format!("unknown encoding {other}"),
     }
 }
