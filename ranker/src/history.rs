@@ -4,7 +4,7 @@
 
 use std::time::Duration;
 
-use common::store::runs::{last_completed_covering, RunKind, RunRecord, RunStatus};
+use common::store::runs::{completed_cover, RunKind, RunRecord, RunStatus};
 use common::store::Store;
 
 use crate::shard::KeyRange;
@@ -20,8 +20,8 @@ const FAILURE_SAMPLES: usize = 20;
 pub enum ChangedSince {
     /// From this cell time (ms since the epoch).
     Time(i64),
-    /// From the start of the last completed run covering the same products,
-    /// less the clock-skew margin.
+    /// From the earliest start of the newest completed runs that together
+    /// cover the same products, less the clock-skew margin.
     Last,
 }
 
@@ -48,33 +48,42 @@ pub fn parse_time(text: &str) -> Result<i64, String> {
         .map_err(|error| format!("expected RFC 3339 (2024-05-01T03:00:00Z) or epoch milliseconds: {error}"))
 }
 
-/// Where an incremental run starts from, read from the last completed run.
+/// Where an incremental run starts from, read from the last completed runs
+/// covering its products.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Watermark {
-    /// Look for cells written from here: the run's start less the skew margin.
+    /// Look for cells written from here: the runs' earliest start less the skew margin.
     pub since_ms: i64,
-    /// The run's as-of time: the refresh slices of later nights are still due.
+    /// The runs' earliest as-of time: the refresh slices of later nights are still due.
     pub as_of_ms: i64,
 }
 
 /// Where an incremental run over `range` starts, when asked for `last`: the
-/// newest completed run covering `range` ([`last_completed_covering`] says
-/// which runs count), its start less `skew_margin`. `None` when no such run is
-/// in the last [`WATERMARK_SEARCH`] records: then nothing says what is
-/// already ranked, and the caller must rank everything.
+/// newest completed runs that together cover `range` ([`completed_cover`]
+/// says which runs count), the earliest of their starts less `skew_margin`,
+/// and the earliest of their as-of times. `None` when no such runs are in the
+/// last [`WATERMARK_SEARCH`] records: then nothing says what is already
+/// ranked, and the caller must rank everything.
 pub async fn last_watermark(
     store: &Store,
     range: &KeyRange,
     skew_margin: Duration,
 ) -> Result<Option<Watermark>, RankerError> {
     let runs = store.recent_runs(WATERMARK_SEARCH).await?;
-    Ok(last_completed_covering(&runs, &range.start, range.stop.as_deref())
-        .map(|run| Watermark { since_ms: watermark_of(run, skew_margin), as_of_ms: run.as_of_ms }))
+    let Some(cover) = completed_cover(&runs, &range.start, range.stop.as_deref()) else { return Ok(None) };
+    // A cover is never empty; were it, the earliest times would rank everything.
+    let watermark = Watermark {
+        since_ms: cover.iter().map(|run| watermark_of(run, skew_margin)).min().unwrap_or(i64::MIN),
+        as_of_ms: cover.iter().map(|run| run.as_of_ms).min().unwrap_or(i64::MIN),
+    };
+    let runs: Vec<&str> = cover.iter().map(|run| run.run_id.as_str()).collect();
+    tracing::info!(?runs, since_ms = watermark.since_ms, "watermark from the newest completed runs covering the range");
+    Ok(Some(watermark))
 }
 
-/// What makes a run over `scope` incremental from the last completed run
+/// What makes a run over `scope` incremental from the last completed runs
 /// covering it ([`last_watermark`]), refreshing a `1/refresh_days` slice a
-/// night and the nights since that run's. `None` when there is no such run:
+/// night and the nights since those runs'. `None` when there are none:
 /// the caller ranks every product and says so.
 pub async fn incremental_since_last(
     store: &Store,

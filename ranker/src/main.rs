@@ -182,9 +182,9 @@ struct RunArgs {
     /// Rank only the products whose ranking may have changed since TIME: a
     /// comment or index row written since (by any writer: HBase's cell
     /// times), or a rank slot naming a deleted comment; plus tonight's slice
-    /// of the rolling refresh. `last`: since the start of the last completed
-    /// run covering the same products, less --skew-margin-secs (every product
-    /// when there is none). TIME: RFC 3339 or epoch milliseconds.
+    /// of the rolling refresh. `last`: since the earliest start of the newest
+    /// completed runs that together cover the same products, less
+    /// --skew-margin-secs (every product when there are none). TIME: RFC 3339 or epoch milliseconds.
     #[arg(long, value_name = "TIME|last", conflicts_with = "product")]
     changed_since: Option<ChangedSince>,
 
@@ -427,7 +427,9 @@ async fn plan_changes(store: &Store, options: &mut RunOptions, plan: &RunPlan) -
                 ranker::history::incremental_since_last(store, &options.scope, plan.refresh_days, plan.skew_margin)
                     .await?;
             if options.incremental.is_none() {
-                eprintln!("ranker: no completed run covering these products in the run history: ranking every product");
+                eprintln!(
+                    "ranker: no completed runs covering these products in the run history: ranking every product"
+                );
             }
             return Ok(());
         }

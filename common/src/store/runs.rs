@@ -15,6 +15,9 @@ pub const MAX_RUN_ID_LEN: usize = 128;
 /// Rows fetched per round trip when listing runs.
 const RUN_PAGE_ROWS: usize = 100;
 
+/// A product key range `[start, stop)` (`stop` `None`: to the table's end).
+type ProductRange = (Vec<u8>, Option<Vec<u8>>);
+
 /// Where a run stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -165,17 +168,21 @@ impl RunRecord {
         self
     }
 
+    /// The run's product key range `[start, stop)` (`stop` `None`: to the
+    /// table's end); `None` when the record's range does not decode.
+    fn range(&self) -> Option<ProductRange> {
+        let start = hex::decode(&self.range_start).ok()?;
+        let stop = match &self.range_stop {
+            None => None,
+            Some(text) => Some(hex::decode(text).ok()?),
+        };
+        Some((start, stop))
+    }
+
     /// Whether this run's range holds every product key of `[start, stop)`.
     /// A record whose range does not decode covers nothing.
     pub fn covers(&self, start: &[u8], stop: Option<&[u8]>) -> bool {
-        let Ok(own_start) = hex::decode(&self.range_start) else { return false };
-        let own_stop = match &self.range_stop {
-            None => None,
-            Some(text) => match hex::decode(text) {
-                Ok(bytes) => Some(bytes),
-                Err(_) => return false,
-            },
-        };
+        let Some((own_start, own_stop)) = self.range() else { return false };
         let starts_before = own_start.as_slice() <= start;
         let ends_after = match (own_stop, stop) {
             (None, _) => true,
@@ -196,19 +203,64 @@ impl RunRecord {
     }
 }
 
-/// The newest run in `runs` (newest first, as [`Store::recent_runs`] lists
-/// them) that completed and covered every product of `[start, stop)`: the run
-/// an incremental run takes its watermark from.
+/// The newest runs in `runs` (newest first, as [`Store::recent_runs`] lists
+/// them) that completed and whose ranges together cover every product of
+/// `[start, stop)`: the runs an incremental run takes its watermark from (the
+/// earliest start among them, which is the last one's). `None` when no such
+/// runs are in `runs`.
 ///
 /// Only [`RunStatus::Succeeded`] counts: such a run ranked every product of
 /// its range that changed before it started (a full run every product, an
 /// incremental run every product changed since its own watermark, by
 /// induction). A run that failed, was interrupted, or was killed (left
 /// `running`) proves nothing, so the next run starts from the same earlier
-/// point and misses nothing. Full and incremental runs count alike; a shard
-/// run counts only for ranges inside its own.
-pub fn last_completed_covering<'a>(runs: &'a [RunRecord], start: &[u8], stop: Option<&[u8]>) -> Option<&'a RunRecord> {
-    runs.iter().find(|run| run.status == RunStatus::Succeeded && run.covers(start, stop))
+/// point and misses nothing. Full and incremental runs count alike.
+///
+/// Ranges join up: each product of the range was ranked by one of the runs,
+/// for every change before that run's start, so from the earliest start of
+/// them nothing is missed. A night of shards thus covers the next night's
+/// shards though the next plan cuts the range elsewhere (a plan is made per
+/// night, and its cuts move as products are added); when only a run whose
+/// range held the whole new range counted, such a shard found none and
+/// ranked its whole range. A run of everything still covers alone.
+pub fn completed_cover<'a>(runs: &'a [RunRecord], start: &[u8], stop: Option<&[u8]>) -> Option<Vec<&'a RunRecord>> {
+    let mut chosen: Vec<(&RunRecord, ProductRange)> = Vec::new();
+    for run in runs.iter().filter(|run| run.status == RunStatus::Succeeded) {
+        let Some((run_start, run_stop)) = run.range() else { continue };
+        let overlaps = stop.is_none_or(|stop| run_start.as_slice() < stop)
+            && run_stop.as_deref().is_none_or(|run_stop| run_stop > start);
+        if !overlaps {
+            continue;
+        }
+        chosen.push((run, (run_start, run_stop)));
+        let ranges = chosen.iter().map(|(_, (run_start, run_stop))| (run_start.as_slice(), run_stop.as_deref()));
+        if ranges_cover(ranges.collect(), start, stop) {
+            return Some(chosen.into_iter().map(|(run, _)| run).collect());
+        }
+    }
+    None
+}
+
+/// Whether `ranges` (each `[start, stop)`, `stop` `None`: to the table's end)
+/// together hold every key of `[start, stop)`.
+fn ranges_cover(mut ranges: Vec<(&[u8], Option<&[u8]>)>, start: &[u8], stop: Option<&[u8]>) -> bool {
+    ranges.sort_by_key(|&(range_start, _)| range_start);
+    // Every key of [start, covered_until) lies in a range seen so far.
+    let mut covered_until = start;
+    for (range_start, range_stop) in ranges {
+        if stop.is_some_and(|stop| covered_until >= stop) {
+            return true;
+        }
+        if range_start > covered_until {
+            // Later ranges start later still: the key `covered_until` is in none.
+            return false;
+        }
+        match range_stop {
+            None => return true,
+            Some(range_stop) => covered_until = covered_until.max(range_stop),
+        }
+    }
+    stop.is_some_and(|stop| covered_until >= stop)
 }
 
 /// Refuses a run id that would make an unreadable or unbounded row key.
@@ -348,7 +400,7 @@ mod tests {
     }
 
     #[test]
-    fn the_watermark_run_is_the_newest_success_covering_the_range() {
+    fn the_watermark_runs_are_the_newest_successes_covering_the_range() {
         let run = |id: &str, status, range: Option<(&[u8], &[u8])>| {
             let mut run = record();
             run.run_id = id.to_owned();
@@ -367,13 +419,64 @@ mod tests {
             run("this-shard", RunStatus::Succeeded, Some((b"8".as_slice(), b"G".as_slice()))),
             run("full", RunStatus::Succeeded, None),
         ];
-        let pick = |start: &[u8], stop: Option<&[u8]>| {
-            last_completed_covering(&runs, start, stop).map(|run| run.run_id.as_str())
+        assert_eq!(cover(&runs, "8", Some("G")), Some(vec!["this-shard"]));
+        assert_eq!(cover(&runs, "G", Some("Q")), Some(vec!["other-shard"]));
+        assert_eq!(cover(&runs, "A", Some("B")), Some(vec!["this-shard"]), "a range inside a shard's");
+        // The shards leave [Q, end) and ["", 8) out: only the full run, the
+        // oldest, closes the gaps, so its start is the watermark.
+        assert_eq!(cover(&runs, "", None), Some(vec!["other-shard", "this-shard", "full"]));
+        assert_eq!(cover(&runs[..3], "", None), None, "no completed run: no watermark");
+    }
+
+    /// The ids of [`completed_cover`]'s runs for `[start, stop)`.
+    fn cover<'a>(runs: &'a [RunRecord], start: &str, stop: Option<&str>) -> Option<Vec<&'a str>> {
+        completed_cover(runs, start.as_bytes(), stop.map(str::as_bytes))
+            .map(|chosen| chosen.iter().map(|run| run.run_id.as_str()).collect())
+    }
+
+    /// A succeeded run `id` over `[start, stop)`.
+    fn shard_run(id: &str, start: &str, stop: Option<&str>) -> RunRecord {
+        let mut run = record();
+        run.run_id = id.to_owned();
+        run.with_range(start.as_bytes(), stop.map(str::as_bytes))
+    }
+
+    #[test]
+    fn shard_runs_whose_ranges_join_up_cover_a_range_cut_elsewhere() {
+        // Last night's three shards (newest first), and a full run before them.
+        let mut runs = vec![
+            shard_run("night-3", "G", None),
+            shard_run("night-2", "8", Some("G")),
+            shard_run("night-1", "", Some("8")),
+            shard_run("full", "", None),
+        ];
+        // Tonight's plan cuts at 6 and H: each of its shards is covered by the
+        // nights' shards it overlaps, not by the older full run.
+        assert_eq!(cover(&runs, "", Some("6")), Some(vec!["night-1"]));
+        assert_eq!(cover(&runs, "6", Some("H")), Some(vec!["night-3", "night-2", "night-1"]));
+        assert_eq!(cover(&runs, "H", None), Some(vec!["night-3"]));
+        assert_eq!(cover(&runs, "", None), Some(vec!["night-3", "night-2", "night-1"]), "the night covers everything");
+        // A failed shard leaves a gap its neighbours cannot close: the full run does.
+        runs[1].status = RunStatus::Failed;
+        assert_eq!(cover(&runs, "6", Some("H")), Some(vec!["night-3", "night-1", "full"]));
+        runs.pop();
+        assert_eq!(cover(&runs, "6", Some("H")), None, "a gap nothing covers: no watermark");
+        assert_eq!(cover(&runs, "H", None), Some(vec!["night-3"]), "the gap is outside this range");
+    }
+
+    #[test]
+    fn ranges_cover_only_without_a_gap() {
+        let covers = |ranges: &[(&str, Option<&str>)], start: &str, stop: Option<&str>| {
+            let ranges = ranges.iter().map(|(start, stop)| (start.as_bytes(), stop.map(str::as_bytes))).collect();
+            ranges_cover(ranges, start.as_bytes(), stop.map(str::as_bytes))
         };
-        assert_eq!(pick(b"8".as_slice(), Some(b"G".as_slice())), Some("this-shard"));
-        assert_eq!(pick(b"G".as_slice(), Some(b"Q".as_slice())), Some("other-shard"));
-        assert_eq!(pick(b"".as_slice(), None), Some("full"), "only a run of everything covers everything");
-        assert_eq!(last_completed_covering(&runs[..3], b"".as_slice(), None), None, "no completed run: no watermark");
+        assert!(covers(&[("c", Some("e")), ("a", Some("c"))], "b", Some("e")), "touching ranges, any order");
+        assert!(covers(&[("a", Some("d")), ("b", Some("c"))], "b", Some("d")), "a range inside another");
+        assert!(!covers(&[("a", Some("c")), ("d", None)], "b", Some("e")), "[c, d) is in none");
+        assert!(!covers(&[("c", None)], "b", None), "[b, c) is in none");
+        assert!(!covers(&[("a", Some("z"))], "b", None), "a bounded range never reaches the table's end");
+        assert!(covers(&[("a", Some("z")), ("y", None)], "b", None));
+        assert!(!covers(&[], "b", Some("c")), "nothing covers nothing");
     }
 
     #[test]

@@ -3,8 +3,9 @@
 //! by each writer (this project's write path; rows put directly, as the Java
 //! service writes them) marks exactly its product; a deleted comment outside
 //! the ten best marks nothing; the rolling refresh covers every product in D
-//! nights; and a run killed with SIGKILL leaves the watermark where it was,
-//! so the next `--changed-since last` misses nothing.
+//! nights; a run killed with SIGKILL leaves the watermark where it was,
+//! so the next `--changed-since last` misses nothing; and a shard of a plan
+//! cut elsewhere starts from the shards of the night before.
 //!
 //! A product a run ranked is told from one it left alone by the score of its
 //! slots: after the full run every slot's score is rewritten to a sentinel
@@ -456,5 +457,35 @@ async fn a_killed_incremental_run_leaves_the_watermark_and_the_next_misses_nothi
     let incremental = rank_table(&store).await;
     finish(ranker(&store, &["--lease-ttl-secs", "3"]));
     assert_eq!(incremental, rank_table(&store).await);
+    drop_tables(&[&store]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_shard_cut_elsewhere_starts_from_the_shards_of_the_night_before() {
+    let store = fresh_store("incr_shard_cover").await;
+    const PRODUCTS: u64 = 30;
+    seed(&store, PRODUCTS).await;
+    // Last night: two shards under that night's plan, each a full run of its range.
+    for shard in ["0/2", "1/2"] {
+        let report = finish(ranker(&store, &["--shard", shard, "--plan-id", "night-1"]));
+        assert_eq!(report["changes"], serde_json::Value::Null, "a full run of shard {shard}");
+    }
+    let night = store.recent_runs(10).await.expect("history");
+    assert_eq!(night.len(), 2);
+    assert!(night.iter().all(|run| run.status == RunStatus::Succeeded && !run.covers(b"", None)), "{night:?}");
+
+    // Tonight's plan has three shards: the middle one spans last night's cut,
+    // so neither of last night's shards holds its range alone, but together
+    // they do. It starts from the earlier of their starts (less the default
+    // five minutes of skew margin), instead of ranking its whole range.
+    let middle = finish(ranker(&store, &["--shard", "1/3", "--plan-id", "night-2", "--changed-since", "last"]));
+    let earliest = night.iter().map(|run| run.started_ms).min().expect("two runs");
+    assert_eq!(middle["changes"]["since_ms"].as_i64(), Some(earliest - 300_000), "{middle}");
+    let runs = store.recent_runs(10).await.expect("history");
+    let tonight = &runs[0];
+    assert_eq!((tonight.status, tonight.kind), (RunStatus::Succeeded, RunKind::Incremental));
+    let start = hex::decode(&tonight.range_start).expect("hex");
+    let stop = tonight.range_stop.as_ref().map(|stop| hex::decode(stop).expect("hex"));
+    assert!(night.iter().all(|run| !run.covers(&start, stop.as_deref())), "no one shard covers it: {runs:?}");
     drop_tables(&[&store]).await;
 }
