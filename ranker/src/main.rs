@@ -184,7 +184,8 @@ struct RunArgs {
     /// times), or a rank slot naming a deleted comment; plus tonight's slice
     /// of the rolling refresh. `last`: since the earliest start of the newest
     /// completed runs that together cover the same products, less
-    /// --skew-margin-secs (every product when there are none). TIME: RFC 3339 or epoch milliseconds.
+    /// --skew-margin-secs (every product when there are none). TIME: RFC 3339
+    /// or epoch milliseconds.
     #[arg(long, value_name = "TIME|last", conflicts_with = "product")]
     changed_since: Option<ChangedSince>,
 
