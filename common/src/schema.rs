@@ -24,7 +24,7 @@
 //! split keys, so every table is created through it.
 
 use crate::error::{Error, Result};
-use crate::hbase::{Hbase, Retry, FAMILY, ROW_INDEX_NAME};
+use crate::hbase::{FamilyEncodings, Hbase, Retry, FAMILY, ROW_INDEX_NAME};
 use crate::keys::{self, MAX_SPLIT_REGIONS};
 use crate::tables::Tables;
 
@@ -65,7 +65,7 @@ pub struct TableOutcome {
     /// Each column family with its data-block encoding (`ROW_INDEX_V1` for a
     /// table created here; an existing table's may differ until
     /// [`upgrade_tables`]).
-    pub block_encodings: Vec<(String, String)>,
+    pub block_encodings: FamilyEncodings,
 }
 
 impl TableOutcome {
@@ -122,7 +122,7 @@ pub struct UpgradeOutcome {
     /// Whether the table exists (a missing one is left to `create_tables`).
     pub exists: bool,
     /// Each column family with its data-block encoding before the upgrade.
-    pub encodings_before: Vec<(String, String)>,
+    pub encodings_before: FamilyEncodings,
     /// The families given a row index in each data block.
     pub families_changed: Vec<String>,
 }

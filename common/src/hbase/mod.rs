@@ -50,7 +50,7 @@ use thrift2::Thrift2Client;
 #[cfg_attr(feature = "test-support", visibility::make(pub))]
 pub(crate) use thrift2::Thrift2Connection;
 pub(crate) use thrift2::ROW_INDEX_NAME;
-pub use thrift2::{RangeScan, RangeScanner, ScanCells, TimedCell, TimedRow};
+pub use thrift2::{FamilyEncodings, RangeScan, RangeScanner, ScanCells, TimedCell, TimedRow};
 
 use crate::error::{Error, Result};
 use crate::retry::Backoff;

@@ -337,13 +337,7 @@ impl Thrift2Connection {
     /// Each column family of `table`, with the name of its data-block encoding
     /// as HBase's shell prints it (`NONE`, `FAST_DIFF`, `ROW_INDEX_V1`, ...).
     pub fn family_encodings(&mut self, table: &str) -> Result<FamilyEncodings> {
-        Ok(self
-            .families(table)?
-            .iter()
-            .map(|family| {
-                (String::from_utf8_lossy(&family.name).into_owned(), encoding_name(family.data_block_encoding))
-            })
-            .collect())
+        Ok(self.families(table)?.iter().map(family_encoding).collect())
     }
 
     /// Gives every column family of `table` that lacks it a row index in each
@@ -358,18 +352,13 @@ impl Thrift2Connection {
     pub fn index_rows_in_blocks(&mut self, table: &str) -> Result<(FamilyEncodings, Vec<String>)> {
         let (mut before, mut changed) = (Vec::new(), Vec::new());
         for mut family in self.families(table)? {
-            let name = String::from_utf8_lossy(&family.name).into_owned();
-            before.push((name.clone(), encoding_name(family.data_block_encoding)));
+            let (name, encoding) = family_encoding(&family);
+            before.push((name.clone(), encoding));
             if family.data_block_encoding == Some(ROW_INDEX) {
                 continue;
             }
             family.data_block_encoding = Some(ROW_INDEX);
-            // The family's raw values name its old encoding too; without it
-            // there, the typed field decides whichever the gateway applies last.
-            if let Some(values) = family.attributes.as_mut() {
-                values.remove(DATA_BLOCK_ENCODING_KEY);
-            }
-            self.call("thrift2_modify_column_family", |client| client.modify_column_family(table_name(table), family))?;
+            self.modify_family(table, family, &[DATA_BLOCK_ENCODING_KEY])?;
             changed.push(name);
         }
         Ok((before, changed))
@@ -383,13 +372,22 @@ impl Thrift2Connection {
         for mut family in self.families(table)? {
             family.data_block_encoding = Some(TDataBlockEncoding::NONE);
             family.time_to_live = Some(time_to_live);
-            if let Some(values) = family.attributes.as_mut() {
-                values.remove(DATA_BLOCK_ENCODING_KEY);
-                values.remove(b"TTL".as_slice());
-            }
-            self.call("thrift2_modify_column_family", |client| client.modify_column_family(table_name(table), family))?;
+            self.modify_family(table, family, &[DATA_BLOCK_ENCODING_KEY, b"TTL"])?;
         }
         Ok(())
+    }
+
+    /// Sends `family` back to `table` as its new settings. `changed` names
+    /// the raw values (keys of the family's `attributes`) of the typed fields
+    /// the caller set: the family as read holds the old ones there too, and
+    /// with both sent, whichever the gateway applies last would decide.
+    fn modify_family(&mut self, table: &str, mut family: TColumnFamilyDescriptor, changed: &[&[u8]]) -> Result<()> {
+        if let Some(values) = family.attributes.as_mut() {
+            for key in changed {
+                values.remove(*key);
+            }
+        }
+        self.call("thrift2_modify_column_family", |client| client.modify_column_family(table_name(table), family))
     }
 
     /// The column families of `table` as HBase holds them.
@@ -413,6 +411,11 @@ const DATA_BLOCK_ENCODING_KEY: &[u8] = b"DATA_BLOCK_ENCODING";
 
 fn table_name(table: &str) -> TTableName {
     TTableName { ns: None, qualifier: table.as_bytes().to_vec() }
+}
+
+/// A family's name and its encoding's name.
+fn family_encoding(family: &TColumnFamilyDescriptor) -> (String, String) {
+    (String::from_utf8_lossy(&family.name).into_owned(), encoding_name(family.data_block_encoding))
 }
 
 /// An encoding's name as HBase's shell prints it; unset is HBase's default, `NONE`.
