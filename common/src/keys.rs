@@ -8,7 +8,7 @@
 //! | `comment` | orderId(10) productId(10) |
 //! | `user-comment` | userId(10) revTs(8) [tie(20)] |
 //! | `product-comment` | productId(10) `c` revTs(8) revLen(4) [tie(20)] |
-//! | `product-comment-rank` | productId(10) `r` rank(2) |
+//! | `product-comment-rank` | productId(10) `r` rank(2), and productId(10) `s` (the ranking record) |
 //!
 //! Everything this project writes carries the 20-byte `tie` (the comment's own
 //! row key) so two comments in one millisecond never share an index row. The
@@ -23,6 +23,10 @@ pub const COMMENT_KEY_LEN: usize = 2 * ID_LEN;
 pub const PRODUCT_COMMENT_TAG: u8 = b'c';
 /// The separator byte between a product id and its rank slots.
 pub const RANK_TAG: u8 = b'r';
+/// The separator byte between a product id and its ranking record: the whole
+/// ranking as one row. It sorts after the slots, outside the `r` prefix the
+/// original Java service scans, so that service never sees it.
+pub const RANKING_RECORD_TAG: u8 = b's';
 /// The highest rank slot the ranker writes.
 pub const MAX_RANK: u16 = 10;
 
@@ -192,6 +196,19 @@ pub fn rank_key(product: &Id, rank: u16) -> Vec<u8> {
     let rank = i16::try_from(rank).unwrap_or(i16::MAX);
     key.extend_from_slice(&rank.to_be_bytes());
     key
+}
+
+/// The `product-comment-rank` key of `product`'s ranking record.
+pub fn ranking_record_key(product: &Id) -> Vec<u8> {
+    let mut key = Vec::with_capacity(ID_LEN + 1);
+    key.extend_from_slice(product.as_bytes());
+    key.push(RANKING_RECORD_TAG);
+    key
+}
+
+/// Whether `key` is a ranking record's key (see [`ranking_record_key`]).
+pub fn is_ranking_record_key(key: &[u8]) -> bool {
+    key.len() == ID_LEN + 1 && key[ID_LEN] == RANKING_RECORD_TAG && leading_id("productId", key).is_some()
 }
 
 /// A parsed `user-comment` key.
@@ -553,6 +570,19 @@ mod tests {
         rank_zero.extend_from_slice(&0i16.to_be_bytes());
         assert!(parse_rank_key(&rank_zero).is_err());
         assert!(CommentKey::parse(b"short").is_err());
+    }
+
+    #[test]
+    fn the_ranking_record_sorts_after_the_slots_and_outside_their_prefix() {
+        let product = Id::parse("productId", "PRODUCT001").expect("id");
+        let record = ranking_record_key(&product);
+        assert_eq!(record, b"PRODUCT001s".to_vec());
+        assert!(is_ranking_record_key(&record));
+        assert!(!record.starts_with(&rank_prefix(&product)), "the Java service's slot scan never reads it");
+        assert!(rank_key(&product, MAX_RANK) < record, "one scan from the slots' prefix reaches it last");
+        assert!(parse_rank_key(&record).is_err());
+        assert!(!is_ranking_record_key(&rank_key(&product, 1)));
+        assert!(!is_ranking_record_key(b"PRODUCT00/s"));
     }
 
     #[test]

@@ -82,10 +82,11 @@ impl AppState {
     }
 }
 
-/// Reads `product`'s rank slots, then their comments in one multi-get; slots
-/// whose comment is gone (or belongs to another product) are left out.
+/// Reads `product`'s ranking (one whole ranking, see [`ReadStore::ranking`]),
+/// then its comments in one multi-get; slots whose comment is gone (or belongs
+/// to another product) are left out.
 async fn load_ranking(store: &ReadStore, product: Id) -> common::Result<Arc<Ranking>> {
-    let slots = store.rank_slots(&product).await?;
+    let slots = store.ranking(&product).await?.slots;
     if slots.is_empty() {
         return Ok(Arc::new(Ranking::new(Vec::new())));
     }

@@ -17,7 +17,7 @@ use std::sync::Arc;
 use common::keys::{CommentKey, MAX_RANK};
 use common::model::Comment;
 use common::store::products::CountedIndexPage;
-use common::store::Store;
+use common::store::{ProductRanking, Store};
 use common::Id;
 use tokio::sync::mpsc;
 
@@ -302,13 +302,13 @@ pub(crate) async fn rank_product(
     let (selection, totals) = select_for_product(store, product, whole_index, job).await?;
     let ranked: Vec<(CommentKey, f64)> = selection.picks.iter().map(|pick| (pick.comment, pick.score)).collect();
     if let Some(writer) = &job.writer {
-        // One mutateRows carries all ten slots (1..=k put, k+1..=10 deleted), and
-        // the gateway carries out a call it received whole even if the ranker
-        // is gone, so a run stopped or killed around it leaves the product with
-        // its old slots or its new ones. mutateRows is not atomic across rows:
-        // only HBase or its gateway failing part way through the call can leave
-        // a mix, which the product's retry or the next run overwrites.
-        writer.write(*product, ranked.clone()).await?;
+        // One mutateRows carries the ranking record and all ten slots (1..=k
+        // put, k+1..=10 deleted). Readers of this project take the ranking from
+        // the record, one row, which HBase writes whole. The slots are not
+        // written atomically (the Java service may see a mix while the call is
+        // applied, or after HBase failed part way through it, until the
+        // product's retry or the next run overwrites them).
+        writer.write(ProductRanking { product: *product, as_of_ms: job.as_of_ms, ranked: ranked.clone() }).await?;
     }
     let kept_slots = (1u16 << ranked.len().min(usize::from(MAX_RANK))) - 1;
     Ok(ProductOutcome {

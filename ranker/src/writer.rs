@@ -1,4 +1,4 @@
-//! Writing rank slots with group commit: products that finish at about the
+//! Writing rankings with group commit: products that finish at about the
 //! same time share one `mutateRows` call.
 //!
 //! Each product still waits for its own write to succeed before it counts as
@@ -12,19 +12,16 @@
 //! run never has more than its `max_in_flight` calls out at once: on a shop's
 //! long tail of small products a write follows every few multi-gets.
 
-use common::keys::CommentKey;
-use common::store::Store;
-use common::Id;
+use common::store::{ProductRanking, Store};
 use tokio::sync::{mpsc, oneshot};
 
 use crate::pace::Pacer;
 
-/// The most products one call writes (ten rows each).
+/// The most products one call writes (eleven rows each).
 const MAX_PRODUCTS_PER_CALL: usize = 64;
 
 struct WriteRequest {
-    product: Id,
-    ranked: Vec<(CommentKey, f64)>,
+    ranking: ProductRanking,
     done: oneshot::Sender<common::Result<()>>,
 }
 
@@ -43,11 +40,11 @@ impl SlotWriter {
         SlotWriter { requests }
     }
 
-    /// Replaces `product`'s slots with `ranked`, waiting until HBase took the write.
-    pub(crate) async fn write(&self, product: Id, ranked: Vec<(CommentKey, f64)>) -> common::Result<()> {
+    /// Writes `ranking` over the product's last one, waiting until HBase took the write.
+    pub(crate) async fn write(&self, ranking: ProductRanking) -> common::Result<()> {
         let (done, outcome) = oneshot::channel();
         let gone = || common::Error::Unavailable("the slot writer stopped".to_owned());
-        self.requests.send(WriteRequest { product, ranked, done }).await.map_err(|_| gone())?;
+        self.requests.send(WriteRequest { ranking, done }).await.map_err(|_| gone())?;
         outcome.await.map_err(|_| gone())?
     }
 }
@@ -61,11 +58,11 @@ async fn write_queued(store: Store, pacer: Pacer, mut queue: mpsc::Receiver<Writ
                 Err(_) => break,
             }
         }
-        let (products, waiters): (Vec<_>, Vec<_>) =
-            batch.into_iter().map(|request| ((request.product, request.ranked), request.done)).unzip();
+        let (rankings, waiters): (Vec<_>, Vec<_>) =
+            batch.into_iter().map(|request| (request.ranking, request.done)).unzip();
         // Writes are not timed for the control law: their cost (a WAL sync,
         // ten rows a product) is not comparable with the reads it judges.
-        let (outcome, _) = pacer.call(store.replace_rank_slots_of(&products)).await;
+        let (outcome, _) = pacer.call(store.write_rankings(&rankings)).await;
         for waiter in waiters {
             // A waiter that went away (its run was dropped) needs no answer.
             let _ = waiter.send(outcome.clone());

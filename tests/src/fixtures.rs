@@ -2,8 +2,9 @@
 //! comments, their orders, and a deterministic catalogue of products, users and
 //! comments large enough for load and fault tests.
 
+use common::keys::CommentKey;
 use common::model::{Comment, Extra, Order};
-use common::store::{NewComment, Store};
+use common::store::{NewComment, ProductRanking, Store};
 use common::Id;
 
 use crate::test_id;
@@ -32,6 +33,13 @@ pub async fn put_orders(store: &Store, orders: &[(Id, Id)]) {
     let orders: Vec<Order> =
         orders.iter().map(|(order, user)| Order { id: *order, user_id: *user, extra: Extra::new() }).collect();
     store.put_records(&orders).await.expect("put orders");
+}
+
+/// Writes `ranked` (best first) as `product`'s ranking, as a run as of
+/// [`AS_OF_MS`] would: its ranking record and its slots.
+pub async fn write_ranking(store: &Store, product: &Id, ranked: &[(CommentKey, f64)]) {
+    let ranking = ProductRanking { product: *product, as_of_ms: AS_OF_MS, ranked: ranked.to_vec() };
+    store.write_ranking(&ranking).await.expect("write a ranking");
 }
 
 /// The shape of a deterministic review data set.

@@ -110,8 +110,8 @@ impl Store {
     }
 
     /// Reads up to `rows` rank slots from `start` (before `stop`): which
-    /// product, which rank, which comment. Rows whose key is not a rank key
-    /// are skipped and counted.
+    /// product, which rank, which comment. Ranking records are passed over;
+    /// other rows whose key is not a rank key are skipped and counted.
     pub async fn list_rank_slots(&self, start: Vec<u8>, stop: Option<Vec<u8>>, rows: usize) -> Result<SlotListing> {
         let table = self.tables().product_comment_rank.clone();
         let rows = rows.max(1);
@@ -121,7 +121,8 @@ impl Store {
             self.hbase().run(Retry::Idempotent, move |connection| connection.scan(&table, &spec)).await?
         };
         let mut listing = SlotListing::default();
-        for row in &page {
+        // Ranking records lie among the slots; the walk is of the slots alone.
+        for row in page.iter().filter(|row| !keys::is_ranking_record_key(&row.key)) {
             let (Some(product), Ok(parsed)) = (keys::leading_id("productId", &row.key), keys::parse_rank_key(&row.key))
             else {
                 skip_row(self.tables(), &table, SkipReason::BadKey, &row.key, &"not a rank key");

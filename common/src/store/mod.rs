@@ -24,7 +24,7 @@ use std::collections::HashMap;
 use std::sync::Arc;
 
 pub use index_check::{IndexCheckOptions, IndexCheckReport, MissingIndex, MissingIndexRow};
-pub use rank::RankSlot;
+pub use rank::{ProductRanking, RankSlot, StoredRanking};
 pub use read::ReadStore;
 pub use write::{NewComment, MAX_CONTENT_BYTES};
 
@@ -123,6 +123,9 @@ pub enum SkipReason {
     BadJson,
     /// A product's rank slot names a comment of another product.
     OtherProduct,
+    /// A rank slot names a comment a better slot of the product names too:
+    /// slots of two rankings read at once, for a product with no ranking record.
+    RepeatedSlot,
     /// An index row left pointing at a comment that was overwritten by a later
     /// post (the original Java service's double post); the row at the
     /// comment's own timestamp lists it instead.

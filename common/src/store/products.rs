@@ -244,20 +244,6 @@ fn resume_after(index: ProductIndex, last: &Row) -> Option<Vec<u8>> {
     }
 }
 
-impl Store {
-    /// Replaces the rank slots of several products in one `mutateRows` round
-    /// trip: for each, slots `1..=k` get its ranked comments and scores and
-    /// slots `k+1..=10` are deleted, exactly as [`Store::replace_rank_slots`]
-    /// does for one. Batch jobs group products finishing together this way,
-    /// which saves HBase a call (and a WAL sync) per product.
-    pub async fn replace_rank_slots_of(&self, products: &[(Id, Vec<(keys::CommentKey, f64)>)]) -> Result<()> {
-        let table = self.tables().product_comment_rank.clone();
-        let mutations: Vec<_> =
-            products.iter().flat_map(|(product, ranked)| super::rank::rank_mutations(product, ranked)).collect();
-        self.hbase().run(Retry::Idempotent, move |connection| connection.mutate_rows(&table, mutations.clone())).await
-    }
-}
-
 #[cfg(test)]
 mod tests {
     use super::ReadSpan;

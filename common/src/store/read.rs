@@ -4,7 +4,7 @@
 //! service's state holds a `ReadStore`, which wraps a [`Store`] it never hands
 //! out, so a write cannot be called from the service even by mistake.
 
-use super::{IndexKind, IndexPage, RankSlot, SkipReason, Store};
+use super::{IndexKind, IndexPage, SkipReason, Store, StoredRanking};
 use crate::error::Result;
 use crate::hbase::Hbase;
 use crate::ids::Id;
@@ -81,9 +81,9 @@ impl ReadStore {
         self.store.get_comments(keys).await
     }
 
-    /// `product`'s rank slots, best first ([`Store::rank_slots`]).
-    pub async fn rank_slots(&self, product: &Id) -> Result<Vec<RankSlot>> {
-        self.store.rank_slots(product).await
+    /// `product`'s ranking, one whole ranking best first ([`Store::ranking`]).
+    pub async fn ranking(&self, product: &Id) -> Result<StoredRanking> {
+        self.store.ranking(product).await
     }
 
     /// Counts and logs a row the caller skipped ([`Store::count_skipped_row`]).

@@ -16,7 +16,7 @@ use common::model::{Comment, Extra, User};
 use common::store::{NewComment, Store};
 use common::Id;
 use integration_tests::app::{closed_address, comment_keys, service_store, Answer, TestApp};
-use integration_tests::fixtures::{new_comment, put_orders};
+use integration_tests::fixtures::{new_comment, put_orders, write_ranking};
 use integration_tests::{fresh_store, test_id, thrift_addr, FaultyProxy, PrivateGateway, ProxyMode};
 use query_api::Settings;
 use reqwest::StatusCode;
@@ -374,7 +374,7 @@ async fn ranked_reads_follow_the_slots_and_skip_gone_comments() {
         (posted[3].row_key(), 0.5),
         (posted[1].row_key(), 0.25),
     ];
-    store.replace_rank_slots(&product, &slots).await.expect("slots");
+    write_ranking(&store, &product, &slots).await;
     store.delete_comment(&posted[3].order_id, &product).await.expect("delete one");
 
     let ttl = Duration::from_secs(3);
@@ -397,7 +397,7 @@ async fn ranked_reads_follow_the_slots_and_skip_gone_comments() {
     assert!(seed.body["comments"][0].get("rank").is_none(), "the seed's shape has no rank");
 
     // A new ranking shows once the cache entry expires, not before.
-    store.replace_rank_slots(&product, &[(posted[1].row_key(), 0.99)]).await.expect("re-rank");
+    write_ranking(&store, &product, &[(posted[1].row_key(), 0.99)]).await;
     let cached = service.get(&format!("/v1/products/{product}/comments/ranked")).await;
     assert_eq!(cached.comment_keys().len(), 3, "served from the cache within its TTL");
     tokio::time::sleep(ttl + Duration::from_millis(200)).await;
@@ -550,7 +550,7 @@ async fn pages_and_rankings_come_from_hbase() {
 
     // Ranked: slot 2 names a comment that is then deleted, so it is skipped.
     let ranked = [(posted[1].row_key(), 0.9), (posted[3].row_key(), 0.8), (posted[0].row_key(), 0.7)];
-    store.replace_rank_slots(&product, &ranked).await.expect("slots");
+    write_ranking(&store, &product, &ranked).await;
     store.delete_comment(&posted[3].order_id, &product).await.expect("delete");
     let answer = service.get(&format!("/v1/products/{product}/comments/ranked")).await;
     assert_eq!(answer.status, StatusCode::OK);
@@ -572,7 +572,7 @@ async fn comment_reads_carry_an_etag_and_a_matching_if_none_match_answers_304_wi
     let product = test_id("P", 7);
     let user = test_id("U", 7);
     let posted = post_numbered_comments(&store, &product, &user, ("E", 3), "tagged review", 1).await;
-    store.replace_rank_slots(&product, &[(posted[2].row_key(), 0.9), (posted[0].row_key(), 0.5)]).await.expect("slots");
+    write_ranking(&store, &product, &[(posted[2].row_key(), 0.9), (posted[0].row_key(), 0.5)]).await;
 
     // The service reaches HBase through a proxy the test can silence.
     let proxy = FaultyProxy::start(&thrift_addr()).await;

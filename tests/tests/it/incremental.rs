@@ -17,13 +17,12 @@ use std::time::{Duration, Instant};
 
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
-use common::hbase::{Retry, RowMutation, FAMILY};
 use common::keys::{self, CommentKey};
 use common::model::{Comment, Order, Record};
 use common::store::runs::{RunKind, RunStatus};
 use common::store::{NewComment, Store};
 use common::Id;
-use integration_tests::fixtures::{post_all, AS_OF_MS};
+use integration_tests::fixtures::{post_all, write_ranking, AS_OF_MS};
 use integration_tests::{cargo_binary, fresh_store, test_id, thrift_addr};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -31,7 +30,7 @@ use ranker::changes::in_refresh_slice;
 use ranker::{Incremental, PaceMode, RunOptions, RunReport, Scope};
 use tokio_util::sync::CancellationToken;
 
-use crate::rows::{drop_tables, put_value, rank_table, slots_by_product};
+use crate::rows::{delete_rows, drop_tables, put_value, rank_table, slots_by_product};
 
 const DAY_MS: i64 = 86_400_000;
 /// The as-of time of the runs: fixed, so a full run and an incremental run agree to the byte.
@@ -91,7 +90,7 @@ async fn mark_slots(store: &Store, products: u64) {
     for number in 0..products {
         let slots = store.rank_slots(&product(number)).await.expect("slots");
         let marked: Vec<(CommentKey, f64)> = slots.iter().map(|slot| (slot.comment, SENTINEL)).collect();
-        store.replace_rank_slots(&product(number), &marked).await.expect("mark slots");
+        write_ranking(store, &product(number), &marked).await;
     }
 }
 
@@ -141,18 +140,6 @@ async fn java_post(store: &Store, comment: &Comment) {
     put_value(store, &tables.user_comment, user_key, key.as_bytes().to_vec()).await;
 }
 
-/// Deletes rows directly, as the Java service's delete did.
-async fn raw_delete(store: &Store, table: &str, keys: Vec<Vec<u8>>) {
-    let table = table.to_owned();
-    let deletes: Vec<RowMutation> =
-        keys.into_iter().map(|key| RowMutation::Delete { key, family: FAMILY.as_bytes().to_vec() }).collect();
-    store
-        .hbase()
-        .run(Retry::Idempotent, move |connection| connection.mutate_rows(&table, deletes.clone()))
-        .await
-        .expect("delete rows");
-}
-
 async fn comment(store: &Store, product_number: u64, index: u64) -> Comment {
     let key = CommentKey::new(&order(product_number, index), &product(product_number));
     store.get_record::<Comment>(key.as_bytes().to_vec()).await.expect("read").expect("the comment exists")
@@ -183,7 +170,7 @@ async fn every_kind_of_change_by_every_writer_marks_its_product_and_only_it() {
     // a Java writer would) is then a change by itself.
     let unindexed = comment(&store, 8, PER_PRODUCT - 1).await;
     let unindexed_rows = index_rows_of(&store, &unindexed).await;
-    raw_delete(&store, &store.tables().product_comment.clone(), unindexed_rows.clone()).await;
+    delete_rows(&store, &store.tables().product_comment.clone(), unindexed_rows.clone()).await;
     integration_tests::outlast_delete_markers().await;
     run(&store, &options(Scope::All, None)).await;
     mark_slots(&store, PRODUCTS).await;
@@ -242,8 +229,8 @@ async fn every_kind_of_change_by_every_writer_marks_its_product_and_only_it() {
     let best = best_comment(&store, 7).await;
     let deleted = store.get_record::<Comment>(best.as_bytes().to_vec()).await.expect("read").expect("exists");
     let deleted_index = index_rows_of(&store, &deleted).await;
-    raw_delete(&store, &store.tables().product_comment.clone(), deleted_index).await;
-    raw_delete(&store, &store.tables().comment.clone(), vec![best.as_bytes().to_vec()]).await;
+    delete_rows(&store, &store.tables().product_comment.clone(), deleted_index).await;
+    delete_rows(&store, &store.tables().comment.clone(), vec![best.as_bytes().to_vec()]).await;
     put_value(
         &store,
         &store.tables().product_comment.clone(),
@@ -262,8 +249,8 @@ async fn every_kind_of_change_by_every_writer_marks_its_product_and_only_it() {
     let outside_comment =
         store.get_record::<Comment>(outside.as_bytes().to_vec()).await.expect("read").expect("exists");
     let outside_index = index_rows_of(&store, &outside_comment).await;
-    raw_delete(&store, &store.tables().product_comment.clone(), outside_index).await;
-    raw_delete(&store, &store.tables().comment.clone(), vec![outside.as_bytes().to_vec()]).await;
+    delete_rows(&store, &store.tables().product_comment.clone(), outside_index).await;
+    delete_rows(&store, &store.tables().comment.clone(), vec![outside.as_bytes().to_vec()]).await;
 
     let report =
         run(&store, &options(Scope::All, Some(Incremental { since_ms, refresh_days: None, refreshed_until_ms: None })))
@@ -316,11 +303,11 @@ async fn an_unpaced_slot_walk_checks_several_steps_at_once_and_finds_every_delet
     // can find them.
     let first = store.rank_slots(&product(0)).await.expect("slots");
     let kept: Vec<(CommentKey, f64)> = first.iter().take(5).map(|slot| (slot.comment, SENTINEL)).collect();
-    store.replace_rank_slots(&product(0), &kept).await.expect("keep five slots");
+    write_ranking(&store, &product(0), &kept).await;
     let deleted: BTreeSet<u64> = [0, 50, 99, 100, 101, 150, 199, 200, 249].into();
     for number in &deleted {
         let best = best_comment(&store, *number).await;
-        raw_delete(&store, &store.tables().comment.clone(), vec![best.as_bytes().to_vec()]).await;
+        delete_rows(&store, &store.tables().comment.clone(), vec![best.as_bytes().to_vec()]).await;
     }
     let since_ms = watermark_now().await;
 

@@ -13,3 +13,4 @@ mod reliability;
 mod rows;
 mod shards;
 mod thrift2;
+mod whole_rankings;

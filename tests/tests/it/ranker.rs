@@ -211,7 +211,9 @@ async fn a_product_with_fewer_than_ten_eligible_comments_fills_only_their_slots(
     assert_eq!((report.products_ranked, report.comments_scored), (1, 8));
     assert_eq!((report.slots_written, report.slots_deleted, report.skipped_rows), (4, 0, 0));
     assert!(report.failures.is_empty() && !report.interrupted && !report.dry_run);
-    let slot_rows = raw_rows(&store, &store.tables().product_comment_rank).await;
+    let mut slot_rows = raw_rows(&store, &store.tables().product_comment_rank).await;
+    let record = slot_rows.pop().expect("the ranking record");
+    assert_eq!(record.key, keys::ranking_record_key(&product), "the record sorts after the slots");
     let slot_keys: Vec<Vec<u8>> = slot_rows.iter().map(|row| row.key.clone()).collect();
     assert_eq!(slot_keys, (1..=4).map(|rank| keys::rank_key(&product, rank)).collect::<Vec<_>>());
     for (row, (comment, score)) in slot_rows.iter().zip(&expected) {
@@ -246,7 +248,13 @@ async fn stale_slots_are_removed_when_comments_go_away() {
     let third = run(&store, &options(Scope::All)).await;
     assert_eq!((third.products_ranked, third.slots_written, third.slots_deleted), (1, 0, 3));
     assert!(store.rank_slots(&product).await.expect("slots").is_empty());
-    assert!(raw_rows(&store, &store.tables().product_comment_rank).await.is_empty());
+    // What is left is the ranking record of an empty ranking: the product has
+    // been ranked, and has nothing to show.
+    let left: Vec<Vec<u8>> =
+        raw_rows(&store, &store.tables().product_comment_rank).await.into_iter().map(|row| row.key).collect();
+    assert_eq!(left, [keys::ranking_record_key(&product)]);
+    let ranking = store.ranking(&product).await.expect("ranking");
+    assert_eq!((ranking.slots.len(), ranking.as_of_ms), (0, Some(AS_OF)));
 }
 
 #[tokio::test]
@@ -303,8 +311,10 @@ async fn the_same_as_of_twice_gives_identical_bytes() {
     let first_report = run(&store, &options(Scope::All)).await;
     let first = raw_rows(&store, &table).await;
     assert_eq!(first_report.products_ranked, 6);
-    assert_eq!(first.len(), 60, "six products, ten slots each");
-    assert!(first.iter().all(|row| row.value(COLUMN_SCORE).is_some_and(|score| score.len() == 8)));
+    assert_eq!(first.len(), 66, "six products, ten slots and a ranking record each");
+    let slots = first.iter().filter(|row| !keys::is_ranking_record_key(&row.key));
+    assert!(slots.clone().all(|row| row.value(COLUMN_SCORE).is_some_and(|score| score.len() == 8)));
+    assert_eq!(slots.count(), 60);
 
     delete_all_rows(&store, &store.tables().product_comment_rank).await;
     let mut concurrent = options(Scope::All);
@@ -382,13 +392,13 @@ async fn shards_cover_every_product_exactly_once() {
     for product in &products[36..] {
         assert!(store.rank_slots(product).await.expect("slots").is_empty(), "stale slots of {product} cleared");
     }
-    // Together the shards wrote exactly what one unsharded run writes.
+    // Together the shards wrote exactly what one unsharded run writes: it
+    // finds nothing to change.
     let table = store.tables().product_comment_rank.clone();
     let sharded = raw_rows(&store, &table).await;
     assert!(!sharded.is_empty());
-    delete_all_rows(&store, &store.tables().product_comment_rank).await;
     let whole = run(&store, &options(Scope::All)).await;
-    assert_eq!(whole.products_ranked, 36, "the slot-only products are gone now");
+    assert_eq!(whole.products_ranked, 40, "the slot-only products keep the record of an empty ranking");
     assert_eq!(raw_rows(&store, &table).await, sharded);
 }
 

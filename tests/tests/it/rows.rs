@@ -10,7 +10,7 @@
 
 use std::collections::BTreeMap;
 
-use common::hbase::{Retry, Row, RowMutation, ScanSpec, COLUMN_SCORE, COLUMN_VALUE};
+use common::hbase::{Retry, Row, RowMutation, ScanSpec, COLUMN_SCORE, COLUMN_VALUE, FAMILY};
 use common::store::Store;
 use integration_tests::outlast_delete_markers;
 
@@ -61,19 +61,22 @@ pub async fn put_values(store: &Store, table: &str, rows: Vec<(Vec<u8>, Vec<u8>)
     put_rows(store, table, rows).await;
 }
 
-/// Deletes every row of `table`, then waits until the rows may be written again.
-pub async fn delete_all_rows(store: &Store, table: &str) {
-    let deletes: Vec<RowMutation> = raw_rows(store, table)
-        .await
-        .into_iter()
-        .map(|row| RowMutation::Delete { key: row.key, family: b"cf".to_vec() })
-        .collect();
+/// Deletes rows directly, as the Java service's delete did.
+pub async fn delete_rows(store: &Store, table: &str, keys: Vec<Vec<u8>>) {
     let table = table.to_owned();
+    let deletes: Vec<RowMutation> =
+        keys.into_iter().map(|key| RowMutation::Delete { key, family: FAMILY.as_bytes().to_vec() }).collect();
     store
         .hbase()
         .run(Retry::Idempotent, move |connection| connection.mutate_rows(&table, deletes.clone()))
         .await
         .expect("delete rows");
+}
+
+/// Deletes every row of `table`, then waits until the rows may be written again.
+pub async fn delete_all_rows(store: &Store, table: &str) {
+    let keys = raw_rows(store, table).await.into_iter().map(|row| row.key).collect();
+    delete_rows(store, table, keys).await;
     outlast_delete_markers().await;
 }
 

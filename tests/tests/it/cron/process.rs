@@ -14,6 +14,7 @@ use common::store::lease::{Clock, SystemClock};
 use common::store::runs::{RunRecord, RunStatus};
 use common::store::Store;
 use cron::{Daemon, DaemonSettings, RetryPolicy, Schedule, StartMode};
+use integration_tests::fixtures::write_ranking;
 use integration_tests::{cargo_binary, fresh_store, run_ranker, test_id, thrift_addr, FaultyProxy, ProxyMode};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -85,7 +86,7 @@ impl DaemonProcess {
 async fn seed(store: &Store) {
     super::seed(store, PRODUCTS, COMMENTS_PER_PRODUCT).await;
     for product in 0..PRODUCTS {
-        store.replace_rank_slots(&test_id("p", product), &[(old_slot(product), OLD_SCORE)]).await.expect("old slots");
+        write_ranking(store, &test_id("p", product), &[(old_slot(product), OLD_SCORE)]).await;
     }
 }
 

@@ -21,9 +21,9 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use integration_tests::app::{comment_keys, uncached_settings, TestApp};
-use integration_tests::fixtures::{post_all, Catalogue, AS_OF_MS};
+use integration_tests::fixtures::{post_all, write_ranking, Catalogue, AS_OF_MS};
 
-use crate::rows::{drop_tables, put_rows, put_value};
+use crate::rows::{delete_rows, drop_tables, put_rows, put_value};
 
 /// The order the indexes list `comments` in (newest first; ties by length, then key).
 fn product_order(product: &Id, comments: &[&Comment]) -> Vec<CommentKey> {
@@ -117,18 +117,14 @@ async fn corrupt_rows_are_skipped_counted_and_the_rest_served_by_every_route_and
     put_value(&store, &tables.user_comment, keys::user_comment_key(&user, timestamp(6), &dangling), vec![0xff; 20])
         .await;
 
-    // Rank slots: two good ones around a slot pointing at nothing, one at the
-    // truncated comment, one whose value is not a key, and a row whose key is
-    // not a slot key.
+    // Rank slots as the Java service left them (no ranking record): two good
+    // ones around a slot pointing at nothing, one at the truncated comment, one
+    // whose value is not a key, and a row whose key is not a slot key.
     let of_product: Vec<&Comment> = good.iter().filter(|c| c.product_id == product).collect();
     let of_user: Vec<&Comment> = good.iter().filter(|c| c.user_id == user).collect();
-    store
-        .replace_rank_slots(
-            &product,
-            &[(of_product[0].row_key(), 0.9), (dangling, 0.8), (truncated, 0.7), (of_product[1].row_key(), 0.6)],
-        )
-        .await
-        .expect("slots");
+    let slots = [(of_product[0].row_key(), 0.9), (dangling, 0.8), (truncated, 0.7), (of_product[1].row_key(), 0.6)];
+    write_ranking(&store, &product, &slots).await;
+    delete_rows(&store, &tables.product_comment_rank, vec![keys::ranking_record_key(&product)]).await;
     // Replacing the slots deleted slot 5.
     outlast_delete_markers().await;
     put_value(&store, &tables.product_comment_rank, keys::rank_key(&product, 5), b"short".to_vec()).await;
