@@ -35,7 +35,7 @@ use tokio::task::JoinSet;
 use common::error::Error;
 use common::ids::{Id, InvalidId};
 use common::keys::CommentKey;
-use common::model::{Comment, Extra, Order, Product, Record, Seller, User};
+use common::model::{Comment, Extra, Order, Product, Rating, Record, Seller, User};
 use common::store::{NewComment, Store};
 
 pub use text::MAX_REVIEW_BYTES;
@@ -758,7 +758,7 @@ fn is_generated(stored: &[u8], generated: &NewComment) -> bool {
             && comment.product_id == generated.product_id
             && comment.text() == generated.content
             && comment.timestamp == generated.timestamp_ms
-            && comment.rating == generated.rating
+            && comment.rating.as_ref().and_then(Rating::stars) == generated.rating
             && comment.helpful == generated.helpful
             && comment.unhelpful == generated.unhelpful
             && comment.photos == generated.photos
@@ -997,7 +997,7 @@ mod tests {
             content: Some(comment.content),
             timestamp: comment.timestamp_ms,
             edited: false,
-            rating: comment.rating,
+            rating: comment.rating.map(Rating::of_stars),
             helpful: comment.helpful,
             unhelpful: comment.unhelpful,
             photos: comment.photos,

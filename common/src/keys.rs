@@ -7,7 +7,7 @@
 //! | `user`, `seller`, `product`, `order` | id(10) |
 //! | `comment` | orderId(10) productId(10) |
 //! | `user-comment` | userId(10) revTs(8) [tie(20)] |
-//! | `product-comment` | productId(10) `c` revTs(8) revLen(4) [tie(20)] |
+//! | `product-comment` | productId(10) `c` revTs(8) revLen(4) [tie(20)], and productId(10) `d` (the deletion marker) |
 //! | `product-comment-rank` | productId(10) `r` rank(2), and productId(10) `s` (the ranking record) |
 //!
 //! Everything this project writes carries the 20-byte `tie` (the comment's own
@@ -21,6 +21,11 @@ use crate::ids::{Id, ID_LEN};
 pub const COMMENT_KEY_LEN: usize = 2 * ID_LEN;
 /// The separator byte between a product id and its comment index entries.
 pub const PRODUCT_COMMENT_TAG: u8 = b'c';
+/// The separator byte between a product id and its deletion marker: the row
+/// the write path puts when it deletes one of the product's comments, so that
+/// the delete leaves a cell an incremental run finds by time. It sorts after
+/// the index entries, outside the `c` prefix every index reader scans.
+pub const DELETION_MARKER_TAG: u8 = b'd';
 /// The separator byte between a product id and its rank slots.
 pub const RANK_TAG: u8 = b'r';
 /// The separator byte between a product id and its ranking record: the whole
@@ -195,6 +200,14 @@ pub fn rank_key(product: &Id, rank: u16) -> Vec<u8> {
     let mut key = rank_prefix(product);
     let rank = i16::try_from(rank).unwrap_or(i16::MAX);
     key.extend_from_slice(&rank.to_be_bytes());
+    key
+}
+
+/// The `product-comment` key of `product`'s deletion marker.
+pub fn deletion_marker_key(product: &Id) -> Vec<u8> {
+    let mut key = Vec::with_capacity(ID_LEN + 1);
+    key.extend_from_slice(product.as_bytes());
+    key.push(DELETION_MARKER_TAG);
     key
 }
 
@@ -583,6 +596,16 @@ mod tests {
         assert!(parse_rank_key(&record).is_err());
         assert!(!is_ranking_record_key(&rank_key(&product, 1)));
         assert!(!is_ranking_record_key(b"PRODUCT00/s"));
+    }
+
+    #[test]
+    fn the_deletion_marker_sorts_after_the_index_and_outside_its_prefix() {
+        let product = Id::parse("productId", "PRODUCT001").expect("id");
+        let marker = deletion_marker_key(&product);
+        assert_eq!(marker, b"PRODUCT001d".to_vec());
+        assert!(!marker.starts_with(&product_comment_prefix(&product)), "no index page reads it");
+        assert_eq!(leading_id("productId", &marker), Some(product), "a time scan finds its product");
+        assert!(prefix_successor(&product_comment_prefix(&product)).is_some_and(|stop| stop <= marker));
     }
 
     #[test]

@@ -9,7 +9,8 @@
 //! - [`hbase`] is the storage layer over HBase's Thrift1 gateway (pool, retries,
 //!   async bridge); no other crate sees Thrift.
 //! - [`store`] maps tables to models, skips rows that do not decode, and holds
-//!   the write path; [`schema`] creates the tables.
+//!   the write path; [`schema`] creates the tables; [`summary`] counts a
+//!   product's reviews.
 //! - [`config`] holds the flags and logging setup every binary shares;
 //!   [`telemetry`] the shared metric names and exporter settings; [`exit`] the
 //!   exit statuses of every binary.
@@ -40,6 +41,7 @@ pub mod retry;
 pub mod schema;
 pub mod shutdown;
 pub mod store;
+pub mod summary;
 pub mod tables;
 pub mod telemetry;
 

@@ -115,10 +115,12 @@ pub struct Comment {
     #[serde(default, alias = "isEdited")]
     #[cfg_attr(feature = "openapi", schema(required = true))]
     pub edited: bool,
-    /// Star rating, 1 to 5, when the shop collects one.
+    /// Star rating, when the shop collects one: an integer 1 to 5 as this
+    /// project writes it; other writers' values (`4.5`, `"5"`, `0`) are kept as
+    /// stored and count as unrated ([`Rating::stars`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
-    #[cfg_attr(feature = "openapi", schema(nullable = false))]
-    pub rating: Option<u8>,
+    #[cfg_attr(feature = "openapi", schema(value_type = Option<serde_json::Value>, nullable = false))]
+    pub rating: Option<Rating>,
     /// "Helpful" votes.
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(nullable = false))]
@@ -135,6 +137,34 @@ pub struct Comment {
     #[serde(flatten)]
     #[cfg_attr(feature = "openapi", schema(value_type = std::collections::HashMap<String, serde_json::Value>))]
     pub extra: Extra,
+}
+
+/// A comment's `rating` exactly as stored.
+///
+/// This project writes an integer from 1 to 5, but a row is any JSON another
+/// writer put there: a rating of `4.5`, `"5"` or `0` must neither make the
+/// whole review unreadable nor be lost when the review is rewritten, so the
+/// value is kept as it is and only [`Rating::stars`] interprets it.
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(transparent)]
+pub struct Rating(serde_json::Value);
+
+impl Rating {
+    /// A rating of `stars` stars, as the write path stores it.
+    pub fn of_stars(stars: u8) -> Rating {
+        Rating(serde_json::Value::from(stars))
+    }
+
+    /// The stars, when the value is an integer from 1 to 5 (`5.0` is the
+    /// integer 5, as in JSON Schema); `None` for anything else.
+    pub fn stars(&self) -> Option<u8> {
+        let number = self.0.as_number()?;
+        let stars = match number.as_u64() {
+            Some(integer) => integer,
+            None => number.as_f64().filter(|float| float.fract() == 0.0 && (1.0..=5.0).contains(float))? as u64,
+        };
+        u8::try_from(stars).ok().filter(|stars| (1..=5).contains(stars))
+    }
 }
 
 impl Comment {
@@ -296,6 +326,34 @@ mod tests {
     }
 
     #[test]
+    fn any_stored_rating_decodes_and_only_an_integer_from_one_to_five_counts_as_stars() {
+        let with_rating = |rating: &str| {
+            let json = format!(
+                r#"{{"orderId":"ORDER00001","productId":"PRODUCT001","userId":"USER000001","content":"x","timestamp":1,"edited":false{rating}}}"#
+            );
+            Comment::from_json(json.as_bytes()).expect("a comment decodes whatever its rating")
+        };
+        let stars = |rating: &str| with_rating(rating).rating.and_then(|rating| rating.stars());
+        assert_eq!(stars(r#","rating":4"#), Some(4));
+        assert_eq!(stars(r#","rating":5.0"#), Some(5));
+        for unrated in [
+            "",
+            r#","rating":null"#,
+            r#","rating":0"#,
+            r#","rating":6"#,
+            r#","rating":4.5"#,
+            r#","rating":"5""#,
+            r#","rating":-1"#,
+            r#","rating":[5]"#,
+        ] {
+            assert_eq!(stars(unrated), None, "{unrated}");
+        }
+        let kept = with_rating(r#","rating":4.5"#);
+        let rewritten: serde_json::Value = serde_json::from_slice(&kept.to_json()).expect("json");
+        assert_eq!(rewritten["rating"], json!(4.5), "a rewrite keeps what was stored");
+    }
+
+    #[test]
     fn reads_the_seeds_rows_and_keeps_unknown_fields_on_rewrite() {
         let seed = br#"{"orderId":"ORDER00001","productId":"PRODUCT001","userId":"USER000001",
             "content":"ok","timestamp":5,"isEdited":true,"rowKey":"T1JERVIwMDAwMVBST0RVQ1QwMDE=","futureField":[1,2]}"#;
@@ -400,7 +458,7 @@ mod tests {
                                helpful in proptest::option::of(0u64..1000), photos in proptest::option::of(0u32..10)) {
             let comment = Comment {
                 order_id: id("ORDER00001"), product_id: id("PRODUCT001"), user_id: id("USER000001"),
-                content: Some(content), timestamp, edited, rating: Some(4), helpful, unhelpful: None, photos, extra: Extra::new(),
+                content: Some(content), timestamp, edited, rating: Some(Rating::of_stars(4)), helpful, unhelpful: None, photos, extra: Extra::new(),
             };
             proptest::prop_assert_eq!(Comment::from_json(&comment.to_json()).expect("decode"), comment);
         }

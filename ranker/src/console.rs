@@ -7,6 +7,7 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::summary::{ReviewSummary, STARS};
 use tokio_util::sync::CancellationToken;
 
 use crate::{Explanation, LeftOutReason, PaceReport, ProgressSnapshot, RunProgress, RunReport};
@@ -125,6 +126,7 @@ pub fn summary(report: &RunReport, read_only: bool) -> String {
     );
     let _ = writeln!(text, "  slots written: {}", report.slots_written);
     let _ = writeln!(text, "  slots deleted: {}", report.slots_deleted);
+    let _ = writeln!(text, "  summaries:     {}", report.summaries_written);
     let _ = writeln!(text, "  skipped rows:  {}", report.skipped_rows);
     let _ = writeln!(text, "  multi-gets:    {}", report.comment_fetches);
     let _ = writeln!(text, "  as of:         {} ms", report.as_of_ms);
@@ -181,6 +183,7 @@ pub fn explanation(explanation: &Explanation) -> String {
         "Product {} as of {} ms: {} comments scored, {} rows skipped",
         explanation.product, explanation.as_of_ms, explanation.comments_scored, explanation.skipped_rows
     );
+    let _ = writeln!(text, "{}", review_summary_line(&explanation.reviews));
     let _ = writeln!(
         text,
         "score = {} substance + {} helpfulness + {} recency + {} photo",
@@ -232,6 +235,20 @@ pub fn explanation(explanation: &Explanation) -> String {
         let _ = writeln!(text, "  {}  {}  {why}: {}", summary.comment, summary.user_id, shown_preview(summary));
     }
     text
+}
+
+/// A review summary on one line: `12 reviews: 5* 4, 4* 3, 3* 1, 2* 0, 1* 1,
+/// unrated 3; average 4.11; 5 with photos`.
+fn review_summary_line(summary: &ReviewSummary) -> String {
+    let stars: Vec<String> = STARS.rev().map(|stars| format!("{stars}* {}", summary.rated_with(stars))).collect();
+    let average = summary.average().map_or_else(|| "none".to_owned(), |average| format!("{average:.2}"));
+    format!(
+        "{} reviews: {}, unrated {}; average {average}; {} with photos",
+        summary.count,
+        stars.join(", "),
+        summary.unrated,
+        summary.with_photos
+    )
 }
 
 /// The content preview as the console shows it: a `null` content (written by

@@ -10,6 +10,7 @@ use std::sync::Arc;
 use common::keys::CommentKey;
 use common::model::Comment;
 use common::store::Store;
+use common::summary::ReviewSummary;
 use common::Id;
 use serde::Serialize;
 
@@ -39,6 +40,8 @@ pub struct Explanation {
     pub comments_scored: u64,
     /// Rows skipped (bad index rows, comments gone or undecodable).
     pub skipped_rows: u64,
+    /// The product's review summary, as a run writes it beside the slots.
+    pub reviews: ReviewSummary,
     /// The picks, rank 1 first.
     pub ranked: Vec<ExplainedComment>,
     /// Notable comments that were not picked, in the order they ranked.
@@ -219,8 +222,9 @@ pub async fn explain(
         product: product.to_string(),
         as_of_ms,
         scoring: scoring.clone(),
-        comments_scored: totals.comments,
+        comments_scored: totals.summary.count,
         skipped_rows: totals.skipped_rows,
+        reviews: totals.summary,
         ranked,
         left_out,
     })

@@ -197,6 +197,7 @@ mod tests {
             comments_scored: 70,
             slots_written: 40,
             slots_deleted: 3,
+            summaries_written: 7,
             skipped_rows: 1,
             comment_fetches: 7,
             failures: (0..failures)

@@ -201,6 +201,8 @@ pub struct RunReport {
     /// Rank slots left from an earlier run and now removed (counted from the
     /// slots that existed; in a dry run, the slots that would be removed).
     pub slots_deleted: u64,
+    /// Review summaries written, one per product ranked (none in a dry run).
+    pub summaries_written: u64,
     /// Rows skipped: index rows with a bad key or value, index rows whose
     /// comment is gone, comments that do not decode.
     pub skipped_rows: u64,

@@ -18,6 +18,7 @@ use common::keys::{CommentKey, MAX_RANK};
 use common::model::Comment;
 use common::store::products::CountedIndexPage;
 use common::store::{ProductRanking, Store};
+use common::summary::ReviewSummary;
 use common::Id;
 use tokio::sync::mpsc;
 
@@ -65,13 +66,16 @@ pub(crate) struct ProductOutcome {
     pub slots_written: u64,
     /// Slots that existed beyond the new picks and were removed (or would be).
     pub slots_deleted: u64,
+    /// Whether the product's review summary was written (not in a dry run).
+    pub summary_written: bool,
 }
 
 /// Totals of one product's pages.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct StreamTotals {
-    /// Comments read (and handed to the page work).
-    pub comments: u64,
+    /// The comments read (and handed to the page work), counted: `count` is
+    /// how many, each once.
+    pub summary: ReviewSummary,
     /// Index rows skipped, comments gone, comments that do not decode.
     pub skipped_rows: u64,
 }
@@ -86,6 +90,11 @@ struct CommentPage {
 /// the whole index that discovery read.
 pub(crate) struct IndexReader {
     pages: IndexPages,
+    /// The millisecond of the last comment listed, and the comments listed at
+    /// it: every row that lists a comment carries the comment's own timestamp,
+    /// so rows naming one comment twice (a double post within a millisecond)
+    /// fall in one millisecond's run of rows, possibly across two pages.
+    listed_at: (i64, Vec<CommentKey>),
 }
 
 enum IndexPages {
@@ -151,7 +160,7 @@ impl IndexReader {
                 }
             }
         });
-        IndexReader { pages: IndexPages::Reading { pages, _task: AbortOnDrop(task) } }
+        IndexReader::of(IndexPages::Reading { pages, _task: AbortOnDrop(task) })
     }
 
     /// Pages of at most `rows` entries from a product's whole index, so that
@@ -171,7 +180,27 @@ impl IndexReader {
         if pages.is_empty() {
             pages.push(CountedIndexPage { entries: Vec::new(), skipped, next: None });
         }
-        IndexReader { pages: IndexPages::Listed(pages.into_iter()) }
+        IndexReader::of(IndexPages::Listed(pages.into_iter()))
+    }
+
+    fn of(pages: IndexPages) -> IndexReader {
+        IndexReader { pages, listed_at: (i64::MIN, Vec::new()) }
+    }
+
+    /// Whether `comment` is listed for the first time: a walk of the product's
+    /// latest pages shows it once, however many rows name it.
+    fn first_listing(&mut self, comment: &Comment) -> bool {
+        let (millisecond, listed) = &mut self.listed_at;
+        if *millisecond != comment.timestamp {
+            *millisecond = comment.timestamp;
+            listed.clear();
+        }
+        let key = comment.row_key();
+        let first = !listed.contains(&key);
+        if first {
+            listed.push(key);
+        }
+        first
     }
 
     async fn next_index_page(&mut self) -> Option<common::Result<CountedIndexPage>> {
@@ -183,7 +212,8 @@ impl IndexReader {
 
     /// Fetches the comments of the next index page; `None` after the last page.
     /// Rows that cannot be used (bad index rows, comments gone or undecodable,
-    /// comments of another product) are left out and counted.
+    /// comments of another product) are left out and counted; a second row
+    /// listing a comment is left out, not counted (it is no bad data).
     async fn next_page(&mut self, product: &Id, fetcher: &CommentFetcher) -> common::Result<Option<CommentPage>> {
         let Some(index) = self.next_index_page().await else {
             return Ok(None);
@@ -194,14 +224,15 @@ impl IndexReader {
         let named = fetched.len() as u64;
         // A stale index row (the Java service's overwritten double post) names a
         // comment listed elsewhere under its own timestamp: it is not a second vote.
-        let comments: Vec<Comment> = index
+        let usable: Vec<Comment> = index
             .entries
             .iter()
             .zip(fetched)
             .filter_map(|(entry, comment)| comment.filter(|comment| entry.lists(comment)))
             .filter(|comment| comment.product_id == *product)
             .collect();
-        let skipped_rows = index.skipped + named - comments.len() as u64;
+        let skipped_rows = index.skipped + named - usable.len() as u64;
+        let comments = usable.into_iter().filter(|comment| self.first_listing(comment)).collect();
         Ok(Some(CommentPage { comments, skipped_rows }))
     }
 }
@@ -251,7 +282,9 @@ where
     let mut current = index.next_page(product, fetcher).await?;
     while let Some(page) = current {
         let count = page.comments.len() as u64;
-        totals.comments += count;
+        for comment in &page.comments {
+            totals.summary.add(comment);
+        }
         totals.skipped_rows += page.skipped_rows;
         let page_work = work.clone();
         let comments = page.comments;
@@ -308,14 +341,21 @@ pub(crate) async fn rank_product(
         // written atomically (the Java service may see a mix while the call is
         // applied, or after HBase failed part way through it, until the
         // product's retry or the next run overwrites them).
-        writer.write(ProductRanking { product: *product, as_of_ms: job.as_of_ms, ranked: ranked.clone() }).await?;
+        let ranking = ProductRanking {
+            product: *product,
+            as_of_ms: job.as_of_ms,
+            ranked: ranked.clone(),
+            summary: totals.summary,
+        };
+        writer.write(ranking).await?;
     }
     let kept_slots = (1u16 << ranked.len().min(usize::from(MAX_RANK))) - 1;
     Ok(ProductOutcome {
-        comments_scored: totals.comments,
+        comments_scored: totals.summary.count,
         skipped_rows: totals.skipped_rows,
         slots_written: ranked.len() as u64,
         slots_deleted: u64::from((existing_slots & !kept_slots).count_ones()),
+        summary_written: job.writer.is_some(),
         ranked,
     })
 }

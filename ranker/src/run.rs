@@ -68,6 +68,7 @@ async fn drive(
         comments_scored: 0,
         slots_written: 0,
         slots_deleted: 0,
+        summaries_written: 0,
         skipped_rows: 0,
         comment_fetches: 0,
         failures: Vec::new(),
@@ -191,6 +192,7 @@ async fn drive(
         comments = report.comments_scored,
         slots_written = report.slots_written,
         slots_deleted = report.slots_deleted,
+        summaries_written = report.summaries_written,
         skipped_rows = report.skipped_rows,
         failures = report.failures.len(),
         interrupted = report.interrupted,
@@ -229,6 +231,7 @@ fn record(
             report.skipped_rows += outcome.skipped_rows;
             report.slots_written += outcome.slots_written;
             report.slots_deleted += outcome.slots_deleted;
+            report.summaries_written += u64::from(outcome.summary_written);
         }
         Err(error) => report.failures.push(ProductFailure { product, error }),
     }
@@ -337,7 +340,7 @@ impl Worker {
                 let ((), totals) =
                     stream_comments(&product, index, &job.fetcher, (), count, job.progress.as_deref()).await?;
                 Ok(ProductOutcome {
-                    comments_scored: totals.comments,
+                    comments_scored: totals.summary.count,
                     skipped_rows: totals.skipped_rows,
                     ..ProductOutcome::default()
                 })

@@ -5,6 +5,7 @@
 use common::keys::CommentKey;
 use common::model::{Comment, Extra, Order};
 use common::store::{NewComment, ProductRanking, Store};
+use common::summary::ReviewSummary;
 use common::Id;
 
 use crate::test_id;
@@ -36,9 +37,15 @@ pub async fn put_orders(store: &Store, orders: &[(Id, Id)]) {
 }
 
 /// Writes `ranked` (best first) as `product`'s ranking, as a run as of
-/// [`AS_OF_MS`] would: its ranking record and its slots.
+/// [`AS_OF_MS`] would (its ranking record and its slots), with an empty review
+/// summary: tests of the summary rank with the ranker itself.
 pub async fn write_ranking(store: &Store, product: &Id, ranked: &[(CommentKey, f64)]) {
-    let ranking = ProductRanking { product: *product, as_of_ms: AS_OF_MS, ranked: ranked.to_vec() };
+    let ranking = ProductRanking {
+        product: *product,
+        as_of_ms: AS_OF_MS,
+        ranked: ranked.to_vec(),
+        summary: ReviewSummary::default(),
+    };
     store.write_ranking(&ranking).await.expect("write a ranking");
 }
 

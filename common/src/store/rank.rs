@@ -20,6 +20,7 @@ use crate::error::Result;
 use crate::hbase::{Retry, Row, RowMutation, ScanSpec, COLUMN_SCORE, COLUMN_VALUE, FAMILY};
 use crate::ids::Id;
 use crate::keys::{self, CommentKey, MAX_RANK};
+use crate::summary::ReviewSummary;
 
 /// The most rows one read of a product's ranking takes: its ten slots, its
 /// record, and room for a few rows of a bad write between them.
@@ -46,6 +47,8 @@ pub struct ProductRanking {
     pub as_of_ms: i64,
     /// The picks, best first, with their scores; at most [`MAX_RANK`] are kept.
     pub ranked: Vec<(CommentKey, f64)>,
+    /// The product's review summary, counted in the same pass.
+    pub summary: ReviewSummary,
 }
 
 /// A product's ranking as a reader finds it.
@@ -56,17 +59,22 @@ pub struct StoredRanking {
     /// The as-of time of the run that wrote the ranking record; `None` when the
     /// product has no record and the slots were read instead.
     pub as_of_ms: Option<i64>,
+    /// The review summary the record carries; `None` without a record.
+    pub summary: Option<ReviewSummary>,
 }
 
 /// The ranking record's JSON, as a client of HBase other than this project
-/// can read it: `{"productId", "asOf", "slots": [{"rank", "comment", "score"}]}`,
-/// `comment` being the comment's 20-byte row key (ids are printable ASCII).
+/// can read it: `{"productId", "asOf", "slots": [{"rank", "comment", "score"}],
+/// "summary"}`, `comment` being the comment's 20-byte row key (ids are
+/// printable ASCII) and `summary` a [`ReviewSummary`].
 #[derive(Debug, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 struct RankingRecordJson {
     product_id: String,
     as_of: i64,
     slots: Vec<SlotJson>,
+    #[serde(default)]
+    summary: Option<ReviewSummary>,
 }
 
 #[derive(Debug, Serialize, Deserialize)]
@@ -88,6 +96,7 @@ impl ProductRanking {
                 .zip(1..)
                 .map(|((comment, score), rank)| SlotJson { rank, comment: comment.to_string(), score: *score })
                 .collect(),
+            summary: Some(self.summary),
         };
         serde_json::to_vec(&record).unwrap_or_else(|_| unreachable!("the record holds only strings and numbers"))
     }
@@ -141,7 +150,7 @@ fn decode_record(product: &Id, value: &[u8]) -> std::result::Result<StoredRankin
         }
         slots.push(RankSlot { rank, comment, score: Some(slot.score) });
     }
-    Ok(StoredRanking { slots, as_of_ms: Some(record.as_of) })
+    Ok(StoredRanking { slots, as_of_ms: Some(record.as_of), summary: record.summary })
 }
 
 impl Store {
@@ -180,7 +189,7 @@ impl Store {
             }
             slots.push(slot);
         }
-        Ok(StoredRanking { slots, as_of_ms: None })
+        Ok(StoredRanking { slots, as_of_ms: None, summary: None })
     }
 
     /// Reads `product`'s rank slots as the Java service does (the ranking
@@ -264,6 +273,7 @@ mod tests {
             product: product(),
             as_of_ms: 1_700_000_000_000,
             ranked: vec![(comment("ORDER00002"), 0.75), (comment("ORDER00001"), 0.5)],
+            summary: ReviewSummary { count: 3, rated: [0, 0, 0, 1, 1], unrated: 1, with_photos: 1 },
         };
         let json: serde_json::Value = serde_json::from_slice(&ranking.record_json()).expect("json");
         assert_eq!(
@@ -275,17 +285,25 @@ mod tests {
                     {"rank": 1, "comment": "ORDER00002PRODUCT001", "score": 0.75},
                     {"rank": 2, "comment": "ORDER00001PRODUCT001", "score": 0.5},
                 ],
+                "summary": {"count": 3, "ratings": {"1": 0, "2": 0, "3": 0, "4": 1, "5": 1}, "unrated": 1,
+                            "average": 4.5, "withPhotos": 1},
             })
         );
         let read = decode_record(&product(), &ranking.record_json()).expect("decodes");
         assert_eq!(read.as_of_ms, Some(1_700_000_000_000));
+        assert_eq!(read.summary, Some(ranking.summary));
         let slots: Vec<_> = read.slots.iter().map(|slot| (slot.rank, slot.comment, slot.score)).collect();
         assert_eq!(slots, vec![(1, comment("ORDER00002"), Some(0.75)), (2, comment("ORDER00001"), Some(0.5))]);
     }
 
     #[test]
     fn a_ranking_writes_its_record_and_all_ten_slots() {
-        let ranking = ProductRanking { product: product(), as_of_ms: 1, ranked: vec![(comment("ORDER00001"), 0.5)] };
+        let ranking = ProductRanking {
+            product: product(),
+            as_of_ms: 1,
+            ranked: vec![(comment("ORDER00001"), 0.5)],
+            summary: ReviewSummary::default(),
+        };
         let mutations = ranking.mutations();
         assert_eq!(mutations.len(), 11);
         assert!(matches!(&mutations[0], RowMutation::Put { key, .. } if *key == keys::ranking_record_key(&product())));

@@ -18,7 +18,7 @@ use crate::error::{Error, Result};
 use crate::hbase::{Retry, RowMutation, ScanSpec, COLUMN_VALUE, FAMILY};
 use crate::ids::Id;
 use crate::keys::{self, CommentKey};
-use crate::model::{Comment, Extra, Order, Record};
+use crate::model::{Comment, Extra, Order, Rating, Record};
 
 /// The longest comment accepted, in UTF-8 bytes.
 pub const MAX_CONTENT_BYTES: usize = 64 * 1024;
@@ -73,7 +73,7 @@ impl NewComment {
             content: Some(self.content),
             timestamp: self.timestamp_ms,
             edited: false,
-            rating: self.rating,
+            rating: self.rating.map(Rating::of_stars),
             helpful: self.helpful,
             unhelpful: self.unhelpful,
             photos: self.photos,
@@ -272,12 +272,15 @@ impl Store {
         Ok(self.stored_value(&table, key.as_bytes().to_vec()).await?.is_some_and(|stored| stored == value))
     }
 
-    /// Deletes a comment and every index row that names it. Safe to retry: the
-    /// index rows go first, so a half-done delete still finds the comment.
+    /// Deletes a comment and every index row that names it, then marks its
+    /// product as having lost a comment (the deletion marker, for incremental
+    /// runs). Safe to retry: the index rows go first, so a half-done delete
+    /// still finds the comment.
     pub async fn delete_comment(&self, order: &Id, product: &Id) -> Result<()> {
         let key = CommentKey::new(order, product);
         let comment = self.existing_comment(&key).await?;
         let tables = self.tables().clone();
+        let marker = keys::deletion_marker_key(product);
         // The index keys cannot simply be rebuilt: rows in the seed's layout have no
         // tie, and the product key holds the content length at posting time, which
         // an edit may have changed. So scan the comment's millisecond in each index
@@ -311,6 +314,17 @@ impl Store {
                 connection.mutate_rows(
                     &tables.comment,
                     vec![RowMutation::Delete { key: key.as_bytes().to_vec(), family: FAMILY.as_bytes().to_vec() }],
+                )?;
+                // A delete leaves no cell a time-range scan can find, so the
+                // product's deletion marker is put last: the next incremental
+                // run finds the product by it and counts the product's reviews
+                // again, whichever comment went.
+                connection.mutate_rows(
+                    &tables.product_comment,
+                    vec![RowMutation::Put {
+                        key: marker.clone(),
+                        cells: vec![(COLUMN_VALUE.to_vec(), key.as_bytes().to_vec())],
+                    }],
                 )
             })
             .await

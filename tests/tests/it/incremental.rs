@@ -1,8 +1,11 @@
 //! Incremental runs against the real HBase (`ranker run --changed-since`):
 //! each kind of change (new comment, edit, vote, delete, a bare index row)
 //! by each writer (this project's write path; rows put directly, as the Java
-//! service writes them) marks exactly its product; a deleted comment outside
-//! the ten best marks nothing; the rolling refresh covers every product in D
+//! service writes them) marks exactly its product, and the ranking record it
+//! writes carries the product's review summary as a full run counts it; a
+//! comment deleted the Java way outside the ten best leaves no trace and marks
+//! nothing, while the write path's delete marks its product wherever the
+//! comment ranked (the deletion marker); the rolling refresh covers every product in D
 //! nights; a run killed with SIGKILL leaves the watermark where it was,
 //! so the next `--changed-since last` misses nothing; and a shard of a plan
 //! cut elsewhere starts from the shards of the night before.
@@ -15,12 +18,10 @@ use std::collections::BTreeSet;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use base64::engine::general_purpose::STANDARD;
-use base64::Engine;
-use common::keys::{self, CommentKey};
+use common::keys::CommentKey;
 use common::model::{Comment, Order, Record};
 use common::store::runs::{RunKind, RunStatus};
-use common::store::{NewComment, Store};
+use common::store::{NewComment, ProductRanking, Store};
 use common::Id;
 use integration_tests::fixtures::{post_all, write_ranking, AS_OF_MS};
 use integration_tests::{cargo_binary, fresh_store, test_id, thrift_addr};
@@ -30,7 +31,7 @@ use ranker::changes::in_refresh_slice;
 use ranker::{Incremental, PaceMode, RunOptions, RunReport, Scope};
 use tokio_util::sync::CancellationToken;
 
-use crate::rows::{delete_rows, drop_tables, put_value, rank_table, slots_by_product};
+use crate::rows::{delete_rows, drop_tables, java_json, java_post, put_value, rank_table, slots_by_product};
 
 const DAY_MS: i64 = 86_400_000;
 /// The as-of time of the runs: fixed, so a full run and an incremental run agree to the byte.
@@ -85,13 +86,24 @@ async fn run(store: &Store, options: &RunOptions) -> RunReport {
     report
 }
 
-/// Rewrites every product's slots with the same comments and the sentinel score.
+/// Rewrites every product's ranking with the same comments and summary and
+/// the sentinel score.
 async fn mark_slots(store: &Store, products: u64) {
     for number in 0..products {
-        let slots = store.rank_slots(&product(number)).await.expect("slots");
-        let marked: Vec<(CommentKey, f64)> = slots.iter().map(|slot| (slot.comment, SENTINEL)).collect();
-        write_ranking(store, &product(number), &marked).await;
+        let ranking = store.ranking(&product(number)).await.expect("ranking");
+        let marked = ProductRanking {
+            product: product(number),
+            as_of_ms: AS_OF,
+            ranked: ranking.slots.iter().map(|slot| (slot.comment, SENTINEL)).collect(),
+            summary: ranking.summary.expect("a run wrote the summary"),
+        };
+        store.write_ranking(&marked).await.expect("mark the slots");
     }
+}
+
+/// The number of reviews in `number`'s stored summary.
+async fn summarised_reviews(store: &Store, number: u64) -> u64 {
+    store.ranking(&product(number)).await.expect("ranking").summary.expect("a summary").count
 }
 
 /// The products whose slots a run rewrote since [`mark_slots`].
@@ -118,31 +130,18 @@ async fn watermark_now() -> i64 {
     now
 }
 
-/// The comment row as the Java service writes it (Jackson over its class).
-fn java_json(comment: &Comment) -> Vec<u8> {
-    let key = CommentKey::new(&comment.order_id, &comment.product_id);
-    let mut json = serde_json::to_value(comment).expect("json");
-    json["rowKey"] = STANDARD.encode(key.as_bytes()).into();
-    serde_json::to_vec(&json).expect("encode")
-}
-
-/// A new comment the Java way: the comment row and both index rows, put directly.
-async fn java_post(store: &Store, comment: &Comment) {
-    let key = CommentKey::new(&comment.order_id, &comment.product_id);
-    let tables = store.tables();
-    put_value(store, &tables.comment, key.as_bytes().to_vec(), java_json(comment)).await;
-    let length = comment.content.as_deref().unwrap_or_default().len();
-    let product_key = keys::product_comment_key(&comment.product_id, comment.timestamp, length, &key)
-        [..keys::PRODUCT_COMMENT_SEED_KEY_LEN]
-        .to_vec();
-    put_value(store, &tables.product_comment, product_key, key.as_bytes().to_vec()).await;
-    let user_key = keys::user_comment_millisecond_prefix(&comment.user_id, comment.timestamp);
-    put_value(store, &tables.user_comment, user_key, key.as_bytes().to_vec()).await;
-}
-
 async fn comment(store: &Store, product_number: u64, index: u64) -> Comment {
     let key = CommentKey::new(&order(product_number, index), &product(product_number));
     store.get_record::<Comment>(key.as_bytes().to_vec()).await.expect("read").expect("the comment exists")
+}
+
+/// A comment of a product outside its ten best.
+async fn outside_the_ten_best(store: &Store, product_number: u64) -> CommentKey {
+    let slots = store.rank_slots(&product(product_number)).await.expect("slots");
+    (0..PER_PRODUCT)
+        .map(|index| CommentKey::new(&order(product_number, index), &product(product_number)))
+        .find(|key| slots.iter().all(|slot| slot.comment != *key))
+        .expect("a comment outside the ten best")
 }
 
 /// The slot-1 comment of a product: deleting it must change the ten best.
@@ -239,26 +238,29 @@ async fn every_kind_of_change_by_every_writer_marks_its_product_and_only_it() {
     )
     .await;
 
-    // Deleting a comment outside product 9's ten best cannot change them: not a change.
-    let slots = store.rank_slots(&product(9)).await.expect("slots");
-    let outside = (0..PER_PRODUCT)
-        .map(|index| CommentKey::new(&order(9, index), &product(9)))
-        .find(|key| slots.iter().all(|slot| slot.comment != *key))
-        .expect("a comment outside the ten best");
-    // Deleted with no trace a time-range scan could see: its index rows and row go.
+    // A comment outside product 9's ten best deleted the Java way leaves no
+    // trace a time-range scan could see (its index rows and row go), and its
+    // ten best cannot change: product 9 waits for its refresh slice, its
+    // summary one review too many until then.
+    let outside = outside_the_ten_best(&store, 9).await;
     let outside_comment =
         store.get_record::<Comment>(outside.as_bytes().to_vec()).await.expect("read").expect("exists");
     let outside_index = index_rows_of(&store, &outside_comment).await;
     delete_rows(&store, &store.tables().product_comment.clone(), outside_index).await;
     delete_rows(&store, &store.tables().comment.clone(), vec![outside.as_bytes().to_vec()]).await;
+    // The write path's delete of a comment outside product 10's ten best puts
+    // the product's deletion marker, so its summary is counted again.
+    let outside = outside_the_ten_best(&store, 10).await;
+    store.delete_comment(&outside.order_id(), &product(10)).await.expect("delete");
 
     let report =
         run(&store, &options(Scope::All, Some(Incremental { since_ms, refresh_days: None, refreshed_until_ms: None })))
             .await;
     let changes = report.changes.clone().expect("an incremental run reports what it found");
-    let expected: BTreeSet<u64> = (1..=8).collect();
+    let expected: BTreeSet<u64> = (1..=8).chain([10]).collect();
     assert_eq!(ranked_products(&store, PRODUCTS).await, expected, "{changes:?}");
-    assert_eq!(report.products_ranked, 8);
+    assert_eq!(report.products_ranked, 9);
+    assert_eq!(report.summaries_written, 9);
     assert_eq!(
         (
             changes.products_written,
@@ -266,13 +268,23 @@ async fn every_kind_of_change_by_every_writer_marks_its_product_and_only_it() {
             changes.products_refreshed,
             changes.products_to_rank
         ),
-        (6, 2, 0, 8),
-        "written: 1, 2, 3, 5, 6, 8; deleted comments in slots: 4, 7"
+        (8, 2, 0, 9),
+        "written: 1, 2, 3, 5, 6, 8, and 4 and 10 by their deletion markers; deleted comments in slots: 4, 7"
     );
     assert_eq!(changes.slots_dangling, 2);
     assert_eq!(changes.slots_read, PRODUCTS * 10);
-    // New by us, edit, vote, new the Java way, edit the Java way; two new index rows and one put back.
-    assert_eq!((changes.comment_rows_written, changes.index_rows_written), (5, 3), "{changes:?}");
+    // New by us, edit, vote, new the Java way, edit the Java way; two new
+    // index rows, one put back and two deletion markers.
+    assert_eq!((changes.comment_rows_written, changes.index_rows_written), (5, 5), "{changes:?}");
+    let mut summarised = Vec::new();
+    for number in [0, 1, 4, 5, 7, 8, 9, 10] {
+        summarised.push((number, summarised_reviews(&store, number).await));
+    }
+    assert_eq!(
+        summarised,
+        [(0, 14), (1, 15), (4, 13), (5, 15), (7, 13), (8, 14), (9, 14), (10, 13)],
+        "reviews added and deleted by either writer are counted; product 9's Java delete waits for its refresh"
+    );
 
     // The ranked products now hold exactly what a full run as of the same time gives them.
     let incremental = slots_by_product(&rank_table(&store).await);

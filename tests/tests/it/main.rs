@@ -12,5 +12,6 @@ mod ranker;
 mod reliability;
 mod rows;
 mod shards;
+mod summaries;
 mod thrift2;
 mod whole_rankings;

@@ -10,7 +10,11 @@
 
 use std::collections::BTreeMap;
 
+use base64::engine::general_purpose::STANDARD;
+use base64::Engine;
 use common::hbase::{Retry, Row, RowMutation, ScanSpec, COLUMN_SCORE, COLUMN_VALUE, FAMILY};
+use common::keys::{self, CommentKey};
+use common::model::Comment;
 use common::store::Store;
 use integration_tests::outlast_delete_markers;
 
@@ -134,4 +138,26 @@ pub async fn drop_tables(stores: &[&Store]) {
     while let Some(dropped) = drops.join_next().await {
         dropped.expect("drop task").expect("drop the test's tables");
     }
+}
+
+/// The comment row as the Java service writes it (Jackson over its class).
+pub fn java_json(comment: &Comment) -> Vec<u8> {
+    let key = CommentKey::new(&comment.order_id, &comment.product_id);
+    let mut json = serde_json::to_value(comment).expect("json");
+    json["rowKey"] = STANDARD.encode(key.as_bytes()).into();
+    serde_json::to_vec(&json).expect("encode")
+}
+
+/// A new comment the Java way: the comment row and both index rows, put directly.
+pub async fn java_post(store: &Store, comment: &Comment) {
+    let key = CommentKey::new(&comment.order_id, &comment.product_id);
+    let tables = store.tables();
+    put_value(store, &tables.comment, key.as_bytes().to_vec(), java_json(comment)).await;
+    let length = comment.content.as_deref().unwrap_or_default().len();
+    let product_key = keys::product_comment_key(&comment.product_id, comment.timestamp, length, &key)
+        [..keys::PRODUCT_COMMENT_SEED_KEY_LEN]
+        .to_vec();
+    put_value(store, &tables.product_comment, product_key, key.as_bytes().to_vec()).await;
+    let user_key = keys::user_comment_millisecond_prefix(&comment.user_id, comment.timestamp);
+    put_value(store, &tables.user_comment, user_key, key.as_bytes().to_vec()).await;
 }

@@ -1,0 +1,219 @@
+//! A product's review summary, as the ranker counts it in its own pass and
+//! writes it in the ranking record: exact on what real tables hold (dangling
+//! index rows, a review two index rows name, rows that do not decode, rows the
+//! Java service wrote, ratings of every shape), equal to a count taken by
+//! walking every latest page, shown by `explain`, kept for a product whose
+//! reviews are all gone, and not written by a dry run.
+
+use common::keys::{self, CommentKey};
+use common::model::Comment;
+use common::store::Store;
+use common::summary::ReviewSummary;
+use common::Id;
+use integration_tests::app::{uncached_settings, TestApp};
+use integration_tests::fixtures::{new_comment, post_all, put_orders, AS_OF_MS};
+use integration_tests::{fresh_store, test_id};
+use ranker::{RunOptions, Scope};
+use serde_json::{json, Value};
+use tokio_util::sync::CancellationToken;
+
+use crate::rows::{drop_tables, java_post, put_value};
+
+const DAY_MS: i64 = 86_400_000;
+
+async fn rank(store: &Store, product: &Id) -> ranker::RunReport {
+    let report = ranker::run(store, &RunOptions::new(Scope::Product(*product), AS_OF_MS), CancellationToken::new())
+        .await
+        .expect("rank");
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    report
+}
+
+async fn stored_summary(store: &Store, product: &Id) -> ReviewSummary {
+    store.ranking(product).await.expect("ranking").summary.expect("the run wrote a summary")
+}
+
+/// A review as the Java service stored it, with `fields` (rating, photos, ...)
+/// in its JSON as they are.
+fn java_review(order: &str, product: &Id, at: i64, fields: Value) -> Comment {
+    let mut json = json!({
+        "orderId": order, "productId": product.as_str(), "userId": format!("JU{}", &order[2..]),
+        "content": format!("A review the Java service stored, {order}"), "timestamp": at, "edited": false
+    });
+    if let (Some(object), Value::Object(fields)) = (json.as_object_mut(), fields) {
+        object.extend(fields);
+    }
+    serde_json::from_value(json).expect("a review")
+}
+
+/// A review row as the Java service put it, `json` byte for byte, with its
+/// product index row in the seed's layout.
+async fn put_java_row(store: &Store, comment: &CommentKey, json: String, at: i64) {
+    let tables = store.tables();
+    put_value(store, &tables.comment, comment.as_bytes().to_vec(), json.into_bytes()).await;
+    let index_key = keys::product_comment_key(&comment.product_id(), at, 20, comment);
+    let seed_index_key = index_key[..keys::PRODUCT_COMMENT_SEED_KEY_LEN].to_vec();
+    put_value(store, &tables.product_comment, seed_index_key, comment.as_bytes().to_vec()).await;
+}
+
+/// The summary of `comments` counted by their JSON, apart from the ranker's
+/// code: an integer rating from 1 to 5 is its stars, anything else unrated.
+fn count_as_shown(comments: &[Value]) -> ReviewSummary {
+    let mut summary = ReviewSummary::default();
+    for comment in comments {
+        summary.count += 1;
+        let rating = comment.get("rating").and_then(Value::as_f64).filter(|stars| stars.fract() == 0.0);
+        match rating.filter(|stars| (1.0..=5.0).contains(stars)) {
+            Some(stars) => summary.rated[stars as usize - 1] += 1,
+            None => summary.unrated += 1,
+        }
+        if comment.get("photos").and_then(Value::as_u64).is_some_and(|photos| photos >= 1) {
+            summary.with_photos += 1;
+        }
+    }
+    summary
+}
+
+#[tokio::test]
+async fn a_summary_counts_exactly_the_reviews_a_walk_of_the_latest_pages_lists() {
+    let store = fresh_store("summary_exact").await;
+    let tables = store.tables().clone();
+    let product = test_id("S", 1);
+    let at = |minutes: i64| AS_OF_MS - DAY_MS - minutes * 60_000;
+
+    // Through the write path: 5, 5, 4 and 1 stars, one unrated; photos 2, 0 and 1.
+    let shapes: [(Option<u8>, Option<u32>); 5] =
+        [(Some(5), Some(2)), (Some(5), None), (Some(4), Some(0)), (Some(1), Some(1)), (None, None)];
+    let orders: Vec<(Id, Id)> = (0..5).map(|n| (test_id("SO", n), test_id("SU", n))).collect();
+    put_orders(&store, &orders).await;
+    let drafts = orders
+        .iter()
+        .zip(shapes)
+        .zip(0..)
+        .map(|(((order, user), (rating, photos)), n)| {
+            let mut draft = new_comment(order, &product, user, format!("A review through the write path {n}"), at(n));
+            (draft.rating, draft.photos) = (rating, photos);
+            draft
+        })
+        .collect();
+    post_all(&store, drafts).await;
+
+    // The Java service's rows: ratings it could store that are no stars (one
+    // an explicit null), two rated ones whose content serde_json alone refuses
+    // or is null, a review posted twice in one millisecond (two index rows name
+    // it), and one posted twice a minute apart (the first post's index row
+    // left stale).
+    for (n, rating) in [json!(0), json!(6), json!(4.5), json!("5")].into_iter().enumerate() {
+        let order = format!("JORDER{n:04}");
+        java_post(&store, &java_review(&order, &product, at(10 + n as i64), json!({"rating": rating}))).await;
+    }
+    let row = |order: &Id, content: &str, rating: &str, at: i64| {
+        format!(
+            r#"{{"orderId":"{order}","productId":"{product}","userId":"JUSPECIAL1","content":{content},"timestamp":{at},"edited":false,"rating":{rating}}}"#
+        )
+    };
+    let null_rating = CommentKey::new(&test_id("JN", 1), &product);
+    put_java_row(&store, &null_rating, row(&null_rating.order_id(), r#""rated null""#, "null", at(15)), at(15)).await;
+    let surrogate = CommentKey::new(&test_id("JS", 1), &product);
+    put_java_row(&store, &surrogate, row(&surrogate.order_id(), r#""a cut emoji \uD83D""#, "3", at(20)), at(20)).await;
+    java_post(&store, &java_review("JNULLCONTE", &product, at(21), json!({"content": null, "rating": 2}))).await;
+    let same_millisecond = java_review("JSAMEMS001", &product, at(22), json!({"rating": 4, "photos": 1}));
+    java_post(&store, &same_millisecond).await;
+    let mut reposted_text = same_millisecond.clone();
+    reposted_text.content = Some("the same review, posted again in its millisecond".to_owned());
+    java_post(&store, &reposted_text).await;
+    java_post(&store, &java_review("JDOUBLE001", &product, at(30), json!({"rating": 5}))).await;
+    java_post(&store, &java_review("JDOUBLE001", &product, at(23), json!({"rating": 5, "photos": 3}))).await;
+
+    // Rows no walk shows: an index row whose review was never written, and one
+    // whose review does not decode.
+    let ghost = CommentKey::new(&test_id("GH", 1), &product);
+    put_value(
+        &store,
+        &tables.product_comment,
+        keys::product_comment_key(&product, at(40), 10, &ghost),
+        ghost.as_bytes().to_vec(),
+    )
+    .await;
+    let broken = CommentKey::new(&test_id("BR", 1), &product);
+    put_value(&store, &tables.comment, broken.as_bytes().to_vec(), br#"{"orderId": truncated"#.to_vec()).await;
+    put_value(
+        &store,
+        &tables.product_comment,
+        keys::product_comment_key(&product, at(41), 10, &broken),
+        broken.as_bytes().to_vec(),
+    )
+    .await;
+
+    let report = rank(&store, &product).await;
+    assert_eq!(report.summaries_written, 1);
+    let summary = stored_summary(&store, &product).await;
+    // Write path 5, Java unrated 5 (0, 6, 4.5, "5", null), the cut emoji 3
+    // stars, the null content 2 stars, the same-millisecond review once (4
+    // stars, a photo), the reposted one once (5 stars, 3 photos).
+    let expected = ReviewSummary { count: 14, rated: [1, 1, 1, 2, 3], unrated: 6, with_photos: 4 };
+    assert_eq!(summary, expected);
+    assert_eq!(summary.average(), Some(29.0 / 8.0));
+    assert_eq!(report.comments_scored, 14, "each review is scored once");
+
+    let service = TestApp::spawn(store.clone(), uncached_settings()).await;
+    for limit in [1, 3, 100] {
+        let walked = service.walk_v1(&format!("/v1/products/{product}/comments"), limit).await;
+        assert_eq!(count_as_shown(&walked), summary, "a walk of pages of {limit}");
+    }
+    service.shut_down().await;
+
+    let explanation =
+        ranker::explain(&store, &product, AS_OF_MS, &ranker::ScoringConfig::default(), 3).await.expect("explain");
+    assert_eq!(explanation.reviews, summary, "explain counts what the run wrote");
+    let shown = ranker::console::explanation(&explanation);
+    let line = format!("14 reviews: 5* 3, 4* 2, 3* 1, 2* 1, 1* 1, unrated 6; average {:.2}; 4 with photos", 29.0 / 8.0);
+    assert!(shown.contains(&line), "{shown}");
+    drop_tables(&[&store]).await;
+}
+
+#[tokio::test]
+async fn a_product_whose_reviews_are_all_gone_keeps_a_summary_of_none() {
+    let store = fresh_store("summary_gone").await;
+    let product = test_id("S", 2);
+    let orders: Vec<(Id, Id)> = (0..2).map(|n| (test_id("GO", n), test_id("GU", n))).collect();
+    put_orders(&store, &orders).await;
+    let drafts = orders
+        .iter()
+        .map(|(order, user)| {
+            let mut draft = new_comment(order, &product, user, "A review that will be deleted", AS_OF_MS - DAY_MS);
+            draft.rating = Some(4);
+            draft
+        })
+        .collect();
+    post_all(&store, drafts).await;
+    rank(&store, &product).await;
+    assert_eq!(stored_summary(&store, &product).await.count, 2);
+
+    for (order, _) in &orders {
+        store.delete_comment(order, &product).await.expect("delete");
+    }
+    let report = rank(&store, &product).await;
+    assert_eq!((report.products_ranked, report.summaries_written), (1, 1));
+    let ranking = store.ranking(&product).await.expect("ranking");
+    assert!(ranking.slots.is_empty());
+    let summary = ranking.summary.expect("a summary");
+    assert_eq!(summary, ReviewSummary::default());
+    assert_eq!(summary.average(), None);
+    drop_tables(&[&store]).await;
+}
+
+#[tokio::test]
+async fn a_dry_run_writes_no_summary() {
+    let store = fresh_store("summary_dry").await;
+    let product = test_id("S", 3);
+    let orders = [(test_id("DO", 0), test_id("DU", 0))];
+    put_orders(&store, &orders).await;
+    post_all(&store, vec![new_comment(&orders[0].0, &product, &orders[0].1, "A review nobody ranks", AS_OF_MS)]).await;
+    let mut options = RunOptions::new(Scope::Product(product), AS_OF_MS);
+    options.dry_run = true;
+    let report = ranker::run(&store, &options, CancellationToken::new()).await.expect("dry run");
+    assert_eq!((report.products_ranked, report.summaries_written), (1, 0));
+    assert_eq!(store.ranking(&product).await.expect("ranking").summary, None);
+    drop_tables(&[&store]).await;
+}
