@@ -35,6 +35,8 @@ pub enum ErrorCode {
     BodyTooLarge,
     /// No route has this path.
     NotFound,
+    /// The product has no review summary: no ranking run has counted it yet.
+    NoSummary,
     /// The route exists but not for this method.
     MethodNotAllowed,
     /// HBase or its Thrift gateway did not answer in time.
@@ -60,6 +62,7 @@ impl ErrorCode {
             ErrorCode::UnsupportedMediaType => "unsupported_media_type",
             ErrorCode::BodyTooLarge => "body_too_large",
             ErrorCode::NotFound => "not_found",
+            ErrorCode::NoSummary => "no_summary",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Overloaded => "overloaded",
@@ -78,7 +81,7 @@ impl ErrorCode {
             | ErrorCode::InvalidBody => StatusCode::BAD_REQUEST,
             ErrorCode::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ErrorCode::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            ErrorCode::NotFound => StatusCode::NOT_FOUND,
+            ErrorCode::NotFound | ErrorCode::NoSummary => StatusCode::NOT_FOUND,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ErrorCode::Unavailable | ErrorCode::Overloaded | ErrorCode::Timeout => StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,

@@ -15,7 +15,10 @@ use utoipa_swagger_ui::{Config, SwaggerUi};
 use crate::error::{ErrorBody, ErrorDetail};
 use crate::routes;
 use crate::routes::seed::NextPageDocs;
-use crate::views::{CommentsPage, RankedComment, RankedPage, SeedComment, SeedCommentsPage, SeedPageRequest, Status};
+use crate::views::{
+    CommentsPage, RankedComment, RankedPage, RatingCounts, ReviewSummaryView, SeedComment, SeedCommentsPage,
+    SeedPageRequest, Status,
+};
 
 /// Where the OpenAPI document is served.
 pub const OPENAPI_PATH: &str = "/openapi.json";
@@ -35,6 +38,7 @@ pub const DOCS_PATH: &str = "/docs";
         routes::v1::v1_product_comments,
         routes::v1::v1_user_comments,
         routes::v1::v1_ranked_comments,
+        routes::v1::v1_review_summary,
         routes::seed::seed_product_latest,
         routes::seed::seed_next,
         routes::seed::seed_user_latest,
@@ -50,6 +54,8 @@ pub const DOCS_PATH: &str = "/docs";
         RankedComment,
         CommentsPage,
         RankedPage,
+        ReviewSummaryView,
+        RatingCounts,
         SeedCommentsPage,
         SeedPageRequest,
         ErrorBody,

@@ -11,7 +11,7 @@ use serde::Serialize;
 use std::sync::Arc;
 
 use crate::config::Settings;
-use crate::views::{RankedComment, RankedPage, SeedCommentsPage};
+use crate::views::{RankedComment, RankedPage, ReviewSummaryView, SeedCommentsPage};
 
 /// The ranked-read cache: bounded by bytes (each ranking weighed by
 /// [`Ranking::weight_bytes`]), not by entries, because one ranking of ten
@@ -25,8 +25,9 @@ pub fn build(settings: &Settings) -> Cache<Id, Arc<Ranking>> {
         .build()
 }
 
-/// A product's ranking as served: the ranked comments, and both routes' full
-/// answers rendered once when the ranking is loaded.
+/// A product's ranking as served: the ranked comments and the product's review
+/// summary, and the full answers of the ranked routes and of the summary route
+/// rendered once when the ranking is loaded.
 ///
 /// Rankings sit in the cache and are read far more often than they change, so
 /// a cache hit for the whole ranking (any `limit` of 10 or more) writes
@@ -34,18 +35,21 @@ pub fn build(settings: &Settings) -> Cache<Id, Arc<Ranking>> {
 #[derive(Debug)]
 pub struct Ranking {
     comments: Vec<RankedComment>,
+    summary: Option<ReviewSummaryView>,
     v1_body: Option<Bytes>,
     seed_body: Option<Bytes>,
+    summary_body: Option<Bytes>,
 }
 
 impl Ranking {
-    /// A ranking of `comments`, best first.
-    pub fn new(comments: Vec<RankedComment>) -> Ranking {
+    /// A ranking of `comments`, best first, beside the product's `summary`.
+    pub fn new(comments: Vec<RankedComment>, summary: Option<ReviewSummaryView>) -> Ranking {
         // Rendering these plain structs cannot fail; if it ever did, each
         // request would render (and report) on its own.
-        let v1_body = render(&RankedPage::of(&comments)).ok();
+        let v1_body = render(&RankedPage::of(&comments, summary.as_ref())).ok();
         let seed_body = render(&SeedCommentsPage::of_ranked(&comments)).ok();
-        Ranking { comments, v1_body, seed_body }
+        let summary_body = summary.as_ref().and_then(|summary| render(summary).ok());
+        Ranking { comments, summary, v1_body, seed_body, summary_body }
     }
 
     /// The bytes this ranking holds, as the ranked-read cache weighs it: the
@@ -61,8 +65,12 @@ impl Ranking {
             None => self.comments.len() * common::store::MAX_CONTENT_BYTES,
         };
         let structs = self.comments.len() * std::mem::size_of::<RankedComment>();
-        let total =
-            rendered(&self.v1_body) + rendered(&self.seed_body) + comments_json + structs + ENTRY_OVERHEAD_BYTES;
+        let total = rendered(&self.v1_body)
+            + rendered(&self.seed_body)
+            + rendered(&self.summary_body)
+            + comments_json
+            + structs
+            + ENTRY_OVERHEAD_BYTES;
         u64::try_from(total).unwrap_or(u64::MAX)
     }
 
@@ -71,12 +79,18 @@ impl Ranking {
         &self.comments
     }
 
-    /// The `/v1` answer showing the best `limit` comments.
+    /// The `/v1` answer showing the best `limit` comments and the summary.
     pub fn v1_body(&self, limit: usize) -> Result<Bytes, serde_json::Error> {
         match &self.v1_body {
             Some(body) if limit >= self.comments.len() => Ok(body.clone()),
-            _ => render(&RankedPage::of(&self.comments[..limit.min(self.comments.len())])),
+            _ => render(&RankedPage::of(&self.comments[..limit.min(self.comments.len())], self.summary.as_ref())),
         }
+    }
+
+    /// The summary route's answer; `None` when no run has counted the product.
+    pub fn summary_body(&self) -> Option<Result<Bytes, serde_json::Error>> {
+        let summary = self.summary.as_ref()?;
+        Some(self.summary_body.clone().map_or_else(|| render(summary), Ok))
     }
 
     /// The seed's answer showing the best `limit` comments.
@@ -111,14 +125,23 @@ mod tests {
         let ranked: Vec<RankedComment> = (1..=3)
             .map(|rank| RankedComment { comment: comment(), rank, score: Some(1.0 / f64::from(rank)) })
             .collect();
-        let ranking = Ranking::new(ranked.clone());
+        let product = common::Id::parse("productId", "PRODUCT001").expect("id");
+        let counted = common::summary::ReviewSummary { count: 3, rated: [0, 0, 0, 0, 3], ..Default::default() };
+        let summary = ReviewSummaryView::new(&product, &counted, 1);
+        let ranking = Ranking::new(ranked.clone(), Some(summary.clone()));
         let parse = |bytes: Bytes| serde_json::from_slice::<serde_json::Value>(&bytes).expect("json");
         let full = parse(ranking.v1_body(20).expect("v1"));
-        assert_eq!(full, serde_json::to_value(RankedPage::of(&ranked)).expect("json"));
+        assert_eq!(full, serde_json::to_value(RankedPage::of(&ranked, Some(&summary))).expect("json"));
+        assert_eq!(full["summary"]["count"], 3);
+        let alone = parse(ranking.summary_body().expect("a summary").expect("rendered"));
+        assert_eq!(alone, serde_json::to_value(&summary).expect("json"));
+        assert!(Ranking::new(ranked.clone(), None).summary_body().is_none());
+        assert!(parse(Ranking::new(ranked.clone(), None).v1_body(20).expect("v1"))["summary"].is_null());
         assert_eq!(full["comments"].as_array().map(Vec::len), Some(3));
         assert!(full["nextCursor"].is_null());
         let two = parse(ranking.v1_body(2).expect("v1"));
         assert_eq!(two["comments"].as_array().map(Vec::len), Some(2));
+        assert_eq!(two["summary"], full["summary"], "a shorter page carries the same summary");
         assert_eq!(two["comments"][1]["rank"], 2);
         let seed = parse(ranking.seed_body(1).expect("seed"));
         assert_eq!(seed["comments"].as_array().map(Vec::len), Some(1));

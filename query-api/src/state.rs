@@ -13,7 +13,7 @@ use crate::config::Settings;
 use crate::error::ApiError;
 use crate::ranked_cache::{self, Ranking};
 use crate::telemetry;
-use crate::views::RankedComment;
+use crate::views::{RankedComment, ReviewSummaryView};
 
 /// The state behind every route; cheap to clone (everything inside is shared).
 #[derive(Clone)]
@@ -82,13 +82,18 @@ impl AppState {
     }
 }
 
-/// Reads `product`'s ranking (one whole ranking, see [`ReadStore::ranking`]),
-/// then its comments in one multi-get; slots whose comment is gone (or belongs
-/// to another product) are left out.
+/// Reads `product`'s ranking (one whole ranking and its review summary, see
+/// [`ReadStore::ranking`]), then its comments in one multi-get; slots whose
+/// comment is gone (or belongs to another product) are left out.
 async fn load_ranking(store: &ReadStore, product: Id) -> common::Result<Arc<Ranking>> {
-    let slots = store.ranking(&product).await?.slots;
+    let stored = store.ranking(&product).await?;
+    let summary = stored
+        .summary
+        .zip(stored.as_of_ms)
+        .map(|(summary, as_of_ms)| ReviewSummaryView::new(&product, &summary, as_of_ms));
+    let slots = stored.slots;
     if slots.is_empty() {
-        return Ok(Arc::new(Ranking::new(Vec::new())));
+        return Ok(Arc::new(Ranking::new(Vec::new(), summary)));
     }
     let keys: Vec<CommentKey> = slots.iter().map(|slot| slot.comment).collect();
     let comments = store.get_comments(&keys).await?;
@@ -111,5 +116,5 @@ async fn load_ranking(store: &ReadStore, product: Id) -> common::Result<Arc<Rank
             comment.map(|comment| RankedComment { comment, rank: slot.rank, score: slot.score })
         })
         .collect();
-    Ok(Arc::new(Ranking::new(ranked)))
+    Ok(Arc::new(Ranking::new(ranked, summary)))
 }

@@ -11,6 +11,8 @@
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use common::model::Comment;
+use common::summary::ReviewSummary;
+use common::Id;
 use serde::Serialize;
 use utoipa::ToSchema;
 
@@ -38,7 +40,7 @@ pub struct RankedComment {
     pub score: Option<f64>,
 }
 
-/// A product's ranked comments, best first (`/v1`).
+/// A product's ranked comments, best first, with its review summary (`/v1`).
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct RankedPage<'a> {
@@ -46,12 +48,89 @@ pub struct RankedPage<'a> {
     pub comments: &'a [RankedComment],
     /// Always `null`: the ranking is one page.
     pub next_cursor: Option<String>,
+    /// The product's review summary, counted by the run that wrote this
+    /// ranking; `null` when no run has counted it.
+    pub summary: Option<&'a ReviewSummaryView>,
 }
 
 impl<'a> RankedPage<'a> {
-    /// The `/v1` answer showing `comments`.
-    pub fn of(comments: &'a [RankedComment]) -> RankedPage<'a> {
-        RankedPage { comments, next_cursor: None }
+    /// The `/v1` answer showing `comments` and `summary`.
+    pub fn of(comments: &'a [RankedComment], summary: Option<&'a ReviewSummaryView>) -> RankedPage<'a> {
+        RankedPage { comments, next_cursor: None, summary }
+    }
+}
+
+/// A product's review summary: how many reviews it has, how they rate, how
+/// many carry photos, as the ranking run of `asOf` counted them.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+#[serde(rename_all = "camelCase")]
+pub struct ReviewSummaryView {
+    /// The product.
+    #[schema(min_length = 10, max_length = 10, example = "PRODUCT001")]
+    pub product_id: String,
+    /// Reviews a walk of the product's latest pages listed, each once.
+    #[schema(minimum = 0)]
+    pub count: u64,
+    /// Reviews per star: an integer rating from 1 to 5.
+    pub ratings: RatingCounts,
+    /// Reviews without such a rating (none, or another value); the five star
+    /// counts and `unrated` add up to `count`.
+    #[schema(minimum = 0)]
+    pub unrated: u64,
+    /// The mean stars of the rated reviews; `null` when none is rated.
+    #[schema(minimum = 1, maximum = 5)]
+    pub average: Option<f64>,
+    /// Reviews with at least one photo.
+    #[schema(minimum = 0)]
+    pub with_photos: u64,
+    /// The as-of time of the run that counted the reviews, epoch milliseconds:
+    /// how fresh the summary is.
+    pub as_of: i64,
+}
+
+/// Reviews per star rating.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct RatingCounts {
+    /// One-star reviews.
+    #[serde(rename = "1")]
+    #[schema(minimum = 0)]
+    pub one: u64,
+    /// Two-star reviews.
+    #[serde(rename = "2")]
+    #[schema(minimum = 0)]
+    pub two: u64,
+    /// Three-star reviews.
+    #[serde(rename = "3")]
+    #[schema(minimum = 0)]
+    pub three: u64,
+    /// Four-star reviews.
+    #[serde(rename = "4")]
+    #[schema(minimum = 0)]
+    pub four: u64,
+    /// Five-star reviews.
+    #[serde(rename = "5")]
+    #[schema(minimum = 0)]
+    pub five: u64,
+}
+
+impl ReviewSummaryView {
+    /// `product`'s `summary`, counted by the run as of `as_of_ms`.
+    pub fn new(product: &Id, summary: &ReviewSummary, as_of_ms: i64) -> ReviewSummaryView {
+        ReviewSummaryView {
+            product_id: product.to_string(),
+            count: summary.count,
+            ratings: RatingCounts {
+                one: summary.rated_with(1),
+                two: summary.rated_with(2),
+                three: summary.rated_with(3),
+                four: summary.rated_with(4),
+                five: summary.rated_with(5),
+            },
+            unrated: summary.unrated,
+            average: summary.average(),
+            with_photos: summary.with_photos,
+            as_of: as_of_ms,
+        }
     }
 }
 
@@ -147,6 +226,23 @@ mod tests {
         let from_seed = comment(serde_json::json!({"rowKey": "T1JERVIwMDAwMVBST0RVQ1QwMDE="}));
         let text = serde_json::to_string(&SeedComment::new(&from_seed)).expect("json");
         assert_eq!(text.matches("rowKey").count(), 1, "{text}");
+    }
+
+    #[test]
+    fn a_summary_names_each_star_and_its_freshness() {
+        let product = Id::parse("productId", "PRODUCT001").expect("id");
+        let summary = ReviewSummary { count: 5, rated: [0, 0, 1, 1, 2], unrated: 1, with_photos: 2 };
+        let shown = serde_json::to_value(ReviewSummaryView::new(&product, &summary, 1_700_000_000_000)).expect("json");
+        assert_eq!(
+            shown,
+            serde_json::json!({
+                "productId": "PRODUCT001", "count": 5, "ratings": {"1": 0, "2": 0, "3": 1, "4": 1, "5": 2},
+                "unrated": 1, "average": 4.25, "withPhotos": 2, "asOf": 1_700_000_000_000_i64
+            })
+        );
+        let none_rated = ReviewSummary { count: 1, unrated: 1, ..ReviewSummary::default() };
+        let shown = serde_json::to_value(ReviewSummaryView::new(&product, &none_rated, 1)).expect("json");
+        assert!(shown["average"].is_null());
     }
 
     #[test]

@@ -54,7 +54,7 @@ fn large_ranking(product: usize) -> Ranking {
             RankedComment { comment, rank: u16::try_from(rank + 1).expect("small"), score: Some(0.5) }
         })
         .collect();
-    Ranking::new(comments)
+    Ranking::new(comments, None)
 }
 
 #[tokio::test]

@@ -1,5 +1,5 @@
-//! The `/v1` reads frontends call: comments with opaque cursors, and a
-//! product's ranked comments with their rank and score.
+//! The `/v1` reads frontends call: comments with opaque cursors, a product's
+//! ranked comments with their rank and score, and its review summary.
 
 use axum::extract::State;
 use axum::response::Response;
@@ -8,10 +8,10 @@ use common::keys;
 use common::store::IndexKind;
 
 use super::{ranked_response, read_page, render_error, Unavailable};
-use crate::error::{ApiError, ErrorBody};
+use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{LimitQuery, PageQuery, ProductId, RawLimitQuery, RawPageQuery, UserId};
 use crate::state::AppState;
-use crate::views::{CommentsPage, RankedPage};
+use crate::views::{CommentsPage, RankedPage, ReviewSummaryView};
 
 /// A `/v1` page: the cursor must lie inside `prefix`.
 async fn v1_page(
@@ -85,4 +85,32 @@ pub async fn v1_ranked_comments(
     let ranking = state.ranking(product).await?;
     let body = ranking.v1_body(limit.get()).map_err(render_error)?;
     Ok(ranked_response(&state, body))
+}
+
+/// A product's review summary: its reviews counted, per star, unrated, the
+/// average and those with photos, as the last ranking run counted them.
+#[utoipa::path(
+    get,
+    path = "/v1/products/{productId}/comments/summary",
+    tag = "v1",
+    params(ProductId),
+    responses(
+        (status = 200, description = "The product's review summary.", body = ReviewSummaryView),
+        (status = 400, description = "Bad id.", body = ErrorBody),
+        (status = 404, description = "No ranking run has counted this product yet (`no_summary`).", body = ErrorBody),
+        Unavailable,
+    )
+)]
+pub async fn v1_review_summary(
+    State(state): State<AppState>,
+    ProductId(product): ProductId,
+) -> Result<Response, ApiError> {
+    let ranking = state.ranking(product).await?;
+    let Some(body) = ranking.summary_body() else {
+        return Err(ApiError::new(
+            ErrorCode::NoSummary,
+            format!("no ranking run has counted the reviews of product {product} yet"),
+        ));
+    };
+    Ok(ranked_response(&state, body.map_err(render_error)?))
 }

@@ -217,3 +217,59 @@ async fn a_dry_run_writes_no_summary() {
     assert_eq!(store.ranking(&product).await.expect("ranking").summary, None);
     drop_tables(&[&store]).await;
 }
+
+#[tokio::test]
+async fn the_summary_route_answers_the_stored_summary_cached_and_conditionally_like_the_ranked_read() {
+    let store = fresh_store("summary_http").await;
+    let product = test_id("S", 4);
+    let orders: Vec<(Id, Id)> = (0..3).map(|n| (test_id("HO", n), test_id("HU", n))).collect();
+    put_orders(&store, &orders).await;
+    let drafts = orders
+        .iter()
+        .zip([Some(5), Some(3), None])
+        .zip(0..)
+        .map(|(((order, user), rating), n)| {
+            let text = format!("A review worth summarising, number {n}");
+            let mut draft = new_comment(order, &product, user, text, AS_OF_MS - DAY_MS);
+            draft.rating = rating;
+            draft.photos = rating.map(|_| 1);
+            draft
+        })
+        .collect();
+    post_all(&store, drafts).await;
+    rank(&store, &product).await;
+    let expected = json!({
+        "productId": product.as_str(), "count": 3, "ratings": {"1": 0, "2": 0, "3": 1, "4": 0, "5": 1},
+        "unrated": 1, "average": 4.0, "withPhotos": 2, "asOf": AS_OF_MS
+    });
+
+    let cached = query_api::Settings { ranked_cache_ttl: std::time::Duration::from_secs(10), ..Default::default() };
+    for (settings, cache_control) in [(uncached_settings(), "no-cache"), (cached, "public, max-age=10")] {
+        let service = TestApp::spawn(store.clone(), settings).await;
+        let path = format!("/v1/products/{product}/comments/summary");
+        let answer = service.get(&path).await;
+        assert_eq!(answer.status, reqwest::StatusCode::OK, "{}", answer.raw);
+        assert_eq!(answer.body, expected);
+        assert_eq!(answer.headers["cache-control"], cache_control);
+        let tag = answer.headers["etag"].to_str().expect("an ETag").to_owned();
+        let again = service.get_if_none_match(&path, &tag).await;
+        assert_eq!(again.status, reqwest::StatusCode::NOT_MODIFIED);
+
+        let ranked = service.get(&format!("/v1/products/{product}/comments/ranked")).await;
+        assert_eq!(ranked.body["summary"], expected, "the ranked answer carries the same summary");
+        assert_eq!(ranked.comment_keys().len(), 3);
+        let limited = service.get(&format!("/v1/products/{product}/comments/ranked?limit=1")).await;
+        assert_eq!(limited.body["summary"], expected);
+
+        let unranked = service.get(&format!("/v1/products/{}/comments/summary", test_id("S", 5))).await;
+        unranked.assert_error(reqwest::StatusCode::NOT_FOUND, "no_summary");
+        let unranked_page = service.get(&format!("/v1/products/{}/comments/ranked", test_id("S", 5))).await;
+        assert!(unranked_page.body["summary"].is_null(), "{}", unranked_page.raw);
+        service
+            .get("/v1/products/short/comments/summary")
+            .await
+            .assert_error(reqwest::StatusCode::BAD_REQUEST, "invalid_id");
+        service.shut_down().await;
+    }
+    drop_tables(&[&store]).await;
+}
