@@ -9,6 +9,8 @@ use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use common::config::HbaseArgs;
 use common::hbase::HbaseConfig;
 
+use crate::connections::ConnectionLimits;
+
 /// The HBase deadline this service uses unless told otherwise. A reader waiting
 /// on a dead gateway should get its 503 well within two seconds; the batch tools
 /// that share `--hbase-timeout-ms` default to a patient 30 s instead.
@@ -57,6 +59,26 @@ pub struct Args {
     /// After SIGTERM or Ctrl-C, how long in-flight requests may finish before the service exits, in milliseconds.
     #[arg(long, env = "REVIEWS_API_DRAIN_DEADLINE_MS", default_value_t = 10_000)]
     pub drain_deadline_ms: u64,
+
+    /// How long a request head may take to arrive, in milliseconds, counted
+    /// from when the connection is ready for a request (accepted, or its last
+    /// answer sent); a connection that misses it is closed.
+    #[arg(long, env = "REVIEWS_API_HEADER_READ_TIMEOUT_MS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub header_read_timeout_ms: u64,
+
+    /// How long a connection may stay open with no request in flight, in
+    /// milliseconds, before the service closes it.
+    #[arg(long, env = "REVIEWS_API_KEEP_ALIVE_TIMEOUT_MS", default_value_t = 5_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub keep_alive_timeout_ms: u64,
+
+    /// Most connections open at once; one more is answered 503 `overloaded`
+    /// and closed at once. Lowered at start to what the process's file limit
+    /// allows.
+    #[arg(long, env = "REVIEWS_API_MAX_CONNECTIONS", default_value_t = 10_000,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub max_connections: u64,
 
     /// Serve `/metrics` on this address instead of `--listen` (for example a
     /// port only Prometheus can reach); the main listener then answers 404 there.
@@ -111,6 +133,11 @@ impl Args {
                 .collect(),
             drain_deadline: Duration::from_millis(self.drain_deadline_ms),
             metrics_on_main_listener: self.metrics_listen.is_none(),
+            connections: ConnectionLimits {
+                header_read_timeout: Duration::from_millis(self.header_read_timeout_ms),
+                keep_alive_timeout: Duration::from_millis(self.keep_alive_timeout_ms),
+                max_connections: usize::try_from(self.max_connections).unwrap_or(usize::MAX),
+            },
         }
     }
 
@@ -158,6 +185,8 @@ pub struct Settings {
     pub drain_deadline: Duration,
     /// Whether the main router serves `/metrics` (not when `--metrics-listen` moves it).
     pub metrics_on_main_listener: bool,
+    /// The bounds on connections: header read and keep-alive timeouts, and the cap.
+    pub connections: ConnectionLimits,
 }
 
 impl Default for Settings {
@@ -169,6 +198,11 @@ impl Default for Settings {
             cors_origins: Vec::new(),
             drain_deadline: Duration::from_secs(10),
             metrics_on_main_listener: true,
+            connections: ConnectionLimits {
+                header_read_timeout: Duration::from_secs(10),
+                keep_alive_timeout: Duration::from_secs(5),
+                max_connections: 10_000,
+            },
         }
     }
 }
@@ -217,5 +251,7 @@ mod tests {
     fn bad_flags_are_refused() {
         assert!(Args::try_parse_from(["query-api", "--listen", "not-an-address"]).is_err());
         assert!(Args::try_parse_from(["query-api", "--request-timeout-ms", "soon"]).is_err());
+        assert!(Args::try_parse_from(["query-api", "--max-connections", "0"]).is_err());
+        assert!(Args::try_parse_from(["query-api", "--header-read-timeout-ms", "0"]).is_err());
     }
 }

@@ -7,7 +7,8 @@
 //! store it holds has no write methods.
 //!
 //! - [`server`] builds the router ([`app`]) with its middleware and serves it
-//!   with a bounded graceful shutdown ([`serve`]).
+//!   with a bounded graceful shutdown ([`serve`]); [`connections`] accepts and
+//!   keeps connections within their timeouts and cap.
 //! - [`routes`] holds the handlers, by audience (`/v1`, seed, operations);
 //!   [`extract`] validates ids, limits and bodies at the edge; [`views`] is
 //!   the JSON they answer; [`error`] is the one error shape every failure
@@ -19,6 +20,7 @@
 //!   `/docs`.
 
 pub mod config;
+pub mod connections;
 pub mod error;
 pub mod etag;
 pub mod extract;

@@ -6,7 +6,13 @@ use anyhow::Context;
 use common::exit::ExitStatus;
 use common::hbase::Hbase;
 use common::store::ReadStore;
+use query_api::connections::ConnectionLimits;
 use query_api::{AppState, Args};
+
+/// Files the process keeps open besides its HTTP connections: HBase
+/// connections of both pools, the listeners, logs, the allocator's and the
+/// runtime's own. Generous, so the cap is reached well before the file limit.
+const FILES_KEPT_BESIDE_CONNECTIONS: u64 = 256;
 
 /// glibc's malloc gives each busy thread an arena of its own and returns
 /// little of it to the system, so under steady load the service's resident
@@ -38,10 +44,36 @@ async fn main() -> ExitCode {
     }
 }
 
+/// Raises the soft limit on open files to the hard limit, then lowers the
+/// connection cap to what the limit leaves beside the process's other files,
+/// so that the cap, not `Too many open files`, is what a flood of connections
+/// meets.
+fn fit_connections_to_file_limit(limits: &mut ConnectionLimits) {
+    use nix::sys::resource::{getrlimit, setrlimit, Resource};
+    let Ok((soft, hard)) = getrlimit(Resource::RLIMIT_NOFILE) else {
+        tracing::warn!("cannot read the limit on open files; keeping --max-connections as given");
+        return;
+    };
+    let soft = if soft < hard && setrlimit(Resource::RLIMIT_NOFILE, hard, hard).is_ok() { hard } else { soft };
+    let room = usize::try_from(soft.saturating_sub(FILES_KEPT_BESIDE_CONNECTIONS)).unwrap_or(usize::MAX).max(1);
+    if limits.max_connections > room {
+        tracing::warn!(
+            max_connections = limits.max_connections,
+            open_files_limit = soft,
+            lowered_to = room,
+            "--max-connections is more than the limit on open files allows; lowered"
+        );
+        limits.max_connections = room;
+    }
+    tracing::info!(max_connections = limits.max_connections, open_files_limit = soft, "connection cap");
+}
+
 /// Serves until a shutdown signal; a graceful stop is a success (0), not an interruption.
 async fn serve(args: &Args, tables: common::tables::Tables) -> anyhow::Result<()> {
     let store = ReadStore::new(Hbase::new(args.hbase_config()), tables);
-    let state = AppState::new(store, args.settings());
+    let mut settings = args.settings();
+    fit_connections_to_file_limit(&mut settings.connections);
+    let state = AppState::new(store, settings);
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;

@@ -1,6 +1,6 @@
 //! The router with its middleware, and serving it with a graceful, bounded shutdown.
 
-use std::future::{Future, IntoFuture};
+use std::future::Future;
 use std::time::Duration;
 
 use axum::extract::{DefaultBodyLimit, Request, State};
@@ -19,6 +19,7 @@ use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::Level;
 use utoipa::OpenApi;
 
+use crate::connections::serve_connections;
 use crate::error::{ApiError, ErrorCode};
 use crate::etag;
 use crate::openapi::{self, ApiDoc};
@@ -136,12 +137,15 @@ pub(crate) fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> 
 
 /// Serves `state` on `listener` until `shutdown` completes, then stops
 /// accepting and lets in-flight requests finish for at most the drain deadline.
+/// Connections are kept within the settings' timeouts and cap
+/// ([`crate::connections`]).
 pub async fn serve(
     listener: TcpListener,
     state: AppState,
     shutdown: impl Future<Output = ()> + Send + 'static,
 ) -> std::io::Result<()> {
     let drain_deadline = state.settings().drain_deadline;
+    let limits = state.settings().connections;
     let metrics = state.metrics().clone();
     let upkeep = tokio::spawn(async move {
         let mut every = tokio::time::interval(METRICS_UPKEEP_EVERY);
@@ -150,29 +154,7 @@ pub async fn serve(
             metrics.run_upkeep();
         }
     });
-    let (draining_sender, draining) = tokio::sync::oneshot::channel::<()>();
-    let server = axum::serve(listener, app(state)).with_graceful_shutdown(async move {
-        shutdown.await;
-        tracing::info!(?drain_deadline, "shutting down: no new connections; draining requests in flight");
-        // The receiver only goes away once serving has ended, when nobody needs the signal.
-        let _ = draining_sender.send(());
-    });
-    let outcome = tokio::select! {
-        outcome = server.into_future() => outcome,
-        () = drain_expiry(draining, drain_deadline) => {
-            tracing::warn!(?drain_deadline, "drain deadline passed; closing the connections still open");
-            Ok(())
-        }
-    };
+    serve_connections(listener, app(state), limits, drain_deadline, shutdown).await;
     upkeep.abort();
-    outcome
-}
-
-/// Completes `deadline` after draining starts; never, if it does not.
-async fn drain_expiry(draining: tokio::sync::oneshot::Receiver<()>, deadline: Duration) {
-    if draining.await.is_ok() {
-        tokio::time::sleep(deadline).await;
-    } else {
-        std::future::pending::<()>().await;
-    }
+    Ok(())
 }

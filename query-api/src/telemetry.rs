@@ -18,6 +18,14 @@ pub const RANKED_CACHE_REQUESTS: &str = "reviews_api_ranked_cache_requests_total
 /// The ranked-read cache's current weight in bytes.
 pub const RANKED_CACHE_BYTES: &str = "reviews_api_ranked_cache_bytes";
 
+/// Connections open now.
+pub const CONNECTIONS_OPEN: &str = "reviews_api_connections_open";
+/// Connections refused at the cap (`--max-connections`).
+pub const CONNECTIONS_REFUSED: &str = "reviews_api_connections_refused_total";
+/// Connections the service closed, by reason: `header_timeout` (a request
+/// head did not arrive in time) or `idle` (the keep-alive timeout).
+pub const CONNECTIONS_CLOSED: &str = "reviews_api_connections_closed_total";
+
 /// Requests slower than this log one `info` line (every request logs one at `debug`).
 pub const SLOW_REQUEST: Duration = Duration::from_millis(500);
 
@@ -52,6 +60,15 @@ fn describe_metrics() {
         HTTP_REQUEST_SECONDS,
         metrics::Unit::Seconds,
         "HTTP request latency, by method and route template"
+    );
+    metrics::describe_gauge!(CONNECTIONS_OPEN, "HTTP connections open, at most --max-connections");
+    metrics::describe_counter!(
+        CONNECTIONS_REFUSED,
+        "Connections answered 503 and closed at once because --max-connections were open"
+    );
+    metrics::describe_counter!(
+        CONNECTIONS_CLOSED,
+        "Connections the service closed: header_timeout (no whole request head in time) or idle (keep-alive timeout)"
     );
     metrics::describe_counter!(RANKED_CACHE_REQUESTS, "Ranked reads by what the cache did: hit, miss or disabled");
     metrics::describe_gauge!(

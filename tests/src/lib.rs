@@ -89,6 +89,12 @@ pub async fn fresh_store(test_name: &str) -> Store {
     fresh_store_at(test_name, &thrift_addr()).await
 }
 
+/// A loopback port nothing listens on now, for a process a test starts.
+pub fn free_port() -> u16 {
+    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
+    listener.local_addr().expect("address").port()
+}
+
 /// Ten-character ids for tests: `prefix` (up to 4 characters) and a zero-padded number.
 pub fn test_id(prefix: &str, number: u64) -> common::Id {
     let text = format!("{prefix}{number:0width$}", width = 10 - prefix.len());

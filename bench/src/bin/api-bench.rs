@@ -7,7 +7,9 @@
 //! - `http`: `GET /v1/products/{id}/comments?limit=20` on the service;
 //! - `ranked-uncached`: ranked reads on a service started with the cache off;
 //! - `ranked-cached`: ranked reads on a service whose cache was warmed first and
-//!   outlives the run.
+//!   outlives the run;
+//! - `summary-uncached`, `summary-cached`: a product's review summary
+//!   (`/v1/products/{id}/comments/summary`), on the same two services.
 //!
 //! Products are drawn uniformly at random from the tables. It starts the two
 //! services itself (the `query-api` binary beside this one, on loopback ports)
@@ -57,8 +59,13 @@ struct BenchArgs {
     #[arg(long, default_value_t = 5_000)]
     products: usize,
 
-    /// Scenarios to run, comma-separated: raw, http, ranked-uncached, ranked-cached.
-    #[arg(long, value_delimiter = ',', default_value = "raw,http,ranked-uncached,ranked-cached")]
+    /// Scenarios to run, comma-separated: raw, http, ranked-uncached, ranked-cached,
+    /// summary-uncached, summary-cached.
+    #[arg(
+        long,
+        value_delimiter = ',',
+        default_value = "raw,http,ranked-uncached,ranked-cached,summary-uncached,summary-cached"
+    )]
     scenarios: Vec<Scenario>,
 
     /// The `query-api` binary to start; default: the one beside this binary.
@@ -89,6 +96,10 @@ enum Scenario {
     RankedUncached,
     /// Ranked reads with the service's cache warm.
     RankedCached,
+    /// Review summaries with the service's cache off.
+    SummaryUncached,
+    /// Review summaries with the service's cache warm.
+    SummaryCached,
 }
 
 impl Scenario {
@@ -98,7 +109,19 @@ impl Scenario {
             Scenario::Http => "http",
             Scenario::RankedUncached => "ranked-uncached",
             Scenario::RankedCached => "ranked-cached",
+            Scenario::SummaryUncached => "summary-uncached",
+            Scenario::SummaryCached => "summary-cached",
         }
+    }
+
+    /// Whether the scenario reads from the service whose ranked-read cache is on.
+    fn uses_cache(self) -> bool {
+        matches!(self, Scenario::Http | Scenario::RankedCached | Scenario::SummaryCached)
+    }
+
+    /// Whether the scenario reads ranked products (their rankings or summaries).
+    fn reads_rankings(self) -> bool {
+        !matches!(self, Scenario::Raw | Scenario::Http)
     }
 }
 
@@ -161,9 +184,8 @@ async fn main() -> anyhow::Result<()> {
         ranked_products
     };
 
-    let needs_cached =
-        args.scenarios.iter().any(|scenario| matches!(scenario, Scenario::Http | Scenario::RankedCached));
-    let needs_uncached = args.scenarios.contains(&Scenario::RankedUncached);
+    let needs_cached = args.scenarios.iter().any(|scenario| scenario.uses_cache());
+    let needs_uncached = args.scenarios.iter().any(|scenario| *scenario != Scenario::Raw && !scenario.uses_cache());
     // The cached service keeps every entry for the whole run, so the cached
     // scenario measures a warm cache rather than a TTL expiring mid-run.
     let whole_run_ms = (args.warmup_secs + args.duration_secs + 60) * 1_000 * args.scenarios.len() as u64;
@@ -175,12 +197,13 @@ async fn main() -> anyhow::Result<()> {
 
     let mut outcomes = Vec::new();
     for scenario in &args.scenarios {
-        let base = match scenario {
-            Scenario::Raw => String::new(),
-            Scenario::Http | Scenario::RankedCached => cached.as_ref().map(|s| s.base.clone()).unwrap_or_default(),
-            Scenario::RankedUncached => uncached.as_ref().map(|s| s.base.clone()).unwrap_or_default(),
+        let service = match scenario {
+            Scenario::Raw => None,
+            _ if scenario.uses_cache() => cached.as_ref(),
+            _ => uncached.as_ref(),
         };
-        if *scenario == Scenario::RankedCached {
+        let base = service.map(|service| service.base.clone()).unwrap_or_default();
+        if matches!(scenario, Scenario::RankedCached | Scenario::SummaryCached) {
             warm_ranked_cache(&workload, &base).await?;
         }
         let warmup = Duration::from_secs(args.warmup_secs);
@@ -303,11 +326,7 @@ async fn run_scenario(
     let workload = Arc::clone(workload);
     let base: Arc<str> = Arc::from(base);
     let measured = closed_loop(connections, duration, seed, move |random| {
-        let pool = if matches!(scenario, Scenario::Raw | Scenario::Http) {
-            &workload.products
-        } else {
-            &workload.ranked_products
-        };
+        let pool = if scenario.reads_rankings() { &workload.ranked_products } else { &workload.products };
         let product = pool[random.random_range(0..pool.len())];
         let (workload, base) = (Arc::clone(&workload), Arc::clone(&base));
         async move { one_request(&workload, scenario, &base, &product).await }
@@ -330,6 +349,9 @@ async fn one_request(workload: &Workload, scenario: Scenario, base: &str, produc
         Scenario::Http => http_ok(workload, &format!("{base}/v1/products/{product}/comments?limit={PAGE_SIZE}")).await,
         Scenario::RankedUncached | Scenario::RankedCached => {
             http_ok(workload, &format!("{base}/v1/products/{product}/comments/ranked")).await
+        }
+        Scenario::SummaryUncached | Scenario::SummaryCached => {
+            http_ok(workload, &format!("{base}/v1/products/{product}/comments/summary")).await
         }
     }
 }
@@ -369,6 +391,15 @@ fn print_ratios(outcomes: &[Outcome]) {
         (throughput_of(outcomes, Scenario::RankedCached), throughput_of(outcomes, Scenario::RankedUncached))
     {
         println!("ranked cached / uncached throughput: {:.1}x (target >= 10x)", cached / uncached);
+    }
+    for (summary, ranked) in
+        [(Scenario::SummaryUncached, Scenario::RankedUncached), (Scenario::SummaryCached, Scenario::RankedCached)]
+    {
+        if let (Some(summary_rps), Some(ranked_rps)) =
+            (throughput_of(outcomes, summary), throughput_of(outcomes, ranked))
+        {
+            println!("{} / {} throughput: {:.2}", summary.name(), ranked.name(), summary_rps / ranked_rps);
+        }
     }
 }
 

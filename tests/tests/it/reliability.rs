@@ -11,6 +11,8 @@
 //!   uninterrupted run.
 //! - [`hostile_input`]: every route with bad ids, limits, cursors and bodies.
 //! - [`corrupt_data`]: corrupt and arbitrary rows in every table a read touches.
+//! - [`slow_clients`]: half-sent headers, idle connections and a flood of
+//!   them against query-api's timeouts and connection cap.
 //!
 //! The restart of the HBase master itself and the ten-minute soak do not fit
 //! in the test command's time (or would disturb the HBase other tests share):
@@ -22,3 +24,4 @@ mod corrupt_data;
 mod gateway_outage;
 mod hostile_input;
 mod ranker_faults;
+mod slow_clients;

@@ -15,7 +15,9 @@ use common::store::runs::{RunRecord, RunStatus};
 use common::store::Store;
 use cron::{Daemon, DaemonSettings, RetryPolicy, Schedule, StartMode};
 use integration_tests::fixtures::write_ranking;
-use integration_tests::{cargo_binary, fresh_store, run_ranker, test_id, thrift_addr, FaultyProxy, ProxyMode};
+use integration_tests::{
+    cargo_binary, free_port, fresh_store, run_ranker, test_id, thrift_addr, FaultyProxy, ProxyMode,
+};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
@@ -124,11 +126,6 @@ fn full_run_counted(metrics: &str) -> bool {
             && line.contains("kind=\"full\"")
             && line.ends_with("} 1")
     })
-}
-
-fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("address").port()
 }
 
 fn scrape(port: u16) -> String {
