@@ -61,15 +61,17 @@ pub struct Args {
     pub drain_deadline_ms: u64,
 
     /// How long a request head may take to arrive, in milliseconds, counted
-    /// from when the connection is ready for a request (accepted, or its last
-    /// answer sent); a connection that misses it is closed.
+    /// from its first byte (from the connection's acceptance, for its first
+    /// request); a connection that misses it is closed.
     #[arg(long, env = "REVIEWS_API_HEADER_READ_TIMEOUT_MS", default_value_t = 10_000,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub header_read_timeout_ms: u64,
 
-    /// How long a connection may stay open with no request in flight, in
-    /// milliseconds, before the service closes it.
-    #[arg(long, env = "REVIEWS_API_KEEP_ALIVE_TIMEOUT_MS", default_value_t = 5_000,
+    /// How long a connection may stay open after its last answer without
+    /// starting another request, in milliseconds, before the service closes
+    /// it. Keep it above the idle timeout of any load balancer in front (60 s
+    /// is common), or the balancer may reuse a connection as it closes.
+    #[arg(long, env = "REVIEWS_API_KEEP_ALIVE_TIMEOUT_MS", default_value_t = 75_000,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub keep_alive_timeout_ms: u64,
 
@@ -200,7 +202,7 @@ impl Default for Settings {
             metrics_on_main_listener: true,
             connections: ConnectionLimits {
                 header_read_timeout: Duration::from_secs(10),
-                keep_alive_timeout: Duration::from_secs(5),
+                keep_alive_timeout: Duration::from_secs(75),
                 max_connections: 10_000,
             },
         }

@@ -2,34 +2,42 @@
 //! idle keep-alive timeout and a cap on open connections, and the graceful
 //! drain at shutdown.
 //!
-//! `axum::serve` gives hyper no timer, so hyper's header read timeout never
-//! fires there, and it keeps every connection it accepts: a client that sent
-//! half a request header, or held thousands of idle connections, kept them
-//! until the process ran out of file descriptors and could accept no one.
-//! Here each connection is hyper's HTTP/1.1 connection with a timer:
+//! `axum::serve` keeps every connection it accepts for as long as the client
+//! likes: a client that sent half a request header, or held thousands of idle
+//! connections, kept them until the process ran out of file descriptors and
+//! could accept no one. Here each connection is hyper's HTTP/1.1 connection,
+//! watched by its own task:
 //!
 //! - **Header read timeout**: a request head must be complete within it,
-//!   counted from the moment the connection is ready for a request (accepted,
-//!   or its previous answer sent); a connection that misses it is closed.
-//! - **Keep-alive timeout**: a connection with no request in flight for this
-//!   long after its last answer is closed (gracefully: nothing in flight is
-//!   cut). The shorter of the two bounds an idle connection.
+//!   counted from the connection's first byte (from its acceptance, for the
+//!   first request); a connection that misses it is closed.
+//! - **Keep-alive timeout**: a connection that has not started another
+//!   request this long after its last answer is closed. Load balancers keep
+//!   idle connections to reuse them, and one the service closes just as the
+//!   balancer reuses it fails that request, so this is long (75 s, above the
+//!   60 s idle timeout of the common balancers) and independent of the header
+//!   timeout. hyper's own header read timeout would not do: it starts when a
+//!   connection is ready for a request, so it would close idle keep-alive
+//!   connections too.
 //! - **Connection cap**: at most `max_connections` are open at once; one
 //!   more is answered a canned `503 overloaded` and closed at once, counted in
 //!   `reviews_api_connections_refused_total`, so ordinary clients get a fast
 //!   answer and the process never reaches its file limit.
 //!
-//! HTTP/2 is not served: the API's answers are small and clients and load
-//! balancers speak HTTP/1.1 to it, and hyper's header read timeout is HTTP/1's.
+//! No deadline runs while a request is in flight, and draining at shutdown
+//! lets requests in flight be answered first. HTTP/2 is not served: the API's answers are small, and
+//! its clients and load balancers speak HTTP/1.1 to it.
 
 use std::future::Future;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::pin::Pin;
 use std::sync::{Arc, Mutex, OnceLock};
+use std::task::{Context, Poll};
 use std::time::Duration;
 
 use axum::Router;
 use hyper::server::conn::http1;
-use hyper_util::rt::{TokioIo, TokioTimer};
+use hyper_util::rt::TokioIo;
+use tokio::io::{AsyncRead, AsyncWrite, ReadBuf};
 use tokio::net::{TcpListener, TcpStream};
 use tokio::sync::{watch, OwnedSemaphorePermit, Semaphore};
 use tokio::task::JoinSet;
@@ -140,51 +148,149 @@ fn refuse(stream: TcpStream, max_connections: usize) {
     let _ = stream.try_write(refusal());
 }
 
-/// When a connection last started or finished a request, and how many it has in flight.
+/// Where a connection stands between requests, which decides its deadline.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Phase {
+    /// A request head is arriving (or, on a new connection, awaited) since then.
+    ReadingHead(Instant),
+    /// Requests are being answered.
+    Answering { in_flight: usize },
+    /// Answered everything at this moment; nothing has arrived since.
+    Idle(Instant),
+}
+
+/// Why a connection was closed by the service.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Expiry {
+    HeaderTimeout,
+    Idle,
+}
+
+/// A connection's [`Phase`], updated by its reads and its service, read by its watcher.
 #[derive(Debug)]
 struct Activity {
-    in_flight: AtomicUsize,
-    last_change: Mutex<Instant>,
+    phase: Mutex<Phase>,
+    changed: tokio::sync::Notify,
 }
 
 impl Activity {
     fn new() -> Activity {
-        Activity { in_flight: AtomicUsize::new(0), last_change: Mutex::new(Instant::now()) }
+        Activity { phase: Mutex::new(Phase::ReadingHead(Instant::now())), changed: tokio::sync::Notify::new() }
     }
 
-    fn touch(&self) {
-        if let Ok(mut last_change) = self.last_change.lock() {
-            *last_change = Instant::now();
+    fn update(&self, change: impl FnOnce(Phase) -> Phase) {
+        if let Ok(mut phase) = self.phase.lock() {
+            let changed = change(*phase);
+            if changed != *phase {
+                *phase = changed;
+                self.changed.notify_one();
+            }
         }
     }
 
-    fn begin(&self) {
-        self.in_flight.fetch_add(1, Ordering::SeqCst);
-        self.touch();
+    fn phase(&self) -> Phase {
+        self.phase.lock().map_or(Phase::Answering { in_flight: 0 }, |phase| *phase)
     }
 
-    fn end(&self) {
-        self.in_flight.fetch_sub(1, Ordering::SeqCst);
-        self.touch();
+    /// Bytes arrived: on an idle connection, the next request head has begun.
+    fn bytes_arrived(&self) {
+        self.update(|phase| match phase {
+            Phase::Idle(_) => Phase::ReadingHead(Instant::now()),
+            other => other,
+        });
     }
 
-    fn last_change(&self) -> Instant {
-        self.last_change.lock().map_or_else(|_| Instant::now(), |last_change| *last_change)
+    /// A request head was read whole: its request is in flight.
+    fn request_started(&self) {
+        self.update(|phase| match phase {
+            Phase::Answering { in_flight } => Phase::Answering { in_flight: in_flight + 1 },
+            _ => Phase::Answering { in_flight: 1 },
+        });
     }
 
-    /// Completes once nothing has been in flight for `keep_alive`.
-    async fn idle_for(&self, keep_alive: Duration) {
+    /// A request was answered.
+    fn request_answered(&self) {
+        self.update(|phase| match phase {
+            Phase::Answering { in_flight } if in_flight > 1 => Phase::Answering { in_flight: in_flight - 1 },
+            _ => Phase::Idle(Instant::now()),
+        });
+    }
+
+    fn is_answering(&self) -> bool {
+        matches!(self.phase(), Phase::Answering { .. })
+    }
+
+    /// Completes when the connection has outlived the deadline of its phase,
+    /// which is never while a request is in flight.
+    async fn expired(&self, limits: ConnectionLimits) -> Expiry {
         loop {
-            if self.in_flight.load(Ordering::SeqCst) > 0 {
-                tokio::time::sleep(keep_alive).await;
-                continue;
+            let changed = self.changed.notified();
+            let phase = self.phase();
+            let (deadline, expiry) = match phase {
+                Phase::ReadingHead(since) => (since + limits.header_read_timeout, Expiry::HeaderTimeout),
+                Phase::Idle(since) => (since + limits.keep_alive_timeout, Expiry::Idle),
+                Phase::Answering { .. } => {
+                    changed.await;
+                    continue;
+                }
+            };
+            tokio::select! {
+                () = tokio::time::sleep_until(deadline) => {
+                    // The phase may have moved on just as the deadline passed.
+                    if self.phase() == phase {
+                        return expiry;
+                    }
+                }
+                () = changed => {}
             }
-            let deadline = self.last_change() + keep_alive;
-            if deadline <= Instant::now() {
-                return;
-            }
-            tokio::time::sleep_until(deadline).await;
         }
+    }
+}
+
+/// The connection's socket, telling its [`Activity`] when bytes arrive.
+struct WatchedStream {
+    stream: TcpStream,
+    activity: Arc<Activity>,
+}
+
+impl AsyncRead for WatchedStream {
+    fn poll_read(
+        mut self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+        buffer: &mut ReadBuf<'_>,
+    ) -> Poll<std::io::Result<()>> {
+        let before = buffer.filled().len();
+        let polled = Pin::new(&mut self.stream).poll_read(context, buffer);
+        if matches!(polled, Poll::Ready(Ok(()))) && buffer.filled().len() > before {
+            self.activity.bytes_arrived();
+        }
+        polled
+    }
+}
+
+impl AsyncWrite for WatchedStream {
+    fn poll_write(mut self: Pin<&mut Self>, context: &mut Context<'_>, bytes: &[u8]) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write(context, bytes)
+    }
+
+    fn poll_write_vectored(
+        mut self: Pin<&mut Self>,
+        context: &mut Context<'_>,
+        buffers: &[std::io::IoSlice<'_>],
+    ) -> Poll<std::io::Result<usize>> {
+        Pin::new(&mut self.stream).poll_write_vectored(context, buffers)
+    }
+
+    fn is_write_vectored(&self) -> bool {
+        self.stream.is_write_vectored()
+    }
+
+    fn poll_flush(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_flush(context)
+    }
+
+    fn poll_shutdown(mut self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<std::io::Result<()>> {
+        Pin::new(&mut self.stream).poll_shutdown(context)
     }
 }
 
@@ -205,43 +311,48 @@ async fn serve_one(
     let service = {
         let activity = Arc::clone(&activity);
         hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
-            activity.begin();
+            activity.request_started();
             let (router, activity) = (router.clone(), Arc::clone(&activity));
             async move {
                 let response = router.oneshot(request.map(axum::body::Body::new)).await;
-                activity.end();
+                activity.request_answered();
                 response
             }
         })
     };
-    let connection = http1::Builder::new()
-        .timer(TokioTimer::new())
-        .header_read_timeout(limits.header_read_timeout)
-        .serve_connection(TokioIo::new(stream), service);
+    let stream = WatchedStream { stream, activity: Arc::clone(&activity) };
+    // The watcher below bounds the head's arrival (see the module docs).
+    let connection = http1::Builder::new().header_read_timeout(None).serve_connection(TokioIo::new(stream), service);
     tokio::pin!(connection);
-    let idle = activity.idle_for(limits.keep_alive_timeout);
-    tokio::pin!(idle);
+    let expired = activity.expired(limits);
+    tokio::pin!(expired);
     let mut closing = false;
     loop {
         tokio::select! {
             outcome = connection.as_mut() => {
                 if let Err(error) = outcome {
-                    if error.is_timeout() {
-                        metrics::counter!(telemetry::CONNECTIONS_CLOSED, "reason" => "header_timeout").increment(1);
-                    } else {
-                        tracing::debug!(%error, "a connection ended with an error");
-                    }
+                    tracing::debug!(%error, "a connection ended with an error");
                 }
                 break;
             }
-            () = &mut idle, if !closing => {
-                metrics::counter!(telemetry::CONNECTIONS_CLOSED, "reason" => "idle").increment(1);
-                connection.as_mut().graceful_shutdown();
-                closing = true;
+            // Nothing is in flight when a deadline passes: the connection is
+            // dropped, which closes it (hyper's graceful shutdown would wait
+            // for the first request of a new connection).
+            expiry = &mut expired => {
+                let reason = match expiry {
+                    Expiry::HeaderTimeout => "header_timeout",
+                    Expiry::Idle => "idle",
+                };
+                metrics::counter!(telemetry::CONNECTIONS_CLOSED, "reason" => reason).increment(1);
+                break;
             }
             changed = draining.changed(), if !closing => {
                 // A closed channel means the server is gone: close as when draining.
                 if changed.is_err() || *draining.borrow() {
+                    if !activity.is_answering() {
+                        break;
+                    }
+                    // Answer what is in flight, then close.
                     connection.as_mut().graceful_shutdown();
                     closing = true;
                 }
