@@ -37,6 +37,7 @@ user = summary["activeUsers"][0]["id"]
 print("\nquery-api is starting; try:")
 print(f"  curl -s '{base}/v1/products/{hot}/comments?limit=5'")
 print(f"  curl -s '{base}/v1/products/{hot}/comments/ranked'")
+print(f"  curl -s '{base}/v1/products/{hot}/comments/summary'")
 print(f"  curl -s '{base}/v1/users/{user}/comments?limit=5'")
 print(f"  curl -s '{base}/product/{hot}/comments/latest?limit=5'")
 print(f"  open {base}/docs for the API documentation, {base}/metrics for Prometheus\n")

@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # Runs every check and every test, the way CI does, on a fresh machine:
-# formatting, lints, unit tests, and the integration tests against a real
-# HBase that this script starts (resolving it from Maven Central on first use).
+# formatting, lints, unit tests, the integration tests against a real HBase
+# that this script starts (resolving it from Maven Central on first use), and
+# the OpenAPI fuzzer against the live service on that HBase.
 #
 # The tests get an HBase of their own, fresh on every run (run dir
 # hbase/run-test, Thrift1 port 9190, Thrift2 port 9191, ZooKeeper port 21910;
@@ -44,6 +45,9 @@ results="$(mktemp)"
 trap 'rm -f "$results"; hbase/hbasectl stop || true' EXIT
 status=0
 cargo test --workspace --locked -- --test-threads "${TEST_THREADS:-8}" 2>&1 | tee "$results" || status=$?
+# The OpenAPI document against the live service, on the same HBase: a
+# schema-driven fuzzer with every check on (scripts/fuzz-api.sh).
+scripts/fuzz-api.sh || status=1
 trap 'rm -f "$results"' EXIT
 hbase/hbasectl stop || true
 

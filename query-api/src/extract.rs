@@ -43,13 +43,23 @@ impl Limit {
     }
 
     /// Reads the seed body's `limit`; absent or `null` means [`DEFAULT_LIMIT`].
+    /// A number with no fraction (`77.0`) is the integer it equals, as in JSON
+    /// Schema (and as a client that writes every number as a double sends it).
     pub fn from_json(value: Option<&serde_json::Value>) -> Result<Limit, ApiError> {
         match value {
             None | Some(serde_json::Value::Null) => Ok(Limit(DEFAULT_LIMIT)),
-            Some(serde_json::Value::Number(number)) => match number.as_u64().and_then(|n| usize::try_from(n).ok()) {
-                Some(limit) => Limit::checked(limit),
-                None => Err(limit_error(&number.to_string())),
-            },
+            Some(serde_json::Value::Number(number)) => {
+                let whole = number.as_u64().or_else(|| {
+                    number
+                        .as_f64()
+                        .filter(|float| float.fract() == 0.0 && (1.0..=MAX_LIMIT as f64).contains(float))
+                        .map(|float| float as u64)
+                });
+                match whole.and_then(|n| usize::try_from(n).ok()) {
+                    Some(limit) => Limit::checked(limit),
+                    None => Err(limit_error(&number.to_string())),
+                }
+            }
             Some(other) => Err(limit_error(&shorten(&other.to_string()))),
         }
     }
@@ -93,8 +103,9 @@ async fn path_id<S: Send + Sync>(parts: &mut Parts, state: &S, field: &'static s
 #[derive(Debug, Clone, Copy, IntoParams)]
 #[into_params(names("productId"), parameter_in = Path)]
 pub struct ProductId(
-    /// Ten bytes of printable ASCII other than `/`, URL-encoded where needed (new ids are letters and digits).
-    #[param(value_type = String, example = "PRODUCT001")]
+    /// Ten bytes of printable ASCII other than `/` (space to `.`, `0` to `~`),
+    /// URL-encoded where needed; new ids are letters and digits.
+    #[param(value_type = String, min_length = 10, max_length = 10, pattern = "^[ -.0-~]{10}$", example = "P000000001")]
     pub Id,
 );
 
@@ -110,8 +121,9 @@ impl<S: Send + Sync> FromRequestParts<S> for ProductId {
 #[derive(Debug, Clone, Copy, IntoParams)]
 #[into_params(names("userId"), parameter_in = Path)]
 pub struct UserId(
-    /// Ten bytes of printable ASCII other than `/`, URL-encoded where needed (new ids are letters and digits).
-    #[param(value_type = String, example = "USER000001")]
+    /// Ten bytes of printable ASCII other than `/` (space to `.`, `0` to `~`),
+    /// URL-encoded where needed; new ids are letters and digits.
+    #[param(value_type = String, min_length = 10, max_length = 10, pattern = "^[ -.0-~]{10}$", example = "U000000001")]
     pub Id,
 );
 
@@ -131,7 +143,10 @@ pub struct RawPageQuery {
     /// Page size, 1 to 100 (default 20).
     #[param(value_type = Option<u32>, minimum = 1, maximum = 100)]
     pub limit: Option<String>,
-    /// `nextCursor` of the previous page; absent for the first page.
+    /// `nextCursor` of the previous page of this same list (base64url, no
+    /// padding); absent for the first page. Any other value, however well
+    /// formed, answers 400 `invalid_cursor`.
+    #[param(min_length = 2, max_length = 128, pattern = "^[A-Za-z0-9_-]+$")]
     pub cursor: Option<String>,
 }
 
@@ -218,6 +233,11 @@ mod tests {
         assert_eq!(Limit::from_json(None).map(Limit::get), Ok(DEFAULT_LIMIT));
         assert_eq!(Limit::from_json(Some(&serde_json::json!(null))).map(Limit::get), Ok(DEFAULT_LIMIT));
         assert_eq!(Limit::from_json(Some(&serde_json::json!(7))).map(Limit::get), Ok(7));
+        assert_eq!(
+            Limit::from_json(Some(&serde_json::json!(77.0))).map(Limit::get),
+            Ok(77),
+            "an integer by JSON Schema"
+        );
     }
 
     #[test]
@@ -226,7 +246,14 @@ mod tests {
             let error = Limit::from_query(Some(bad)).expect_err(bad);
             assert_eq!(error.code(), ErrorCode::InvalidLimit, "{bad}");
         }
-        for bad in [serde_json::json!(0), serde_json::json!(101), serde_json::json!(-3), serde_json::json!(2.5)] {
+        for bad in [
+            serde_json::json!(0),
+            serde_json::json!(101),
+            serde_json::json!(-3),
+            serde_json::json!(2.5),
+            serde_json::json!(101.0),
+            serde_json::json!(0.0),
+        ] {
             let error = Limit::from_json(Some(&bad)).expect_err("bad limit");
             assert_eq!(error.code(), ErrorCode::InvalidLimit, "{bad}");
         }

@@ -268,6 +268,7 @@ async fn the_openapi_document_lists_every_route() {
         ("/v1/products/{productId}/comments", "get"),
         ("/v1/users/{userId}/comments", "get"),
         ("/v1/products/{productId}/comments/ranked", "get"),
+        ("/v1/products/{productId}/comments/summary", "get"),
         ("/product/{productId}/comments/latest", "get"),
         ("/product/comments/get", "post"),
         ("/user/{userId}/comments/latest", "get"),
@@ -279,9 +280,79 @@ async fn the_openapi_document_lists_every_route() {
     ] {
         assert!(paths.get(path).and_then(|item| item.get(method)).is_some(), "{method} {path} is not documented");
     }
-    for schema in ["Comment", "SeedComment", "RankedComment", "CommentsPage", "SeedCommentsPage", "ErrorBody"] {
+    for schema in [
+        "Comment",
+        "SeedComment",
+        "RankedComment",
+        "CommentsPage",
+        "SeedCommentsPage",
+        "ErrorBody",
+        "ReviewSummaryView",
+    ] {
         assert!(document["components"]["schemas"].get(schema).is_some(), "schema {schema} is missing");
     }
+}
+
+/// Every operation of the document, as (path, method, operation).
+fn operations(document: &serde_json::Value) -> Vec<(String, String, serde_json::Value)> {
+    let paths = document["paths"].as_object().expect("paths");
+    paths
+        .iter()
+        .flat_map(|(path, item)| {
+            let item = item.as_object().expect("path item");
+            item.iter().map(|(method, operation)| (path.clone(), method.clone(), operation.clone()))
+        })
+        .collect()
+}
+
+#[tokio::test]
+async fn the_openapi_document_declares_every_constraint_and_status_the_service_answers() {
+    let app = offline_app(Duration::from_secs(5));
+    let document = get(&app, "/openapi.json").await.json();
+    for (path, method, operation) in operations(&document) {
+        let name = format!("{method} {path}");
+        let parameters = operation["parameters"].as_array().cloned().unwrap_or_default();
+        let parameter = |wanted: &str| parameters.iter().find(|parameter| parameter["name"] == wanted).cloned();
+        for id in ["productId", "userId"] {
+            if let Some(id) = parameter(id) {
+                let schema = &id["schema"];
+                assert_eq!((&schema["minLength"], &schema["maxLength"]), (&10.into(), &10.into()), "{name}");
+                assert_eq!(schema["pattern"], "^[ -.0-~]{10}$", "{name}");
+            }
+        }
+        if let Some(limit) = parameter("limit") {
+            assert_eq!((&limit["schema"]["minimum"], &limit["schema"]["maximum"]), (&1.into(), &100.into()), "{name}");
+        }
+        if let Some(cursor) = parameter("cursor") {
+            assert!(cursor["schema"]["pattern"].is_string(), "{name}: the cursor's alphabet");
+        }
+        let responses = operation["responses"].as_object().expect("responses");
+        let has = |status: &str| responses.contains_key(status);
+        if parameters.iter().any(|parameter| parameter["in"] == "path" || parameter["name"] == "limit") {
+            assert!(has("400"), "{name} answers 400 for a bad id or limit");
+        }
+        if has("503") {
+            assert!(has("500"), "{name} reads HBase and can answer 500");
+            assert!(responses["503"]["headers"].get("Retry-After").is_some(), "{name}: Retry-After on 503");
+        }
+        if method == "get" && path.contains("/comments") {
+            assert!(has("304"), "{name} answers conditional GETs");
+            assert!(responses["200"]["headers"].get("ETag").is_some(), "{name}: ETag on 200");
+            assert!(parameter("If-None-Match").is_some(), "{name}: If-None-Match");
+            let cached = path.ends_with("/ranked") || path.ends_with("/summary");
+            assert_eq!(responses["200"]["headers"].get("Cache-Control").is_some(), cached, "{name}: Cache-Control");
+        }
+        if method == "post" {
+            for status in ["400", "413", "415"] {
+                assert!(has(status), "{name} answers {status} for a bad body");
+            }
+        }
+    }
+    let summary = &document["paths"]["/v1/products/{productId}/comments/summary"]["get"]["responses"];
+    assert!(summary.get("404").is_some(), "a product no run counted answers 404");
+    let request = &document["components"]["schemas"]["SeedPageRequest"];
+    assert_eq!(request["required"], serde_json::json!(["startIndexKey"]), "{request}");
+    assert_eq!(request["properties"]["startIndexKey"]["format"], "byte");
 }
 
 #[tokio::test]

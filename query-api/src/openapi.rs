@@ -9,7 +9,10 @@
 //! page works with no network at all.
 
 use common::model::Comment;
-use utoipa::OpenApi;
+use utoipa::openapi::header::HeaderBuilder;
+use utoipa::openapi::path::{Operation, ParameterBuilder, ParameterIn};
+use utoipa::openapi::{ContentBuilder, ObjectBuilder, Ref, RefOr, Required, ResponseBuilder, Type};
+use utoipa::{Modify, OpenApi};
 use utoipa_swagger_ui::{Config, SwaggerUi};
 
 use crate::error::{ErrorBody, ErrorDetail};
@@ -47,7 +50,7 @@ pub const DOCS_PATH: &str = "/docs";
         routes::ops::readyz,
         routes::ops::metrics,
     ),
-    modifiers(&NextPageDocs),
+    modifiers(&NextPageDocs, &MiddlewareDocs),
     components(schemas(
         Comment,
         SeedComment,
@@ -69,6 +72,92 @@ pub const DOCS_PATH: &str = "/docs";
     )
 )]
 pub struct ApiDoc;
+
+/// Completes each operation with what the middleware answers, not its handler:
+/// the comment reads' conditional GET (`If-None-Match`, `ETag`, 304) and the
+/// ranked and summary reads' `Cache-Control`; the 500 and the 503's
+/// `Retry-After` of every route that reads HBase; the 413 and 415 of a JSON body.
+#[derive(Debug)]
+pub struct MiddlewareDocs;
+
+impl Modify for MiddlewareDocs {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        for (path, item) in openapi.paths.paths.iter_mut() {
+            if let Some(get) = item.get.as_mut().filter(|_| path.contains("/comments")) {
+                // Ranked and summary reads change only when the ranker runs; pages do not say how long they keep.
+                let cached = path.ends_with("/ranked") || path.ends_with("/summary");
+                document_conditional_get(get, cached);
+            }
+            for operation in [item.get.as_mut(), item.post.as_mut()].into_iter().flatten() {
+                document_server_errors(operation);
+            }
+            if let Some(post) = item.post.as_mut() {
+                let responses = &mut post.responses.responses;
+                responses
+                    .insert("413".to_owned(), error_response("The body is larger than 16 KiB (`body_too_large`)."));
+                responses.insert(
+                    "415".to_owned(),
+                    error_response(
+                        "The body is not sent as `Content-Type: application/json` (`unsupported_media_type`).",
+                    ),
+                );
+            }
+        }
+    }
+}
+
+fn string_header(description: &str) -> utoipa::openapi::header::Header {
+    HeaderBuilder::new().schema(ObjectBuilder::new().schema_type(Type::String)).description(Some(description)).build()
+}
+
+fn error_response(description: &str) -> RefOr<utoipa::openapi::Response> {
+    let content = ContentBuilder::new().schema(Some(Ref::from_schema_name("ErrorBody"))).build();
+    RefOr::T(ResponseBuilder::new().description(description).content("application/json", content).build())
+}
+
+const ETAG: &str =
+    "A weak tag of the answer's body; send it back in `If-None-Match` to get 304 while the answer is the same.";
+const CACHE_CONTROL: &str =
+    "`public, max-age=<the ranked-read cache's TTL in seconds>`, or `no-cache` with the cache off.";
+
+fn document_conditional_get(operation: &mut Operation, cached: bool) {
+    let if_none_match = ParameterBuilder::new()
+        .name("If-None-Match")
+        .parameter_in(ParameterIn::Header)
+        .required(Required::False)
+        .description(Some("`ETag`s of answers the client holds (or `*`): one that is still the answer gets 304."))
+        .schema(Some(ObjectBuilder::new().schema_type(Type::String)))
+        .build();
+    operation.parameters.get_or_insert_with(Vec::new).push(if_none_match);
+    let mut not_modified = ResponseBuilder::new()
+        .description("The answer is the one `If-None-Match` names; no body.")
+        .header("ETag", string_header(ETAG));
+    if cached {
+        not_modified = not_modified.header("Cache-Control", string_header(CACHE_CONTROL));
+    }
+    let responses = &mut operation.responses.responses;
+    responses.insert("304".to_owned(), RefOr::T(not_modified.build()));
+    if let Some(RefOr::T(ok)) = responses.get_mut("200") {
+        ok.headers.insert("ETag".to_owned(), string_header(ETAG));
+        if cached {
+            ok.headers.insert("Cache-Control".to_owned(), string_header(CACHE_CONTROL));
+        }
+    }
+}
+
+/// An operation that can answer 503 reads HBase: it can also answer 500 (a
+/// missing table, a bug), and its 503 says when to retry.
+fn document_server_errors(operation: &mut Operation) {
+    let responses = &mut operation.responses.responses;
+    let Some(RefOr::T(unavailable)) = responses.get_mut("503") else {
+        return;
+    };
+    unavailable.headers.insert("Retry-After".to_owned(), string_header("Seconds to wait before trying again: `1`."));
+    responses.insert(
+        "500".to_owned(),
+        error_response("Something went wrong that the client cannot fix (`internal`); the cause is logged."),
+    );
+}
 
 /// The routes serving `/openapi.json` and the Swagger UI under `/docs`.
 pub fn docs(openapi: utoipa::openapi::OpenApi) -> SwaggerUi {

@@ -186,10 +186,13 @@ impl<'a> SeedCommentsPage<'a> {
 #[derive(Debug, Clone, serde::Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SeedPageRequest {
-    /// The `nextIndexKey` of the previous page (standard base64).
-    #[schema(example = "UFJPRFVDVDAwMWN//////////w==")]
+    /// The `nextIndexKey` of the previous page (standard base64): it must
+    /// start with a valid id (and `c` after a product id), and the page never
+    /// leaves that id's rows; anything else answers 400 `invalid_cursor`.
+    #[schema(required = true, format = Byte, min_length = 4, max_length = 128, example = "UDAwMDAwMDAwMWN//////////w==")]
     pub start_index_key: Option<String>,
-    /// Page size, 1 to 100; 20 when absent.
+    /// Page size, 1 to 100 (`null` or absent: 20). A number with no fraction,
+    /// such as `77.0`, is the integer it equals.
     #[schema(value_type = Option<u32>, minimum = 1, maximum = 100, example = 20)]
     pub limit: Option<serde_json::Value>,
 }
