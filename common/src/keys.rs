@@ -153,9 +153,15 @@ pub fn user_comment_key(user: &Id, timestamp_ms: i64, comment: &CommentKey) -> V
 
 /// The `product-comment` prefix holding every comment of `product`.
 pub fn product_comment_prefix(product: &Id) -> Vec<u8> {
-    let mut key = Vec::with_capacity(PRODUCT_COMMENT_PREFIX_LEN);
+    tagged(product, PRODUCT_COMMENT_TAG)
+}
+
+/// `product`'s id followed by one tag byte: the start of every key of the
+/// product's rows in `product-comment` and `product-comment-rank`.
+fn tagged(product: &Id, tag: u8) -> Vec<u8> {
+    let mut key = Vec::with_capacity(ID_LEN + 1);
     key.extend_from_slice(product.as_bytes());
-    key.push(PRODUCT_COMMENT_TAG);
+    key.push(tag);
     key
 }
 
@@ -189,10 +195,7 @@ pub fn product_comment_millisecond_prefix(product: &Id, timestamp_ms: i64) -> Ve
 
 /// The `product-comment-rank` prefix holding the rank slots of `product`.
 pub fn rank_prefix(product: &Id) -> Vec<u8> {
-    let mut key = Vec::with_capacity(ID_LEN + 1);
-    key.extend_from_slice(product.as_bytes());
-    key.push(RANK_TAG);
-    key
+    tagged(product, RANK_TAG)
 }
 
 /// The `product-comment-rank` key of slot `rank` (1 is best) of `product`.
@@ -205,18 +208,12 @@ pub fn rank_key(product: &Id, rank: u16) -> Vec<u8> {
 
 /// The `product-comment` key of `product`'s deletion marker.
 pub fn deletion_marker_key(product: &Id) -> Vec<u8> {
-    let mut key = Vec::with_capacity(ID_LEN + 1);
-    key.extend_from_slice(product.as_bytes());
-    key.push(DELETION_MARKER_TAG);
-    key
+    tagged(product, DELETION_MARKER_TAG)
 }
 
 /// The `product-comment-rank` key of `product`'s ranking record.
 pub fn ranking_record_key(product: &Id) -> Vec<u8> {
-    let mut key = Vec::with_capacity(ID_LEN + 1);
-    key.extend_from_slice(product.as_bytes());
-    key.push(RANKING_RECORD_TAG);
-    key
+    tagged(product, RANKING_RECORD_TAG)
 }
 
 /// Whether `key` is a ranking record's key (see [`ranking_record_key`]).

@@ -33,6 +33,33 @@ async fn stored_summary(store: &Store, product: &Id) -> ReviewSummary {
     store.ranking(product).await.expect("ranking").summary.expect("the run wrote a summary")
 }
 
+/// Posts one review of `product` through the write path per (rating,
+/// photos) shape, each on its own order (ids from `order_prefix`) by its own
+/// user, with its own text, a minute apart from `newest_at` back.
+async fn post_reviews(
+    store: &Store,
+    product: &Id,
+    order_prefix: &str,
+    shapes: &[(Option<u8>, Option<u32>)],
+    newest_at: i64,
+) -> Vec<Comment> {
+    let orders: Vec<(Id, Id)> =
+        (0..shapes.len() as u64).map(|n| (test_id(order_prefix, n), test_id(&format!("{order_prefix}U"), n))).collect();
+    put_orders(store, &orders).await;
+    let drafts = orders
+        .iter()
+        .zip(shapes)
+        .zip(0..)
+        .map(|(((order, user), (rating, photos)), n)| {
+            let text = format!("A review through the write path, number {n}");
+            let mut draft = new_comment(order, product, user, text, newest_at - n * 60_000);
+            (draft.rating, draft.photos) = (*rating, *photos);
+            draft
+        })
+        .collect();
+    post_all(store, drafts).await
+}
+
 /// A review as the Java service stored it, with `fields` (rating, photos, ...)
 /// in its JSON as they are.
 fn java_review(order: &str, product: &Id, at: i64, fields: Value) -> Comment {
@@ -82,21 +109,8 @@ async fn a_summary_counts_exactly_the_reviews_a_walk_of_the_latest_pages_lists()
     let at = |minutes: i64| AS_OF_MS - DAY_MS - minutes * 60_000;
 
     // Through the write path: 5, 5, 4 and 1 stars, one unrated; photos 2, 0 and 1.
-    let shapes: [(Option<u8>, Option<u32>); 5] =
-        [(Some(5), Some(2)), (Some(5), None), (Some(4), Some(0)), (Some(1), Some(1)), (None, None)];
-    let orders: Vec<(Id, Id)> = (0..5).map(|n| (test_id("SO", n), test_id("SU", n))).collect();
-    put_orders(&store, &orders).await;
-    let drafts = orders
-        .iter()
-        .zip(shapes)
-        .zip(0..)
-        .map(|(((order, user), (rating, photos)), n)| {
-            let mut draft = new_comment(order, &product, user, format!("A review through the write path {n}"), at(n));
-            (draft.rating, draft.photos) = (rating, photos);
-            draft
-        })
-        .collect();
-    post_all(&store, drafts).await;
+    let shapes = [(Some(5), Some(2)), (Some(5), None), (Some(4), Some(0)), (Some(1), Some(1)), (None, None)];
+    post_reviews(&store, &product, "SO", &shapes, at(0)).await;
 
     // The Java service's rows: ratings it could store that are no stars (one
     // an explicit null), two rated ones whose content serde_json alone refuses
@@ -176,22 +190,12 @@ async fn a_summary_counts_exactly_the_reviews_a_walk_of_the_latest_pages_lists()
 async fn a_product_whose_reviews_are_all_gone_keeps_a_summary_of_none() {
     let store = fresh_store("summary_gone").await;
     let product = test_id("S", 2);
-    let orders: Vec<(Id, Id)> = (0..2).map(|n| (test_id("GO", n), test_id("GU", n))).collect();
-    put_orders(&store, &orders).await;
-    let drafts = orders
-        .iter()
-        .map(|(order, user)| {
-            let mut draft = new_comment(order, &product, user, "A review that will be deleted", AS_OF_MS - DAY_MS);
-            draft.rating = Some(4);
-            draft
-        })
-        .collect();
-    post_all(&store, drafts).await;
+    let posted = post_reviews(&store, &product, "GO", &[(Some(4), None), (Some(4), None)], AS_OF_MS - DAY_MS).await;
     rank(&store, &product).await;
     assert_eq!(stored_summary(&store, &product).await.count, 2);
 
-    for (order, _) in &orders {
-        store.delete_comment(order, &product).await.expect("delete");
+    for review in &posted {
+        store.delete_comment(&review.order_id, &product).await.expect("delete");
     }
     let report = rank(&store, &product).await;
     assert_eq!((report.products_ranked, report.summaries_written), (1, 1));
@@ -222,21 +226,8 @@ async fn a_dry_run_writes_no_summary() {
 async fn the_summary_route_answers_the_stored_summary_cached_and_conditionally_like_the_ranked_read() {
     let store = fresh_store("summary_http").await;
     let product = test_id("S", 4);
-    let orders: Vec<(Id, Id)> = (0..3).map(|n| (test_id("HO", n), test_id("HU", n))).collect();
-    put_orders(&store, &orders).await;
-    let drafts = orders
-        .iter()
-        .zip([Some(5), Some(3), None])
-        .zip(0..)
-        .map(|(((order, user), rating), n)| {
-            let text = format!("A review worth summarising, number {n}");
-            let mut draft = new_comment(order, &product, user, text, AS_OF_MS - DAY_MS);
-            draft.rating = rating;
-            draft.photos = rating.map(|_| 1);
-            draft
-        })
-        .collect();
-    post_all(&store, drafts).await;
+    post_reviews(&store, &product, "HO", &[(Some(5), Some(1)), (Some(3), Some(1)), (None, None)], AS_OF_MS - DAY_MS)
+        .await;
     rank(&store, &product).await;
     let expected = json!({
         "productId": product.as_str(), "count": 3, "ratings": {"1": 0, "2": 0, "3": 1, "4": 0, "5": 1},
