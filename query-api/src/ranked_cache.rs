@@ -1,5 +1,5 @@
-//! The ranked-read cache and what it holds: each product's [`Ranking`], its
-//! two answers rendered once when it is loaded, weighed in bytes.
+//! The ranked-read cache and what it holds: each product's [`Ranking`] and
+//! review summary, their answers rendered once when loaded, weighed in bytes.
 //!
 //! [`crate::state::AppState::ranking`] fills it from the store; this module
 //! does no I/O.
@@ -53,9 +53,10 @@ impl Ranking {
     }
 
     /// The bytes this ranking holds, as the ranked-read cache weighs it: the
-    /// two rendered answers, the comments (weighed by their JSON in the `/v1`
-    /// answer, which spells out every string they hold), and a fixed overhead
-    /// for the structs and the cache's own entry.
+    /// rendered answers (both ranked reads and the summary), the comments
+    /// (weighed by their JSON in the `/v1` answer, which spells out every
+    /// string they hold), and a fixed overhead for the structs and the cache's
+    /// own entry.
     pub fn weight_bytes(&self) -> u64 {
         const ENTRY_OVERHEAD_BYTES: usize = 1024;
         let rendered = |body: &Option<Bytes>| body.as_ref().map_or(0, Bytes::len);

@@ -4,8 +4,9 @@
 //!
 //! Every page read is one index scan (one row more than asked, whose key says
 //! where the next page starts) followed by one multi-get of the comments it
-//! names, whatever the page size. Ranked reads are one scan of the rank slots
-//! and one multi-get, served from the cache when it holds them.
+//! names, whatever the page size. Ranked and summary reads are one scan of the
+//! product's ranking (its ranking record, or the slots of a product without
+//! one) and one multi-get, served from the cache when it holds them.
 
 pub mod ops;
 pub mod seed;
