@@ -16,13 +16,13 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
 SCHEMATHESIS_VERSION=4.32.5
-venv=target/schemathesis
+venv="$PWD/target/schemathesis"
 if [[ "$("$venv/bin/schemathesis" --version 2>/dev/null)" != *" $SCHEMATHESIS_VERSION" ]]; then
   python3 -m venv "$venv"
   "$venv/bin/pip" install --quiet --disable-pip-version-check "schemathesis==$SCHEMATHESIS_VERSION"
 fi
 
-bin=target/debug
+bin="$PWD/target/debug"
 prefix="fuzz_$$_"
 log=$(mktemp)
 api_pid=
@@ -46,5 +46,10 @@ for _ in $(seq 1 60); do
   sleep 0.5
 done
 
-"$venv/bin/schemathesis" --config-file query-api/schemathesis.toml --no-color run \
+# Run from a directory under target/: schemathesis and hypothesis keep their
+# caches in the working directory, which must not be the repository.
+config="$PWD/query-api/schemathesis.toml"
+mkdir -p target/fuzz-api
+cd target/fuzz-api
+"$venv/bin/schemathesis" --config-file "$config" --no-color run \
   "http://127.0.0.1:$port/openapi.json" --checks all --max-examples "${FUZZ_MAX_EXAMPLES:-50}" --seed 1
