@@ -21,12 +21,10 @@ pub const STARS: std::ops::RangeInclusive<u8> = 1..=5;
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 #[serde(into = "SummaryJson", try_from = "SummaryJson")]
 pub struct ReviewSummary {
-    /// Reviews counted, each once.
-    pub count: u64,
     /// Reviews rated 1 to 5 stars: `rated[0]` holds the one-star reviews.
     pub rated: [u64; 5],
     /// Reviews without a rating of 1 to 5 (absent, null, out of range, not an
-    /// integer): `count` is the sum of `rated` and `unrated`.
+    /// integer).
     pub unrated: u64,
     /// Reviews with at least one photo.
     pub with_photos: u64,
@@ -35,7 +33,6 @@ pub struct ReviewSummary {
 impl ReviewSummary {
     /// Counts one review.
     pub fn add(&mut self, comment: &Comment) {
-        self.count += 1;
         match comment.rating.as_ref().and_then(|rating| rating.stars()) {
             Some(stars) => self.rated[usize::from(stars - 1)] += 1,
             None => self.unrated += 1,
@@ -43,6 +40,11 @@ impl ReviewSummary {
         if comment.photos.is_some_and(|photos| photos >= 1) {
             self.with_photos += 1;
         }
+    }
+
+    /// Reviews counted, each once: the rated ones and the unrated ones.
+    pub fn count(&self) -> u64 {
+        self.rated.iter().sum::<u64>() + self.unrated
     }
 
     /// The reviews rated `stars` (1 to 5); 0 for any other number.
@@ -73,7 +75,7 @@ struct SummaryJson {
 impl From<ReviewSummary> for SummaryJson {
     fn from(summary: ReviewSummary) -> SummaryJson {
         SummaryJson {
-            count: summary.count,
+            count: summary.count(),
             ratings: STARS.map(|stars| (stars, summary.rated_with(stars))).collect(),
             unrated: summary.unrated,
             average: summary.average(),
@@ -85,17 +87,16 @@ impl From<ReviewSummary> for SummaryJson {
 impl TryFrom<SummaryJson> for ReviewSummary {
     type Error = String;
 
-    /// Refuses a summary whose parts do not add up to its count.
+    /// Refuses a summary whose parts do not add up to its stored count.
     fn try_from(json: SummaryJson) -> Result<ReviewSummary, String> {
         let mut rated = [0; 5];
         for (stars, reviews) in json.ratings {
             let slot = usize::from(stars).checked_sub(1).and_then(|index| rated.get_mut(index));
             *slot.ok_or_else(|| format!("a rating of {stars} stars"))? = reviews;
         }
-        let summary = ReviewSummary { count: json.count, rated, unrated: json.unrated, with_photos: json.with_photos };
-        let parts = summary.rated.iter().sum::<u64>() + summary.unrated;
-        if parts != summary.count || summary.with_photos > summary.count {
-            return Err(format!("the summary's parts do not add up to its count {}", summary.count));
+        let summary = ReviewSummary { rated, unrated: json.unrated, with_photos: json.with_photos };
+        if summary.count() != json.count || summary.with_photos > json.count {
+            return Err(format!("the summary's parts do not add up to its count {}", json.count));
         }
         Ok(summary)
     }
@@ -135,14 +136,15 @@ mod tests {
         for review in &reviews {
             summary.add(review);
         }
-        assert_eq!(summary, ReviewSummary { count: 9, rated: [1, 0, 0, 1, 2], unrated: 5, with_photos: 2 });
+        assert_eq!(summary, ReviewSummary { rated: [1, 0, 0, 1, 2], unrated: 5, with_photos: 2 });
+        assert_eq!(summary.count(), 9);
         assert_eq!(summary.average(), Some(15.0 / 4.0));
         assert_eq!(ReviewSummary::default().average(), None, "no rated review, no average");
     }
 
     #[test]
     fn the_stored_json_names_each_star_and_reads_back() {
-        let summary = ReviewSummary { count: 6, rated: [0, 1, 0, 2, 2], unrated: 1, with_photos: 3 };
+        let summary = ReviewSummary { rated: [0, 1, 0, 2, 2], unrated: 1, with_photos: 3 };
         let json = serde_json::to_value(summary).expect("json");
         assert_eq!(
             json,

@@ -44,7 +44,7 @@ use tokio::task::JoinSet;
 use tokio::time::Instant;
 use tower::ServiceExt;
 
-use crate::error::ErrorCode;
+use crate::error::{ErrorBody, ErrorCode, ErrorDetail};
 use crate::telemetry;
 
 /// How long the accept loop pauses after an accept error (the process or the
@@ -52,15 +52,17 @@ use crate::telemetry;
 const ACCEPT_ERROR_PAUSE: Duration = Duration::from_millis(100);
 
 /// What is answered to a connection beyond the cap, before it is closed: the
-/// API's `overloaded` error, as a whole HTTP/1.1 answer.
+/// API's `overloaded` error with the headers of its 503s, as bytes written
+/// straight to the socket (the connection never reaches hyper or the router).
 fn refusal() -> &'static [u8] {
     static REFUSAL: OnceLock<Vec<u8>> = OnceLock::new();
     REFUSAL.get_or_init(|| {
-        let body = serde_json::json!({"error": {
-            "code": ErrorCode::Overloaded.as_str(),
-            "message": "the service has too many open connections; try again shortly",
-        }})
-        .to_string();
+        let error = ErrorDetail {
+            code: ErrorCode::Overloaded.as_str().to_owned(),
+            message: "the service has too many open connections; try again shortly".to_owned(),
+        };
+        let body = serde_json::to_string(&ErrorBody { error })
+            .unwrap_or_else(|_| unreachable!("an error body is two strings"));
         format!(
             "HTTP/1.1 503 Service Unavailable\r\ncontent-type: application/json\r\nretry-after: 1\r\n\
              cache-control: no-store\r\nconnection: close\r\ncontent-length: {}\r\n\r\n{body}",

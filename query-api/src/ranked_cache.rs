@@ -127,7 +127,7 @@ mod tests {
             .map(|rank| RankedComment { comment: comment(), rank, score: Some(1.0 / f64::from(rank)) })
             .collect();
         let product = common::Id::parse("productId", "PRODUCT001").expect("id");
-        let counted = common::summary::ReviewSummary { count: 3, rated: [0, 0, 0, 0, 3], ..Default::default() };
+        let counted = common::summary::ReviewSummary { rated: [0, 0, 0, 0, 3], ..Default::default() };
         let summary = ReviewSummaryView::new(&product, &counted, 1);
         let ranking = Ranking::new(ranked.clone(), Some(summary.clone()));
         let parse = |bytes: Bytes| serde_json::from_slice::<serde_json::Value>(&bytes).expect("json");

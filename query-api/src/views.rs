@@ -118,7 +118,7 @@ impl ReviewSummaryView {
     pub fn new(product: &Id, summary: &ReviewSummary, as_of_ms: i64) -> ReviewSummaryView {
         ReviewSummaryView {
             product_id: product.to_string(),
-            count: summary.count,
+            count: summary.count(),
             ratings: RatingCounts {
                 one: summary.rated_with(1),
                 two: summary.rated_with(2),
@@ -234,7 +234,7 @@ mod tests {
     #[test]
     fn a_summary_names_each_star_and_its_freshness() {
         let product = Id::parse("productId", "PRODUCT001").expect("id");
-        let summary = ReviewSummary { count: 5, rated: [0, 0, 1, 1, 2], unrated: 1, with_photos: 2 };
+        let summary = ReviewSummary { rated: [0, 0, 1, 1, 2], unrated: 1, with_photos: 2 };
         let shown = serde_json::to_value(ReviewSummaryView::new(&product, &summary, 1_700_000_000_000)).expect("json");
         assert_eq!(
             shown,
@@ -243,7 +243,7 @@ mod tests {
                 "unrated": 1, "average": 4.25, "withPhotos": 2, "asOf": 1_700_000_000_000_i64
             })
         );
-        let none_rated = ReviewSummary { count: 1, unrated: 1, ..ReviewSummary::default() };
+        let none_rated = ReviewSummary { unrated: 1, ..ReviewSummary::default() };
         let shown = serde_json::to_value(ReviewSummaryView::new(&product, &none_rated, 1)).expect("json");
         assert!(shown["average"].is_null());
     }

@@ -244,7 +244,7 @@ fn review_summary_line(summary: &ReviewSummary) -> String {
     let average = summary.average().map_or_else(|| "none".to_owned(), |average| format!("{average:.2}"));
     format!(
         "{} reviews: {}, unrated {}; average {average}; {} with photos",
-        summary.count,
+        summary.count(),
         stars.join(", "),
         summary.unrated,
         summary.with_photos

@@ -222,7 +222,7 @@ pub async fn explain(
         product: product.to_string(),
         as_of_ms,
         scoring: scoring.clone(),
-        comments_scored: totals.summary.count,
+        comments_scored: totals.summary.count(),
         skipped_rows: totals.skipped_rows,
         reviews: totals.summary,
         ranked,

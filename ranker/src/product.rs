@@ -66,8 +66,6 @@ pub(crate) struct ProductOutcome {
     pub slots_written: u64,
     /// Slots that existed beyond the new picks and were removed (or would be).
     pub slots_deleted: u64,
-    /// Whether the product's review summary was written (not in a dry run).
-    pub summary_written: bool,
 }
 
 /// Totals of one product's pages.
@@ -351,11 +349,10 @@ pub(crate) async fn rank_product(
     }
     let kept_slots = (1u16 << ranked.len().min(usize::from(MAX_RANK))) - 1;
     Ok(ProductOutcome {
-        comments_scored: totals.summary.count,
+        comments_scored: totals.summary.count(),
         skipped_rows: totals.skipped_rows,
         slots_written: ranked.len() as u64,
         slots_deleted: u64::from((existing_slots & !kept_slots).count_ones()),
-        summary_written: job.writer.is_some(),
         ranked,
     })
 }

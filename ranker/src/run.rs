@@ -184,6 +184,8 @@ async fn drive(
         record(&mut report, &mut task_products, done, options);
     }
     report.interrupted |= stop.is_cancelled();
+    // Each ranked product's summary is written with its ranking, in the same call.
+    report.summaries_written = if report.dry_run { 0 } else { report.products_ranked };
     report.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     report.pacing = pacer.report(report.comments_scored, started.elapsed());
     report.comment_fetches = fetcher.calls();
@@ -231,7 +233,6 @@ fn record(
             report.skipped_rows += outcome.skipped_rows;
             report.slots_written += outcome.slots_written;
             report.slots_deleted += outcome.slots_deleted;
-            report.summaries_written += u64::from(outcome.summary_written);
         }
         Err(error) => report.failures.push(ProductFailure { product, error }),
     }
@@ -340,7 +341,7 @@ impl Worker {
                 let ((), totals) =
                     stream_comments(&product, index, &job.fetcher, (), count, job.progress.as_deref()).await?;
                 Ok(ProductOutcome {
-                    comments_scored: totals.summary.count,
+                    comments_scored: totals.summary.count(),
                     skipped_rows: totals.skipped_rows,
                     ..ProductOutcome::default()
                 })

@@ -273,7 +273,7 @@ mod tests {
             product: product(),
             as_of_ms: 1_700_000_000_000,
             ranked: vec![(comment("ORDER00002"), 0.75), (comment("ORDER00001"), 0.5)],
-            summary: ReviewSummary { count: 3, rated: [0, 0, 0, 1, 1], unrated: 1, with_photos: 1 },
+            summary: ReviewSummary { rated: [0, 0, 0, 1, 1], unrated: 1, with_photos: 1 },
         };
         let json: serde_json::Value = serde_json::from_slice(&ranking.record_json()).expect("json");
         assert_eq!(

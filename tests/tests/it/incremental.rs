@@ -103,7 +103,7 @@ async fn mark_slots(store: &Store, products: u64) {
 
 /// The number of reviews in `number`'s stored summary.
 async fn summarised_reviews(store: &Store, number: u64) -> u64 {
-    store.ranking(&product(number)).await.expect("ranking").summary.expect("a summary").count
+    store.ranking(&product(number)).await.expect("ranking").summary.expect("a summary").count()
 }
 
 /// The products whose slots a run rewrote since [`mark_slots`].
