@@ -56,15 +56,8 @@ pub fn install_exporter(address: SocketAddr) -> Result<(), metrics_exporter_prom
         metrics::Unit::Seconds,
         "Time the latest incremental run took to find the products to rank"
     );
-    // Set by the ranker library's pacer (ranker::pace) during each run.
-    metrics::describe_gauge!(
-        ranker::pace::PACE_RATE,
-        "Comments per second the running ranking run may read now (its adaptive pacing's rate)"
-    );
-    metrics::describe_counter!(
-        ranker::pace::PACE_SLOWDOWNS,
-        "Times the ranking runs' adaptive pacing cut the rate because HBase calls slowed down"
-    );
+    // Set by the ranker library as it runs: products, comments, pacing.
+    ranker::telemetry::describe_metrics();
     Ok(())
 }
 

@@ -201,6 +201,9 @@ impl IntoResponse for ApiError {
         };
         let body = ErrorBody { error: ErrorDetail { code: self.code.as_str().to_owned(), message } };
         let mut response = (status, axum::Json(body)).into_response();
+        // For the metrics middleware, which counts errors by code: a 503 alone
+        // does not say whether HBase was down, saturated or too slow.
+        response.extensions_mut().insert(self.code);
         let headers = response.headers_mut();
         headers.insert(header::CACHE_CONTROL, HeaderValue::from_static("no-store"));
         if status == StatusCode::SERVICE_UNAVAILABLE {

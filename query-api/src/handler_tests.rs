@@ -225,6 +225,10 @@ async fn health_carries_a_request_id_and_metrics_count_requests() {
         text.contains("route=\"/v1/products/{productId}/comments\",status=\"400\""),
         "requests are counted by route template: {text}"
     );
+    assert!(
+        text.contains("reviews_api_http_errors_total{route=\"/v1/products/{productId}/comments\",code=\"invalid_id\"}"),
+        "errors are counted by route template and code: {text}"
+    );
     assert!(text.contains("reviews_api_http_request_duration_seconds_bucket"), "{text}");
 }
 

@@ -9,10 +9,14 @@ use axum::middleware::Next;
 use axum::response::Response;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
+use crate::error::ErrorCode;
+
 /// Requests answered, by method, route template and status.
 pub const HTTP_REQUESTS: &str = "reviews_api_http_requests_total";
 /// Request latency, by method and route template: a histogram.
 pub const HTTP_REQUEST_SECONDS: &str = "reviews_api_http_request_duration_seconds";
+/// Error answers, by route template and error code (`overloaded`, `timeout`, `unavailable`, ...).
+pub const HTTP_ERRORS: &str = "reviews_api_http_errors_total";
 /// Ranked reads by what the cache did (`hit`, `miss`, `disabled`).
 pub const RANKED_CACHE_REQUESTS: &str = "reviews_api_ranked_cache_requests_total";
 /// The ranked-read cache's current weight in bytes.
@@ -61,6 +65,10 @@ fn describe_metrics() {
         metrics::Unit::Seconds,
         "HTTP request latency, by method and route template"
     );
+    metrics::describe_counter!(
+        HTTP_ERRORS,
+        "HTTP error answers, by route template and error code (the body's error.code)"
+    );
     metrics::describe_gauge!(CONNECTIONS_OPEN, "HTTP connections open, at most --max-connections");
     metrics::describe_counter!(
         CONNECTIONS_REFUSED,
@@ -98,6 +106,9 @@ pub async fn record_request(request: Request, next: Next) -> Response {
         tracing::info!(%route, %status, elapsed_ms = elapsed * 1_000.0, "slow request");
     } else {
         tracing::debug!(%route, %status, elapsed_ms = elapsed * 1_000.0, "request");
+    }
+    if let Some(code) = response.extensions().get::<ErrorCode>() {
+        metrics::counter!(HTTP_ERRORS, "route" => route.clone(), "code" => code.as_str()).increment(1);
     }
     metrics::counter!(HTTP_REQUESTS, "method" => method, "route" => route, "status" => status).increment(1);
     response

@@ -15,7 +15,8 @@
 //!   reads what a run reads without scoring or writing (the benchmark baseline).
 //! - [`pace`] paces a run by the latency of its own HBase calls, so the
 //!   nightly run leaves online reads their latency.
-//! - [`config`] is the TOML configuration file.
+//! - [`config`] is the TOML configuration file; [`telemetry`] the run's
+//!   metrics and their push to a Prometheus Pushgateway.
 
 pub mod changes;
 pub mod config;
@@ -32,6 +33,7 @@ pub mod score;
 pub mod select;
 pub mod shard;
 pub mod shard_plan;
+pub mod telemetry;
 mod writer;
 
 use std::sync::atomic::{AtomicU64, Ordering};

@@ -12,10 +12,12 @@ use common::exit::ExitStatus;
 use common::store::lease::{Clock, LeaseRequest, ReleaseOutcome, SystemClock, TakeOutcome};
 use common::store::Store;
 use common::Id;
+use metrics_exporter_prometheus::PrometheusHandle;
 use ranker::console::{self, ProgressDisplay};
 use ranker::history::{parse_time, ChangedSince};
 use ranker::keeper::{keep_lease, KeeperEnd, StoreRenewer};
 use ranker::shard_plan::{self, PlanOrigin};
+use ranker::telemetry::{Pushgateway, RunOutcome, PUSH_INTERVAL};
 use ranker::{Incremental, PaceMode, RankerConfig, RunOptions, RunProgress, RunReport, Scope, Shard};
 use tokio_util::sync::CancellationToken;
 
@@ -201,6 +203,14 @@ struct RunArgs {
     #[arg(long, value_name = "SECS", requires = "changed_since")]
     skew_margin_secs: Option<u64>,
 
+    /// Push the run's metrics to the Prometheus Pushgateway at URL: its
+    /// progress every 15 s and its outcome at the end, in the group
+    /// job="reviews_ranker", scope="all" (or "shard-I-of-N"). For runs a
+    /// scheduler starts, such as a Kubernetes CronJob, which no scrape finds.
+    #[arg(long, value_name = "URL", env = "RANKER_PUSHGATEWAY", value_parser = parse_push_url,
+          conflicts_with_all = ["product", "dry_run"])]
+    pushgateway: Option<String>,
+
     #[command(flatten)]
     lease: LeaseArgs,
 
@@ -263,6 +273,15 @@ fn parse_rate(text: &str) -> Result<f64, String> {
     }
 }
 
+/// Checks a Pushgateway's base URL: http or https, with a host.
+fn parse_push_url(text: &str) -> Result<String, String> {
+    match reqwest::Url::parse(text.trim()) {
+        Ok(url) if matches!(url.scheme(), "http" | "https") && url.has_host() => Ok(text.trim().to_owned()),
+        Ok(_) => Err(format!("expected an http(s) URL such as http://pushgateway:9091, got {text:?}")),
+        Err(error) => Err(format!("expected an http(s) URL such as http://pushgateway:9091: {error}")),
+    }
+}
+
 fn now_ms() -> i64 {
     chrono::Utc::now().timestamp_millis()
 }
@@ -308,7 +327,7 @@ async fn run_pass(
     lease: Option<&LeaseArgs>,
     plan: RunPlan,
     explicit_as_of_ms: Option<i64>,
-) -> Result<ExitCode> {
+) -> Result<ExitStatus> {
     let store = pass.hbase.store().context("configuring HBase access")?;
     let progress = Arc::new(RunProgress::default());
     options.progress = Some(progress.clone());
@@ -335,7 +354,7 @@ async fn run_pass(
                 ));
                 Some((done, task))
             }
-            None => return Ok(ExitStatus::TryLater.into()),
+            None => return Ok(ExitStatus::TryLater),
         },
         None => None,
     };
@@ -399,8 +418,70 @@ async fn run_pass(
         ExitStatus::Interrupted
     } else {
         ExitStatus::Success
+    })
+}
+
+/// The Pushgateway group of a run: `all`, or `shard-I-of-N`.
+fn push_scope(scope: &ScopeArgs) -> String {
+    match scope.shard {
+        Some(shard) => format!("shard-{}-of-{}", shard.index, shard.count),
+        None => "all".to_owned(),
     }
-    .into())
+}
+
+/// A run's metrics on their way to a Pushgateway: the process's recorder, a
+/// task pushing them every [`PUSH_INTERVAL`], and the last push at the end.
+struct RunPush {
+    gateway: Pushgateway,
+    handle: PrometheusHandle,
+    periodic: tokio::task::JoinHandle<()>,
+}
+
+impl RunPush {
+    /// Installs the recorder and starts the periodic pushes. The first push
+    /// waits one interval, so a run that exits 75 at once (another run of the
+    /// scope holds the lease) pushes nothing over that run's metrics.
+    fn start(url: &str, scope: &str) -> Result<RunPush> {
+        let recorder = common::telemetry::prometheus_builder().build_recorder();
+        let handle = recorder.handle();
+        metrics::set_global_recorder(recorder).context("installing the metrics recorder")?;
+        common::telemetry::describe_shared_metrics();
+        ranker::telemetry::describe_metrics();
+        ranker::telemetry::describe_run_gauges();
+        metrics::gauge!(ranker::telemetry::RUN_IN_PROGRESS).set(1.0);
+        let gateway = Pushgateway::new(url, scope);
+        let periodic = tokio::spawn({
+            let (gateway, handle) = (gateway.clone(), handle.clone());
+            async move {
+                let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + PUSH_INTERVAL, PUSH_INTERVAL);
+                loop {
+                    ticks.tick().await;
+                    if let Err(error) = gateway.push(handle.render()).await {
+                        tracing::warn!(%error, "pushing the run's progress failed; the next push tries again");
+                    }
+                }
+            }
+        });
+        Ok(RunPush { gateway, handle, periodic })
+    }
+
+    /// Sets the outcome gauges from the run's `status` and pushes them. A
+    /// failed push is logged: the run's own outcome does not depend on it.
+    async fn finish(self, status: &Result<ExitStatus>, duration: Duration) {
+        self.periodic.abort();
+        let outcome = match status {
+            Ok(ExitStatus::Success) => RunOutcome::Succeeded,
+            Ok(ExitStatus::Interrupted) => RunOutcome::Interrupted,
+            // Another run of this scope holds the lease and pushes its own outcome.
+            Ok(ExitStatus::TryLater) => return,
+            Ok(ExitStatus::Failure | ExitStatus::Usage) | Err(_) => RunOutcome::Failed,
+        };
+        ranker::telemetry::run_ended(outcome, now_ms() as f64 / 1_000.0, duration);
+        match self.gateway.push(self.handle.render()).await {
+            Ok(()) => tracing::info!(outcome = <&str>::from(outcome), "pushed the run's metrics"),
+            Err(error) => tracing::error!(%error, "pushing the run's outcome failed; alerts see the previous one"),
+        }
+    }
 }
 
 /// What a run does besides ranking: whether it is incremental, and whether it
@@ -619,7 +700,16 @@ async fn run_command(cli: &Cli) -> Result<ExitCode> {
                     .map_or_else(|| config.incremental.skew_margin(), Duration::from_secs),
                 record: needs_lease,
             };
-            run_pass(&args.pass, options, false, lease, plan, args.as_of).await
+            let push = match &args.pushgateway {
+                Some(url) => Some(RunPush::start(url, &push_scope(&args.pass.scope))?),
+                None => None,
+            };
+            let started = std::time::Instant::now();
+            let status = run_pass(&args.pass, options, false, lease, plan, args.as_of).await;
+            if let Some(push) = push {
+                push.finish(&status, started.elapsed()).await;
+            }
+            status.map(Into::into)
         }
         Command::Shards(args) => shards(args).await,
         Command::Explain(args) => explain(args).await,
@@ -628,7 +718,7 @@ async fn run_command(cli: &Cli) -> Result<ExitCode> {
             // The raw baseline: unpaced unless --pace says otherwise.
             let config = load_config(args.pass.config.as_ref())?;
             let options = options(&args.pass, &config, now_ms(), Some(PaceMode::Off));
-            run_pass(&args.pass, options, true, None, RunPlan::default(), None).await
+            run_pass(&args.pass, options, true, None, RunPlan::default(), None).await.map(Into::into)
         }
     }
 }
@@ -663,6 +753,30 @@ mod tests {
             let error = parse(&bad).expect_err("refused");
             assert_eq!(error.kind(), clap::error::ErrorKind::ValueValidation, "{bad:?}");
         }
+    }
+
+    #[test]
+    fn pushgateway_takes_an_http_url_and_only_for_recorded_runs() {
+        let parse = |arguments: &[&str]| Cli::try_parse_from([&["ranker", "run"], arguments].concat());
+        for good in
+            [&["--pushgateway", "http://pushgateway:9091"][..], &["--pushgateway", "https://p/", "--shard", "1/4"]]
+        {
+            assert!(parse(good).is_ok(), "{good:?}");
+        }
+        for bad in [
+            &["--pushgateway", "pushgateway:9091"][..],
+            &["--pushgateway", "ftp://pushgateway"],
+            &["--pushgateway", "http://p:9091", "--product", "P000000001"],
+            &["--pushgateway", "http://p:9091", "--dry-run"],
+        ] {
+            assert!(parse(bad).is_err(), "{bad:?}");
+        }
+        let scope = |arguments: &[&str]| match parse(arguments).expect("parses") {
+            Cli { command: Command::Run(args) } => push_scope(&args.pass.scope),
+            other => panic!("unexpected {other:?}"),
+        };
+        assert_eq!(scope(&[]), "all");
+        assert_eq!(scope(&["--shard", "3/8"]), "shard-3-of-8");
     }
 
     #[test]

@@ -292,6 +292,7 @@ where
         });
         let (processed, next) = tokio::join!(processed, index.next_page(product, fetcher));
         state = processed?;
+        crate::telemetry::comments_scored(count);
         if let Some(progress) = progress {
             progress.add_comments(count);
         }

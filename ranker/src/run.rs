@@ -236,6 +236,7 @@ fn record(
         }
         Err(error) => report.failures.push(ProductFailure { product, error }),
     }
+    crate::telemetry::product_finished(failed);
     if let Some(progress) = &options.progress {
         progress.finish_product(failed);
     }
