@@ -26,7 +26,7 @@
 # those, and the summary covers what ran). Stays out of CI: it needs the
 # 1,000,000-comment data set and a quiet machine.
 #
-# The deployment of cron/deploy/README.md ("Batch traffic through a gateway of
+# The deployment of deploy/README.md ("Batch traffic through a gateway of
 # its own"): CONTENTION_BATCH_GATEWAY=PORT starts a second Thrift gateway on
 # PORT for the ranker alone (query-api keeps REVIEWS_THRIFT_ADDR), and
 # CONTENTION_BATCH_NICE=N runs the ranker and that gateway at nice N, standing

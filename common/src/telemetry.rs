@@ -40,9 +40,17 @@ pub fn prometheus_builder() -> PrometheusBuilder {
     }
 }
 
-/// Registers the HELP text of the shared metrics with the installed recorder.
-/// Call it once the recorder is installed.
+/// Registers the HELP text of the shared metrics with the installed recorder,
+/// and makes the counters without open-ended labels exist at 0 (Prometheus'
+/// `increase()` cannot see a counter's first value, so an alert would miss
+/// the first connect error of a process). Call it once the recorder is installed.
 pub fn describe_shared_metrics() {
+    for counter in [HBASE_CONNECT_ERRORS, HBASE_RETRIES, HBASE_ABANDONED] {
+        metrics::counter!(counter).absolute(0);
+    }
+    for reason in ["queue_full", "queue_timeout"] {
+        metrics::counter!(HBASE_OVERLOADED, "reason" => reason).absolute(0);
+    }
     metrics::describe_histogram!(
         HBASE_CALL_SECONDS,
         metrics::Unit::Seconds,

@@ -58,6 +58,16 @@ pub fn install_exporter(address: SocketAddr) -> Result<(), metrics_exporter_prom
     );
     // Set by the ranker library as it runs: products, comments, pacing.
     ranker::telemetry::describe_metrics();
+    ranker::telemetry::initialize_counters();
+    // Every outcome's counter exists from the start at 0: Prometheus' increase()
+    // cannot see a counter's first value, so a first failure would go unseen.
+    for status in [RunStatus::Succeeded, RunStatus::Failed, RunStatus::Interrupted] {
+        for kind in [RunKind::Full, RunKind::Incremental] {
+            metrics::counter!(RUNS, "outcome" => status.as_str(), "kind" => kind.as_str()).absolute(0);
+        }
+    }
+    metrics::counter!(LEASES_LOST).absolute(0);
+    metrics::counter!(PRODUCTS_RANKED).absolute(0);
     Ok(())
 }
 

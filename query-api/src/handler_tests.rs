@@ -201,6 +201,30 @@ async fn an_unreachable_hbase_answers_503_within_the_deadline() {
 }
 
 #[tokio::test]
+async fn a_read_cut_short_by_the_request_deadline_is_a_timeout() {
+    // A gateway that accepts connections and never answers.
+    let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind");
+    let address = listener.local_addr().expect("address").to_string();
+    tokio::spawn(async move {
+        let mut held = Vec::new();
+        while let Ok((connection, _)) = listener.accept().await {
+            held.push(connection);
+        }
+    });
+    let settings = Settings { request_timeout: Duration::from_millis(300), ..Settings::default() };
+    let hbase = Hbase::new(crate::config::service_hbase_config(
+        HbaseConfig { address, ..HbaseConfig::default() },
+        settings.request_timeout,
+    ));
+    let store = ReadStore::new(hbase, Tables::with_prefix("black_hole_").expect("prefix"));
+    let app = crate::app(AppState::new(store, settings));
+    let started = Instant::now();
+    let answer = get(&app, "/v1/products/P000000001/comments").await;
+    answer.assert_error(StatusCode::SERVICE_UNAVAILABLE, "timeout");
+    assert!(started.elapsed() < Duration::from_secs(1), "answered after {:?}", started.elapsed());
+}
+
+#[tokio::test]
 async fn health_carries_a_request_id_and_metrics_count_requests() {
     let app = offline_app(Duration::from_secs(5));
     let answer = get(&app, "/healthz").await;

@@ -40,7 +40,12 @@ impl AppState {
     /// type: nothing the routes reach can write.
     pub fn new(store: ReadStore, settings: Settings) -> AppState {
         let ranked_cache = (!settings.ranked_cache_ttl.is_zero()).then(|| ranked_cache::build(&settings));
-        AppState { store, settings: Arc::new(settings), ranked_cache, metrics: telemetry::prometheus_handle() }
+        let metrics = telemetry::prometheus_handle();
+        if ranked_cache.is_some() {
+            // Beside the cache's weight, so an alert can tell how close it is to its bound.
+            metrics::gauge!(telemetry::RANKED_CACHE_MAX_BYTES).set(settings.ranked_cache_max_bytes as f64);
+        }
+        AppState { store, settings: Arc::new(settings), ranked_cache, metrics }
     }
 
     /// The store the routes read.

@@ -21,6 +21,8 @@ pub const HTTP_ERRORS: &str = "reviews_api_http_errors_total";
 pub const RANKED_CACHE_REQUESTS: &str = "reviews_api_ranked_cache_requests_total";
 /// The ranked-read cache's current weight in bytes.
 pub const RANKED_CACHE_BYTES: &str = "reviews_api_ranked_cache_bytes";
+/// The ranked-read cache's bound in bytes (`--ranked-cache-max-bytes`), when the cache is on.
+pub const RANKED_CACHE_MAX_BYTES: &str = "reviews_api_ranked_cache_max_bytes";
 
 /// Connections open now.
 pub const CONNECTIONS_OPEN: &str = "reviews_api_connections_open";
@@ -77,6 +79,11 @@ fn describe_metrics() {
     metrics::describe_counter!(
         CONNECTIONS_CLOSED,
         "Connections the service closed: header_timeout (no whole request head in time) or idle (keep-alive timeout)"
+    );
+    metrics::describe_gauge!(
+        RANKED_CACHE_MAX_BYTES,
+        metrics::Unit::Bytes,
+        "The ranked-read cache's bound, --ranked-cache-max-bytes (absent when the cache is off)"
     );
     metrics::describe_counter!(RANKED_CACHE_REQUESTS, "Ranked reads by what the cache did: hit, miss or disabled");
     metrics::describe_gauge!(

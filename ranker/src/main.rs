@@ -438,9 +438,9 @@ struct RunPush {
 }
 
 impl RunPush {
-    /// Installs the recorder and starts the periodic pushes. The first push
-    /// waits one interval, so a run that exits 75 at once (another run of the
-    /// scope holds the lease) pushes nothing over that run's metrics.
+    /// Installs the recorder and starts the periodic pushes, the first at
+    /// once: the counters start at 0 in the Pushgateway, so the alerts'
+    /// `increase()` sees this run's first failed product.
     fn start(url: &str, scope: &str) -> Result<RunPush> {
         let recorder = common::telemetry::prometheus_builder().build_recorder();
         let handle = recorder.handle();
@@ -448,12 +448,13 @@ impl RunPush {
         common::telemetry::describe_shared_metrics();
         ranker::telemetry::describe_metrics();
         ranker::telemetry::describe_run_gauges();
+        ranker::telemetry::initialize_counters();
         metrics::gauge!(ranker::telemetry::RUN_IN_PROGRESS).set(1.0);
         let gateway = Pushgateway::new(url, scope);
         let periodic = tokio::spawn({
             let (gateway, handle) = (gateway.clone(), handle.clone());
             async move {
-                let mut ticks = tokio::time::interval_at(tokio::time::Instant::now() + PUSH_INTERVAL, PUSH_INTERVAL);
+                let mut ticks = tokio::time::interval(PUSH_INTERVAL);
                 loop {
                     ticks.tick().await;
                     if let Err(error) = gateway.push(handle.render()).await {

@@ -59,6 +59,17 @@ pub fn describe_metrics() {
     );
 }
 
+/// Makes the run counters exist at 0 before anything counts. Prometheus'
+/// `increase()` cannot see a counter's first value, so a product failing in a
+/// counter created by that failure would go unseen by the alerts.
+pub fn initialize_counters() {
+    for result in ["ranked", "failed"] {
+        metrics::counter!(PRODUCTS, "result" => result).absolute(0);
+    }
+    metrics::counter!(COMMENTS_SCORED).absolute(0);
+    metrics::counter!(crate::pace::PACE_SLOWDOWNS).absolute(0);
+}
+
 /// Registers the HELP text of the outcome gauges a `ranker run` pushes.
 pub fn describe_run_gauges() {
     metrics::describe_gauge!(RUN_LAST_SUCCESS, metrics::Unit::Seconds, "Unix time the latest successful run ended");
