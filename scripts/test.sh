@@ -1,8 +1,10 @@
 #!/usr/bin/env bash
 # Runs every check and every test, the way CI does, on a fresh machine:
-# formatting, lints, unit tests, the integration tests against a real HBase
-# that this script starts (resolving it from Maven Central on first use), and
-# the OpenAPI fuzzer against the live service on that HBase.
+# formatting, lints, unit tests, the monitoring rules' own tests (promtool,
+# installing Debian's prometheus packages on first use), the integration tests
+# against a real HBase that this script starts (resolving it from Maven
+# Central on first use), and the OpenAPI fuzzer against the live service on
+# that HBase.
 #
 # The tests get an HBase of their own, fresh on every run (run dir
 # hbase/run-test, Thrift1 port 9190, Thrift2 port 9191, ZooKeeper port 21910;
@@ -29,6 +31,9 @@ for service in query-api ranker cron; do
         exit 1
     fi
 done
+# The alerting and recording rules parse and every alert fires when it should
+# and only then; this also installs what the live monitoring test runs.
+deploy/monitoring/check.sh
 # Build everything before HBase starts, so the two do not compete for the CPU.
 # The tests that spawn a binary have Cargo build it (`integration_tests::cargo_binary`
 # runs `cargo build --workspace --bin <name>`), which finds it up to date after this.

@@ -1,11 +1,6 @@
 //! What the daemon tells Prometheus, so an operator can alert when the nightly
-//! ranking stops succeeding:
-//!
-//! ```text
-//! # No successful run for 26 hours (max over both daemons; absent = never succeeded):
-//! time() - max(reviews_ranker_cron_last_success_timestamp_seconds) > 26 * 3600
-//!   or absent(reviews_ranker_cron_last_success_timestamp_seconds)
-//! ```
+//! ranking stops succeeding (`deploy/monitoring/rules/alerts.yml`,
+//! `RankingDaemonNoRecentSuccess`).
 //!
 //! The last-success gauge is read from the run history in HBase (at start,
 //! after every tick and every few minutes), so a standby daemon that never
