@@ -7,7 +7,8 @@
 //! - [`product`] ranks one product: it streams the product's index in pages,
 //!   fetches comments with multi-gets, scores on rayon and writes the slots.
 //! - [`run()`] ranks every product (or one, or one [`Shard`]) concurrently,
-//!   retrying and reporting failures; the CLI and the cron daemon both call it.
+//!   retrying and reporting failures; [`recorded`] wraps it in a run recorded
+//!   in the run history, which the CLI and the cron daemon both call.
 //! - [`shard`] cuts the key space into shards along `product-comment`'s
 //!   regions (a pure function), and [`shard_plan`] samples the table and makes
 //!   the shards of one run agree on one plan through HBase.
@@ -28,6 +29,7 @@ pub mod history;
 pub mod keeper;
 pub mod pace;
 mod product;
+pub mod recorded;
 mod run;
 pub mod score;
 pub mod select;

@@ -16,6 +16,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use ranker::console::{self, ProgressDisplay};
 use ranker::history::{parse_time, ChangedSince};
 use ranker::keeper::{keep_lease, KeeperEnd, StoreRenewer};
+use ranker::recorded::RunIdentity;
 use ranker::shard_plan::{self, PlanOrigin};
 use ranker::telemetry::{Pushgateway, RunOutcome, PUSH_INTERVAL};
 use ranker::{Incremental, PaceMode, RankerConfig, RunOptions, RunProgress, RunReport, Scope, Shard};
@@ -358,48 +359,41 @@ async fn run_pass(
         },
         None => None,
     };
-    // Taken before the watermark is read and anything listed: a change this
-    // run could miss is newer than its start, so the next run's watermark
-    // (this start, once it completes) catches it.
-    let started_ms = now_ms();
-    let planned = async {
-        // A shard's range comes from the run's plan, agreed through HBase,
-        // before anything reads the range (the watermark, the record). Only a
-        // run that writes stores a plan: a dry run or a read pass uses the
-        // run's stored plan if there is one, else a fresh one.
+    // What the run ranks, planned once its start is taken: a shard's range
+    // from the run's plan, agreed through HBase before anything reads the
+    // range, then what changed since the watermark. Only a run that writes
+    // stores a shard plan: a dry run or a read pass uses the run's stored
+    // plan if there is one, else a fresh one.
+    let may_store = !read_only && !options.dry_run;
+    let planner = async |options: &mut RunOptions| -> Result<(), ranker::RankerError> {
         if let Some(shard) = pass.scope.shard {
-            let may_store = !read_only && !options.dry_run;
             options.scope = plan_shard(&store, &pass.scope, shard, explicit_as_of_ms, may_store).await?;
         }
-        plan_changes(&store, &mut options, &plan).await
-    }
-    .await;
-    let mut record = plan.record.then(|| {
-        ranker::history::started_record(
-            manual_run_id(started_ms),
-            ranker::keeper::default_holder(),
-            started_ms,
-            1,
-            started_ms,
-            &options,
-        )
-    });
-    if let Some(record) = &record {
-        ranker::history::save(&store, record).await;
-    }
+        plan_changes(&store, options, &plan).await
+    };
     let verb = if read_only { "read" } else { "ranked" };
     let display = ProgressDisplay::start(progress, verb);
-    let outcome = match planned {
-        Err(error) => Err(error),
-        Ok(()) if read_only => ranker::read_pass(&store, &options, stop.clone()).await,
-        Ok(()) => ranker::run(&store, &options, stop.clone()).await,
+    let outcome = if plan.record {
+        let slot_ms = clock.now_ms();
+        let identity = RunIdentity {
+            run_id: manual_run_id(slot_ms),
+            holder: ranker::keeper::default_holder(),
+            slot_ms,
+            attempt: 1,
+        };
+        ranker::recorded::run_recorded(&store, options, identity, clock.as_ref(), planner, stop.clone(), &stop)
+            .await
+            .result
+    } else {
+        // Nothing reads back the record of a one-product rerun, a dry run or
+        // a read pass, so they keep none.
+        match planner(&mut options).await {
+            Err(error) => Err(error),
+            Ok(()) if read_only => ranker::read_pass(&store, &options, stop.clone()).await,
+            Ok(()) => ranker::run(&store, &options, stop.clone()).await,
+        }
     };
     display.finish().await;
-    if let Some(record) = &mut record {
-        record.ended_ms = Some(now_ms());
-        ranker::history::conclude(record, &outcome, stop.is_cancelled());
-        ranker::history::save(&store, record).await;
-    }
     let lease_lost = match keeper {
         Some((done, task)) => release_manual_lease(&store, done, task, clock.as_ref()).await,
         None => false,

@@ -16,7 +16,7 @@ use std::collections::BTreeMap;
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::hbase::{Hbase, HbaseConfig};
 use common::schema::{self, Regions};
@@ -299,5 +299,19 @@ async fn forward(
         if to.write_all(&buffer[..read]).await.is_err() {
             return;
         }
+    }
+}
+
+/// Polls `check` every 100 ms until it answers `Some`, and returns that;
+/// fails the test, naming `what`, after `limit`. Tests wait for events with
+/// this (a run recorded, a port answering) instead of sleeping a guess.
+pub async fn wait_for<T>(limit: Duration, what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    let deadline = Instant::now() + limit;
+    loop {
+        if let Some(value) = check().await {
+            return value;
+        }
+        assert!(Instant::now() < deadline, "timed out after {limit:?} waiting for {what}");
+        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }

@@ -1,10 +1,11 @@
 //! One attempt at a slot: what it ranks (everything, or with incremental
-//! nights what changed since the last completed run), its record in the run
-//! history (written as running, then rewritten with how it ended), the ranker
-//! run in-process as of the slot's time, and the attempt's metrics. Also the last-success gauge, read
-//! back from the shared history.
+//! nights what changed since the last completed run), run in-process as of
+//! the slot's time as one recorded run (`ranker::recorded`, which `ranker run`
+//! shares), and the attempt's metrics. Also the last-success gauge, read back
+//! from the shared history.
 
 use common::store::runs::{RunRecord, RunStatus};
+use ranker::recorded::RunIdentity;
 use ranker::RankerError;
 use tokio_util::sync::CancellationToken;
 
@@ -15,39 +16,32 @@ use crate::metrics;
 const LAST_SUCCESS_SEARCH: usize = 50;
 
 impl Daemon {
-    /// One attempt: record it as running, run the ranker in-process, record how it ended.
+    /// One attempt: a recorded run ([`ranker::recorded::run_recorded`]) as
+    /// of the slot's time, planned by [`Daemon::plan`], with its metrics.
     pub(super) async fn attempt(&self, slot_ms: i64, attempt: u32, stop: &CancellationToken) -> RunRecord {
-        let Inner { store, settings, clock, .. } = self.inner.as_ref();
+        let Inner { store, settings, clock, shutdown, .. } = self.inner.as_ref();
         // Every attempt at a slot ranks as of the slot's time, so retries and
         // the other daemon would write exactly the same slots.
         let mut options = settings.run_options.clone();
         options.as_of_ms = slot_ms;
         options.dry_run = false;
-        let started_ms = clock.now_ms();
-        let planned = self.plan(slot_ms, &mut options).await;
-        let mut record = ranker::history::started_record(
-            run_id(slot_ms, attempt),
-            settings.holder.clone(),
-            slot_ms,
-            attempt,
-            started_ms,
-            &options,
-        );
-        self.save(&record).await;
-        tracing::info!(run_id = %record.run_id, slot = %utc(slot_ms), attempt, kind = record.kind.as_str(),
-            changed_since_ms = record.changed_since_ms, "ranking run started");
-
+        let identity =
+            RunIdentity { run_id: run_id(slot_ms, attempt), holder: settings.holder.clone(), slot_ms, attempt };
         let timer = std::time::Instant::now();
         metrics::run_in_progress(true);
-        let result = match planned {
-            Ok(()) => ranker::run(store, &options, stop.clone()).await,
-            Err(error) => Err(error),
-        };
+        let outcome = ranker::recorded::run_recorded(
+            store,
+            options,
+            identity,
+            clock.as_ref(),
+            async |options: &mut ranker::RunOptions| self.plan(slot_ms, options).await,
+            stop.clone(),
+            shutdown,
+        )
+        .await;
         metrics::run_in_progress(false);
-        record.ended_ms = Some(clock.now_ms());
-        ranker::history::conclude(&mut record, &result, self.inner.shutdown.is_cancelled());
-        self.save(&record).await;
-        if let Ok(report) = &result {
+        let record = outcome.record;
+        if let Ok(report) = &outcome.result {
             if let Some(changes) = &report.changes {
                 metrics::changes_found(changes);
             }
@@ -58,20 +52,6 @@ impl Daemon {
                 metrics::last_success(ended_ms);
             }
         }
-        tracing::info!(
-            run_id = %record.run_id,
-            status = %record.status,
-            kind = record.kind.as_str(),
-            products_changed = record.products_changed,
-            products = record.products,
-            comments_scored = record.comments_scored,
-            slots_written = record.slots_written,
-            slots_deleted = record.slots_deleted,
-            failures = record.failures,
-            duration_ms = record.duration_ms().unwrap_or_default(),
-            error = record.error.as_deref().unwrap_or_default(),
-            "ranking run ended"
-        );
         record
     }
 

@@ -4,7 +4,6 @@
 //! and `virtual_time` runs production-sized pauses in tokio's paused time.
 
 use std::collections::HashSet;
-use std::future::Future;
 use std::sync::atomic::{AtomicI64, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -16,7 +15,7 @@ use common::store::runs::{RunKind, RunRecord, RunStatus};
 use common::store::{NewComment, Store};
 use cron::{Daemon, DaemonSettings, RetryPolicy, Schedule, SlotOutcome, StartMode};
 use integration_tests::fixtures::post_all;
-use integration_tests::{fresh_store, test_id};
+use integration_tests::{fresh_store, test_id, wait_for};
 use ranker::console::format_runs_table;
 
 /// A clock the test moves by hand, so lease expiry needs no waiting.
@@ -87,22 +86,6 @@ fn settings(holder: &str, expression: &str, attempts: u32) -> DaemonSettings {
         retry: RetryPolicy { attempts, backoff: Duration::from_millis(200), max_backoff: Duration::from_millis(200) },
         run_options,
         incremental: None,
-    }
-}
-
-/// Polls `check` every 100 ms until it answers `Some`, failing after `limit`.
-async fn wait_for<T, F, Fut>(limit: Duration, what: &str, mut check: F) -> T
-where
-    F: FnMut() -> Fut,
-    Fut: Future<Output = Option<T>>,
-{
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "timed out after {limit:?} waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
     }
 }
 

@@ -22,7 +22,7 @@ use common::model::Record;
 use common::store::Store;
 use integration_tests::app::closed_address;
 use integration_tests::fixtures::{post_all, Catalogue};
-use integration_tests::{cargo_binary, free_port, fresh_store, thrift_addr};
+use integration_tests::{cargo_binary, free_port, fresh_store, thrift_addr, wait_for};
 use serde_json::Value;
 
 use crate::rows::put_value;
@@ -75,18 +75,6 @@ impl Drop for Spawned {
 /// The repository's `deploy/monitoring/` folder.
 fn monitoring_dir() -> PathBuf {
     Path::new(env!("CARGO_MANIFEST_DIR")).join("../deploy/monitoring").canonicalize().expect("deploy/monitoring")
-}
-
-/// Polls `check` every 100 ms until it returns `Some`, or panics after `limit` saying `what`.
-async fn wait_until<T>(what: &str, limit: Duration, mut check: impl AsyncFnMut() -> Option<T>) -> T {
-    let deadline = Instant::now() + limit;
-    loop {
-        if let Some(value) = check().await {
-            return value;
-        }
-        assert!(Instant::now() < deadline, "{what}: not within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    }
 }
 
 fn query_api(name: &str, listen: u16, metrics: u16, extra: &[String]) -> Spawned {
@@ -229,7 +217,7 @@ async fn every_alert_and_dashboard_expression_selects_live_series() {
     );
     let pushgateway = format!("http://127.0.0.1:{pushgateway_port}");
     let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().expect("client");
-    wait_until("the Pushgateway is ready", Duration::from_secs(30), async || {
+    wait_for(Duration::from_secs(30), "the Pushgateway is ready", async || {
         (status_of(&client, &format!("{pushgateway}/-/ready")).await == Some(200)).then_some(())
     })
     .await;
@@ -306,7 +294,7 @@ async fn every_alert_and_dashboard_expression_selects_live_series() {
     // Traffic: every route of the healthy instance, twice (cache misses, then
     // hits), the corrupt and lossy rows among them, and bad requests.
     let (healthy_port, strained_port, missing_port, down_port) = (ports[0].0, ports[1].0, ports[2].0, ports[3].0);
-    wait_until("every query-api answers /healthz", Duration::from_secs(60), async || {
+    wait_for(Duration::from_secs(60), "every query-api answers /healthz", async || {
         for (listen, _) in &ports {
             status_of(&client, &format!("http://127.0.0.1:{listen}/healthz")).await.filter(|status| *status == 200)?;
         }
@@ -343,7 +331,7 @@ async fn every_alert_and_dashboard_expression_selects_live_series() {
     // Three idle connections fill the healthy instance's cap; a fourth is refused.
     let held: Vec<TcpStream> =
         (0..3).map(|_| TcpStream::connect(("127.0.0.1", healthy_port)).expect("connect")).collect();
-    wait_until("a connection over the cap is refused", Duration::from_secs(10), async || {
+    wait_for(Duration::from_secs(10), "a connection over the cap is refused", async || {
         let mut extra = TcpStream::connect(("127.0.0.1", healthy_port)).ok()?;
         extra.write_all(b"GET /healthz HTTP/1.1\r\nHost: x\r\n\r\n").ok()?;
         let mut answer = String::new();
@@ -355,7 +343,7 @@ async fn every_alert_and_dashboard_expression_selects_live_series() {
     drop(held);
 
     // The daemon's run has succeeded, so its last-success gauge exists.
-    wait_until("ranker-cron reports a successful run", Duration::from_secs(120), async || {
+    wait_for(Duration::from_secs(120), "ranker-cron reports a successful run", async || {
         let metrics =
             client.get(format!("http://127.0.0.1:{cron_port}/metrics")).send().await.ok()?.text().await.ok()?;
         metrics.contains("reviews_ranker_cron_last_success_timestamp_seconds ").then_some(())

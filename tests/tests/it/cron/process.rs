@@ -16,7 +16,7 @@ use common::store::Store;
 use cron::{Daemon, DaemonSettings, RetryPolicy, Schedule, StartMode};
 use integration_tests::fixtures::write_ranking;
 use integration_tests::{
-    cargo_binary, free_port, fresh_store, run_ranker, test_id, thrift_addr, FaultyProxy, ProxyMode,
+    cargo_binary, free_port, fresh_store, run_ranker, test_id, thrift_addr, wait_for, FaultyProxy, ProxyMode,
 };
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -97,25 +97,21 @@ fn old_slot(product: u64) -> CommentKey {
 }
 
 async fn wait_for_run(store: &Store, holder: &str, status: RunStatus, limit: Duration) -> RunRecord {
-    let deadline = Instant::now() + limit;
-    loop {
+    wait_for(limit, &format!("a {status} run by {holder}"), async || {
         let runs = store.recent_runs(20).await.expect("history");
-        if let Some(run) = runs.into_iter().find(|run| run.holder == holder && run.status == status) {
-            return run;
-        }
-        assert!(Instant::now() < deadline, "no {status} run by {holder} within {limit:?}");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+        runs.into_iter().find(|run| run.holder == holder && run.status == status)
+    })
+    .await
 }
 
 /// Waits until a run has written the first product's new slots: products are
 /// ranked in key order, so the run is then under way.
 async fn wait_until_under_way(store: &Store) {
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while store.rank_slots(&test_id("p", 0)).await.expect("slots").iter().any(|slot| slot.score == Some(OLD_SCORE)) {
-        assert!(Instant::now() < deadline, "the run never reached the first product");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    wait_for(Duration::from_secs(30), "the run to reach the first product", async || {
+        let slots = store.rank_slots(&test_id("p", 0)).await.expect("slots");
+        (!slots.iter().any(|slot| slot.score == Some(OLD_SCORE))).then_some(())
+    })
+    .await;
 }
 
 /// Whether the metrics count one succeeded full run (labels in any order).
