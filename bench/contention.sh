@@ -16,13 +16,13 @@
 # in it, the ranker's wall time, mean rate and slow-downs; then the
 # targets' figures. Writes everything to bench/out/contention/ and the plot of
 # p99 over time (both runs on one chart) to bench/contention-p99.png
-# (matplotlib: `python3 -m venv /tmp/plot-venv && /tmp/plot-venv/bin/pip
-# install matplotlib`, then PLOT_PYTHON=/tmp/plot-venv/bin/python3).
+# (with matplotlib: scripts/lib.sh's plot_python installs it into
+# target/plot-venv on first use, or set PLOT_PYTHON).
 #
 # Environment: CONTENTION_RATE (req/s, default 500), CONTENTION_REST_SECS
 # (default 60), CONTENTION_TAIL_SECS (default 30), CONTENTION_PORT (default
 # 18090), REVIEWS_THRIFT_ADDR (default 127.0.0.1:9090), PLOT_PYTHON (default
-# python3), CONTENTION_PHASES (default "paced unpaced idle"; a subset runs only
+# target/plot-venv's), CONTENTION_PHASES (default "paced unpaced idle"; a subset runs only
 # those, and the summary covers what ran). Stays out of CI: it needs the
 # 1,000,000-comment data set and a quiet machine.
 #
@@ -47,7 +47,6 @@ REST="${CONTENTION_REST_SECS:-60}"
 TAIL="${CONTENTION_TAIL_SECS:-30}"
 PORT="${CONTENTION_PORT:-18090}"
 THRIFT_ADDR="${REVIEWS_THRIFT_ADDR:-127.0.0.1:9090}"
-PLOT_PYTHON="${PLOT_PYTHON:-python3}"
 PHASES="${CONTENTION_PHASES:-paced unpaced idle}"
 BATCH_GATEWAY="${CONTENTION_BATCH_GATEWAY:-}"
 BATCH_NICE="${CONTENTION_BATCH_NICE:-0}"
@@ -295,7 +294,7 @@ if idle_secs:
 json.dump(summary, open(f"{out}/summary.json", "w"), indent=2)
 PY
 
-"$PLOT_PYTHON" - "$OUT" bench/contention-p99.png <<'PY' || echo "contention: no plot (matplotlib missing? see the header)"
+python="$(plot_python)" && "$python" - "$OUT" bench/contention-p99.png <<'PY' || echo "contention: no plot (see above)"
 import json, os, sys
 import matplotlib
 matplotlib.use("Agg")

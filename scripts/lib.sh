@@ -37,3 +37,21 @@ start_query_api() {
   tail -n 20 "$log" >&2
   return 1
 }
+
+# plot_python: prints a Python that has matplotlib, for the benchmark plots:
+# $PLOT_PYTHON if set, else a virtualenv under target/plot-venv made (once)
+# with matplotlib from PyPI. Fails, saying so in one line, when neither works.
+plot_python() {
+  if [ -n "${PLOT_PYTHON:-}" ]; then
+    echo "$PLOT_PYTHON"
+    return 0
+  fi
+  local venv="$PWD/target/plot-venv"
+  if [ ! -x "$venv/bin/python3" ] || ! "$venv/bin/python3" -c 'import matplotlib' 2>/dev/null; then
+    if ! { python3 -m venv "$venv" && "$venv/bin/pip" install --quiet matplotlib; } >&2; then
+      echo "no plot: could not install matplotlib into $venv" >&2
+      return 1
+    fi
+  fi
+  echo "$venv/bin/python3"
+}
