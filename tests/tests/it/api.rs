@@ -567,6 +567,28 @@ async fn pages_and_rankings_come_from_hbase() {
 }
 
 #[tokio::test]
+async fn a_changed_answer_gets_a_new_etag_and_the_old_tag_gets_the_new_answer() {
+    let store = fresh_store("api_etag_change").await;
+    let product = test_id("P", 8);
+    let user = test_id("U", 8);
+    post_numbered_comments(&store, &product, &user, ("F", 2), "an early review", 1).await;
+    let service = TestApp::spawn(store.clone(), Settings::default()).await;
+    let path = format!("/v1/products/{product}/comments");
+    let before = service.get(&path).await;
+    let tag = before.headers[reqwest::header::ETAG].to_str().expect("ascii").to_owned();
+
+    // A third comment, of the same user and product (orders F0, F1 and now F2).
+    let newer = new_comment(&test_id("F", 2), &product, &user, "a later review", 1_700_000_100_000);
+    put_orders(&store, &[(test_id("F", 2), user)]).await;
+    store.post_comments(vec![newer]).await.expect("comment");
+    let after = service.get_if_none_match(&path, &tag).await;
+    assert_eq!(after.status, StatusCode::OK, "the old tag no longer matches: {}", after.raw);
+    assert_ne!(after.headers[reqwest::header::ETAG], tag.as_str(), "a new answer, a new tag");
+    assert_eq!(after.comment_values().len(), before.comment_values().len() + 1, "{}", after.raw);
+    service.shut_down().await;
+}
+
+#[tokio::test]
 async fn comment_reads_carry_an_etag_and_a_matching_if_none_match_answers_304_without_hbase() {
     let store = fresh_store("api_etag").await;
     let product = test_id("P", 7);

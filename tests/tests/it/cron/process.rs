@@ -553,3 +553,116 @@ async fn a_second_signal_exits_at_once_without_waiting_for_the_products_in_fligh
     assert!(text.contains("second signal: exiting now"), "{text}");
     drop(std::fs::remove_file(log));
 }
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn reruns_and_dry_runs_leave_no_run_record_and_a_failing_product_exits_1() {
+    let store = fresh_store("ranker_unrecorded").await;
+    seed(&store).await;
+    let product = test_id("p", 3).to_string();
+    let rerun = run_ranker(&store, &["run", "--product", &product]);
+    assert_eq!(rerun.status.code(), Some(0), "{}", String::from_utf8_lossy(&rerun.stderr));
+    let dry = run_ranker(&store, &["run", "--dry-run"]);
+    assert_eq!(dry.status.code(), Some(0), "{}", String::from_utf8_lossy(&dry.stderr));
+    assert_eq!(store.recent_runs(10).await.expect("history"), Vec::new(), "neither is in the run history");
+
+    // Tables that do not exist: the product fails its one attempt.
+    let failing = Command::new(cargo_binary("ranker"))
+        .args(["run", "--product", &product, "--attempts", "1", "--json"])
+        .args(["--thrift-addr", &thrift_addr(), "--table-prefix", "ranker_unrecorded_missing_"])
+        .stdin(Stdio::null())
+        .output()
+        .expect("run the ranker");
+    assert_eq!(failing.status.code(), Some(1), "{}", String::from_utf8_lossy(&failing.stderr));
+    let report: serde_json::Value = serde_json::from_slice(&failing.stdout).expect("the JSON report");
+    assert_eq!(report["failures"][0]["product"], product.as_str(), "{report}");
+}
+
+/// A clock an hour ahead, to which every lease held now has lapsed.
+#[derive(Debug)]
+struct AnHourLater;
+
+impl Clock for AnHourLater {
+    fn now_ms(&self) -> i64 {
+        SystemClock.now_ms() + 3_600_000
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_lease_is_taken_over_stops_and_exits_1() {
+    let store = fresh_store("ranker_lease_lost").await;
+    seed(&store).await;
+    // Slow enough (450 comments at 50/s) to be mid-run when the lease goes.
+    let child = Command::new(cargo_binary("ranker"))
+        .args(["run", "--concurrency", "1", "--max-rate", "50", "--lease-ttl-secs", "3", "--json"])
+        .args(["--thrift-addr", &thrift_addr(), "--table-prefix", &store.tables().prefix])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::piped())
+        .stderr(Stdio::piped())
+        .spawn()
+        .expect("start the ranker");
+    wait_until_under_way(&store).await;
+    let usurper = common::store::lease::LeaseRequest {
+        name: "nightly".to_owned(),
+        holder: "usurper".to_owned(),
+        slot_ms: SystemClock.now_ms(),
+        ttl: Duration::from_secs(600),
+    };
+    let taken = store.take_lease(&usurper, &AnHourLater).await.expect("take over the lease");
+    assert!(matches!(taken, common::store::lease::TakeOutcome::Taken { .. }), "{taken:?}");
+
+    let output = tokio::task::spawn_blocking(move || child.wait_with_output()).await.expect("join").expect("wait");
+    let stderr = String::from_utf8_lossy(&output.stderr);
+    assert_eq!(output.status.code(), Some(1), "{stderr}");
+    assert!(stderr.contains("the run stopped because"), "{stderr}");
+    let report: serde_json::Value = serde_json::from_slice(&output.stdout).expect("the JSON report");
+    assert_eq!(report["interrupted"], true, "the run stopped early: {report}");
+    assert!(report["products_ranked"].as_u64().expect("count") < PRODUCTS, "{report}");
+    let lease = store.lease("nightly").await.expect("read").expect("row");
+    assert_eq!(lease.holder.as_deref(), Some("usurper"), "the stopped run left the new holder's lease alone");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn query_api_answers_the_requests_in_flight_on_sigterm_then_exits_0() {
+    let store = fresh_store("qapi_sigterm_drain").await;
+    seed(&store).await;
+    // The service reaches HBase through a proxy the test can slow down.
+    let proxy = FaultyProxy::start(&thrift_addr()).await;
+    let (port, metrics_port) = (free_port(), free_port());
+    let mut child = Command::new(cargo_binary("query-api"))
+        .args(["--listen", &format!("127.0.0.1:{port}"), "--metrics-listen", &format!("127.0.0.1:{metrics_port}")])
+        .args(["--thrift-addr", &proxy.address(), "--table-prefix", &store.tables().prefix])
+        .args(["--request-timeout-ms", "20000", "--hbase-timeout-ms", "20000", "--ranked-cache-ttl-ms", "0"])
+        .env("RUST_LOG", "warn")
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .spawn()
+        .expect("start query-api");
+    let client = reqwest::Client::new();
+    let url = format!("http://127.0.0.1:{port}/v1/products/{}/comments", test_id("p", 1));
+    wait_for(Duration::from_secs(30), "query-api answering", async || {
+        client.get(&url).send().await.ok().filter(|answer| answer.status() == 200).map(drop)
+    })
+    .await;
+
+    // Every chunk of an HBase answer now waits 400 ms: a page read (a dozen
+    // chunks) is in flight for about five seconds, within the 10 s drain.
+    proxy.set_mode(ProxyMode::Delay(Duration::from_millis(400)));
+    let in_flight = tokio::spawn({
+        let (client, url) = (client.clone(), url.clone());
+        async move { client.get(&url).send().await.map(|answer| answer.status()) }
+    });
+    wait_for(Duration::from_secs(10), "the request's connection to be open", async || {
+        scrape(metrics_port).contains("reviews_api_connections_open 1").then_some(())
+    })
+    .await;
+    // Inside the first 400 ms an answer waits, so the request has been read.
+    tokio::time::sleep(Duration::from_millis(150)).await;
+    assert!(!in_flight.is_finished(), "the request is still in flight");
+    kill(Pid::from_raw(i32::try_from(child.id()).expect("pid")), Signal::SIGTERM).expect("SIGTERM");
+    let status = in_flight.await.expect("join").expect("the request in flight is answered");
+    assert_eq!(status, 200, "the request in flight got its answer");
+    let exited = tokio::task::spawn_blocking(move || child.wait()).await.expect("join").expect("wait");
+    assert_eq!(exited.code(), Some(0), "a drained stop is a success");
+}
