@@ -1,6 +1,6 @@
 //! Row-key layout for every table: the only module that knows where each byte goes.
 //!
-//! Layouts (DESIGN.md §2; all integers big-endian, as Java's `Bytes.toBytes`):
+//! Layouts (docs/contract.md §2; all integers big-endian, as Java's `Bytes.toBytes`):
 //!
 //! | table | key |
 //! |---|---|

@@ -1,6 +1,6 @@
 //! `query-api`: the read-only HTTP service frontends call to show product reviews.
 //!
-//! It answers the routes of DESIGN.md §5 from the tables through
+//! It answers the routes of docs/contract.md §7 from the tables through
 //! [`common::store::ReadStore`]: a product's and a user's comments newest first in
 //! cursor pages, and a product's ranked comments (from a short-lived in-process
 //! cache, since they change only when the ranker runs). It never writes: the

@@ -1,5 +1,5 @@
 //! The ranker's configuration file (TOML): how comments are scored and how a
-//! run is paced. Every field has the default of DESIGN.md §4.1, so an empty
+//! run is paced. Every field has the default of docs/contract.md §6, so an empty
 //! file (or no file) gives the documented ranking; `ranker.example.toml` at the
 //! crate root lists every field with its default.
 
@@ -61,7 +61,7 @@ impl IncrementalSettings {
     }
 }
 
-/// The terms of the default score (DESIGN.md §4.1) and their parameters.
+/// The terms of the default score (docs/contract.md §6) and their parameters.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct ScoringConfig {

@@ -1,5 +1,5 @@
 //! `ranker`: picks each product's ten best comments and writes them to
-//! `product-comment-rank` (DESIGN.md §4).
+//! `product-comment-rank` (docs/contract.md §5).
 //!
 //! - [`score`] computes one comment's score and its terms, and [`select`]
 //!   picks the best ten under the duplicate and one-per-user rules in bounded

@@ -24,7 +24,7 @@ use tokio_util::sync::CancellationToken;
 
 /// Picks each product's ten best reviews and writes them to product-comment-rank.
 ///
-/// Scores follow DESIGN.md §4.1 (substance, Wilson helpfulness, recency,
+/// Scores follow docs/contract.md §6 (substance, Wilson helpfulness, recency,
 /// photos); see ranker.example.toml for every parameter. The same data and
 /// the same --as-of always give the same slots.
 #[derive(Debug, Parser)]

@@ -1,4 +1,4 @@
-//! The default score of one comment (DESIGN.md §4.1): pure arithmetic, no I/O.
+//! The default score of one comment (docs/contract.md §6): pure arithmetic, no I/O.
 //!
 //! Every term is exposed on its own so `explain` can show how a score came
 //! about, and so tests can check each formula against hand-computed values.

@@ -4,7 +4,7 @@
 //!
 //! # Why a ten-element heap is not enough
 //!
-//! The picks are defined (DESIGN.md §4.1) by sorting every eligible comment
+//! The picks are defined (docs/contract.md §6) by sorting every eligible comment
 //! and walking the list greedily, skipping a comment whose content or author
 //! was already picked. A plain heap of the ten best scores is wrong: if the
 //! best eleven comments are all by one user, the right answer contains ten

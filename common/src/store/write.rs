@@ -1,4 +1,4 @@
-//! The write path (DESIGN.md §3): post, edit and delete comments.
+//! The write path (docs/contract.md §4): post, edit and delete comments.
 //!
 //! Order of writes is what keeps readers safe without transactions: a comment
 //! row is written before the index rows that point at it, and index rows are

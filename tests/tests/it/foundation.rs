@@ -58,7 +58,7 @@ async fn every_model_round_trips_through_hbase() {
     assert_eq!(read, vec![Some(posted)]);
 }
 
-/// The write path's index rows must be byte-identical to DESIGN.md §2. The
+/// The write path's index rows must be byte-identical to docs/contract.md §2. The
 /// expected bytes come from the independent vectors (keys.json, case 1).
 #[tokio::test]
 async fn write_path_index_rows_have_the_exact_bytes_of_the_design() {

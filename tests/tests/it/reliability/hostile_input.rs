@@ -1,5 +1,5 @@
 //! Hostile input, table-driven, over HTTP against the real service: every
-//! route of DESIGN.md §5 with bad ids, bad limits and bad cursors, and the
+//! route of docs/contract.md §7 with bad ids, bad limits and bad cursors, and the
 //! seed's POST routes with bad and oversized bodies. Each case must answer a
 //! 4xx in the `{"error": {"code", "message"}}` shape, never a 5xx, and a
 //! real page must still read fine afterwards.
