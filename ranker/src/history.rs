@@ -234,8 +234,8 @@ mod tests {
             Some(Incremental { since_ms: SLOT_MS - 86_400_000, refresh_days: Some(7), refreshed_until_ms: None });
         let record = started_record("run".to_owned(), "me".to_owned(), SLOT_MS, 1, SLOT_MS + 5, &options);
         assert_eq!((record.kind, record.changed_since_ms), (RunKind::Incremental, Some(SLOT_MS - 86_400_000)));
-        assert!(record.covers(&range.start, range.stop.as_deref()));
-        assert!(!record.covers(b"", None), "a shard's record covers only its shard");
+        // The range in hex: `FV` to `V`.
+        assert_eq!((record.range_start.as_str(), record.range_stop.as_deref()), ("4656", Some("56")));
         let full = started_record(
             "run".to_owned(),
             "me".to_owned(),
@@ -245,7 +245,7 @@ mod tests {
             &RunOptions::new(Scope::All, SLOT_MS),
         );
         assert_eq!((full.kind, full.changed_since_ms), (RunKind::Full, None));
-        assert!(full.covers(b"", None));
+        assert_eq!((full.range_start.as_str(), full.range_stop.as_deref()), ("", None), "everything");
     }
 
     #[test]

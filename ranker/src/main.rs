@@ -141,7 +141,9 @@ struct PassArgs {
     #[arg(long, value_name = "N")]
     concurrency: Option<usize>,
 
-    /// Index rows read per round trip, and most comments per multi-get, 1 to 5000 [default: run.page_rows, 1000].
+    /// Index rows read per round trip, and most comments per multi-get, 1 to
+    /// 5000, paced or not [default: run.page_rows, 1000; when paced,
+    /// pacing.page_rows, 250].
     #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=ranker::config::MAX_PAGE_ROWS as i64))]
     page_rows: Option<u16>,
 
@@ -308,8 +310,12 @@ fn options(pass: &PassArgs, config: &RankerConfig, as_of_ms: i64, default_pace: 
     if let Some(concurrency) = pass.concurrency {
         options.concurrency = concurrency;
     }
+    // The flag sets the page of whichever mode the run uses; the file keeps
+    // one size per mode, since a paced run's smaller pages hold a gateway
+    // thread for less time (ranker/ranker.example.toml).
     if let Some(page_rows) = pass.page_rows {
         options.page_rows = usize::from(page_rows);
+        options.pacing.page_rows = usize::from(page_rows);
     }
     if let Some(attempts) = pass.attempts {
         options.product_attempts = attempts;
@@ -808,6 +814,10 @@ mod tests {
         let run = pass(&["run", "--pace", "off", "--max-rate", "20000"]);
         assert_eq!((run.pacing.mode, run.pacing.max_rate), (PaceMode::Off, Some(20_000.0)));
         assert_eq!(pass(&["bench-read"]).pacing.mode, PaceMode::Off);
+        let pages = pass(&["run", "--page-rows", "40"]);
+        assert_eq!((pages.page_rows, pages.pacing.page_rows), (40, 40), "the flag sets the page of both modes");
+        let defaults = pass(&["run"]);
+        assert_eq!((defaults.page_rows, defaults.pacing.page_rows), (1_000, 250));
         assert_eq!(pass(&["bench-read", "--pace", "adaptive"]).pacing.mode, PaceMode::Adaptive);
         for bad in [["--pace", "sometimes"], ["--max-rate", "0"], ["--max-rate", "fast"]] {
             assert!(Cli::try_parse_from([&["ranker", "run"][..], &bad[..]].concat()).is_err(), "{bad:?}");

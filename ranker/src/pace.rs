@@ -288,8 +288,12 @@ impl PacingSettings {
         if self.window_ms == 0 {
             return Err("pacing.window_ms must be at least 1".to_owned());
         }
-        if self.page_rows == 0 {
-            return Err("pacing.page_rows must be at least 1".to_owned());
+        if !(1..=crate::config::MAX_PAGE_ROWS).contains(&self.page_rows) {
+            return Err(format!(
+                "pacing.page_rows must be from 1 to {}, got {}",
+                crate::config::MAX_PAGE_ROWS,
+                self.page_rows
+            ));
         }
         if self.max_in_flight == 0 {
             return Err("pacing.max_in_flight must be at least 1".to_owned());
@@ -1454,6 +1458,7 @@ mod tests {
             PacingSettings { min_rate: f64::NAN, ..PacingSettings::default() },
             PacingSettings { window_ms: 0, ..PacingSettings::default() },
             PacingSettings { page_rows: 0, ..PacingSettings::default() },
+            PacingSettings { page_rows: 5_001, ..PacingSettings::default() },
             PacingSettings { max_in_flight: 0, ..PacingSettings::default() },
         ] {
             assert!(bad.validate().is_err(), "accepted {bad:?}");
