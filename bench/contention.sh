@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# The contention benchmark (issue 9, BENCHMARKS.md "Contention"): do online
+# The contention benchmark (BENCHMARKS.md, "Readers while the ranker runs"): do online
 # reads keep their latency while the nightly ranking runs?
 #
 # On the bench_ data set (bench/load.sh; loaded here first when missing) it
@@ -66,7 +66,7 @@ mkdir -p "$OUT"
 hbase/hbasectl start
 # The region server keeps metrics (latency histograms among them) for every
 # table it serves, and its young GCs copy the live ones; tables left behind by
-# killed test runs made its pauses longer (BENCHMARKS.md, "Rounds 20 to 24").
+# killed test runs made its pauses longer (git show 53d5a2e:BENCHMARKS.md, "Rounds 20 to 24").
 # So the tables besides bench_ are counted, and the figures say when there were any.
 other_tables=$(find "$HBASE_RUN/data/hbase/data/default" -mindepth 1 -maxdepth 1 ! -name 'bench_*' 2>/dev/null | wc -l)
 echo "contention: HBase serves $other_tables tables besides the bench_ ones"
@@ -94,7 +94,7 @@ fi
 
 # The tables' block encodings, for the record: a data set loaded before the
 # tables got a row index in each data block lacks it, and that made the
-# region server walk each block to find a row (BENCHMARKS.md, "Rounds 56 and
+# region server walk each block to find a row (git show 53d5a2e:BENCHMARKS.md, "Rounds 56 and
 # 57"); `reviews-admin schema upgrade --table-prefix bench_` adds it to blocks
 # written from then on, and the HBase shell's `major_compact` to the older ones.
 "$BIN/reviews-admin" schema create "${hbase_flags[@]}" | tee "$OUT/schema.txt"
@@ -154,7 +154,7 @@ echo "contention: warming HBase's block cache (ranker bench-read)"
 # slot writes, the lease's checkAndPut) made the region server compile over
 # 600 methods in two seconds and the gateway recompile its mutateRows path
 # later on, each burst taking the two cores from the readers for a stall of
-# a few hundred ms (BENCHMARKS.md, contention round 9). One unpaced run before
+# a few hundred ms (git show 53d5a2e:BENCHMARKS.md, contention round 9). One unpaced run before
 # the phases takes that cost where no reader measures it.
 # CONTENTION_WARM_RANKER=0 skips it, to measure a first run on fresh JVMs.
 if [[ "${CONTENTION_WARM_RANKER:-1}" != 0 ]]; then
@@ -188,7 +188,7 @@ from datetime import datetime
 out, rest, hbase_logs = sys.argv[1], float(sys.argv[2]), sys.argv[3]
 
 # A young-generation pause of the region server stops every reader's call for
-# its length (21 to 106 ms during the runs of BENCHMARKS.md rounds 20 to 24),
+# its length (21 to 106 ms during the runs of rounds 20 to 24, git show 53d5a2e:BENCHMARKS.md),
 # and the run's reads make them come more often. So each window is shown with
 # the stop-the-world pauses it held, of the region server (the master JVM:
 # standalone HBase) and of query-api's Thrift gateway, to tell what a pause did

@@ -16,7 +16,7 @@
 //! benchmark data, that walk was about half of the region server's CPU
 //! during a paced ranking run; with the index on the comment table, such a
 //! run with no readers took 25 to 27 s instead of 33 to 34 s, and the region
-//! server's CPU in it 15 to 16 s instead of 24 (BENCHMARKS.md, "Rounds 56 and
+//! server's CPU in it 15 to 16 s instead of 24 (git show 53d5a2e:BENCHMARKS.md, "Rounds 56 and
 //! 57"). Tables created before keep their layout until [`upgrade_tables`]
 //! gives them the index.
 //!

@@ -7,7 +7,7 @@
 //! few dozen rows each. Sharing halved the benchmark run's multi-gets (11,559
 //! to about 5,300) and, with one call in flight and no readers, took 5 to 8 %
 //! off its wall time: the rows, about 40 µs each there, are most of the cost
-//! (BENCHMARKS.md, "Calls per product").
+//! (git show 53d5a2e:BENCHMARKS.md, "Calls per product").
 //!
 //! So fetches queue here and whoever gets the next turn for a call takes the
 //! fetches queued behind it too, up to a page of rows, and answers them all

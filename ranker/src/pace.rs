@@ -196,7 +196,7 @@ pub struct PacingSettings {
     /// run crept from there by `increase_step` for its whole minute, its
     /// calls never slow, and took 3.3 and 3.4 times its unpaced time; at
     /// 32,000, 2.4 and 2.7 times, the readers' p99 still within the
-    /// benchmark's targets (BENCHMARKS.md, "Rounds 58 to 61").
+    /// benchmark's targets (git show 53d5a2e:BENCHMARKS.md, "Rounds 58 to 61").
     pub slow_start_threshold: f64,
     /// The rate never drops below this, so a run always finishes.
     pub min_rate: f64,

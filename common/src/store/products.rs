@@ -191,7 +191,7 @@ impl Store {
             // not kept, so the next page's scanner reads and decompresses it
             // from the store files again. On the contention benchmark the
             // readers' worst window was 147 ms p99 uncached and 69 ms cached, and
-            // the paced run took 154 s against 114 s (BENCHMARKS.md, one round each).
+            // the paced run took 154 s against 114 s (git show 53d5a2e:BENCHMARKS.md, one round each).
             cache_blocks: true,
         };
         let mut rows = {
