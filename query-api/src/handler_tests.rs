@@ -419,19 +419,24 @@ async fn the_docs_page_loads_nothing_from_the_internet() {
 }
 
 #[tokio::test]
-async fn a_panicking_handler_answers_a_generic_500() {
-    let router = Router::new()
-        .route(
-            "/boom",
-            axum::routing::get(|| async {
-                if std::hint::black_box(true) {
-                    panic!("secret detail");
-                }
-                "unreachable"
-            }),
-        )
-        .layer(tower_http::catch_panic::CatchPanicLayer::custom(crate::server::panic_response));
+async fn a_panicking_handler_answers_a_generic_500_through_the_services_middleware() {
+    // No real route panics, so a route of the test's own is wrapped in the
+    // service's middleware: the same stack `app` builds.
+    let routes = Router::new().route(
+        "/boom",
+        axum::routing::get(|| async {
+            if std::hint::black_box(true) {
+                panic!("secret detail");
+            }
+            "unreachable"
+        }),
+    );
+    let store = ReadStore::new(Hbase::new(HbaseConfig::default()), Tables::with_prefix("panic_").expect("prefix"));
+    let router = crate::server::with_middleware(routes, AppState::new(store, Settings::default()));
     let answer = get(&router, "/boom").await;
     answer.assert_error(StatusCode::INTERNAL_SERVER_ERROR, "internal");
     assert!(!answer.text().contains("secret"), "{}", answer.text());
+    assert!(answer.headers.contains_key("x-request-id"), "the layers outside the catcher still ran");
+    let metrics = get(&offline_app(Duration::from_secs(5)), "/metrics").await.text();
+    assert!(metrics.contains("route=\"/boom\",status=\"500\""), "the 500 is counted: {metrics}");
 }

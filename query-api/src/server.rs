@@ -40,6 +40,41 @@ const METRICS_UPKEEP_EVERY: Duration = Duration::from_secs(5);
 
 /// The whole service as a router, ready for `axum::serve` or `tower::ServiceExt::oneshot`.
 pub fn app(state: AppState) -> Router {
+    let routes = routes(state.settings().metrics_on_main_listener);
+    with_middleware(routes, state)
+}
+
+/// The service's routes, before its middleware.
+fn routes(metrics_on_main_listener: bool) -> Router<AppState> {
+    // The comment reads answer conditional GETs (ETag, If-None-Match → 304).
+    let comment_reads = Router::new()
+        .route("/v1/products/{productId}/comments", get(routes::v1::v1_product_comments))
+        .route("/v1/users/{userId}/comments", get(routes::v1::v1_user_comments))
+        .route("/v1/products/{productId}/comments/ranked", get(routes::v1::v1_ranked_comments))
+        .route("/v1/products/{productId}/comments/summary", get(routes::v1::v1_review_summary))
+        .route("/product/{productId}/comments/latest", get(routes::seed::seed_product_latest))
+        .route("/user/{userId}/comments/latest", get(routes::seed::seed_user_latest))
+        .route("/product/{productId}/comments/ranked", get(routes::seed::seed_ranked))
+        .route_layer(middleware::from_fn(etag::conditional_get));
+    let mut router = Router::new().merge(comment_reads);
+    if metrics_on_main_listener {
+        router = router.route("/metrics", get(routes::ops::metrics));
+    }
+    router
+        .route(SeedIndex::Product.next_page_path(), routes::seed::next_page_route(SeedIndex::Product))
+        .route(SeedIndex::User.next_page_path(), routes::seed::next_page_route(SeedIndex::User))
+        .route("/healthz", get(routes::ops::healthz))
+        .route("/readyz", get(routes::ops::readyz))
+        .merge(openapi::docs(ApiDoc::openapi()))
+        .fallback(routes::not_found)
+        .method_not_allowed_fallback(routes::method_not_allowed)
+}
+
+/// Wraps `routes` in the service's middleware, outermost first: request id,
+/// tracing, metrics, CORS, gzip, the body limit, the request deadline, and
+/// innermost the panic catcher. Tests wrap routes of their own in it to reach
+/// what no real route does (a handler that panics).
+pub(crate) fn with_middleware(routes: Router<AppState>, state: AppState) -> Router {
     let request_timeout = state.settings().request_timeout;
     let cors = cors_layer(&state.settings().cors_origins);
     let middleware = ServiceBuilder::new()
@@ -60,30 +95,7 @@ pub fn app(state: AppState) -> Router {
         // Innermost, so a panic becomes a 500 that the layers above still log,
         // count and tag with the request id.
         .layer(CatchPanicLayer::custom(panic_response));
-    // The comment reads answer conditional GETs (ETag, If-None-Match → 304).
-    let comment_reads = Router::new()
-        .route("/v1/products/{productId}/comments", get(routes::v1::v1_product_comments))
-        .route("/v1/users/{userId}/comments", get(routes::v1::v1_user_comments))
-        .route("/v1/products/{productId}/comments/ranked", get(routes::v1::v1_ranked_comments))
-        .route("/v1/products/{productId}/comments/summary", get(routes::v1::v1_review_summary))
-        .route("/product/{productId}/comments/latest", get(routes::seed::seed_product_latest))
-        .route("/user/{userId}/comments/latest", get(routes::seed::seed_user_latest))
-        .route("/product/{productId}/comments/ranked", get(routes::seed::seed_ranked))
-        .route_layer(middleware::from_fn(etag::conditional_get));
-    let mut router = Router::new().merge(comment_reads);
-    if state.settings().metrics_on_main_listener {
-        router = router.route("/metrics", get(routes::ops::metrics));
-    }
-    router
-        .route(SeedIndex::Product.next_page_path(), routes::seed::next_page_route(SeedIndex::Product))
-        .route(SeedIndex::User.next_page_path(), routes::seed::next_page_route(SeedIndex::User))
-        .route("/healthz", get(routes::ops::healthz))
-        .route("/readyz", get(routes::ops::readyz))
-        .merge(openapi::docs(ApiDoc::openapi()))
-        .fallback(routes::not_found)
-        .method_not_allowed_fallback(routes::method_not_allowed)
-        .layer(middleware)
-        .with_state(state)
+    routes.layer(middleware).with_state(state)
 }
 
 /// The router of the separate metrics listener (`--metrics-listen`): `/metrics` only.

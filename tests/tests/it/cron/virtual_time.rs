@@ -7,10 +7,24 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::store::lease::SystemClock;
+use common::store::lease::{Clock, LeaseRequest, SystemClock, TakeOutcome};
 use common::store::runs::RunStatus;
 use cron::{Daemon, DaemonSettings, RetryPolicy, Schedule, SlotOutcome};
 use integration_tests::fresh_store;
+
+/// Wall-clock time that moves with tokio's (paused) time, so a lease's
+/// expiry passes in virtual minutes as it would in real ones.
+#[derive(Debug)]
+struct VirtualClock {
+    origin_ms: i64,
+    start: tokio::time::Instant,
+}
+
+impl Clock for VirtualClock {
+    fn now_ms(&self) -> i64 {
+        self.origin_ms + i64::try_from(self.start.elapsed().as_millis()).expect("a test's virtual time")
+    }
+}
 
 #[tokio::test(start_paused = true)]
 async fn failed_runs_are_retried_after_the_policys_backoff_while_the_lease_is_kept() {
@@ -27,12 +41,31 @@ async fn failed_runs_are_retried_after_the_policys_backoff_while_the_lease_is_ke
         run_options,
         incremental: None,
     };
-    let daemon = Daemon::new(store.clone(), settings, Arc::new(SystemClock));
+    let clock = Arc::new(VirtualClock { origin_ms: SystemClock.now_ms(), start: tokio::time::Instant::now() });
+    let daemon = Daemon::new(store.clone(), settings, clock.clone());
     let wall = Instant::now();
     let virtual_start = tokio::time::Instant::now();
     let slot_ms = 1_795_000_000_000;
+    // A second daemon tries to take the lease 640 s in: past the 600-s TTL of
+    // the lease as first taken, inside the second backoff (the third attempt
+    // starts 675 s in at the earliest). Only renewal keeps the lease held.
+    let rival = tokio::spawn({
+        let (store, clock) = (store.clone(), clock.clone());
+        async move {
+            tokio::time::sleep(Duration::from_secs(640)).await;
+            let request = LeaseRequest {
+                name: "nightly".to_owned(),
+                holder: "daemon-b".to_owned(),
+                slot_ms,
+                ttl: Duration::from_secs(600),
+            };
+            store.take_lease(&request, clock.as_ref()).await.expect("try the lease")
+        }
+    });
 
     let outcome = daemon.run_slot(slot_ms).await.expect("slot");
+    let rival = rival.await.expect("the rival's task");
+    assert!(matches!(rival, TakeOutcome::Held(_)), "the renewed lease was still held at 640 s: {rival:?}");
 
     let SlotOutcome::Ran(last) = outcome else { panic!("expected a run, got {outcome:?}") };
     assert_eq!((last.status, last.attempt), (RunStatus::Failed, 3));
@@ -43,7 +76,7 @@ async fn failed_runs_are_retried_after_the_policys_backoff_while_the_lease_is_ke
     assert!(wall.elapsed() < Duration::from_secs(60), "virtual time did not pass for real: {:?}", wall.elapsed());
     let attempts: Vec<u32> = store.recent_runs(10).await.expect("history").iter().map(|run| run.attempt).collect();
     assert_eq!(attempts, [3, 2, 1]);
-    // The lease, renewed through the 15 minutes of backoff, was still ours to
+    // The lease, renewed through the minutes of backoff, was still ours to
     // release, and the night counts as done.
     let lease = store.lease("nightly").await.expect("read").expect("row");
     assert_eq!((lease.holder, lease.completed_slot_ms), (None, Some(slot_ms)));
