@@ -17,6 +17,34 @@
 
 use crate::ids::{Id, ID_LEN};
 
+/// A range of row keys, `[start, stop)`: `stop` `None` runs to the end of
+/// the table. The one key-range type: a shard's range, a region's, a run's.
+#[derive(Debug, Clone, PartialEq, Eq, Default, serde::Serialize, serde::Deserialize)]
+pub struct KeyRange {
+    /// The first key in the range.
+    pub start: Vec<u8>,
+    /// The first key after the range; `None`: to the end of the table.
+    pub stop: Option<Vec<u8>>,
+}
+
+impl KeyRange {
+    /// Every key.
+    pub fn everything() -> KeyRange {
+        KeyRange { start: Vec::new(), stop: None }
+    }
+
+    /// Whether the range holds no key at all (a shard left without work when
+    /// there are fewer places to cut than shards).
+    pub fn is_empty(&self) -> bool {
+        self.stop.as_deref().is_some_and(|stop| stop <= self.start.as_slice())
+    }
+
+    /// Whether `key` lies in the range.
+    pub fn contains(&self, key: &[u8]) -> bool {
+        key >= self.start.as_slice() && self.stop.as_deref().is_none_or(|stop| key < stop)
+    }
+}
+
 /// The width of a comment row key: orderId then productId.
 pub const COMMENT_KEY_LEN: usize = 2 * ID_LEN;
 /// The separator byte between a product id and its comment index entries.

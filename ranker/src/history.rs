@@ -70,7 +70,7 @@ pub async fn last_watermark(
     skew_margin: Duration,
 ) -> Result<Option<Watermark>, RankerError> {
     let runs = store.recent_runs(WATERMARK_SEARCH).await?;
-    let Some(cover) = completed_cover(&runs, &range.start, range.stop.as_deref()) else { return Ok(None) };
+    let Some(cover) = completed_cover(&runs, range) else { return Ok(None) };
     // A cover is never empty; were it, the earliest times would rank everything.
     let watermark = Watermark {
         since_ms: cover.iter().map(|run| watermark_of(run, skew_margin)).min().unwrap_or(i64::MIN),

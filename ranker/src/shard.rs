@@ -36,32 +36,7 @@ pub struct Shard {
     pub count: u32,
 }
 
-/// A range of row keys: `[start, stop)`, `stop` `None` meaning the end of the table.
-#[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct KeyRange {
-    /// The first key in the range.
-    pub start: Vec<u8>,
-    /// The first key after the range.
-    pub stop: Option<Vec<u8>>,
-}
-
-impl KeyRange {
-    /// Every key.
-    pub fn everything() -> KeyRange {
-        KeyRange { start: Vec::new(), stop: None }
-    }
-
-    /// Whether the range holds no key at all (a shard left without work when
-    /// there are fewer places to cut than shards).
-    pub fn is_empty(&self) -> bool {
-        self.stop.as_deref().is_some_and(|stop| stop <= self.start.as_slice())
-    }
-
-    /// Whether `key` lies in the range.
-    pub fn contains(&self, key: &[u8]) -> bool {
-        key >= self.start.as_slice() && self.stop.as_deref().is_none_or(|stop| key < stop)
-    }
-}
+pub use common::keys::KeyRange;
 
 /// A `--shard` value that is not `i/n` with `0 <= i < n <= 1024`.
 #[derive(Debug, Clone, PartialEq, Eq, thiserror::Error)]

@@ -18,7 +18,7 @@
 
 use std::time::Instant;
 
-use common::store::regions::{PrefixRows, RegionBounds};
+use common::store::regions::PrefixRows;
 use common::store::Store;
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
@@ -197,7 +197,7 @@ pub async fn compute_plan(store: &Store, plan_id: &str, count: u32) -> Result<Sh
 
 /// Counts `product-comment`'s rows per product, region by region (a few
 /// regions at once), with keys-only scans that leave the block cache alone.
-pub async fn sample(store: &Store, regions: &[RegionBounds]) -> Result<Vec<SampleBucket>, RankerError> {
+pub async fn sample(store: &Store, regions: &[KeyRange]) -> Result<Vec<SampleBucket>, RankerError> {
     let cap = (MAX_SAMPLE_BUCKETS / regions.len().max(1)).max(MIN_REGION_BUCKETS);
     let mut per_region: Vec<Vec<SampleBucket>> = vec![Vec::new(); regions.len()];
     let mut sampling = JoinSet::new();
@@ -228,13 +228,13 @@ async fn collect(
     Ok(())
 }
 
-async fn sample_region(store: &Store, region: &RegionBounds, cap: usize) -> Result<Vec<SampleBucket>, common::Error> {
+async fn sample_region(store: &Store, region: &KeyRange, cap: usize) -> Result<Vec<SampleBucket>, common::Error> {
     let mut buckets: Vec<SampleBucket> = Vec::new();
     // The product the last bucket ends with: a product cut by a page boundary continues it.
     let mut last_prefix: Vec<u8> = Vec::new();
     let mut start = region.start.clone();
     loop {
-        let page = store.count_product_comment_rows(start, region.end.clone(), SAMPLE_PAGE_ROWS).await?;
+        let page = store.count_product_comment_rows(start, region.stop.clone(), SAMPLE_PAGE_ROWS).await?;
         for PrefixRows { prefix, rows } in page.prefixes {
             match buckets.last_mut() {
                 Some(last) if prefix == last_prefix => last.comments += rows,

@@ -5,16 +5,7 @@
 use super::Store;
 use crate::error::{Error, Result};
 use crate::hbase::{Retry, ScanSpec, COLUMN_VALUE};
-use crate::keys;
-
-/// One region of a table: `[start, end)`, `end` `None` meaning the end of the table.
-#[derive(Debug, Clone, PartialEq, Eq)]
-pub struct RegionBounds {
-    /// The region's first key (empty for the first region).
-    pub start: Vec<u8>,
-    /// The first key of the next region; `None` for the last region.
-    pub end: Option<Vec<u8>>,
-}
+use crate::keys::{self, KeyRange};
 
 /// The rows of one product prefix ([`keys::product_boundary`]) seen in a page.
 #[derive(Debug, Clone, PartialEq, Eq)]
@@ -36,17 +27,18 @@ pub struct PrefixRowsPage {
 }
 
 impl Store {
-    /// The regions of `product-comment`, in key order (as `table_regions` gives them).
-    pub async fn product_comment_regions(&self) -> Result<Vec<RegionBounds>> {
+    /// The regions of `product-comment`, each its key range, in key order
+    /// (as `table_regions` gives them).
+    pub async fn product_comment_regions(&self) -> Result<Vec<KeyRange>> {
         let table = self.tables().product_comment.clone();
-        let regions: Vec<RegionBounds> = self
+        let regions: Vec<KeyRange> = self
             .hbase()
             .run(Retry::Idempotent, move |connection| connection.table_regions(&table))
             .await?
             .into_iter()
-            .map(|region| RegionBounds {
+            .map(|region| KeyRange {
                 start: region.start_key,
-                end: (!region.end_key.is_empty()).then_some(region.end_key),
+                stop: (!region.end_key.is_empty()).then_some(region.end_key),
             })
             .collect();
         if regions.is_empty() {

@@ -7,7 +7,7 @@ use serde::{Deserialize, Serialize};
 use super::{skip_row, SkipReason, Store};
 use crate::error::{Error, Result};
 use crate::hbase::{Retry, RowMutation, ScanSpec, COLUMN_VALUE};
-use crate::keys;
+use crate::keys::{self, KeyRange};
 
 /// The longest run id accepted: ids are generated, so this only bounds the key.
 pub const MAX_RUN_ID_LEN: usize = 128;
@@ -16,8 +16,6 @@ pub const MAX_RUN_ID_LEN: usize = 128;
 const RUN_PAGE_ROWS: usize = 100;
 
 /// A product key range `[start, stop)` (`stop` `None`: to the table's end).
-type ProductRange = (Vec<u8>, Option<Vec<u8>>);
-
 /// Where a run stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -170,13 +168,13 @@ impl RunRecord {
 
     /// The run's product key range `[start, stop)` (`stop` `None`: to the
     /// table's end); `None` when the record's range does not decode.
-    fn range(&self) -> Option<ProductRange> {
+    fn range(&self) -> Option<KeyRange> {
         let start = hex::decode(&self.range_start).ok()?;
         let stop = match &self.range_stop {
             None => None,
             Some(text) => Some(hex::decode(text).ok()?),
         };
-        Some((start, stop))
+        Some(KeyRange { start, stop })
     }
 
     /// The record's row key in `ranker-run`.
@@ -210,17 +208,18 @@ impl RunRecord {
 /// night, and its cuts move as products are added); when only a run whose
 /// range held the whole new range counted, such a shard found none and
 /// ranked its whole range. A run of everything still covers alone.
-pub fn completed_cover<'a>(runs: &'a [RunRecord], start: &[u8], stop: Option<&[u8]>) -> Option<Vec<&'a RunRecord>> {
-    let mut chosen: Vec<(&RunRecord, ProductRange)> = Vec::new();
+pub fn completed_cover<'a>(runs: &'a [RunRecord], range: &KeyRange) -> Option<Vec<&'a RunRecord>> {
+    let (start, stop) = (range.start.as_slice(), range.stop.as_deref());
+    let mut chosen: Vec<(&RunRecord, KeyRange)> = Vec::new();
     for run in runs.iter().filter(|run| run.status == RunStatus::Succeeded) {
-        let Some((run_start, run_stop)) = run.range() else { continue };
-        let overlaps = stop.is_none_or(|stop| run_start.as_slice() < stop)
-            && run_stop.as_deref().is_none_or(|run_stop| run_stop > start);
+        let Some(run_range) = run.range() else { continue };
+        let overlaps = stop.is_none_or(|stop| run_range.start.as_slice() < stop)
+            && run_range.stop.as_deref().is_none_or(|run_stop| run_stop > start);
         if !overlaps {
             continue;
         }
-        chosen.push((run, (run_start, run_stop)));
-        let ranges = chosen.iter().map(|(_, (run_start, run_stop))| (run_start.as_slice(), run_stop.as_deref()));
+        chosen.push((run, run_range));
+        let ranges = chosen.iter().map(|(_, range)| (range.start.as_slice(), range.stop.as_deref()));
         if ranges_cover(ranges.collect(), start, stop) {
             return Some(chosen.into_iter().map(|(run, _)| run).collect());
         }
@@ -360,7 +359,8 @@ mod tests {
     fn covers(run: &RunRecord, start: &[u8], stop: Option<&[u8]>) -> bool {
         let mut run = run.clone();
         run.status = RunStatus::Succeeded;
-        completed_cover(std::slice::from_ref(&run), start, stop).is_some()
+        let range = KeyRange { start: start.to_vec(), stop: stop.map(<[u8]>::to_vec) };
+        completed_cover(std::slice::from_ref(&run), &range).is_some()
     }
 
     #[test]
@@ -428,8 +428,8 @@ mod tests {
 
     /// The ids of [`completed_cover`]'s runs for `[start, stop)`.
     fn cover<'a>(runs: &'a [RunRecord], start: &str, stop: Option<&str>) -> Option<Vec<&'a str>> {
-        completed_cover(runs, start.as_bytes(), stop.map(str::as_bytes))
-            .map(|chosen| chosen.iter().map(|run| run.run_id.as_str()).collect())
+        let range = KeyRange { start: start.as_bytes().to_vec(), stop: stop.map(|stop| stop.as_bytes().to_vec()) };
+        completed_cover(runs, &range).map(|chosen| chosen.iter().map(|run| run.run_id.as_str()).collect())
     }
 
     /// A succeeded run `id` over `[start, stop)`.

@@ -18,7 +18,7 @@ use std::collections::BTreeSet;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::keys::CommentKey;
+use common::keys::{CommentKey, KeyRange};
 use common::model::{Comment, Order, Record};
 use common::store::runs::{completed_cover, RunKind, RunStatus};
 use common::store::{NewComment, ProductRanking, Store};
@@ -472,10 +472,8 @@ async fn a_shard_cut_elsewhere_starts_from_the_shards_of_the_night_before() {
     let night = store.recent_runs(10).await.expect("history");
     assert_eq!(night.len(), 2);
     assert!(
-        night
-            .iter()
-            .all(|run| run.status == RunStatus::Succeeded
-                && completed_cover(std::slice::from_ref(run), b"", None).is_none()),
+        night.iter().all(|run| run.status == RunStatus::Succeeded
+            && completed_cover(std::slice::from_ref(run), &KeyRange::everything()).is_none()),
         "{night:?}"
     );
 
@@ -489,10 +487,12 @@ async fn a_shard_cut_elsewhere_starts_from_the_shards_of_the_night_before() {
     let runs = store.recent_runs(10).await.expect("history");
     let tonight = &runs[0];
     assert_eq!((tonight.status, tonight.kind), (RunStatus::Succeeded, RunKind::Incremental));
-    let start = hex::decode(&tonight.range_start).expect("hex");
-    let stop = tonight.range_stop.as_ref().map(|stop| hex::decode(stop).expect("hex"));
+    let tonights = KeyRange {
+        start: hex::decode(&tonight.range_start).expect("hex"),
+        stop: tonight.range_stop.as_ref().map(|stop| hex::decode(stop).expect("hex")),
+    };
     assert!(
-        night.iter().all(|run| completed_cover(std::slice::from_ref(run), &start, stop.as_deref()).is_none()),
+        night.iter().all(|run| completed_cover(std::slice::from_ref(run), &tonights).is_none()),
         "no one shard covers it: {runs:?}"
     );
     drop_tables(&[&store]).await;
