@@ -31,6 +31,10 @@ pub enum Error {
     /// HBase or its Thrift gateway could not be reached in time. Transient: retry later.
     #[error("HBase is unavailable: {0}")]
     Unavailable(String),
+    /// The caller's own deadline ([`crate::hbase::with_deadline`]) passed
+    /// before HBase answered: the caller ran out of time. Transient.
+    #[error("no HBase answer before the caller's deadline: {0}")]
+    DeadlineExceeded(String),
     /// Every connection to HBase was busy and the operation was refused
     /// instead of queueing (its wait for a pool slot was bounded, see
     /// [`crate::hbase::HbaseConfig::queue_timeout`]). Transient: retry later.
@@ -50,9 +54,9 @@ pub enum Error {
 }
 
 impl Error {
-    /// Whether trying again later may succeed (HBase was unreachable or busy).
+    /// Whether trying again later may succeed (HBase was unreachable, slow or busy).
     pub fn is_transient(&self) -> bool {
-        matches!(self, Error::Unavailable(_) | Error::Overloaded(_))
+        matches!(self, Error::Unavailable(_) | Error::DeadlineExceeded(_) | Error::Overloaded(_))
     }
 
     /// Whether the caller's input, not the system, is at fault.

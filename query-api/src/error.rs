@@ -132,6 +132,7 @@ impl ApiError {
             Error::InvalidCursor(_) => ErrorCode::InvalidCursor,
             Error::InvalidInput(_) => ErrorCode::InvalidQuery,
             Error::Unavailable(_) => ErrorCode::Unavailable,
+            Error::DeadlineExceeded(_) => ErrorCode::Timeout,
             Error::Overloaded(_) => ErrorCode::Overloaded,
             // The service reads with validated ids only, so these mean a missing
             // table, a gateway refusing a call, or a bug: nothing the client can fix.

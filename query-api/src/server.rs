@@ -31,10 +31,6 @@ use crate::telemetry;
 /// The largest request body accepted; the seed's next-page bodies are well under 1 KiB.
 const MAX_BODY_BYTES: usize = 16 * 1024;
 
-/// How close to the request's deadline an `unavailable` answer counts as cut
-/// short by it: timers fire on millisecond ticks.
-const DEADLINE_TOLERANCE: Duration = Duration::from_millis(5);
-
 /// How often histogram samples are folded into the exported buckets.
 const METRICS_UPKEEP_EVERY: Duration = Duration::from_secs(5);
 
@@ -136,15 +132,6 @@ async fn enforce_deadline(State(deadline): State<Duration>, request: Request, ne
     let request_deadline = std::time::Instant::now() + deadline;
     let work = common::hbase::with_deadline(request_deadline, next.run(request));
     match tokio::time::timeout(deadline, work).await {
-        // The request's deadline cut an HBase call short, which reports HBase
-        // as unavailable; to the client and the error metrics, the request
-        // timed out. (A gateway that refused outright answers before the deadline.)
-        Ok(response)
-            if response.extensions().get::<ErrorCode>() == Some(&ErrorCode::Unavailable)
-                && std::time::Instant::now() + DEADLINE_TOLERANCE >= request_deadline =>
-        {
-            ApiError::timeout(deadline).into_response()
-        }
         Ok(response) => response,
         Err(_) => ApiError::timeout(deadline).into_response(),
     }

@@ -331,10 +331,28 @@ impl Hbase {
         T: Send + 'static,
         F: FnMut(&mut GatewayConnection<C>) -> Result<T> + Send + 'static,
     {
-        let timeout = self.inner.config.operation_timeout;
-        let own_deadline = Instant::now() + timeout;
-        let deadline =
-            CALLER_DEADLINE.try_with(|caller| *caller).map_or(own_deadline, |caller| caller.min(own_deadline));
+        let own_deadline = Instant::now() + self.inner.config.operation_timeout;
+        let caller_deadline = CALLER_DEADLINE.try_with(|caller| *caller).ok().filter(|caller| *caller < own_deadline);
+        match self.run_until::<C, T, F>(caller_deadline.unwrap_or(own_deadline), retry, operation).await {
+            // Everything that waits (the slot, each round trip's socket, the
+            // task) is cut to the caller's deadline when it is the sooner one,
+            // so an operation that failed unavailable once it passed was cut
+            // short by it: the caller ran out of time, HBase is not known down.
+            Err(Error::Unavailable(reason)) if caller_deadline.is_some_and(|caller| Instant::now() >= caller) => {
+                Err(Error::DeadlineExceeded(reason))
+            }
+            outcome => outcome,
+        }
+    }
+
+    /// Runs `operation` on the blocking pool behind a slot of `C`'s pool, all
+    /// of it bounded by `deadline`.
+    async fn run_until<C: Pooled, T, F>(&self, deadline: Instant, retry: Retry, operation: F) -> Result<T>
+    where
+        T: Send + 'static,
+        F: FnMut(&mut GatewayConnection<C>) -> Result<T> + Send + 'static,
+    {
+        let allowed = deadline.saturating_duration_since(Instant::now());
         let abandoned = Arc::new(AtomicBool::new(false));
         let _abandon = AbandonOnDrop(abandoned.clone());
         let permit = self.wait_for_permit(&C::lane(&self.inner).permits, deadline).await?;
@@ -354,7 +372,7 @@ impl Hbase {
         // under tokio's paused time (the daemon's tests) the two clocks differ.
         match tokio::time::timeout(deadline.saturating_duration_since(Instant::now()), work).await {
             Ok(joined) => joined.map_err(|error| Error::Hbase(format!("HBase task failed: {error}")))?,
-            Err(_) => Err(Error::Unavailable(format!("no answer from HBase within {timeout:?}"))),
+            Err(_) => Err(Error::Unavailable(format!("no answer from HBase within {allowed:?}"))),
         }
     }
 
@@ -436,7 +454,7 @@ mod tests {
         let asked = Instant::now();
         let deadline = asked + Duration::from_millis(300);
         let outcome = with_deadline(deadline, hbase.run(Retry::Idempotent, |connection| connection.ping())).await;
-        assert!(matches!(outcome, Err(Error::Unavailable(_))), "{outcome:?}");
+        assert!(matches!(outcome, Err(Error::DeadlineExceeded(_))), "the caller's deadline cut it: {outcome:?}");
         assert!(asked.elapsed() < Duration::from_secs(1), "the caller got its answer at its deadline");
         // The blocking call, too, gives up by the caller's deadline (its socket
         // timeout is cut to it) instead of holding the connection for its own
@@ -474,7 +492,7 @@ mod tests {
             }),
         )
         .await;
-        assert!(matches!(outcome, Err(Error::Unavailable(_))), "{outcome:?}");
+        assert!(matches!(outcome, Err(Error::DeadlineExceeded(_))), "{outcome:?}");
         assert!(waited.elapsed() < Duration::from_millis(700), "the wait counted against the deadline");
         assert!(busy.await.expect("busy task").is_err());
         tokio::time::sleep(Duration::from_millis(100)).await;
