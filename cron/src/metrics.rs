@@ -56,7 +56,7 @@ pub fn install_exporter(address: SocketAddr) -> Result<(), metrics_exporter_prom
     ranker::telemetry::initialize_counters();
     // Every outcome's counter exists from the start at 0: Prometheus' increase()
     // cannot see a counter's first value, so a first failure would go unseen.
-    for status in [RunStatus::Succeeded, RunStatus::Failed, RunStatus::Interrupted] {
+    for status in RunStatus::ENDED {
         for kind in [RunKind::Full, RunKind::Incremental] {
             metrics::counter!(RUNS, "outcome" => status.as_str(), "kind" => kind.as_str()).absolute(0);
         }

@@ -10,6 +10,7 @@ use clap::{Args, Parser, Subcommand};
 use common::config::HbaseArgs;
 use common::exit::ExitStatus;
 use common::store::lease::{Clock, LeaseRequest, ReleaseOutcome, SystemClock, TakeOutcome};
+use common::store::runs::RunStatus;
 use common::store::Store;
 use common::Id;
 use metrics_exporter_prometheus::PrometheusHandle;
@@ -18,7 +19,7 @@ use ranker::history::{parse_time, ChangedSince};
 use ranker::keeper::{keep_lease, KeeperEnd, StoreRenewer};
 use ranker::recorded::RunIdentity;
 use ranker::shard_plan::{self, PlanOrigin};
-use ranker::telemetry::{Pushgateway, RunOutcome, PUSH_INTERVAL};
+use ranker::telemetry::{Pushgateway, PUSH_INTERVAL};
 use ranker::{Incremental, PaceMode, RankerConfig, RunOptions, RunProgress, RunReport, Scope, Shard};
 use tokio_util::sync::CancellationToken;
 
@@ -471,15 +472,15 @@ impl RunPush {
     async fn finish(self, status: &Result<ExitStatus>, duration: Duration) {
         self.periodic.abort();
         let outcome = match status {
-            Ok(ExitStatus::Success) => RunOutcome::Succeeded,
-            Ok(ExitStatus::Interrupted) => RunOutcome::Interrupted,
+            Ok(ExitStatus::Success) => RunStatus::Succeeded,
+            Ok(ExitStatus::Interrupted) => RunStatus::Interrupted,
             // Another run of this scope holds the lease and pushes its own outcome.
             Ok(ExitStatus::TryLater) => return,
-            Ok(ExitStatus::Failure | ExitStatus::Usage) | Err(_) => RunOutcome::Failed,
+            Ok(ExitStatus::Failure | ExitStatus::Usage) | Err(_) => RunStatus::Failed,
         };
         ranker::telemetry::run_ended(outcome, now_ms() as f64 / 1_000.0, duration);
         match self.gateway.push(self.handle.render()).await {
-            Ok(()) => tracing::info!(outcome = <&str>::from(outcome), "pushed the run's metrics"),
+            Ok(()) => tracing::info!(outcome = outcome.as_str(), "pushed the run's metrics"),
             Err(error) => tracing::error!(%error, "pushing the run's outcome failed; alerts see the previous one"),
         }
     }

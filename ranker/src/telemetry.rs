@@ -12,6 +12,8 @@
 
 use std::time::Duration;
 
+use common::store::runs::RunStatus;
+
 /// Counter: products a run finished, by `result` (`ranked`, `failed`).
 pub const PRODUCTS: &str = "reviews_ranker_products_total";
 /// Counter: comments a run scored.
@@ -32,18 +34,6 @@ pub const PUSH_INTERVAL: Duration = Duration::from_secs(15);
 
 /// The `job` label of every push: the group Prometheus keeps per scope.
 pub const PUSH_JOB: &str = "reviews_ranker";
-
-/// How a finished run ended, as the outcome gauge names it.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::EnumIter, strum::IntoStaticStr)]
-#[strum(serialize_all = "snake_case")]
-pub enum RunOutcome {
-    /// Every product was ranked.
-    Succeeded,
-    /// A product failed, the lease was lost, or the run could not proceed.
-    Failed,
-    /// Stopped by SIGINT or SIGTERM before it was done.
-    Interrupted,
-}
 
 /// Registers the HELP text of the ranker's metrics with the installed recorder.
 pub fn describe_metrics() {
@@ -100,16 +90,14 @@ pub(crate) fn comments_scored(count: u64) {
 /// Sets the gauges of a run that ended at `ended_unix_seconds` after `duration`.
 /// The success time is set only on success: the Pushgateway (pushed with
 /// POST) then keeps the previous success time through failed runs.
-pub fn run_ended(outcome: RunOutcome, ended_unix_seconds: f64, duration: Duration) {
-    use strum::IntoEnumIterator;
-    for each in RunOutcome::iter() {
-        let name: &'static str = each.into();
-        metrics::gauge!(RUN_LAST_OUTCOME, "outcome" => name).set(if each == outcome { 1.0 } else { 0.0 });
+pub fn run_ended(outcome: RunStatus, ended_unix_seconds: f64, duration: Duration) {
+    for each in RunStatus::ENDED {
+        metrics::gauge!(RUN_LAST_OUTCOME, "outcome" => each.as_str()).set(if each == outcome { 1.0 } else { 0.0 });
     }
     metrics::gauge!(RUN_LAST_END).set(ended_unix_seconds);
     metrics::gauge!(RUN_LAST_DURATION).set(duration.as_secs_f64());
     metrics::gauge!(RUN_IN_PROGRESS).set(0.0);
-    if outcome == RunOutcome::Succeeded {
+    if outcome == RunStatus::Succeeded {
         metrics::gauge!(RUN_LAST_SUCCESS).set(ended_unix_seconds);
     }
 }
@@ -192,8 +180,7 @@ mod tests {
 
     #[test]
     fn outcomes_are_named_as_the_alerts_expect() {
-        let names: Vec<&'static str> =
-            [RunOutcome::Succeeded, RunOutcome::Failed, RunOutcome::Interrupted].into_iter().map(Into::into).collect();
+        let names: Vec<&str> = RunStatus::ENDED.into_iter().map(RunStatus::as_str).collect();
         assert_eq!(names, ["succeeded", "failed", "interrupted"]);
     }
 }

@@ -31,6 +31,9 @@ pub enum RunStatus {
 }
 
 impl RunStatus {
+    /// How a run can end (every status but `Running`).
+    pub const ENDED: [RunStatus; 3] = [RunStatus::Succeeded, RunStatus::Failed, RunStatus::Interrupted];
+
     /// The lower-case name used in the stored JSON, listings and metric labels.
     pub fn as_str(self) -> &'static str {
         match self {
