@@ -5,7 +5,7 @@
 # On the bench_ data set (bench/load.sh; loaded here first when missing) it
 # starts the release query-api on the bench_ tables and holds it at an
 # open-loop rate of mixed routes (soak, 10-s windows), REST seconds at rest,
-# then runs `ranker run` with its defaults (adaptive pacing, a fixed --as-of)
+# then runs `ranker run` with its defaults (one HBase call in flight, a fixed --as-of)
 # and keeps the load on for TAIL seconds after the ranker ends. Then the same
 # with `ranker run --pace off`. Then, with no readers, an unpaced `ranker run
 # --pace off` and a `ranker bench-read`, for the wall-time and throughput
@@ -13,7 +13,7 @@
 #
 # Prints, per phase: the p50/p99 of every window, shed and 5xx counts,
 # query-api's RSS, the GC pauses of the region server and the Thrift gateway
-# in it, the ranker's wall time, mean rate and slow-downs; then the
+# in it, the ranker's wall time, mean rate; then the
 # targets' figures. Writes everything to bench/out/contention/ and the plot of
 # p99 over time (both runs on one chart) to bench/contention-p99.png
 # (with matplotlib: scripts/lib.sh's plot_python installs it into
@@ -241,8 +241,7 @@ for name in ("paced", "unpaced"):
     rss_rest = at_rest[-1]["rss_kib"] / 1024
     rss_peak = max(w["rss_kib"] for w in during) / 1024
     print(f"\n{name}: ranker from {start:.0f} s to {end:.0f} s ({report['duration_ms'] / 1000:.1f} s), "
-          f"mean {report['pacing']['mean_rate']:,.0f} comments/s, {report['pacing']['slowdowns']} slow-downs, "
-          f"{report['pacing'].get('probes', 0)} probes, "
+          f"mean {report['pacing']['mean_rate']:,.0f} comments/s, "
           f"{report['products_ranked']} products, {len(report['failures'])} failures")
     print("  window  end s   p50 ms   p99 ms   max ms  5xx  shed  rss MiB  phase   rs GC pauses ms  gateway GC ms")
     for w in windows:
@@ -268,7 +267,7 @@ for name in ("paced", "unpaced"):
                      "run_windows_with_rs_pause": rs_paused_during, "run_windows": len(during),
                      "p99_ms_of_windows_before_the_run_with_rs_pause": before_with_pause,
                      "rss_rest_mib": rss_rest, "rss_peak_mib": rss_peak, "wall_secs": report["duration_ms"] / 1000,
-                     "mean_rate": report["pacing"]["mean_rate"], "slowdowns": report["pacing"]["slowdowns"]}
+                     "mean_rate": report["pacing"]["mean_rate"]}
 
 idle_secs = None
 if os.path.exists(f"{out}/idle-unpaced-ranker.json"):
@@ -307,7 +306,7 @@ for name, colour in (("paced", "tab:blue"), ("unpaced", "tab:red")):
     windows = [json.loads(line) for line in open(f"{out}/{name}-windows.jsonl")]
     timeline = json.load(open(f"{out}/{name}-timeline.json"))
     ax.plot([w["end_secs"] for w in windows], [w["p99_ms"] for w in windows], marker="o", color=colour,
-            label=f"p99, ranker {'default (adaptive pacing)' if name == 'paced' else '--pace off'}")
+            label=f"p99, ranker {'default (one call in flight)' if name == 'paced' else '--pace off'}")
     ax.axvspan(timeline["start_secs"], timeline["end_secs"], color=colour, alpha=0.08)
 ax.set_yscale("log")
 ax.set_xlabel("seconds since the load started (shaded: the ranker runs)")

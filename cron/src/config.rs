@@ -92,8 +92,8 @@ pub struct CronArgs {
     #[arg(long, env = "RANKER_CONCURRENCY")]
     pub concurrency: Option<usize>,
 
-    /// Pacing of each run: `adaptive` slows down when HBase calls slow down,
-    /// `off` for a maintenance window (overrides pacing.mode of the configuration file).
+    /// Pacing of each run: `on`, at most pacing.max_in_flight HBase calls at once,
+    /// or `off` for a maintenance window (overrides pacing.mode of the configuration file).
     #[arg(long, value_enum, value_name = "MODE", env = "RANKER_PACE")]
     pub pace: Option<ranker::PaceMode>,
 
@@ -306,7 +306,7 @@ mod tests {
         assert_eq!(settings.retry.attempts, 1);
         assert_eq!(settings.run_options.pacing.mode, ranker::PaceMode::Off);
         assert_eq!(settings.run_options.pacing.max_rate, Some(25_000.0));
-        assert_eq!(parse(&[]).daemon_settings().expect("defaults").run_options.pacing.mode, ranker::PaceMode::Adaptive);
+        assert_eq!(parse(&[]).daemon_settings().expect("defaults").run_options.pacing.mode, ranker::PaceMode::On);
         assert_eq!(parse(&["--once"]).start_mode(), StartMode::Once);
         assert!(parse(&[]).daemon_settings().expect("defaults").incremental.is_none(), "full nights by default");
         assert!(CronArgs::try_parse_from(["ranker-cron", "--once", "--run-now"]).is_err());

@@ -198,7 +198,7 @@ pub(crate) async fn find_products(
                 let (store, pacer) = (store.clone(), pacer.clone());
                 async move {
                     let named: Vec<_> = listing.slots.iter().filter_map(|slot| slot.comment).collect();
-                    let (missing, _) = pacer.call(store.missing_comments(&named)).await;
+                    let missing = pacer.call(store.missing_comments(&named)).await;
                     Ok((listing, missing?))
                 }
             }

@@ -271,7 +271,7 @@ mod tests {
         let config = RankerConfig::from_toml("[pacing]\nmode = \"off\"\nmax_rate = 5000\n").expect("config");
         assert_eq!(config.pacing.mode, crate::PaceMode::Off);
         assert_eq!(config.pacing.max_rate, Some(5_000.0));
-        assert_eq!(config.pacing.tolerance, PacingSettings::default().tolerance);
+        assert_eq!(config.pacing.max_in_flight, PacingSettings::default().max_in_flight);
     }
 
     #[test]
@@ -287,7 +287,8 @@ mod tests {
             "[run]\nproduct_attempts = 0\n",
             "[pacing]\nmode = \"sometimes\"\n",
             "[pacing]\nmax_rate = 0\n",
-            "[pacing]\ntolerance = 0.5\n",
+            "[pacing]\nmax_in_flight = 0\n",
+            "[pacing]\ntolerance = 1.5\n",
         ] {
             assert!(RankerConfig::from_toml(bad).is_err(), "accepted {bad:?}");
         }

@@ -157,20 +157,11 @@ pub fn summary(report: &RunReport, read_only: bool) -> String {
     text
 }
 
-/// One line on what pacing did: mode, ceiling, mean rate, the allowed rate's
-/// range, the slow-downs and the probes.
+/// One line on the pacing: mode, calls in flight, ceiling and mean rate.
 fn pacing_line(pacing: &PaceReport) -> String {
+    let in_flight = pacing.max_in_flight.map_or_else(String::new, |calls| format!(", at most {calls} calls at once"));
     let ceiling = pacing.max_rate.map_or_else(|| "no ceiling".to_owned(), |rate| format!("ceiling {rate:.0}/s"));
-    let mut line = format!("{}, {ceiling}, mean {:.0} comments/s", pacing.mode.as_str(), pacing.mean_rate);
-    let rates = pacing.rate_samples.iter().map(|sample| sample.rate);
-    if let (Some(low), Some(high)) = (rates.clone().reduce(f64::min), rates.reduce(f64::max)) {
-        let _ = write!(
-            line,
-            ", allowed {low:.0} to {high:.0}/s, {} slow-downs, {} probes",
-            pacing.slowdowns, pacing.probes
-        );
-    }
-    line
+    format!("{}{in_flight}, {ceiling}, mean {:.0} comments/s", pacing.mode.as_str(), pacing.mean_rate)
 }
 
 /// An explanation as text: a table of the picks with every term, then the

@@ -26,7 +26,7 @@ use common::model::Comment;
 use common::store::Store;
 use tokio::sync::oneshot;
 
-use crate::pace::{CallKind, Pacer};
+use crate::pace::Pacer;
 
 /// What one multi-get answers for one fetch: each key's comment, if it exists.
 type Fetched = common::Result<Vec<Option<Comment>>>;
@@ -90,7 +90,7 @@ impl CommentFetcher {
         let id = inner.next_id.fetch_add(1, Ordering::Relaxed);
         let (answer, answered) = oneshot::channel();
         inner.lock_queue().waiting.push_back(Waiting { id, keys, answer });
-        let (batch, took) = inner
+        let batch = inner
             .pacer
             .call(async {
                 // With the turn: unless an earlier turn took this fetch along,
@@ -99,13 +99,10 @@ impl CommentFetcher {
                 let keys: Vec<CommentKey> = batch.iter().flat_map(|waiting| waiting.keys.iter().copied()).collect();
                 inner.calls.fetch_add(1, Ordering::Relaxed);
                 let fetched = inner.store.get_comments(&keys).await;
-                Some((batch, keys.len(), fetched))
+                Some((batch, fetched))
             })
             .await;
-        if let Some((batch, rows, fetched)) = batch {
-            if fetched.is_ok() {
-                inner.pacer.observe(CallKind::CommentFetch, rows, took);
-            }
+        if let Some((batch, fetched)) = batch {
             answer_all(batch, fetched);
         }
         answered.await.unwrap_or_else(|_| {

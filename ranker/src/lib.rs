@@ -14,8 +14,8 @@
 //!   the shards of one run agree on one plan through HBase.
 //! - [`explain()`] shows how one product's ranking came about; [`read_pass()`]
 //!   reads what a run reads without scoring or writing (the benchmark baseline).
-//! - [`pace`] paces a run by the latency of its own HBase calls, so the
-//!   nightly run leaves online reads their latency.
+//! - [`pace`] paces a run (one HBase call in flight, an optional ceiling on
+//!   comments per second), so the nightly run leaves online reads their latency.
 //! - [`config`] is the TOML configuration file; [`telemetry`] the run's
 //!   metrics and their push to a Prometheus Pushgateway.
 
@@ -47,7 +47,7 @@ use serde::Serialize;
 pub use changes::{ChangeReport, Incremental};
 pub use config::{RankerConfig, RunSettings, ScoringConfig, Weights};
 pub use explain::{explain, ExplainedComment, Explanation, LeftOut, LeftOutReason};
-pub use pace::{PaceMode, PaceReport, PacingSettings, RateSample};
+pub use pace::{PaceMode, PaceReport, PacingSettings};
 pub use run::{read_pass, run};
 pub use shard::{InvalidShard, KeyRange, Shard};
 
@@ -104,7 +104,7 @@ pub struct RunOptions {
     /// product is one product, but a listing that gives up loses every
     /// product after it from the run.
     pub listing_patience: Duration,
-    /// How the run paces itself (adaptive by default; `ranker bench-read` turns it off).
+    /// How the run paces itself (`on` by default; `ranker bench-read` turns it off).
     pub pacing: PacingSettings,
     /// Live counters for a progress display; `None` when nobody watches.
     pub progress: Option<Arc<RunProgress>>,
@@ -217,7 +217,7 @@ pub struct RunReport {
     pub failures: Vec<ProductFailure>,
     /// Wall-clock time of the run.
     pub duration_ms: u64,
-    /// What pacing did: mode, ceiling, mean rate, the rate over time, slow-downs.
+    /// The pacing: mode, calls in flight, ceiling, mean rate.
     pub pacing: PaceReport,
     /// For an incremental run, what finding the changed products found and
     /// how long it took (included in `duration_ms`).

@@ -160,9 +160,9 @@ struct PassArgs {
     #[arg(long)]
     json: bool,
 
-    /// Pacing: `adaptive` slows the run down when its HBase calls slow down, so
-    /// online reads keep their latency; `off` for a maintenance window
-    /// [default: pacing.mode of the config, adaptive; `off` for bench-read].
+    /// Pacing: `on` makes at most pacing.max_in_flight HBase calls at once (one),
+    /// so online reads keep their latency; `off` for a maintenance window
+    /// [default: pacing.mode of the config, on; `off` for bench-read].
     #[arg(long, value_enum, value_name = "MODE", env = "RANKER_PACE")]
     pace: Option<PaceMode>,
 
@@ -811,7 +811,7 @@ mod tests {
             other => panic!("unexpected {other:?}"),
         };
         let run = pass(&["run"]);
-        assert_eq!((run.pacing.mode, run.pacing.max_rate), (PaceMode::Adaptive, None));
+        assert_eq!((run.pacing.mode, run.pacing.max_rate), (PaceMode::On, None));
         let run = pass(&["run", "--pace", "off", "--max-rate", "20000"]);
         assert_eq!((run.pacing.mode, run.pacing.max_rate), (PaceMode::Off, Some(20_000.0)));
         assert_eq!(pass(&["bench-read"]).pacing.mode, PaceMode::Off);
@@ -819,7 +819,8 @@ mod tests {
         assert_eq!((pages.page_rows, pages.pacing.page_rows), (40, 40), "the flag sets the page of both modes");
         let defaults = pass(&["run"]);
         assert_eq!((defaults.page_rows, defaults.pacing.page_rows), (1_000, 250));
-        assert_eq!(pass(&["bench-read", "--pace", "adaptive"]).pacing.mode, PaceMode::Adaptive);
+        assert_eq!(pass(&["bench-read", "--pace", "on"]).pacing.mode, PaceMode::On);
+        assert_eq!(pass(&["run", "--pace", "adaptive"]).pacing.mode, PaceMode::On, "the earlier law's name");
         for bad in [["--pace", "sometimes"], ["--max-rate", "0"], ["--max-rate", "fast"]] {
             assert!(Cli::try_parse_from([&["ranker", "run"][..], &bad[..]].concat()).is_err(), "{bad:?}");
         }

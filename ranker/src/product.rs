@@ -24,7 +24,7 @@ use tokio::sync::mpsc;
 
 use crate::config::ScoringConfig;
 use crate::fetch::CommentFetcher;
-use crate::pace::{CallKind, Pacer};
+use crate::pace::Pacer;
 use crate::select::{Selection, TopComments, MAX_PICKS};
 use crate::writer::SlotWriter;
 use crate::{RankerError, RunProgress};
@@ -132,9 +132,9 @@ impl IndexReader {
     /// Starts reading `product`'s index, `rows` rows a page, at most
     /// [`INDEX_READ_AHEAD`] pages ahead of the consumer.
     ///
-    /// Index scans are not paced themselves: the bounded read-ahead ties them
-    /// to the comment fetches, which are, so a paced run scans its index at the
-    /// paced rate too. Their latency still feeds the pacing.
+    /// Index scans take turns with the run's other calls but draw nothing from
+    /// its ceiling: the bounded read-ahead ties them to the comment fetches,
+    /// which do, so a run scans its index at its comments' rate too.
     fn start(store: &Store, product: &Id, rows: usize, pacer: &Pacer) -> IndexReader {
         let (sender, pages) = mpsc::channel(INDEX_READ_AHEAD);
         let store = store.clone();
@@ -143,10 +143,7 @@ impl IndexReader {
         let task = tokio::spawn(async move {
             let mut start = None;
             loop {
-                let (page, took) = pacer.call(store.product_comment_page_counted(&product, start, rows)).await;
-                if let Ok(page) = &page {
-                    pacer.observe(CallKind::IndexPage, page.entries.len(), took);
-                }
+                let page = pacer.call(store.product_comment_page_counted(&product, start, rows)).await;
                 let next = page.as_ref().ok().and_then(|page| page.next.clone());
                 let failed = page.is_err();
                 if sender.send(page).await.is_err() || failed {

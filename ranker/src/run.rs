@@ -76,10 +76,10 @@ async fn drive(
         pacing: pacer.report(0, Duration::ZERO),
         changes: None,
     };
-    // Smaller pages when paced adaptively: a reader queues behind a big
-    // multi-get for as long as it holds a gateway thread and a handler.
+    // Smaller pages when paced: a reader queues behind a big multi-get for
+    // as long as it holds a gateway thread and a handler.
     let page_rows = match options.pacing.mode {
-        PaceMode::Adaptive => options.pacing.page_rows,
+        PaceMode::On => options.pacing.page_rows,
         PaceMode::Off => options.page_rows,
     };
     let fetcher = CommentFetcher::new(store.clone(), pacer.clone(), page_rows);
@@ -201,8 +201,6 @@ async fn drive(
         duration_ms = report.duration_ms,
         comments_per_second = report.comments_per_second() as u64,
         comment_fetches = report.comment_fetches,
-        pace_slowdowns = report.pacing.slowdowns,
-        pace_probes = report.pacing.probes,
         "run finished"
     );
     Ok(report)
@@ -325,7 +323,7 @@ impl Worker {
             Pass::Rank => {
                 let slot_mask = match found.slot_mask {
                     Some(mask) => mask,
-                    None => existing_slot_mask(&self.store, &product).await?,
+                    None => self.job.pacer.call(existing_slot_mask(&self.store, &product)).await?,
                 };
                 rank_product(&self.store, &product, slot_mask, found.whole_index.as_ref(), &self.job).await
             }

@@ -39,14 +39,6 @@ pub const PUSH_JOB: &str = "reviews_ranker";
 pub fn describe_metrics() {
     metrics::describe_counter!(PRODUCTS, "Products a ranking run finished, by result: ranked or failed");
     metrics::describe_counter!(COMMENTS_SCORED, "Comments a ranking run scored");
-    metrics::describe_gauge!(
-        crate::pace::PACE_RATE,
-        "Comments per second the running ranking run may read now (its adaptive pacing's rate)"
-    );
-    metrics::describe_counter!(
-        crate::pace::PACE_SLOWDOWNS,
-        "Times the ranking runs' adaptive pacing cut the rate because HBase calls slowed down"
-    );
 }
 
 /// Makes the run counters exist at 0 before anything counts. Prometheus'
@@ -57,7 +49,6 @@ pub fn initialize_counters() {
         metrics::counter!(PRODUCTS, "result" => result).absolute(0);
     }
     metrics::counter!(COMMENTS_SCORED).absolute(0);
-    metrics::counter!(crate::pace::PACE_SLOWDOWNS).absolute(0);
 }
 
 /// Registers the HELP text of the outcome gauges a `ranker run` pushes.

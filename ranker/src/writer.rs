@@ -60,9 +60,7 @@ async fn write_queued(store: Store, pacer: Pacer, mut queue: mpsc::Receiver<Writ
         }
         let (rankings, waiters): (Vec<_>, Vec<_>) =
             batch.into_iter().map(|request| (request.ranking, request.done)).unzip();
-        // Writes are not timed for the control law: their cost (a WAL sync,
-        // ten rows a product) is not comparable with the reads it judges.
-        let (outcome, _) = pacer.call(store.write_rankings(&rankings)).await;
+        let outcome = pacer.call(store.write_rankings(&rankings)).await;
         for waiter in waiters {
             // A waiter that went away (its run was dropped) needs no answer.
             let _ = waiter.send(outcome.clone());
