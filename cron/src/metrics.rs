@@ -19,8 +19,6 @@ pub const LAST_DURATION: &str = "reviews_ranker_cron_last_run_duration_seconds";
 pub const RUNS: &str = "reviews_ranker_cron_runs_total";
 /// Ticks by what came of them (`ran`, `overlap`, `lease_held`, `completed`, `error`).
 pub const TICKS: &str = "reviews_ranker_cron_ticks_total";
-/// Products ranked by this daemon's runs.
-pub const PRODUCTS_RANKED: &str = "reviews_ranker_cron_products_ranked_total";
 /// 1 while this daemon is running the ranker.
 pub const RUN_IN_PROGRESS: &str = "reviews_ranker_cron_run_in_progress";
 /// Leases this daemon lost mid-run (it stopped the run each time).
@@ -39,7 +37,6 @@ pub fn install_exporter(address: SocketAddr) -> Result<(), metrics_exporter_prom
     metrics::describe_gauge!(LAST_DURATION, metrics::Unit::Seconds, "Duration of this daemon's latest run attempt");
     metrics::describe_counter!(RUNS, "Run attempts of this daemon, by outcome");
     metrics::describe_counter!(TICKS, "Schedule ticks, by what came of them");
-    metrics::describe_counter!(PRODUCTS_RANKED, "Products ranked by this daemon's runs");
     metrics::describe_gauge!(RUN_IN_PROGRESS, "1 while this daemon runs the ranker");
     metrics::describe_counter!(LEASES_LOST, "Leases lost mid-run");
     metrics::describe_gauge!(
@@ -51,7 +48,7 @@ pub fn install_exporter(address: SocketAddr) -> Result<(), metrics_exporter_prom
         metrics::Unit::Seconds,
         "Time the latest incremental run took to find the products to rank"
     );
-    // Set by the ranker library as it runs: products, comments, pacing.
+    // Set by the ranker library as it runs: products (reviews_ranker_products_total) and comments.
     ranker::telemetry::describe_metrics();
     ranker::telemetry::initialize_counters();
     // Every outcome's counter exists from the start at 0: Prometheus' increase()
@@ -62,15 +59,13 @@ pub fn install_exporter(address: SocketAddr) -> Result<(), metrics_exporter_prom
         }
     }
     metrics::counter!(LEASES_LOST).absolute(0);
-    metrics::counter!(PRODUCTS_RANKED).absolute(0);
     Ok(())
 }
 
 /// Counts a finished run attempt, by outcome and kind (`full`, `incremental`).
-pub(crate) fn attempt_finished(status: RunStatus, kind: RunKind, duration: Duration, products: u64) {
+pub(crate) fn attempt_finished(status: RunStatus, kind: RunKind, duration: Duration) {
     metrics::counter!(RUNS, "outcome" => status.as_str(), "kind" => kind.as_str()).increment(1);
     metrics::gauge!(LAST_DURATION).set(duration.as_secs_f64());
-    metrics::counter!(PRODUCTS_RANKED).increment(products);
 }
 
 /// Counts a tick by what came of it.

@@ -249,8 +249,9 @@ pub struct ProductFailure {
     pub error: String,
 }
 
-/// Counters a run updates as it goes, for progress displays. Each is a
-/// running total; readers take rates from successive samples.
+/// Counters a run updates as it goes, for progress displays, each also
+/// counted in the run's metrics ([`telemetry`]), so one call counts an event
+/// for both. Each is a running total; readers take rates from successive samples.
 #[derive(Debug, Default)]
 pub struct RunProgress {
     products_done: AtomicU64,
@@ -281,10 +282,12 @@ impl RunProgress {
 
     pub(crate) fn add_comments(&self, count: u64) {
         self.comments_scored.fetch_add(count, Ordering::Relaxed);
+        telemetry::comments_scored(count);
     }
 
     pub(crate) fn finish_product(&self, failed: bool) {
         self.products_done.fetch_add(1, Ordering::Relaxed);
+        telemetry::product_finished(failed);
         if failed {
             self.products_failed.fetch_add(1, Ordering::Relaxed);
         }

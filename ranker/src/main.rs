@@ -124,8 +124,8 @@ struct ScopeArgs {
 
 impl ScopeArgs {
     /// The scope before a shard's plan is known: a `--shard` run gets its
-    /// range once HBase has been asked for the plan (`plan_shard`).
-    fn unplanned_scope(&self) -> Scope {
+    /// range once HBase has been asked for the plan (`shard_scope`).
+    fn scope_before_shard_range(&self) -> Scope {
         match self.product {
             Some(product) => Scope::Product(product),
             None => Scope::All,
@@ -301,7 +301,7 @@ fn load_config(path: Option<&PathBuf>) -> Result<RankerConfig> {
 /// by the caller); `default_pace` applies when neither `--pace` nor the
 /// configuration file's `pacing.mode` says otherwise (`None`: the config's).
 fn options(pass: &PassArgs, config: &RankerConfig, as_of_ms: i64, default_pace: Option<PaceMode>) -> RunOptions {
-    let mut options = RunOptions::with_config(pass.scope.unplanned_scope(), as_of_ms, config);
+    let mut options = RunOptions::with_config(pass.scope.scope_before_shard_range(), as_of_ms, config);
     if let Some(mode) = pass.pace.or(default_pace) {
         options.pacing.mode = mode;
     }
@@ -333,7 +333,7 @@ async fn run_pass(
     mut options: RunOptions,
     read_only: bool,
     lease: Option<&LeaseArgs>,
-    plan: RunPlan,
+    setup: RunSetup,
     explicit_as_of_ms: Option<i64>,
 ) -> Result<ExitStatus> {
     let store = pass.hbase.store().context("configuring HBase access")?;
@@ -366,21 +366,21 @@ async fn run_pass(
         },
         None => None,
     };
-    // What the run ranks, planned once its start is taken: a shard's range
+    // What the run ranks, prepared once its start is taken: a shard's range
     // from the run's plan, agreed through HBase before anything reads the
     // range, then what changed since the watermark. Only a run that writes
     // stores a shard plan: a dry run or a read pass uses the run's stored
     // plan if there is one, else a fresh one.
     let may_store = !read_only && !options.dry_run;
-    let planner = async |options: &mut RunOptions| -> Result<(), ranker::RankerError> {
+    let prepare = async |options: &mut RunOptions| -> Result<(), ranker::RankerError> {
         if let Some(shard) = pass.scope.shard {
-            options.scope = plan_shard(&store, &pass.scope, shard, explicit_as_of_ms, may_store).await?;
+            options.scope = shard_scope(&store, &pass.scope, shard, explicit_as_of_ms, may_store).await?;
         }
-        plan_changes(&store, options, &plan).await
+        make_incremental(&store, options, &setup).await
     };
     let verb = if read_only { "read" } else { "ranked" };
     let display = ProgressDisplay::start(progress, verb);
-    let outcome = if plan.record {
+    let outcome = if setup.record {
         let slot_ms = clock.now_ms();
         let identity = RunIdentity {
             run_id: manual_run_id(slot_ms),
@@ -388,13 +388,13 @@ async fn run_pass(
             slot_ms,
             attempt: 1,
         };
-        ranker::recorded::run_recorded(&store, options, identity, clock.as_ref(), planner, stop.clone(), &stop)
+        ranker::recorded::run_recorded(&store, options, identity, clock.as_ref(), prepare, stop.clone(), &stop)
             .await
             .result
     } else {
         // Nothing reads back the record of a one-product rerun, a dry run or
         // a read pass, so they keep none.
-        match planner(&mut options).await {
+        match prepare(&mut options).await {
             Err(error) => Err(error),
             Ok(()) if read_only => ranker::read_pass(&store, &options, stop.clone()).await,
             Ok(()) => ranker::run(&store, &options, stop.clone()).await,
@@ -489,7 +489,7 @@ impl RunPush {
 /// What a run does besides ranking: whether it is incremental, and whether it
 /// is recorded in the run history.
 #[derive(Debug, Clone, Copy, Default)]
-struct RunPlan {
+struct RunSetup {
     /// Rank only what changed since then.
     changed_since: Option<ChangedSince>,
     /// The rolling refresh's period in nights.
@@ -501,14 +501,18 @@ struct RunPlan {
     record: bool,
 }
 
-/// Makes `options` incremental when the plan says so, resolving `last`.
-async fn plan_changes(store: &Store, options: &mut RunOptions, plan: &RunPlan) -> Result<(), ranker::RankerError> {
-    let (since_ms, refreshed_until_ms) = match plan.changed_since {
+/// Makes `options` incremental when `setup` says so, resolving `last`.
+async fn make_incremental(
+    store: &Store,
+    options: &mut RunOptions,
+    setup: &RunSetup,
+) -> Result<(), ranker::RankerError> {
+    let (since_ms, refreshed_until_ms) = match setup.changed_since {
         None => return Ok(()),
         Some(ChangedSince::Time(since_ms)) => (since_ms, None),
         Some(ChangedSince::Last) => {
             options.incremental =
-                ranker::history::incremental_since_last(store, &options.scope, plan.refresh_days, plan.skew_margin)
+                ranker::history::incremental_since_last(store, &options.scope, setup.refresh_days, setup.skew_margin)
                     .await?;
             if options.incremental.is_none() {
                 eprintln!(
@@ -518,7 +522,7 @@ async fn plan_changes(store: &Store, options: &mut RunOptions, plan: &RunPlan) -
             return Ok(());
         }
     };
-    options.incremental = Some(Incremental { since_ms, refresh_days: Some(plan.refresh_days), refreshed_until_ms });
+    options.incremental = Some(Incremental { since_ms, refresh_days: Some(setup.refresh_days), refreshed_until_ms });
     Ok(())
 }
 
@@ -529,7 +533,7 @@ fn manual_run_id(started_ms: i64) -> String {
 }
 
 /// The scope of `shard`: its range in the run's plan, agreed through HBase.
-async fn plan_shard(
+async fn shard_scope(
     store: &Store,
     scope: &ScopeArgs,
     shard: Shard,
@@ -694,7 +698,7 @@ async fn run_command(cli: &Cli) -> Result<ExitCode> {
                 tracing::warn!(lease = %args.lease.lease_name, "--ignore-lease: running without the lease; a nightly run may rank at the same time");
             }
             let lease = (needs_lease && !args.lease.ignore_lease).then_some(&args.lease);
-            let plan = RunPlan {
+            let setup = RunSetup {
                 changed_since: args.changed_since,
                 refresh_days: args.refresh_days.unwrap_or(config.incremental.refresh_days),
                 skew_margin: args
@@ -707,7 +711,7 @@ async fn run_command(cli: &Cli) -> Result<ExitCode> {
                 None => None,
             };
             let started = std::time::Instant::now();
-            let status = run_pass(&args.pass, options, false, lease, plan, args.as_of).await;
+            let status = run_pass(&args.pass, options, false, lease, setup, args.as_of).await;
             if let Some(push) = push {
                 push.finish(&status, started.elapsed()).await;
             }
@@ -720,7 +724,7 @@ async fn run_command(cli: &Cli) -> Result<ExitCode> {
             // The raw baseline: unpaced unless --pace says otherwise.
             let config = load_config(args.pass.config.as_ref())?;
             let options = options(&args.pass, &config, now_ms(), Some(PaceMode::Off));
-            run_pass(&args.pass, options, true, None, RunPlan::default(), None).await.map(Into::into)
+            run_pass(&args.pass, options, true, None, RunSetup::default(), None).await.map(Into::into)
         }
     }
 }

@@ -50,7 +50,7 @@ pub(crate) struct ProductJob {
     /// same pacer and share multi-gets between products.
     pub fetcher: CommentFetcher,
     /// Where to count scored comments as they go.
-    pub progress: Option<Arc<RunProgress>>,
+    pub progress: Arc<RunProgress>,
 }
 
 /// What ranking one product did.
@@ -289,7 +289,6 @@ where
         });
         let (processed, next) = tokio::join!(processed, index.next_page(product, fetcher));
         state = processed?;
-        crate::telemetry::comments_scored(count);
         if let Some(progress) = progress {
             progress.add_comments(count);
         }
@@ -312,8 +311,7 @@ pub(crate) async fn select_for_product(
     };
     let index = IndexReader::for_product(store, product, whole_index, job.page_rows, &job.pacer);
     let (pool, totals) =
-        stream_comments(product, index, &job.fetcher, TopComments::new(MAX_PICKS), work, job.progress.as_deref())
-            .await?;
+        stream_comments(product, index, &job.fetcher, TopComments::new(MAX_PICKS), work, Some(&job.progress)).await?;
     Ok((pool.finish(), totals))
 }
 

@@ -1,11 +1,11 @@
 //! One ranking run from start to record, as `ranker run` and `ranker-cron`
-//! both make it: the start is taken, the run is planned (a shard's range,
+//! both make it: the start is taken, the run is prepared (a shard's range,
 //! what changed since the last completed run), its record is written to the
 //! run history as running, the ranker runs, and the record is rewritten with
 //! how it ended.
 //!
 //! The invariant kept here, once for both binaries: **the start is taken
-//! before anything is planned, listed or searched.** A change the run could
+//! before anything is prepared, listed or searched.** A change the run could
 //! miss is then newer than its start, and the start is what the next
 //! incremental run's watermark is computed from ([`crate::history::watermark_of`]).
 //! What the binaries keep to themselves is what differs between them: how the
@@ -41,11 +41,12 @@ pub struct RecordedRun {
     pub result: Result<RunReport, RankerError>,
 }
 
-/// Plans and runs one ranking under `options`, recorded as `identity`.
+/// Prepares and runs one ranking under `options`, recorded as `identity`.
 /// (A one-product rerun or a dry run is not recorded: nothing reads its
-/// record back, so it plans and calls [`crate::run`] itself.)
-/// `plan` sets what the run ranks once the start is taken;
-/// a planning error ends the run (and its record) as failed. `stop` ends the
+/// record back, so it prepares and calls [`crate::run`] itself.)
+/// `prepare` sets what the run ranks once the start is taken; an error
+/// preparing ends the run (and its record) as failed. The run logs its own
+/// figures; the lines here name the record. `stop` ends the
 /// run after the products in flight; `shutdown` tells, in the record, a
 /// process shutting down from a run stopped for another reason (a lost lease).
 pub async fn run_recorded(
@@ -53,18 +54,18 @@ pub async fn run_recorded(
     mut options: RunOptions,
     identity: RunIdentity,
     clock: &dyn Clock,
-    plan: impl AsyncFnOnce(&mut RunOptions) -> Result<(), RankerError>,
+    prepare: impl AsyncFnOnce(&mut RunOptions) -> Result<(), RankerError>,
     stop: CancellationToken,
     shutdown: &CancellationToken,
 ) -> RecordedRun {
     let started_ms = clock.now_ms();
-    let planned = plan(&mut options).await;
+    let prepared = prepare(&mut options).await;
     let RunIdentity { run_id, holder, slot_ms, attempt } = identity;
     let mut record = history::started_record(run_id, holder, slot_ms, attempt, started_ms, &options);
     history::save(store, &record).await;
     tracing::info!(run_id = %record.run_id, slot_ms, attempt, kind = record.kind.as_str(),
-        changed_since_ms = record.changed_since_ms, "ranking run started");
-    let result = match planned {
+        changed_since_ms = record.changed_since_ms, "recorded the run as running");
+    let result = match prepared {
         Ok(()) => crate::run(store, &options, stop).await,
         Err(error) => Err(error),
     };
@@ -74,16 +75,9 @@ pub async fn run_recorded(
     tracing::info!(
         run_id = %record.run_id,
         status = %record.status,
-        kind = record.kind.as_str(),
         products_changed = record.products_changed,
-        products = record.products,
-        comments_scored = record.comments_scored,
-        slots_written = record.slots_written,
-        slots_deleted = record.slots_deleted,
-        failures = record.failures,
-        duration_ms = record.duration_ms().unwrap_or_default(),
         error = record.error.as_deref().unwrap_or_default(),
-        "ranking run ended"
+        "recorded how the run ended"
     );
     RecordedRun { record, result }
 }

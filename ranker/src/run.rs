@@ -19,7 +19,7 @@ use crate::pace::{PaceMode, Pacer};
 use crate::product::{existing_slot_mask, rank_product, stream_comments, IndexReader, ProductJob, ProductOutcome};
 use crate::shard::KeyRange;
 use crate::writer::SlotWriter;
-use crate::{ProductFailure, RankerError, RunOptions, RunReport, Scope};
+use crate::{ProductFailure, RankerError, RunOptions, RunProgress, RunReport, Scope};
 
 /// What each product goes through.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -83,6 +83,8 @@ async fn drive(
         PaceMode::Off => options.page_rows,
     };
     let fetcher = CommentFetcher::new(store.clone(), pacer.clone(), page_rows);
+    // Counted whether or not anybody watches: the counts feed the metrics too.
+    let progress = options.progress.clone().unwrap_or_default();
     let job = Arc::new(ProductJob {
         scoring: Arc::new(options.scoring.clone()),
         as_of_ms: options.as_of_ms,
@@ -90,7 +92,7 @@ async fn drive(
         page_rows,
         pacer: pacer.clone(),
         fetcher: fetcher.clone(),
-        progress: options.progress.clone(),
+        progress: progress.clone(),
     });
     let worker = Worker {
         store: store.clone(),
@@ -153,7 +155,7 @@ async fn drive(
     loop {
         while in_flight.len() >= options.concurrency {
             if let Some(done) = in_flight.join_next_with_id().await {
-                record(&mut report, &mut task_products, done, options);
+                record(&mut report, &mut task_products, done, &progress);
             }
         }
         let next = tokio::select! {
@@ -181,7 +183,7 @@ async fn drive(
     // Stop discovery before waiting on the products in flight.
     drop(products);
     while let Some(done) = in_flight.join_next_with_id().await {
-        record(&mut report, &mut task_products, done, options);
+        record(&mut report, &mut task_products, done, &progress);
     }
     report.interrupted |= stop.is_cancelled();
     // Each ranked product's summary is written with its ranking, in the same call.
@@ -215,7 +217,7 @@ fn record(
     report: &mut RunReport,
     task_products: &mut HashMap<tokio::task::Id, Id>,
     done: Result<(tokio::task::Id, Result<ProductOutcome, String>), tokio::task::JoinError>,
-    options: &RunOptions,
+    progress: &RunProgress,
 ) {
     let (task, outcome) = match done {
         Ok(done) => done,
@@ -234,10 +236,7 @@ fn record(
         }
         Err(error) => report.failures.push(ProductFailure { product, error }),
     }
-    crate::telemetry::product_finished(failed);
-    if let Some(progress) = &options.progress {
-        progress.finish_product(failed);
-    }
+    progress.finish_product(failed);
 }
 
 /// The products of a run, one at a time.
@@ -338,7 +337,7 @@ impl Worker {
                     &job.pacer,
                 );
                 let ((), totals) =
-                    stream_comments(&product, index, &job.fetcher, (), count, job.progress.as_deref()).await?;
+                    stream_comments(&product, index, &job.fetcher, (), count, Some(&job.progress)).await?;
                 Ok(ProductOutcome {
                     comments_scored: totals.summary.count(),
                     skipped_rows: totals.skipped_rows,

@@ -49,6 +49,37 @@ pub async fn write_ranking(store: &Store, product: &Id, ranked: &[(CommentKey, f
     store.write_ranking(&ranking).await.expect("write a ranking");
 }
 
+/// Writes `products` products (`p0000000000`, `p0000000001`, ...) of
+/// `per_product` comments each through the write path: comment `index` of
+/// product `number` is on order `o{number * 100 + index}` by user
+/// `u{number * 100 + index}`, five stars, `3 * index` helpful votes and one
+/// unhelpful, longer the higher its index, written at
+/// `timestamp_of(number, index)`. The small numbered data set of the run,
+/// daemon and incremental tests, whose ids they name directly.
+pub async fn post_numbered(store: &Store, products: u64, per_product: u64, timestamp_of: impl Fn(u64, u64) -> i64) {
+    assert!(per_product <= 100, "order and user numbers are product * 100 + index");
+    let mut comments = Vec::new();
+    for number in 0..products {
+        for index in 0..per_product {
+            comments.push(NewComment {
+                order_id: test_id("o", number * 100 + index),
+                product_id: test_id("p", number),
+                user_id: test_id("u", number * 100 + index),
+                content: format!(
+                    "Review {index} of product {number}: sturdy and well made{}",
+                    " and more".repeat(usize::try_from(index).expect("small"))
+                ),
+                timestamp_ms: timestamp_of(number, index),
+                rating: Some(5),
+                helpful: Some(index * 3),
+                unhelpful: Some(1),
+                photos: None,
+            });
+        }
+    }
+    post_all(store, comments).await;
+}
+
 /// The shape of a deterministic review data set.
 #[derive(Debug, Clone, Copy)]
 pub struct Catalogue {

@@ -302,16 +302,20 @@ async fn forward(
     }
 }
 
-/// Polls `check` every 100 ms until it answers `Some`, and returns that;
-/// fails the test, naming `what`, after `limit`. Tests wait for events with
-/// this (a run recorded, a port answering) instead of sleeping a guess.
+/// Polls `check` until it answers `Some`, and returns that; fails the test,
+/// naming `what`, after `limit`. Tests wait for events with this (a run
+/// recorded, a port answering, a connection taken) instead of sleeping a
+/// guess. The pause between polls starts at 5 ms, so a quick event is seen
+/// quickly, and doubles up to 100 ms, so a slow one costs little.
 pub async fn wait_for<T>(limit: Duration, what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
     let deadline = Instant::now() + limit;
+    let mut pause = Duration::from_millis(5);
     loop {
         if let Some(value) = check().await {
             return value;
         }
         assert!(Instant::now() < deadline, "timed out after {limit:?} waiting for {what}");
-        tokio::time::sleep(Duration::from_millis(100)).await;
+        tokio::time::sleep(pause).await;
+        pause = (pause * 2).min(Duration::from_millis(100));
     }
 }

@@ -17,7 +17,7 @@ const LAST_SUCCESS_SEARCH: usize = 50;
 
 impl Daemon {
     /// One attempt: a recorded run ([`ranker::recorded::run_recorded`]) as
-    /// of the slot's time, planned by [`Daemon::plan`], with its metrics.
+    /// of the slot's time, prepared by [`Daemon::prepare`], with its metrics.
     pub(super) async fn attempt(&self, slot_ms: i64, attempt: u32, stop: &CancellationToken) -> RunRecord {
         let Inner { store, settings, clock, shutdown, .. } = self.inner.as_ref();
         // Every attempt at a slot ranks as of the slot's time, so retries and
@@ -34,7 +34,7 @@ impl Daemon {
             options,
             identity,
             clock.as_ref(),
-            async |options: &mut ranker::RunOptions| self.plan(slot_ms, options).await,
+            async |options: &mut ranker::RunOptions| self.prepare(slot_ms, options).await,
             stop.clone(),
             shutdown,
         )
@@ -46,7 +46,7 @@ impl Daemon {
                 metrics::changes_found(changes);
             }
         }
-        metrics::attempt_finished(record.status, record.kind, timer.elapsed(), record.products);
+        metrics::attempt_finished(record.status, record.kind, timer.elapsed());
         if record.status == RunStatus::Succeeded {
             if let Some(ended_ms) = record.ended_ms {
                 metrics::last_success(ended_ms);
@@ -58,7 +58,7 @@ impl Daemon {
     /// Decides what this slot's run ranks: with incremental nights on, a slot
     /// off the full schedule ranks what changed since the last completed run
     /// (every product when there is none), and a slot on it ranks everything.
-    async fn plan(&self, slot_ms: i64, options: &mut ranker::RunOptions) -> Result<(), RankerError> {
+    async fn prepare(&self, slot_ms: i64, options: &mut ranker::RunOptions) -> Result<(), RankerError> {
         let Some(nights) = &self.inner.settings.incremental else { return Ok(()) };
         if nights.is_full_slot(slot_ms) {
             tracing::info!(slot = %utc(slot_ms), "the full schedule's slot: ranking every product");

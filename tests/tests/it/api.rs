@@ -469,19 +469,11 @@ async fn the_service_recovers_by_itself_when_its_gateway_returns() {
 
     let resuming = Arc::clone(&gateway);
     tokio::task::spawn_blocking(move || resuming.resume()).await.expect("restart the private gateway");
-    let resumed = Instant::now();
-    let recovered = loop {
-        let answer = service.get(&path).await;
-        if answer.status == StatusCode::OK {
-            break answer;
-        }
-        assert!(
-            resumed.elapsed() < Duration::from_secs(30),
-            "no recovery 30 s after the gateway returned: {}",
-            answer.body
-        );
-        tokio::time::sleep(Duration::from_millis(200)).await;
-    };
+    let recovered =
+        integration_tests::wait_for(Duration::from_secs(30), "an answer after the gateway returned", async || {
+            Some(service.get(&path).await).filter(|answer| answer.status == StatusCode::OK)
+        })
+        .await;
     assert_eq!(recovered.comment_keys(), catalogue.product_order);
     assert_eq!(service.get("/readyz").await.status, StatusCode::OK);
     service.shut_down().await;

@@ -12,9 +12,9 @@ use common::hbase::{Retry, RowMutation, COLUMN_VALUE};
 use common::keys;
 use common::store::lease::{Clock, LeaseRequest, ReleaseOutcome, RenewOutcome, SystemClock, TakeOutcome};
 use common::store::runs::{RunKind, RunRecord, RunStatus};
-use common::store::{NewComment, Store};
+use common::store::Store;
 use cron::{Daemon, DaemonSettings, RetryPolicy, Schedule, SlotOutcome, StartMode};
-use integration_tests::fixtures::post_all;
+use integration_tests::fixtures::post_numbered;
 use integration_tests::{fresh_store, test_id, wait_for};
 use ranker::console::format_runs_table;
 
@@ -49,30 +49,13 @@ fn request(holder: &str, slot_ms: i64, ttl: Duration) -> LeaseRequest {
 mod process;
 mod virtual_time;
 
-/// Writes `products` products with `per_product` comments each (distinct
-/// users, lengths and votes) through the write path.
+/// Writes `products` products with `per_product` comments each (the
+/// harness's numbered data set, a second apart).
 async fn seed(store: &Store, products: u64, per_product: u64) {
-    let mut comments = Vec::new();
-    for product in 0..products {
-        for index in 0..per_product {
-            let number = product * 100 + index;
-            comments.push(NewComment {
-                order_id: test_id("o", number),
-                product_id: test_id("p", product),
-                user_id: test_id("u", number),
-                content: format!(
-                    "Review {index} of product {product}: sturdy, well made{}",
-                    " and more".repeat(index as usize)
-                ),
-                timestamp_ms: 1_700_000_000_000 + i64::try_from(number).expect("small") * 1_000,
-                rating: Some(5),
-                helpful: Some(index * 3),
-                unhelpful: Some(1),
-                photos: None,
-            });
-        }
-    }
-    post_all(store, comments).await;
+    post_numbered(store, products, per_product, |number, index| {
+        1_700_000_000_000 + i64::try_from(number * 100 + index).expect("small") * 1_000
+    })
+    .await;
 }
 
 fn settings(holder: &str, expression: &str, attempts: u32) -> DaemonSettings {

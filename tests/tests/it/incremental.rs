@@ -16,14 +16,14 @@
 
 use std::collections::BTreeSet;
 use std::process::{Child, Command, Stdio};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use common::keys::{CommentKey, KeyRange};
 use common::model::{Comment, Order, Record};
 use common::store::runs::{completed_cover, RunKind, RunStatus};
 use common::store::{NewComment, ProductRanking, Store};
 use common::Id;
-use integration_tests::fixtures::{post_all, write_ranking, AS_OF_MS};
+use integration_tests::fixtures::{post_numbered, write_ranking, AS_OF_MS};
 use integration_tests::{cargo_binary, fresh_store, test_id, thrift_addr};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
@@ -49,28 +49,13 @@ fn order(product: u64, index: u64) -> Id {
     test_id("o", product * 100 + index)
 }
 
-/// Writes `products` products of [`PER_PRODUCT`] comments through the write path.
+/// Writes `products` products of [`PER_PRODUCT`] comments (the harness's
+/// numbered data set, a month before [`AS_OF`], a second apart).
 async fn seed(store: &Store, products: u64) {
-    let mut comments = Vec::new();
-    for number in 0..products {
-        for index in 0..PER_PRODUCT {
-            comments.push(NewComment {
-                order_id: order(number, index),
-                product_id: product(number),
-                user_id: test_id("u", number * 100 + index),
-                content: format!(
-                    "Review {index} of product {number}: sturdy and well made{}",
-                    " and more".repeat(index as usize)
-                ),
-                timestamp_ms: AS_OF - 30 * DAY_MS + i64::try_from(index).expect("small") * 1_000,
-                rating: Some(5),
-                helpful: Some(index * 3),
-                unhelpful: Some(1),
-                photos: None,
-            });
-        }
-    }
-    post_all(store, comments).await;
+    post_numbered(store, products, PER_PRODUCT, |_, index| {
+        AS_OF - 30 * DAY_MS + i64::try_from(index).expect("small") * 1_000
+    })
+    .await;
 }
 
 fn options(scope: Scope, incremental: Option<Incremental>) -> RunOptions {
@@ -420,11 +405,10 @@ async fn a_killed_incremental_run_leaves_the_watermark_and_the_next_misses_nothi
     mark_slots(&store, PRODUCTS).await;
     let killed =
         ranker(&store, &["--changed-since", "last", "--lease-ttl-secs", "3", "--concurrency", "1", "--max-rate", "40"]);
-    let deadline = Instant::now() + Duration::from_secs(60);
-    while ranked_products(&store, PRODUCTS).await.is_empty() {
-        assert!(Instant::now() < deadline, "the incremental run never ranked a product");
-        tokio::time::sleep(Duration::from_millis(20)).await;
-    }
+    integration_tests::wait_for(Duration::from_secs(60), "the incremental run to rank a product", async || {
+        (!ranked_products(&store, PRODUCTS).await.is_empty()).then_some(())
+    })
+    .await;
     let pid = killed.0.as_ref().expect("running").id();
     kill(Pid::from_raw(i32::try_from(pid).expect("pid")), Signal::SIGKILL).expect("SIGKILL");
     drop(killed);

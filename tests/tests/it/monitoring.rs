@@ -90,6 +90,31 @@ fn flags(pairs: &[(&str, &str)]) -> Vec<String> {
     pairs.iter().flat_map(|(flag, value)| [(*flag).to_owned(), (*value).to_owned()]).collect()
 }
 
+/// The repository's example scrape configuration (`prometheus.yml` in
+/// `dir`), as operators copy it (its job names, `honor_labels`, rule files),
+/// with its three jobs' targets replaced by `targets` in their order
+/// (query-api, ranker-cron, pushgateway), its intervals cut to 1 s and its
+/// rule files at absolute paths.
+fn local_scrape_config(dir: &Path, targets: [String; 3]) -> String {
+    let shipped = std::fs::read_to_string(dir.join("prometheus.yml")).expect("deploy/monitoring/prometheus.yml");
+    let mut targets = targets.into_iter();
+    let mut config = String::new();
+    for line in shipped.lines() {
+        let indent = &line[..line.len() - line.trim_start().len()];
+        let line = if line.trim_start().starts_with("- targets: [") {
+            format!("{indent}- targets: [{}]", targets.next().expect("more jobs in prometheus.yml than expected"))
+        } else if line.trim_start().starts_with("- rules/") {
+            line.replacen("rules/", &format!("{}/rules/", dir.display()), 1)
+        } else {
+            line.replace("interval: 15s", "interval: 1s")
+        };
+        config.push_str(&line);
+        config.push('\n');
+    }
+    assert!(targets.next().is_none(), "prometheus.yml lost a job");
+    config
+}
+
 /// Writes the products, ranks nothing yet, and stores one comment whose JSON
 /// is truncated and one whose content holds a lone UTF-16 surrogate (as Java
 /// writes a cut emoji), both under good index rows.
@@ -261,15 +286,9 @@ async fn every_alert_and_dashboard_expression_selects_live_series() {
     let prometheus_port = free_port();
     let work = tempfile::tempdir().expect("temp dir");
     let api_targets: Vec<String> = ports.iter().map(|(_, metrics)| format!("'127.0.0.1:{metrics}'")).collect();
-    let config = format!(
-        "global: {{ scrape_interval: 1s, evaluation_interval: 1s }}\n\
-         rule_files: ['{rules}/recording.yml', '{rules}/alerts.yml']\n\
-         scrape_configs:\n\
-         - job_name: query-api\n  static_configs: [{{ targets: [{api}] }}]\n\
-         - job_name: ranker-cron\n  static_configs: [{{ targets: ['127.0.0.1:{cron_port}'] }}]\n\
-         - job_name: pushgateway\n  honor_labels: true\n  static_configs: [{{ targets: ['127.0.0.1:{pushgateway_port}'] }}]\n",
-        rules = dir.join("rules").display(),
-        api = api_targets.join(", "),
+    let config = local_scrape_config(
+        &dir,
+        [api_targets.join(", "), format!("'127.0.0.1:{cron_port}'"), format!("'127.0.0.1:{pushgateway_port}'")],
     );
     let config_path = work.path().join("prometheus.yml");
     std::fs::write(&config_path, config).expect("config");

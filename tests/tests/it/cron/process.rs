@@ -146,15 +146,10 @@ async fn a_killed_holders_lease_lapses_and_the_next_tick_proceeds() {
     );
     let killed_run = wait_for_run(&store, "killed-daemon", RunStatus::Running, Duration::from_secs(30)).await;
     // The daemon records the run as running a moment before it sets the gauge.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let metrics = loop {
-        let metrics = scrape(metrics_port);
-        if metrics.contains("reviews_ranker_cron_run_in_progress 1") || Instant::now() > deadline {
-            break metrics;
-        }
-        std::thread::sleep(Duration::from_millis(20));
-    };
-    assert!(metrics.contains("reviews_ranker_cron_run_in_progress 1"), "{metrics}");
+    wait_for(Duration::from_secs(10), "the in-progress gauge at 1", async || {
+        scrape(metrics_port).contains("reviews_ranker_cron_run_in_progress 1").then_some(())
+    })
+    .await;
 
     process.signal(Signal::SIGKILL);
     assert!(process.wait(Duration::from_secs(10)).code().is_none(), "killed by a signal");
@@ -272,16 +267,11 @@ async fn run_now_runs_at_once_then_keeps_the_schedule_and_serves_the_metrics_an_
     assert_eq!(run.products, PRODUCTS);
 
     // The record is written before the metrics; give the daemon a moment to count the run.
-    let deadline = Instant::now() + Duration::from_secs(10);
-    let metrics = loop {
-        let metrics = scrape(metrics_port);
-        if full_run_counted(&metrics) || Instant::now() > deadline {
-            break metrics;
-        }
-        tokio::time::sleep(Duration::from_millis(100)).await;
-    };
-    assert!(full_run_counted(&metrics), "{metrics}");
-    assert!(metrics.contains(&format!("reviews_ranker_cron_products_ranked_total {PRODUCTS}")), "{metrics}");
+    let metrics = wait_for(Duration::from_secs(10), "one succeeded full run counted", async || {
+        Some(scrape(metrics_port)).filter(|metrics| full_run_counted(metrics))
+    })
+    .await;
+    assert!(metrics.contains(&format!("reviews_ranker_products_total{{result=\"ranked\"}} {PRODUCTS}")), "{metrics}");
     assert!(metrics.contains("reviews_ranker_cron_run_in_progress 0"), "{metrics}");
     assert_described_and_namespaced(&metrics);
     let last_success = metrics
@@ -457,11 +447,10 @@ async fn query_api_serves_metrics_on_its_own_listener_and_logs_without_colour_to
         .stderr(std::fs::File::create(&log).expect("log file"))
         .spawn()
         .expect("start query-api");
-    let deadline = Instant::now() + Duration::from_secs(30);
-    while std::net::TcpStream::connect(("127.0.0.1", port)).is_err() {
-        assert!(Instant::now() < deadline, "query-api did not listen within 30 s");
-        std::thread::sleep(Duration::from_millis(50));
-    }
+    wait_for(Duration::from_secs(30), "query-api to listen", async || {
+        std::net::TcpStream::connect(("127.0.0.1", port)).ok().map(drop)
+    })
+    .await;
     let ranked = http_get(port, &format!("/v1/products/{}/comments/ranked", test_id("p", 1)));
     assert!(ranked.starts_with("HTTP/1.0 200") || ranked.starts_with("HTTP/1.1 200"), "{ranked}");
     let on_main = http_get(port, "/metrics");

@@ -17,13 +17,13 @@ use std::time::{Duration, Instant};
 
 use common::hbase::{Hbase, HbaseConfig};
 use common::store::Store;
-use integration_tests::{fresh_store, thrift_addr, FaultyProxy, ProxyMode};
+use integration_tests::{fresh_store, thrift_addr, wait_for, FaultyProxy, ProxyMode};
 use query_api::Settings;
 use ranker::{PaceMode, PacingSettings, RunOptions, RunProgress, Scope};
 use reqwest::StatusCode;
 use tokio_util::sync::CancellationToken;
 
-use integration_tests::app::{Answer, TestApp};
+use integration_tests::app::TestApp;
 use integration_tests::fixtures::{post_all, Catalogue, AS_OF_MS};
 
 /// A store over `tables_of`'s tables, reached through `proxy`.
@@ -57,7 +57,7 @@ async fn run_through_a_slow_phase(proxy: &FaultyProxy, tables: &Store, mode: Pac
     });
     for (products, mode) in [(10, ProxyMode::Delay(Duration::from_millis(20))), (20, ProxyMode::Pass)] {
         let what = format!("{products} products ranked");
-        integration_tests::wait_for(Duration::from_secs(60), &what, async || {
+        wait_for(Duration::from_secs(60), &what, async || {
             (progress.snapshot().products_done >= products).then_some(())
         })
         .await;
@@ -92,13 +92,6 @@ async fn a_paced_run_keeps_one_call_in_flight_through_a_slow_gateway() {
     assert!(unpaced_peak > 3, "an unpaced run had only {unpaced_peak} operations in flight at once");
 }
 
-/// GETs `path`: the answer, and how long it took.
-async fn timed_get(service: &TestApp, path: &str) -> (Answer, Duration) {
-    let asked = Instant::now();
-    let answer = service.get(path).await;
-    (answer, asked.elapsed())
-}
-
 /// Starts GETs of `path` that hold HBase connections while the proxy is silent.
 fn hold(service: &TestApp, path: &str, count: usize) -> tokio::task::JoinSet<()> {
     let mut held = tokio::task::JoinSet::new();
@@ -113,11 +106,7 @@ fn hold(service: &TestApp, path: &str, count: usize) -> tokio::task::JoinSet<()>
 
 /// Waits until `condition` holds, for at most five seconds.
 async fn until(what: &str, condition: impl Fn() -> bool) {
-    let deadline = Instant::now() + Duration::from_secs(5);
-    while !condition() {
-        assert!(Instant::now() < deadline, "timed out waiting until {what}");
-        tokio::time::sleep(Duration::from_millis(10)).await;
-    }
+    wait_for(Duration::from_secs(5), what, async || condition().then_some(())).await;
 }
 
 /// The pool of the overload tests: two connections, a queue of two waiting
@@ -165,14 +154,16 @@ async fn query_api_refuses_instead_of_queueing_when_every_connection_is_busy() {
         .collect();
     until("two requests wait for a connection", || hbase.queued() == 2).await;
 
-    // ...so the next one is refused at once, without waiting the queue timeout.
-    let (refused, took) = timed_get(&service, &format!("/v1/users/{product}/comments")).await;
+    // ...so the next one is refused at once, without waiting the queue
+    // timeout: the two that queued before it are still waiting when its
+    // answer comes (had it waited, they would have given up first).
+    let refused = service.get(&format!("/v1/users/{product}/comments")).await;
     refused.assert_error(StatusCode::SERVICE_UNAVAILABLE, "overloaded");
     assert_eq!(
         refused.headers.get(reqwest::header::RETRY_AFTER).map(|value| value.to_str().unwrap_or_default()),
         Some("1")
     );
-    assert!(took < queue_timeout / 2, "refused at once, not after a wait: {took:?}");
+    assert_eq!(hbase.queued(), 2, "refused at once, while the earlier two still waited");
 
     // The waiters give up after the queue timeout, not the 8-s operation deadline.
     for waiter in waiting {
@@ -202,10 +193,12 @@ async fn a_cached_ranking_is_served_while_every_connection_is_busy() {
     proxy.set_mode(ProxyMode::BlackHole);
     let _held = hold(&service, &format!("/v1/products/{}/comments", catalogue.product(0)), 2);
     until("both connections are busy", || hbase.in_flight() == 2).await;
-    let (cached, took) = timed_get(&service, &path).await;
+    // Answered while both connections hang for good and the queue would
+    // refuse a waiter after 200 ms: a cache hit waits for no connection.
+    let cached = service.get(&path).await;
     assert_eq!(cached.status, StatusCode::OK, "{}", cached.raw);
     assert_eq!(cached.body, fresh.body);
-    assert!(took < Duration::from_millis(200), "a cache hit waits for no connection: {took:?}");
+    assert_eq!(hbase.in_flight(), 2, "the held reads still hold both connections");
     // An uncached read, by contrast, cannot be answered now.
     service
         .get(&format!("/v1/products/{}/comments/ranked", catalogue.product(7)))
@@ -225,10 +218,11 @@ async fn an_outage_leaves_no_backlog_of_abandoned_work() {
     // for connections: what matters here is what becomes of the work of
     // requests that have given up.
     let settings = Settings::default();
+    let operation_timeout = Duration::from_millis(1_500);
     let config = query_api::config::service_hbase_config(
         HbaseConfig {
             pool_size: 4,
-            operation_timeout: Duration::from_millis(1_500),
+            operation_timeout,
             retries: 1,
             queue_timeout: Some(Duration::from_secs(2)),
             max_queued: Some(1_000),
@@ -269,14 +263,16 @@ async fn an_outage_leaves_no_backlog_of_abandoned_work() {
     // Every request has had its answer, so no HBase work may be left: work
     // whose caller has gone ends by the caller's deadline (or never starts)
     // instead of holding a connection for a fresh timeout of its own.
+    // Work that held a connection for a fresh operation timeout of its own
+    // would still be in flight 1.5 s after its caller's answer.
     let settled = Instant::now();
     until("no abandoned work holds a connection", || hbase.in_flight() == 0).await;
-    assert!(settled.elapsed() < Duration::from_millis(300), "abandoned work ran {:?} on", settled.elapsed());
+    assert!(settled.elapsed() < operation_timeout / 2, "abandoned work ran {:?} on", settled.elapsed());
 
-    // The gateway returns: a request is answered at once, with no backlog of
-    // abandoned work between it and HBase.
+    // The gateway returns: nothing abandoned is queued or in flight between
+    // a new request and HBase, so it is answered.
+    assert_eq!((hbase.in_flight(), hbase.queued()), (0, 0), "no backlog to drain");
     proxy.set_mode(ProxyMode::Pass);
-    let (answer, took) = timed_get(&service, &path).await;
+    let answer = service.get(&path).await;
     assert_eq!(answer.status, StatusCode::OK, "{}", answer.raw);
-    assert!(took < Duration::from_millis(500), "no backlog to drain: answered in {took:?}");
 }

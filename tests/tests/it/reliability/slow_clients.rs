@@ -211,11 +211,10 @@ async fn the_binary_held_to_512_open_files_and_flooded_with_idle_connections_nev
             .expect("start query-api"),
     );
     let address: std::net::SocketAddr = format!("127.0.0.1:{port}").parse().expect("address");
-    let deadline = Instant::now() + PATIENCE;
-    while TcpStream::connect(address).await.is_err() {
-        assert!(Instant::now() < deadline, "query-api did not listen in time");
-        tokio::time::sleep(Duration::from_millis(50)).await;
-    }
+    integration_tests::wait_for(PATIENCE, "query-api to listen", async || {
+        TcpStream::connect(address).await.ok().map(drop)
+    })
+    .await;
 
     // Far more idle connections than 512 files allow.
     let mut idle = Vec::new();
