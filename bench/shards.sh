@@ -2,7 +2,7 @@
 # The shard balance table (BENCHMARKS.md, "Shard balance"): for the data set
 # under table prefix PREFIX ("" for the demo's tables, bench_ for bench/load.sh's),
 # shows the plan `ranker run --shard i/N` would use (`ranker shards --count N`:
-# regions, sample size and the time the sample took), then counts what each
+# regions, what the count found and the time it took), then counts what each
 # shard actually holds with a read pass over its range
 # (`ranker bench-read --shard i/N`: every product and comment in it) and
 # prints each shard's share of products and of comments and the largest over
@@ -36,8 +36,8 @@ import json, sys
 out, count = sys.argv[1], int(sys.argv[2])
 plan = json.load(open(f"{out}/plan.json"))
 timing = open(f"{out}/plan.err").read().strip().splitlines()[-1]
-print(f"plan: {plan['regions']} region(s), sample of {plan['sampledProducts']:,} products and "
-      f"{plan['sampledComments']:,} comments read in {plan['sampleMs'] / 1000:.2f} s (`ranker shards`: {timing})")
+print(f"plan: {plan['regions']} region(s), counted {plan['countedProducts']:,} products and "
+      f"{plan['countedComments']:,} comments read in {plan['countMs'] / 1000:.2f} s (`ranker shards`: {timing})")
 shards = [json.load(open(f"{out}/shard-{index}.json")) for index in range(count)]
 products = [shard["products_ranked"] for shard in shards]
 comments = [shard["comments_scored"] for shard in shards]

@@ -108,7 +108,7 @@ struct ScopeArgs {
 
     /// Rank only shard INDEX of COUNT (0 <= INDEX < COUNT, COUNT <= 1024),
     /// e.g. 3/8. The shards are contiguous key ranges cut along the regions of
-    /// product-comment (inside a region at sampled products where that
+    /// product-comment (inside a region at counted products where that
     /// balances better); the first shard of a run stores the plan in HBase and
     /// every other shard of the run uses it, so the COUNT shards of one run
     /// cover every product exactly once, including products added meanwhile.

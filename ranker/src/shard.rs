@@ -3,10 +3,10 @@
 //! Kubernetes' `JOB_COMPLETION_INDEX`).
 //!
 //! [`plan_ranges`] is the pure part: from the start keys of `product-comment`'s
-//! regions and a count of its rows per product ([`SampleBucket`]s), it cuts the
+//! regions and a count of its rows per product ([`CountBucket`]s), it cuts the
 //! key space where each shard gets a near-equal share of products and of
 //! comments, preferring region boundaries (a shard then reads whole regions)
-//! and cutting inside a region at a sampled product where no boundary is close
+//! and cutting inside a region at a counted product where no boundary is close
 //! enough. Whatever the inputs, the ranges start at the empty key, meet end to
 //! end and run to the end of the table, and every cut is a product prefix, so
 //! every key (valid id or not, present at planning time or added later) belongs
@@ -23,7 +23,7 @@ use serde::{Deserialize, Serialize};
 /// shard, so it stays small.
 pub const MAX_SHARDS: u32 = 1024;
 /// How close (as a fraction of the mean shard's share) a region boundary must
-/// come to the ideal cut to be used instead of a sampled key (within the
+/// come to the ideal cut to be used instead of a counted product's key (within the
 /// bound on every shard's share, which holds either way).
 const REGION_TOLERANCE: f64 = 0.15;
 
@@ -71,11 +71,11 @@ impl FromStr for Shard {
     }
 }
 
-/// Consecutive products as the planner's sample saw them: from `first_key` (a
+/// Consecutive products as the planner's count saw them: from `first_key` (a
 /// product prefix) up to the next bucket's first key, `products` products with
 /// `comments` rows of `product-comment` in all.
 #[derive(Debug, Clone, PartialEq, Eq, Serialize, Deserialize)]
-pub struct SampleBucket {
+pub struct CountBucket {
     /// The first product prefix of the bucket.
     pub first_key: Vec<u8>,
     /// Products in the bucket.
@@ -84,18 +84,18 @@ pub struct SampleBucket {
     pub comments: u64,
 }
 
-/// What the sample says one range holds.
+/// What the count says one range holds.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, Serialize, Deserialize)]
 pub struct RangeEstimate {
-    /// Products whose sample bucket starts in the range.
+    /// Products whose count bucket starts in the range.
     pub products: u64,
     /// Their comments.
     pub comments: u64,
 }
 
 /// Sums the buckets whose first key lies in `range`.
-pub fn estimate(range: &KeyRange, samples: &[SampleBucket]) -> RangeEstimate {
-    samples.iter().filter(|bucket| range.contains(&bucket.first_key)).fold(RangeEstimate::default(), |sum, bucket| {
+pub fn estimate(range: &KeyRange, counted: &[CountBucket]) -> RangeEstimate {
+    counted.iter().filter(|bucket| range.contains(&bucket.first_key)).fold(RangeEstimate::default(), |sum, bucket| {
         RangeEstimate { products: sum.products + bucket.products, comments: sum.comments + bucket.comments }
     })
 }
@@ -103,7 +103,7 @@ pub fn estimate(range: &KeyRange, samples: &[SampleBucket]) -> RangeEstimate {
 /// Cuts the key space into `count` ranges, shard `i` ranking `ranges[i]`.
 ///
 /// `region_starts` are the start keys of `product-comment`'s regions (any
-/// order; the empty key of the first region is ignored), `samples` the row
+/// order; the empty key of the first region is ignored), `counted` the row
 /// counts of its products. Each shard should get `1 / count` of the products
 /// and of the comments. The plan first finds the smallest bound `B` such that
 /// the key space can be cut into `count` ranges none of which holds more than
@@ -115,14 +115,14 @@ pub fn estimate(range: &KeyRange, samples: &[SampleBucket]) -> RangeEstimate {
 /// comments weighed equally) when one lies within [`REGION_TOLERANCE`] of a
 /// mean share, so evenly filled regions are dealt out whole, balanced by
 /// region count; otherwise (fewer regions than shards, or uneven regions such
-/// as the demo data's one full region) to the nearest sampled product. Without
-/// a sample (an empty table), whole regions are dealt out by count, and an
+/// as the demo data's one full region) to the nearest counted product. Without
+/// counts (an empty table), whole regions are dealt out by count, and an
 /// empty table of one region is cut at two-character id prefixes, where
 /// random ids would land evenly.
 ///
 /// Every cut is a product prefix, so no product's rows are split; equal cuts
 /// leave some shards an empty range when there are fewer places to cut than shards.
-pub fn plan_ranges(region_starts: &[Vec<u8>], samples: &[SampleBucket], count: u32) -> Vec<KeyRange> {
+pub fn plan_ranges(region_starts: &[Vec<u8>], counted: &[CountBucket], count: u32) -> Vec<KeyRange> {
     let count = count.max(1) as usize;
     let mut boundaries: Vec<Vec<u8>> = region_starts
         .iter()
@@ -131,11 +131,11 @@ pub fn plan_ranges(region_starts: &[Vec<u8>], samples: &[SampleBucket], count: u
         .collect();
     boundaries.sort();
     boundaries.dedup();
-    let sample = Sample::new(samples);
-    let cuts = if sample.keys.is_empty() || sample.total_weight() == 0.0 {
-        unsampled_cuts(&boundaries, count)
+    let counts = Counts::new(counted);
+    let cuts = if counts.keys.is_empty() || counts.total_weight() == 0.0 {
+        cuts_by_region_count(&boundaries, count)
     } else {
-        sampled_cuts(&boundaries, &sample, count)
+        cuts_by_counts(&boundaries, &counts, count)
     };
     let mut ranges = Vec::with_capacity(count);
     let mut start = Vec::new();
@@ -152,8 +152,8 @@ const BOUND_SLACK: f64 = 1.05;
 /// A bound at which no shard is worth moving a cut for.
 const BALANCED_ENOUGH: f64 = 1.2;
 
-/// The `count - 1` cuts of a table with nothing sampled in it.
-fn unsampled_cuts(boundaries: &[Vec<u8>], count: usize) -> Vec<Vec<u8>> {
+/// The `count - 1` cuts of a table with nothing counted in it.
+fn cuts_by_region_count(boundaries: &[Vec<u8>], count: usize) -> Vec<Vec<u8>> {
     (1..count)
         .map(|k| {
             if boundaries.is_empty() {
@@ -170,24 +170,24 @@ fn unsampled_cuts(boundaries: &[Vec<u8>], count: usize) -> Vec<Vec<u8>> {
         .collect()
 }
 
-/// The `count - 1` cuts of a sampled table (see [`plan_ranges`]).
-fn sampled_cuts(boundaries: &[Vec<u8>], sample: &Sample, count: usize) -> Vec<Vec<u8>> {
-    let buckets = sample.keys.len();
+/// The `count - 1` cuts of a counted table (see [`plan_ranges`]).
+fn cuts_by_counts(boundaries: &[Vec<u8>], counts: &Counts, count: usize) -> Vec<Vec<u8>> {
+    let buckets = counts.keys.len();
     // The slack never takes a bound under 1.5 over 1.45: 1.5 is the target.
-    let best = sample.best_bound(count);
+    let best = counts.best_bound(count);
     let bound = best.max((best * BOUND_SLACK).clamp(BALANCED_ENOUGH, 1.45));
-    let (next, groups) = sample.packing(bound, count);
+    let (next, groups) = counts.packing(bound, count);
     // Region boundaries by the index of the first bucket at or after them.
     let boundary_positions: Vec<(usize, &Vec<u8>)> =
-        boundaries.iter().map(|boundary| (sample.keys.partition_point(|key| key < boundary), boundary)).collect();
-    let total = sample.total_weight();
+        boundaries.iter().map(|boundary| (counts.keys.partition_point(|key| key < boundary), boundary)).collect();
+    let total = counts.total_weight();
     let mean = total / count as f64;
     let mut cuts: Vec<Vec<u8>> = Vec::with_capacity(count - 1);
     let mut position = 0;
     for k in 1..count {
         let shards_left = count - k + 1;
-        let ideal = sample.weight_before(position) + (total - sample.weight_before(position)) / shards_left as f64;
-        let distance = |end: usize| (sample.weight_before(end) - ideal).abs();
+        let ideal = counts.weight_before(position) + (total - counts.weight_before(position)) / shards_left as f64;
+        let distance = |end: usize| (counts.weight_before(end) - ideal).abs();
         // An end is allowed when this shard stays within the bound and the
         // shards after it can take the rest within it too.
         let allowed = |end: usize| end >= position && end <= next[position] && groups[end] < shards_left;
@@ -199,13 +199,13 @@ fn sampled_cuts(boundaries: &[Vec<u8>], sample: &Sample, count: usize) -> Vec<Ve
         let (end, cut) = match region {
             Some((end, boundary)) if distance(*end) <= REGION_TOLERANCE * mean => (*end, (*boundary).clone()),
             _ => {
-                // A sampled product: the ends before the last bucket always
+                // A counted product: the ends before the last bucket always
                 // have a key to cut at (the rest then fits one shard).
                 let end = (position..buckets)
                     .filter(|&end| allowed(end))
                     .min_by(|&left, &right| distance(left).total_cmp(&distance(right)))
                     .unwrap_or(position.min(buckets - 1));
-                (end, sample.keys[end].clone())
+                (end, counts.keys[end].clone())
             }
         };
         let cut = match previous {
@@ -218,8 +218,8 @@ fn sampled_cuts(boundaries: &[Vec<u8>], sample: &Sample, count: usize) -> Vec<Ve
     cuts
 }
 
-/// The sample by distinct product prefix, with running sums.
-struct Sample {
+/// The counts by distinct product prefix, with running sums.
+struct Counts {
     /// The buckets' first keys as product prefixes, sorted and distinct.
     keys: Vec<Vec<u8>>,
     /// `products_before[i]`: products in the buckets before `keys[i]`; one longer than `keys`.
@@ -228,28 +228,28 @@ struct Sample {
     comments_before: Vec<u64>,
 }
 
-impl Sample {
-    fn new(samples: &[SampleBucket]) -> Sample {
-        let mut buckets: Vec<(Vec<u8>, u64, u64)> = samples
+impl Counts {
+    fn new(counted: &[CountBucket]) -> Counts {
+        let mut buckets: Vec<(Vec<u8>, u64, u64)> = counted
             .iter()
             .map(|bucket| (keys::product_boundary(&bucket.first_key).to_vec(), bucket.products, bucket.comments))
             .collect();
         buckets.sort_by(|left, right| left.0.cmp(&right.0));
-        let mut sample = Sample { keys: Vec::new(), products_before: vec![0], comments_before: vec![0] };
+        let mut counts = Counts { keys: Vec::new(), products_before: vec![0], comments_before: vec![0] };
         for (key, products, comments) in buckets {
-            if sample.keys.last() != Some(&key) {
-                sample.keys.push(key);
-                sample.products_before.push(*sample.products_before.last().unwrap_or(&0));
-                sample.comments_before.push(*sample.comments_before.last().unwrap_or(&0));
+            if counts.keys.last() != Some(&key) {
+                counts.keys.push(key);
+                counts.products_before.push(*counts.products_before.last().unwrap_or(&0));
+                counts.comments_before.push(*counts.comments_before.last().unwrap_or(&0));
             }
             if let (Some(running_products), Some(running_comments)) =
-                (sample.products_before.last_mut(), sample.comments_before.last_mut())
+                (counts.products_before.last_mut(), counts.comments_before.last_mut())
             {
                 *running_products += products;
                 *running_comments += comments;
             }
         }
-        sample
+        counts
     }
 
     fn products(&self) -> u64 {
@@ -332,9 +332,9 @@ mod tests {
     }
 
     /// Ten-character ids like the demo's: `P` and nine digits, consecutive.
-    fn demo_like(products: u64) -> Vec<SampleBucket> {
+    fn demo_like(products: u64) -> Vec<CountBucket> {
         (1..=products)
-            .map(|number| SampleBucket {
+            .map(|number| CountBucket {
                 first_key: format!("P{number:09}").into_bytes(),
                 products: 1,
                 comments: 1 + number % 19,
@@ -355,8 +355,8 @@ mod tests {
             .collect()
     }
 
-    fn shares(ranges: &[KeyRange], samples: &[SampleBucket]) -> (f64, f64) {
-        let estimates: Vec<RangeEstimate> = ranges.iter().map(|range| estimate(range, samples)).collect();
+    fn shares(ranges: &[KeyRange], counted: &[CountBucket]) -> (f64, f64) {
+        let estimates: Vec<RangeEstimate> = ranges.iter().map(|range| estimate(range, counted)).collect();
         let worst = |value: fn(&RangeEstimate) -> u64| {
             let total: u64 = estimates.iter().map(value).sum();
             let max = estimates.iter().map(value).max().unwrap_or(0);
@@ -373,10 +373,10 @@ mod tests {
 
     #[test]
     fn demo_data_in_one_region_of_an_evenly_split_table_is_cut_inside_that_region() {
-        let samples = demo_like(2_000);
+        let counted = demo_like(2_000);
         for regions in [1, 8] {
-            let ranges = plan_ranges(&even_region_starts(regions), &samples, 8);
-            let (products, comments) = shares(&ranges, &samples);
+            let ranges = plan_ranges(&even_region_starts(regions), &counted, 8);
+            let (products, comments) = shares(&ranges, &counted);
             assert!(products <= 1.05 && comments <= 1.05, "{regions} regions: {products} {comments}");
         }
     }
@@ -387,15 +387,15 @@ mod tests {
         // hottest together hold 1.55 times a mean shard's comments, and a
         // cut by combined weight alone would give them one shard. No
         // contiguous cut does better than about 1.48 times the mean here.
-        let samples: Vec<SampleBucket> = (1..=200)
-            .map(|number| SampleBucket {
+        let counted: Vec<CountBucket> = (1..=200)
+            .map(|number| CountBucket {
                 first_key: format!("P{number:09}").into_bytes(),
                 products: 1,
                 comments: 2_000 / number + 20,
             })
             .collect();
-        let ranges = plan_ranges(&[Vec::new()], &samples, 8);
-        let (products, comments) = shares(&ranges, &samples);
+        let ranges = plan_ranges(&[Vec::new()], &counted, 8);
+        let (products, comments) = shares(&ranges, &counted);
         assert!(products <= 1.5 && comments <= 1.5, "{products} {comments}: {ranges:?}");
         assert!(ranges[0].contains(b"P000000001") && !ranges[0].contains(b"P000000002"), "{ranges:?}");
     }
@@ -404,22 +404,22 @@ mod tests {
     fn evenly_filled_regions_are_dealt_out_whole() {
         // 16 regions over the alphabet, random-looking ids spread evenly over them.
         let starts = even_region_starts(16);
-        let samples: Vec<SampleBucket> = (0..62 * 62)
-            .map(|position| SampleBucket {
+        let counted: Vec<CountBucket> = (0..62 * 62)
+            .map(|position| CountBucket {
                 first_key: vec![keys::ID_ALPHABET[position / 62], keys::ID_ALPHABET[position % 62], b'x'],
                 products: 1,
                 comments: 5,
             })
             .collect();
-        let ranges = plan_ranges(&starts, &samples, 8);
+        let ranges = plan_ranges(&starts, &counted, 8);
         let cuts: Vec<Vec<u8>> = ranges.iter().filter_map(|range| range.stop.clone()).collect();
         assert!(cuts.iter().all(|cut| starts.contains(cut)), "every cut is a region boundary: {cuts:?}");
-        let (products, comments) = shares(&ranges, &samples);
+        let (products, comments) = shares(&ranges, &counted);
         assert!(products < 1.2 && comments < 1.2, "{products} {comments}");
     }
 
     #[test]
-    fn without_a_sample_regions_are_dealt_out_by_count_or_the_alphabet_is_cut() {
+    fn without_counts_regions_are_dealt_out_by_count_or_the_alphabet_is_cut() {
         let ranges = plan_ranges(&even_region_starts(8), &[], 4);
         let cuts: Vec<Vec<u8>> = ranges.iter().filter_map(|range| range.stop.clone()).collect();
         let starts = even_region_starts(8);
@@ -443,10 +443,10 @@ mod tests {
         proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..14), 0..24)
     }
 
-    fn sample_layout() -> impl Strategy<Value = Vec<SampleBucket>> {
+    fn counted_layout() -> impl Strategy<Value = Vec<CountBucket>> {
         proptest::collection::vec(
             (proptest::collection::vec(any::<u8>(), 1..12), 0u64..50, 0u64..5_000)
-                .prop_map(|(first_key, products, comments)| SampleBucket { first_key, products, comments }),
+                .prop_map(|(first_key, products, comments)| CountBucket { first_key, products, comments }),
             0..200,
         )
     }
@@ -455,11 +455,11 @@ mod tests {
         #[test]
         fn ranges_are_ordered_disjoint_and_cover_every_key(
             starts in region_layout(),
-            samples in sample_layout(),
+            counted in counted_layout(),
             count in 1u32..=16,
             keys in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..16), 1..20),
         ) {
-            let ranges = plan_ranges(&starts, &samples, count);
+            let ranges = plan_ranges(&starts, &counted, count);
             prop_assert_eq!(ranges.len(), count as usize);
             prop_assert!(ranges[0].start.is_empty());
             prop_assert_eq!(&ranges[ranges.len() - 1].stop, &None);
@@ -476,20 +476,20 @@ mod tests {
         #[test]
         fn a_product_never_straddles_two_shards(
             mut starts in region_layout(),
-            mut samples in sample_layout(),
+            mut counted in counted_layout(),
             count in 2u32..=16,
             id in "[0-9A-Za-z]{10}",
             inside in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..20), 1..4),
             suffixes in proptest::collection::vec(proptest::collection::vec(any::<u8>(), 0..20), 1..6),
         ) {
             // Region boundaries inside the product's index rows, and most of
-            // the sampled comments on it, so that cuts fall at and inside it:
+            // the counted comments on it, so that cuts fall at and inside it:
             // random layouts alone almost never put one there.
             for tail in &inside {
                 starts.push([id.as_bytes(), b"c", tail].concat());
             }
-            samples.push(SampleBucket { first_key: id.as_bytes().to_vec(), products: 1, comments: 1_000_000 });
-            let ranges = plan_ranges(&starts, &samples, count);
+            counted.push(CountBucket { first_key: id.as_bytes().to_vec(), products: 1, comments: 1_000_000 });
+            let ranges = plan_ranges(&starts, &counted, count);
             let holder = |key: &[u8]| ranges.iter().position(|range| range.contains(key));
             let first = holder(id.as_bytes());
             for suffix in suffixes {

@@ -1,7 +1,7 @@
 //! How the shards of one run agree on one plan without a coordinator of our own.
 //!
 //! A plan is computed from `product-comment`'s regions (`getTableRegions`) and
-//! a keys-only count of its rows per product ([`sample`]), then cut by the pure
+//! a keys-only count of its rows per product ([`count_rows_per_product`]), then cut by the pure
 //! [`plan_ranges`]. Plans computed at different times can differ (regions split
 //! and merge, products arrive), and two shards cut by different plans could
 //! rank a product twice or not at all. So the plan of a run is stored once, in
@@ -23,25 +23,27 @@ use common::store::Store;
 use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
 
-use crate::shard::{estimate, plan_ranges, KeyRange, RangeEstimate, SampleBucket, Shard};
+use crate::shard::{estimate, plan_ranges, CountBucket, KeyRange, RangeEstimate, Shard};
 use crate::RankerError;
 
-/// Keys read per step of the sample's keys-only scan.
-const SAMPLE_PAGE_ROWS: usize = 5_000;
-/// The sample's bucket budget over the whole table, shared among the regions:
+/// Keys read per step of the count's keys-only scan.
+const COUNT_PAGE_ROWS: usize = 5_000;
+/// The count's bucket budget over the whole table, shared among the regions:
 /// once a region holds twice its share (a share is at least
 /// [`MIN_REGION_BUCKETS`]), its light neighbouring buckets are merged in
 /// pairs, so memory stays bounded however many products a region holds (the
 /// cuts get coarser, not wrong). With many regions the floor wins: each keeps
 /// up to `2 * MIN_REGION_BUCKETS`.
-const MAX_SAMPLE_BUCKETS: usize = 65_536;
+const MAX_COUNT_BUCKETS: usize = 65_536;
 /// The fewest buckets a region keeps before merging: the data may all sit in
 /// one region of many (the demo's ids in an evenly pre-split table).
 const MIN_REGION_BUCKETS: usize = 4_096;
-/// Regions sampled at once.
-const SAMPLE_CONCURRENCY: usize = 4;
+/// Regions counted at once.
+const COUNT_CONCURRENCY: usize = 4;
 
-/// One run's cut of the key space into shards, as stored.
+/// One run's cut of the key space into shards, as stored. Plans stored
+/// before the row count was named for what it is (it reads every key) say
+/// `sampledProducts`, `sampledComments` and `sampleMs`; they still decode.
 #[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ShardPlan {
@@ -55,12 +57,15 @@ pub struct ShardPlan {
     pub created_by: String,
     /// How many regions `product-comment` had.
     pub regions: usize,
-    /// Products the sample counted.
-    pub sampled_products: u64,
-    /// Comments (`product-comment` rows) the sample counted.
-    pub sampled_comments: u64,
-    /// How long reading the regions and the sample took.
-    pub sample_ms: u64,
+    /// Products the count found.
+    #[serde(alias = "sampledProducts")]
+    pub counted_products: u64,
+    /// Comments (`product-comment` rows) the count found.
+    #[serde(alias = "sampledComments")]
+    pub counted_comments: u64,
+    /// How long reading the regions and counting the rows took.
+    #[serde(alias = "sampleMs")]
+    pub count_ms: u64,
     /// Shard `i`'s range and estimated share, in shard order.
     pub shards: Vec<PlannedShard>,
 }
@@ -70,7 +75,7 @@ pub struct ShardPlan {
 pub struct PlannedShard {
     /// The keys it ranks.
     pub range: KeyRange,
-    /// What the sample saw in it.
+    /// What the count found in it.
     pub estimate: RangeEstimate,
 }
 
@@ -161,35 +166,35 @@ fn decode(bytes: &[u8], count: u32) -> Result<ShardPlan, RankerError> {
     Ok(plan)
 }
 
-/// Reads the regions and the sample now and cuts `count` shards (stores nothing).
+/// Reads the regions and counts the rows now and cuts `count` shards (stores nothing).
 pub async fn compute_plan(store: &Store, plan_id: &str, count: u32) -> Result<ShardPlan, RankerError> {
     let started = Instant::now();
     let regions = store.product_comment_regions().await?;
-    let samples = sample(store, &regions).await?;
+    let counted = count_rows_per_product(store, &regions).await?;
     let starts: Vec<Vec<u8>> = regions.iter().map(|region| region.start.clone()).collect();
-    let shards = plan_ranges(&starts, &samples, count)
+    let shards = plan_ranges(&starts, &counted, count)
         .into_iter()
-        .map(|range| PlannedShard { estimate: estimate(&range, &samples), range })
+        .map(|range| PlannedShard { estimate: estimate(&range, &counted), range })
         .collect();
-    let sample_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let count_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     let plan = ShardPlan {
         plan_id: plan_id.to_owned(),
         count,
         created_ms: chrono::Utc::now().timestamp_millis(),
         created_by: crate::keeper::default_holder(),
         regions: regions.len(),
-        sampled_products: samples.iter().map(|bucket| bucket.products).sum(),
-        sampled_comments: samples.iter().map(|bucket| bucket.comments).sum(),
-        sample_ms,
+        counted_products: counted.iter().map(|bucket| bucket.products).sum(),
+        counted_comments: counted.iter().map(|bucket| bucket.comments).sum(),
+        count_ms,
         shards,
     };
     tracing::info!(
         plan_id,
         count,
         regions = plan.regions,
-        products = plan.sampled_products,
-        comments = plan.sampled_comments,
-        sample_ms,
+        products = plan.counted_products,
+        comments = plan.counted_comments,
+        count_ms,
         "computed a shard plan"
     );
     Ok(plan)
@@ -197,49 +202,46 @@ pub async fn compute_plan(store: &Store, plan_id: &str, count: u32) -> Result<Sh
 
 /// Counts `product-comment`'s rows per product, region by region (a few
 /// regions at once), with keys-only scans that leave the block cache alone.
-pub async fn sample(store: &Store, regions: &[KeyRange]) -> Result<Vec<SampleBucket>, RankerError> {
-    let cap = (MAX_SAMPLE_BUCKETS / regions.len().max(1)).max(MIN_REGION_BUCKETS);
-    let mut per_region: Vec<Vec<SampleBucket>> = vec![Vec::new(); regions.len()];
-    let mut sampling = JoinSet::new();
+pub async fn count_rows_per_product(store: &Store, regions: &[KeyRange]) -> Result<Vec<CountBucket>, RankerError> {
+    let cap = (MAX_COUNT_BUCKETS / regions.len().max(1)).max(MIN_REGION_BUCKETS);
+    let mut per_region: Vec<Vec<CountBucket>> = vec![Vec::new(); regions.len()];
+    let mut counting = JoinSet::new();
     for (index, region) in regions.iter().enumerate() {
-        while sampling.len() >= SAMPLE_CONCURRENCY {
-            collect(&mut sampling, &mut per_region).await?;
+        while counting.len() >= COUNT_CONCURRENCY {
+            collect(&mut counting, &mut per_region).await?;
         }
         let (store, region) = (store.clone(), region.clone());
-        sampling.spawn(async move { (index, sample_region(&store, &region, cap).await) });
+        counting.spawn(async move { (index, count_region(&store, &region, cap).await) });
     }
-    while !sampling.is_empty() {
-        collect(&mut sampling, &mut per_region).await?;
+    while !counting.is_empty() {
+        collect(&mut counting, &mut per_region).await?;
     }
     Ok(per_region.into_iter().flatten().collect())
 }
 
-type RegionSample = (usize, Result<Vec<SampleBucket>, common::Error>);
+type RegionCount = (usize, Result<Vec<CountBucket>, common::Error>);
 
-async fn collect(
-    sampling: &mut JoinSet<RegionSample>,
-    per_region: &mut [Vec<SampleBucket>],
-) -> Result<(), RankerError> {
-    if let Some(joined) = sampling.join_next().await {
+async fn collect(counting: &mut JoinSet<RegionCount>, per_region: &mut [Vec<CountBucket>]) -> Result<(), RankerError> {
+    if let Some(joined) = counting.join_next().await {
         let (index, buckets) =
-            joined.map_err(|error| RankerError::ShardPlan(format!("sampling a region failed: {error}")))?;
+            joined.map_err(|error| RankerError::ShardPlan(format!("counting a region's rows failed: {error}")))?;
         per_region[index] = buckets?;
     }
     Ok(())
 }
 
-async fn sample_region(store: &Store, region: &KeyRange, cap: usize) -> Result<Vec<SampleBucket>, common::Error> {
-    let mut buckets: Vec<SampleBucket> = Vec::new();
+async fn count_region(store: &Store, region: &KeyRange, cap: usize) -> Result<Vec<CountBucket>, common::Error> {
+    let mut buckets: Vec<CountBucket> = Vec::new();
     // The product the last bucket ends with: a product cut by a page boundary continues it.
     let mut last_prefix: Vec<u8> = Vec::new();
     let mut start = region.start.clone();
     loop {
-        let page = store.count_product_comment_rows(start, region.stop.clone(), SAMPLE_PAGE_ROWS).await?;
+        let page = store.count_product_comment_rows(start, region.stop.clone(), COUNT_PAGE_ROWS).await?;
         for PrefixRows { prefix, rows } in page.prefixes {
             match buckets.last_mut() {
                 Some(last) if prefix == last_prefix => last.comments += rows,
                 _ => {
-                    buckets.push(SampleBucket { first_key: prefix.clone(), products: 1, comments: rows });
+                    buckets.push(CountBucket { first_key: prefix.clone(), products: 1, comments: rows });
                     last_prefix = prefix;
                 }
             }
@@ -260,14 +262,14 @@ async fn sample_region(store: &Store, region: &KeyRange, cap: usize) -> Result<V
 /// bucket of its own, so the plan can still give it a shard. At most a quarter
 /// of the pairs can be that heavy, so each pass shrinks the list by a quarter
 /// or more.
-fn merge_pairs(buckets: Vec<SampleBucket>) -> Vec<SampleBucket> {
+fn merge_pairs(buckets: Vec<CountBucket>) -> Vec<CountBucket> {
     let products: u64 = buckets.iter().map(|bucket| bucket.products).sum();
     let comments: u64 = buckets.iter().map(|bucket| bucket.comments).sum();
     let share = |part: u64, whole: u64| if whole == 0 { 0.0 } else { part as f64 / whole as f64 };
     let weight =
         |products_part: u64, comments_part: u64| share(products_part, products) + share(comments_part, comments);
     let limit = 4.0 * 2.0 / buckets.len().max(1) as f64;
-    let mut merged: Vec<SampleBucket> = Vec::with_capacity(buckets.len());
+    let mut merged: Vec<CountBucket> = Vec::with_capacity(buckets.len());
     let mut last_is_pair = true;
     for bucket in buckets {
         match merged.last_mut() {
@@ -292,8 +294,8 @@ fn merge_pairs(buckets: Vec<SampleBucket>) -> Vec<SampleBucket> {
 mod tests {
     use super::*;
 
-    fn bucket(key: &str, products: u64, comments: u64) -> SampleBucket {
-        SampleBucket { first_key: key.as_bytes().to_vec(), products, comments }
+    fn bucket(key: &str, products: u64, comments: u64) -> CountBucket {
+        CountBucket { first_key: key.as_bytes().to_vec(), products, comments }
     }
 
     #[test]
@@ -325,9 +327,9 @@ mod tests {
             created_ms: 0,
             created_by: "test".to_owned(),
             regions: 1,
-            sampled_products: 0,
-            sampled_comments: 0,
-            sample_ms: 0,
+            counted_products: 0,
+            counted_comments: 0,
+            count_ms: 0,
             shards: ranges
                 .into_iter()
                 .map(|range| PlannedShard { range, estimate: RangeEstimate::default() })
@@ -341,6 +343,13 @@ mod tests {
         let bytes = serde_json::to_vec(&good).expect("encode");
         assert_eq!(decode(&bytes, 3).expect("decode"), good);
         assert!(decode(&bytes, 4).is_err(), "a plan of 3 is not one of 4");
+        let older = String::from_utf8(bytes.clone())
+            .expect("json")
+            .replace("countedProducts", "sampledProducts")
+            .replace("countedComments", "sampledComments")
+            .replace("countMs", "sampleMs");
+        assert_ne!(older.as_bytes(), &bytes[..]);
+        assert_eq!(decode(older.as_bytes(), 3).expect("a plan stored by an older ranker"), good);
         let gap = plan(
             2,
             vec![
@@ -356,7 +365,7 @@ mod tests {
     fn a_layout_change_changes_a_fresh_plan_but_not_the_ranges_a_stored_plan_gives() {
         // Simulated at the pure seam (Thrift1 cannot split a region): the
         // first shard planned with one region, a later one would see eight.
-        let samples: Vec<SampleBucket> = (0..800).map(|n| bucket(&format!("P{n:09}"), 1, 1 + n % 7)).collect();
+        let samples: Vec<CountBucket> = (0..800).map(|n| bucket(&format!("P{n:09}"), 1, 1 + n % 7)).collect();
         let before = plan(8, plan_ranges(&[Vec::new()], &samples, 8));
         let starts: Vec<Vec<u8>> =
             (0..8).map(|n| if n == 0 { Vec::new() } else { format!("P{:09}", n * 100 + 3).into_bytes() }).collect();

@@ -8,7 +8,7 @@ use serde::Serialize;
 use crate::shard_plan::{PlanOrigin, ShardPlan};
 
 /// One shard as `ranker shards --json` prints it: keys escaped for reading
-/// (`\xNN` for bytes outside printable ASCII), shares as fractions of the sample.
+/// (`\xNN` for bytes outside printable ASCII), shares as fractions of what the count found.
 #[derive(Debug, Serialize)]
 #[serde(rename_all = "camelCase")]
 pub struct ShardView {
@@ -18,13 +18,13 @@ pub struct ShardView {
     pub start: String,
     /// The first key after it, escaped; `None`: the end of the table.
     pub stop: Option<String>,
-    /// Products the sample saw in it.
+    /// Products the count found in it.
     pub products: u64,
-    /// Their fraction of every sampled product.
+    /// Their fraction of every counted product.
     pub product_share: f64,
-    /// Comments the sample saw in it.
+    /// Comments the count found in it.
     pub comments: u64,
-    /// Their fraction of every sampled comment.
+    /// Their fraction of every counted comment.
     pub comment_share: f64,
 }
 
@@ -40,12 +40,12 @@ pub struct PlanView {
     pub count: u32,
     /// Regions of `product-comment` when the plan was made.
     pub regions: usize,
-    /// Products the sample counted.
-    pub sampled_products: u64,
-    /// Comments the sample counted.
-    pub sampled_comments: u64,
-    /// How long reading the regions and the sample took.
-    pub sample_ms: u64,
+    /// Products the count found.
+    pub counted_products: u64,
+    /// Comments the count found.
+    pub counted_comments: u64,
+    /// How long reading the regions and counting the rows took.
+    pub count_ms: u64,
     /// The largest shard's share over the mean share, for products.
     pub max_over_mean_products: f64,
     /// The same for comments.
@@ -66,9 +66,9 @@ pub fn plan_view(plan: &ShardPlan, origin: PlanOrigin) -> PlanView {
             start: common::store::escape(&shard.range.start),
             stop: shard.range.stop.as_deref().map(common::store::escape),
             products: shard.estimate.products,
-            product_share: share(shard.estimate.products, plan.sampled_products),
+            product_share: share(shard.estimate.products, plan.counted_products),
             comments: shard.estimate.comments,
-            comment_share: share(shard.estimate.comments, plan.sampled_comments),
+            comment_share: share(shard.estimate.comments, plan.counted_comments),
         })
         .collect();
     let max_over_mean = |value: fn(&ShardView) -> f64| {
@@ -80,9 +80,9 @@ pub fn plan_view(plan: &ShardPlan, origin: PlanOrigin) -> PlanView {
         origin,
         count: plan.count,
         regions: plan.regions,
-        sampled_products: plan.sampled_products,
-        sampled_comments: plan.sampled_comments,
-        sample_ms: plan.sample_ms,
+        counted_products: plan.counted_products,
+        counted_comments: plan.counted_comments,
+        count_ms: plan.count_ms,
         max_over_mean_products: max_over_mean(|shard| shard.product_share),
         max_over_mean_comments: max_over_mean(|shard| shard.comment_share),
         shards,
@@ -97,13 +97,13 @@ pub fn format_plan_table(view: &PlanView) -> String {
         PlanOrigin::Unstored => "computed now, not stored",
     };
     let mut text = format!(
-        "plan {:?} ({origin}): {} shards over {} region(s); sample: {} products, {} comments, read in {:.1} s\n",
+        "plan {:?} ({origin}): {} shards over {} region(s); counted {} products, {} comments in {:.1} s\n",
         view.plan_id,
         view.count,
         view.regions,
-        view.sampled_products,
-        view.sampled_comments,
-        view.sample_ms as f64 / 1000.0,
+        view.counted_products,
+        view.counted_comments,
+        view.count_ms as f64 / 1000.0,
     );
     let _ = writeln!(
         text,
@@ -134,14 +134,14 @@ pub fn format_plan_table(view: &PlanView) -> String {
 #[cfg(test)]
 mod tests {
     use super::*;
-    use crate::shard::{estimate, plan_ranges, SampleBucket};
+    use crate::shard::{estimate, plan_ranges, CountBucket};
     use crate::shard_plan::PlannedShard;
 
     #[test]
     fn the_table_shows_escaped_ranges_and_shares() {
         let samples = vec![
-            SampleBucket { first_key: b"A000000000".to_vec(), products: 3, comments: 30 },
-            SampleBucket { first_key: b"B\xff00000000".to_vec(), products: 1, comments: 10 },
+            CountBucket { first_key: b"A000000000".to_vec(), products: 3, comments: 30 },
+            CountBucket { first_key: b"B\xff00000000".to_vec(), products: 1, comments: 10 },
         ];
         let plan = ShardPlan {
             plan_id: "asof-1".to_owned(),
@@ -149,9 +149,9 @@ mod tests {
             created_ms: 0,
             created_by: "test".to_owned(),
             regions: 1,
-            sampled_products: 4,
-            sampled_comments: 40,
-            sample_ms: 1_500,
+            counted_products: 4,
+            counted_comments: 40,
+            count_ms: 1_500,
             shards: plan_ranges(&[], &samples, 2)
                 .into_iter()
                 .map(|range| PlannedShard { estimate: estimate(&range, &samples), range })

@@ -102,7 +102,7 @@ async fn every_count_ranks_every_product_once(store: Store, regions: usize) {
         let (plan, origin) = shard_plan::agree_on_plan(&store, &plan_id, count, true).await.expect("plan");
         assert_eq!(origin, PlanOrigin::Written);
         assert_eq!(plan.regions, regions, "product-comment's regions, from getTableRegions");
-        assert_eq!((plan.sampled_products, plan.sampled_comments), (products.len() as u64, comments));
+        assert_eq!((plan.counted_products, plan.counted_comments), (products.len() as u64, comments));
         // Products arrive between planning and running: one after the demo
         // ids, one before every id, one anywhere.
         let added = vec![
@@ -119,14 +119,14 @@ async fn every_count_ranks_every_product_once(store: Store, regions: usize) {
         if count == 8 {
             // Most products have the demo's kind of id (`P0...`); the plan
             // spreads them (two-character prefixes put them all in one shard),
-            // and by its sample no shard holds over 1.5 times the mean.
+            // and by its count no shard holds over 1.5 times the mean.
             let holders = read
                 .iter()
                 .filter(|(range, _, _)| (1..=40).any(|number| range.contains(test_id("P", number).as_bytes())))
                 .count();
             assert!(holders >= 4, "the P0 products sit in {holders} shards: {:?}", plan.shards);
             let most = plan.shards.iter().map(|shard| shard.estimate.products).max().unwrap_or(0) as f64;
-            assert!(most <= 1.5 * plan.sampled_products as f64 / 8.0, "{:?}", plan.shards);
+            assert!(most <= 1.5 * plan.counted_products as f64 / 8.0, "{:?}", plan.shards);
         }
     }
 }
@@ -200,7 +200,7 @@ async fn shard_processes_of_one_as_of_share_the_first_ones_plan_and_shards_shows
     let shown: serde_json::Value = serde_json::from_slice(&output.stdout).expect("json");
     let stored: serde_json::Value = serde_json::from_slice(&stored).expect("stored plan");
     assert_eq!(shown["origin"], "stored");
-    assert_eq!(shown["sampledProducts"], 24);
+    assert_eq!(shown["countedProducts"], 24);
     for index in 0..3 {
         let escaped = |key: &serde_json::Value| {
             key.as_array().map(|bytes| {
