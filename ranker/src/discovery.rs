@@ -17,6 +17,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::pace::Pacer;
 use crate::shard::KeyRange;
 use crate::ProductFailure;
 
@@ -88,13 +89,32 @@ pub(crate) struct ListingRetry {
     pub patience: Duration,
 }
 
+/// What a lister's steps go through: the store, the run's pacer (a paced
+/// run's listing steps take their turns like its other calls, so the run
+/// never has more than its `max_in_flight` calls out, even while listing
+/// runs ahead of the products), the retry rule and the run's stop.
+#[derive(Debug, Clone)]
+struct Lister {
+    store: Store,
+    pacer: Pacer,
+    retry: ListingRetry,
+    stop: CancellationToken,
+}
+
 impl Discovery {
     /// Starts listing the products in `range`.
-    pub(crate) fn start(store: &Store, range: &KeyRange, retry: ListingRetry, stop: &CancellationToken) -> Discovery {
+    pub(crate) fn start(
+        store: &Store,
+        pacer: &Pacer,
+        range: &KeyRange,
+        retry: ListingRetry,
+        stop: &CancellationToken,
+    ) -> Discovery {
+        let lister = Lister { store: store.clone(), pacer: pacer.clone(), retry, stop: stop.clone() };
         let mut listers = JoinSet::new();
         let mut source = |index, rows| {
             let (sender, receiver) = mpsc::channel(LOOKAHEAD);
-            listers.spawn(list(store.clone(), index, range.clone(), rows, retry, stop.clone(), sender));
+            listers.spawn(list(lister.clone(), index, range.clone(), rows, sender));
             Source { receiver, head: None, done: false }
         };
         let comments = source(ProductIndex::Comments, COMMENT_LISTING_ROWS);
@@ -144,22 +164,14 @@ impl Discovery {
 /// Walks one table's products in `range`, sending each once (neighbours that
 /// a page boundary split are merged) until the range ends, the receiver goes
 /// away, the run is stopped, or a step fails every attempt.
-async fn list(
-    store: Store,
-    index: ProductIndex,
-    range: KeyRange,
-    rows: usize,
-    retry: ListingRetry,
-    stop: CancellationToken,
-    sender: mpsc::Sender<Listed>,
-) {
+async fn list(lister: Lister, index: ProductIndex, range: KeyRange, rows: usize, sender: mpsc::Sender<Listed>) {
     let mut start = range.start.clone();
     let mut pending: Option<ListedProduct> = None;
     loop {
-        if stop.is_cancelled() {
+        if lister.stop.is_cancelled() {
             return;
         }
-        let listing = match list_step(&store, index, &start, &range, rows, retry, &stop).await {
+        let listing = match list_step(&lister, index, &start, &range, rows).await {
             Ok(listing) => listing,
             Err(error) => {
                 let table = match index {
@@ -206,19 +218,18 @@ async fn list(
 }
 
 async fn list_step(
-    store: &Store,
+    lister: &Lister,
     index: ProductIndex,
     start: &[u8],
     range: &KeyRange,
     rows: usize,
-    retry: ListingRetry,
-    stop: &CancellationToken,
 ) -> Result<common::store::products::ProductListing, common::Error> {
+    let Lister { store, pacer, retry, stop } = lister;
     let backoff = Backoff::new(retry.backoff, MAX_LISTING_BACKOFF);
     let mut attempt = 1;
     let mut first_failure: Option<tokio::time::Instant> = None;
     loop {
-        match store.list_products(index, start.to_vec(), range.stop.clone(), rows).await {
+        match pacer.call(store.list_products(index, start.to_vec(), range.stop.clone(), rows)).await {
             Ok(listing) => return Ok(listing),
             Err(error) if error.is_transient() && !stop.is_cancelled() => {
                 let failing_for = first_failure.get_or_insert_with(tokio::time::Instant::now).elapsed();

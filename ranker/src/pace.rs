@@ -69,10 +69,9 @@ pub struct PacingSettings {
     /// `run.page_rows`: a smaller multi-get holds a gateway thread and a
     /// region-server handler for less time, so a reader waits behind it less.
     pub page_rows: usize,
-    /// Most HBase calls (index pages, multi-gets, slot writes) a paced run has
-    /// in flight at once. Only the listing of the run's products, a call per
-    /// few hundred products, goes around this bound. A call waiting for its
-    /// turn has not reached HBase, so it holds nothing a reader needs.
+    /// Most HBase calls (product listing steps, index pages, multi-gets, slot
+    /// reads and writes) a paced run has in flight at once. A call waiting for
+    /// its turn has not reached HBase, so it holds nothing a reader needs.
     pub max_in_flight: usize,
 }
 

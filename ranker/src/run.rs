@@ -143,10 +143,10 @@ async fn drive(
             }
         }
         (Scope::All, None) => {
-            Products::Listed(Discovery::start(store, &KeyRange::everything(), listing_retry(options), &stop))
+            Products::Listed(Discovery::start(store, &pacer, &KeyRange::everything(), listing_retry(options), &stop))
         }
         (Scope::Shard { range, .. }, None) => {
-            Products::Listed(Discovery::start(store, range, listing_retry(options), &stop))
+            Products::Listed(Discovery::start(store, &pacer, range, listing_retry(options), &stop))
         }
     };
     let mut in_flight: JoinSet<Result<ProductOutcome, String>> = JoinSet::new();
