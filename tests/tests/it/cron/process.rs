@@ -611,6 +611,13 @@ async fn a_run_whose_lease_is_taken_over_stops_and_exits_1() {
     assert_eq!(lease.holder.as_deref(), Some("usurper"), "the stopped run left the new holder's lease alone");
 }
 
+/// query-api's `reviews_api_connections_open` (its main listener's
+/// connections; the metrics listener's are not counted), scraped from `metrics_port`.
+fn connections_open(metrics_port: u16) -> Option<f64> {
+    let metrics = scrape(metrics_port);
+    metrics.lines().find_map(|line| line.strip_prefix("reviews_api_connections_open "))?.trim().parse().ok()
+}
+
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn query_api_answers_the_requests_in_flight_on_sigterm_then_exits_0() {
     let store = fresh_store("qapi_sigterm_drain").await;
@@ -628,10 +635,19 @@ async fn query_api_answers_the_requests_in_flight_on_sigterm_then_exits_0() {
         .stderr(Stdio::null())
         .spawn()
         .expect("start query-api");
-    let client = reqwest::Client::new();
+    // No idle connections kept: the only connection open once the service
+    // answers is then the request in flight below.
+    let client = reqwest::Client::builder().pool_max_idle_per_host(0).build().expect("client");
     let url = format!("http://127.0.0.1:{port}/v1/products/{}/comments", test_id("p", 1));
     wait_for(Duration::from_secs(30), "query-api answering", async || {
         client.get(&url).send().await.ok().filter(|answer| answer.status() == 200).map(drop)
+    })
+    .await;
+
+    // The readiness checks' connections are closed (none is kept idle), so
+    // the next connection the service counts is the request's.
+    wait_for(Duration::from_secs(10), "no connection open", async || {
+        (connections_open(metrics_port)? == 0.0).then_some(())
     })
     .await;
 
@@ -643,7 +659,7 @@ async fn query_api_answers_the_requests_in_flight_on_sigterm_then_exits_0() {
         async move { client.get(&url).send().await.map(|answer| answer.status()) }
     });
     wait_for(Duration::from_secs(10), "the request's connection to be open", async || {
-        scrape(metrics_port).contains("reviews_api_connections_open 1").then_some(())
+        (connections_open(metrics_port)? == 1.0).then_some(())
     })
     .await;
     // Inside the first 400 ms an answer waits, so the request has been read.
