@@ -10,8 +10,8 @@
 //!   retrying and reporting failures; [`recorded`] wraps it in a run recorded
 //!   in the run history, which the CLI and the cron daemon both call.
 //! - [`shard`] cuts the key space into shards along `product-comment`'s
-//!   regions (a pure function), and [`shard_plan`] counts the table's rows per product and makes
-//!   the shards of one run agree on one plan through HBase.
+//!   regions (a pure function), and [`shard_plan`] counts the table's rows
+//!   per product and makes the shards of one run agree on one plan through HBase.
 //! - [`explain()`] shows how one product's ranking came about; [`read_pass()`]
 //!   reads what a run reads without scoring or writing (the benchmark baseline).
 //! - [`pace`] paces a run (one HBase call in flight, an optional ceiling on

@@ -1,5 +1,5 @@
 //! What a ranking run tells Prometheus: the metrics the run records as it
-//! goes (products, comments, pacing), the outcome gauges of a finished run,
+//! goes (products and comments), the outcome gauges of a finished run,
 //! and the push of both to a Prometheus Pushgateway.
 //!
 //! `ranker-cron` serves these from its own `/metrics`. A `ranker run` started
