@@ -138,10 +138,11 @@ pub fn in_refresh_nights(product: &Id, days: u32, after_ms: Option<i64>, as_of_m
 }
 
 /// Finds the products in `range` an incremental run must rank, in key order,
-/// with up to `concurrency` existence checks of the slot walk at once, each
-/// taking its turn from `pacer` (so a paced run has no more calls in flight
-/// than its ranking would). Returns `None` when `stop` was cancelled before
-/// the search ended.
+/// with up to `concurrency` existence checks of the slot walk at once. Every
+/// call (time-range scan steps, slot listing steps, existence checks) takes
+/// its turn from `pacer`, so a paced run has no more calls in flight while it
+/// searches than while it ranks. Returns `None` when `stop` was cancelled
+/// before the search ended.
 pub(crate) async fn find_products(
     store: &Store,
     range: &KeyRange,
@@ -157,8 +158,8 @@ pub(crate) async fn find_products(
     // The two time-range scans are independent; run them side by side.
     let whole_table = KeyRange::everything();
     let (comments, index) = tokio::try_join!(
-        written_products(store, ChangeSource::Comments, incremental.since_ms, &whole_table, range, stop),
-        written_products(store, ChangeSource::ProductIndex, incremental.since_ms, range, range, stop),
+        written_products(store, pacer, ChangeSource::Comments, incremental.since_ms, &whole_table, range, stop),
+        written_products(store, pacer, ChangeSource::ProductIndex, incremental.since_ms, range, range, stop),
     )?;
     let (Some(comments), Some(index)) = (comments, index) else { return Ok(None) };
     (report.comment_rows_written, report.index_rows_written) = (comments.rows_written, index.rows_written);
@@ -180,12 +181,12 @@ pub(crate) async fn find_products(
     // (clones of handles): futures borrowing from the caller are not `Send`
     // for every lifetime, which the cron daemon's spawned runs need.
     let pages = stream::try_unfold(Some(range.start.clone()), {
-        let (store, stop_key, stop) = (store.clone(), range.stop.clone(), stop.clone());
+        let (store, pacer, stop_key, stop) = (store.clone(), pacer.clone(), range.stop.clone(), stop.clone());
         move |start| {
-            let (store, stop_key, stop) = (store.clone(), stop_key.clone(), stop.clone());
+            let (store, pacer, stop_key, stop) = (store.clone(), pacer.clone(), stop_key.clone(), stop.clone());
             async move {
                 let Some(start) = start.filter(|_| !stop.is_cancelled()) else { return Ok(None) };
-                let listing = store.list_rank_slots(start, stop_key, SLOT_WALK_ROWS).await?;
+                let listing = pacer.call(store.list_rank_slots(start, stop_key, SLOT_WALK_ROWS)).await?;
                 let next = listing.next.clone();
                 Ok::<_, common::Error>(Some((listing, next)))
             }
@@ -255,6 +256,7 @@ struct Written {
 /// products inside `keep`; `None` when stopped.
 async fn written_products(
     store: &Store,
+    pacer: &Pacer,
     source: ChangeSource,
     since_ms: i64,
     scan: &KeyRange,
@@ -267,7 +269,9 @@ async fn written_products(
         if stop.is_cancelled() {
             return Ok(None);
         }
-        let step = store.products_written_since(source, since_ms, start, scan.stop.clone(), CHANGE_SCAN_ROWS).await?;
+        let step = pacer
+            .call(store.products_written_since(source, since_ms, start, scan.stop.clone(), CHANGE_SCAN_ROWS))
+            .await?;
         found.rows_written += step.rows_written;
         found.products.extend(step.products.into_iter().filter(|product| keep.contains(product.as_bytes())));
         match step.next {

@@ -3,7 +3,8 @@
 //! the shared gateway that the tests slow down or silence while they run:
 //!
 //! - a paced ranking run keeps one HBase call in flight whatever its product
-//!   concurrency, also while the gateway is slow (an unpaced one does not);
+//!   concurrency, also while the gateway is slow and while an incremental run
+//!   searches for what changed (an unpaced one does not);
 //! - query-api refuses instead of queueing: a request waits at most the queue
 //!   timeout for an HBase connection, a waiter beyond the bound is refused at
 //!   once, and a ranked read in the cache is served while every connection is busy;
@@ -11,6 +12,7 @@
 //!   after the gateway returns the service answers at once, with no backlog of
 //!   abandoned work to drain.
 
+use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
@@ -19,7 +21,7 @@ use common::hbase::{Hbase, HbaseConfig};
 use common::store::Store;
 use integration_tests::{fresh_store, thrift_addr, wait_for, FaultyProxy, ProxyMode};
 use query_api::Settings;
-use ranker::{PaceMode, PacingSettings, RunOptions, RunProgress, Scope};
+use ranker::{Incremental, PaceMode, PacingSettings, RunOptions, RunProgress, Scope};
 use reqwest::StatusCode;
 use tokio_util::sync::CancellationToken;
 
@@ -32,22 +34,12 @@ fn store_through(proxy: &FaultyProxy, tables_of: &Store, config: HbaseConfig) ->
     (Store::new(hbase.clone(), tables_of.tables().clone()), hbase)
 }
 
-/// Ranks `tables` through `proxy` paced by `mode`, with product concurrency
-/// 8, while the gateway is slow (every answer 20 ms late) from the 10th
-/// product finished to the 20th: the report, and the most HBase operations
-/// seen in flight at once (sampled every millisecond).
-async fn run_through_a_slow_phase(proxy: &FaultyProxy, tables: &Store, mode: PaceMode) -> (ranker::RunReport, usize) {
-    let (store, hbase) = store_through(proxy, tables, integration_tests::hbase_config(&proxy.address()));
-    let progress = Arc::new(RunProgress::default());
-    let mut options = RunOptions::new(Scope::All, AS_OF_MS);
-    options.concurrency = 8;
-    options.page_rows = 25;
-    options.pacing = PacingSettings { mode, page_rows: 25, ..PacingSettings::default() };
-    options.progress = Some(progress.clone());
-    let run = tokio::spawn(async move { ranker::run(&store, &options, CancellationToken::new()).await });
+/// The output of `work` and the most operations `hbase` had in flight at
+/// once while it ran (sampled every millisecond).
+async fn peak_in_flight<T>(hbase: &Hbase, work: impl Future<Output = T>) -> (T, usize) {
     let peak = Arc::new(AtomicUsize::new(0));
     let sampler = tokio::spawn({
-        let peak = peak.clone();
+        let (hbase, peak) = (hbase.clone(), peak.clone());
         async move {
             loop {
                 peak.fetch_max(hbase.in_flight(), Ordering::Relaxed);
@@ -55,17 +47,41 @@ async fn run_through_a_slow_phase(proxy: &FaultyProxy, tables: &Store, mode: Pac
             }
         }
     });
-    for (products, mode) in [(10, ProxyMode::Delay(Duration::from_millis(20))), (20, ProxyMode::Pass)] {
-        let what = format!("{products} products ranked");
-        wait_for(Duration::from_secs(60), &what, async || {
-            (progress.snapshot().products_done >= products).then_some(())
-        })
-        .await;
-        proxy.set_mode(mode);
-    }
-    let report = run.await.expect("run task").expect("the run");
+    let output = work.await;
     sampler.abort();
-    (report, peak.load(Ordering::Relaxed))
+    (output, peak.load(Ordering::Relaxed))
+}
+
+/// Run options of these tests: product concurrency 8, pages of 25 rows,
+/// paced by `mode`.
+fn options(mode: PaceMode) -> RunOptions {
+    let mut options = RunOptions::new(Scope::All, AS_OF_MS);
+    options.concurrency = 8;
+    options.page_rows = 25;
+    options.pacing = PacingSettings { mode, page_rows: 25, ..PacingSettings::default() };
+    options
+}
+
+/// Ranks `tables` through `proxy` paced by `mode`, while the gateway is slow
+/// (every answer 20 ms late) from the 10th product finished to the 20th: the
+/// report, and the most HBase operations in flight at once.
+async fn run_through_a_slow_phase(proxy: &FaultyProxy, tables: &Store, mode: PaceMode) -> (ranker::RunReport, usize) {
+    let (store, hbase) = store_through(proxy, tables, integration_tests::hbase_config(&proxy.address()));
+    let progress = Arc::new(RunProgress::default());
+    let options = RunOptions { progress: Some(progress.clone()), ..options(mode) };
+    let run = tokio::spawn(async move { ranker::run(&store, &options, CancellationToken::new()).await });
+    let switch_the_proxy = async {
+        for (products, mode) in [(10, ProxyMode::Delay(Duration::from_millis(20))), (20, ProxyMode::Pass)] {
+            let what = format!("{products} products ranked");
+            wait_for(Duration::from_secs(60), &what, async || {
+                (progress.snapshot().products_done >= products).then_some(())
+            })
+            .await;
+            proxy.set_mode(mode);
+        }
+        run.await.expect("run task").expect("the run")
+    };
+    peak_in_flight(&hbase, switch_the_proxy).await
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
@@ -88,6 +104,40 @@ async fn a_paced_run_keeps_one_call_in_flight_through_a_slow_gateway() {
     // The sampling sees overlapping calls when there are some: unpaced, the
     // eight products' calls overlap while every answer is late.
     assert!(unpaced_peak > 2, "an unpaced run had only {unpaced_peak} operations in flight at once");
+}
+
+/// An incremental run over `tables` paced by `mode`, of everything written
+/// since the epoch (so its two time-range scans read every row, side by side
+/// when nothing holds them back): the report, and the most HBase operations
+/// in flight at once, the Thrift2 pool's included.
+async fn search_and_rank_everything(tables: &Store, mode: PaceMode) -> (ranker::RunReport, usize) {
+    let hbase = Hbase::new(integration_tests::hbase_config(&thrift_addr()));
+    let store = Store::new(hbase.clone(), tables.tables().clone());
+    let everything = Incremental { since_ms: 0, refresh_days: None, refreshed_until_ms: None };
+    let options = RunOptions { incremental: Some(everything), ..options(mode) };
+    let (report, peak) = peak_in_flight(&hbase, ranker::run(&store, &options, CancellationToken::new())).await;
+    (report.expect("the incremental run"), peak)
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_paced_incremental_run_keeps_one_call_in_flight_while_it_searches() {
+    let catalogue = Catalogue { products: 40, comments_per_product: 100, users: 200 };
+    let tables = fresh_store("paced_search_one_call").await;
+    post_all(&tables, catalogue.new_comments(0)).await;
+    // Slots, for the search's slot walk to list and check.
+    ranker::run(&tables, &options(PaceMode::Off), CancellationToken::new()).await.expect("the full run");
+
+    let (paced, paced_peak) = search_and_rank_everything(&tables, PaceMode::On).await;
+    let (unpaced, unpaced_peak) = search_and_rank_everything(&tables, PaceMode::Off).await;
+
+    for report in [paced, unpaced] {
+        assert!(report.failures.is_empty(), "{:?}", report.failures);
+        let changes = report.changes.expect("an incremental run reports its search");
+        assert_eq!((changes.products_to_rank, changes.slots_read), (catalogue.products, catalogue.products * 10));
+    }
+    // The scans, the slot listing and the existence checks take turns too.
+    assert_eq!(paced_peak, 1, "a paced incremental run had {paced_peak} operations in flight at once");
+    assert!(unpaced_peak >= 2, "an unpaced incremental run had only {unpaced_peak} operations in flight at once");
 }
 
 /// Starts GETs of `path` that hold HBase connections while the proxy is silent.
