@@ -11,10 +11,12 @@
 //! run holds at most one of each, so a reader finds the rest free; and the
 //! run is self-clocked, since it asks for its next page only when HBase has
 //! answered the last: when readers make HBase slower, the run's calls take
-//! longer and it asks for less, with no control law to tune. BENCHMARKS.md
-//! ("Readers while the ranker runs") compares it with the latency-driven law
-//! it replaced. The ceiling is for an operator who wants a run slower still,
-//! say on a shared cluster by day.
+//! longer and it asks for less, with no control law to tune. A rate cap
+//! alone does not do this, HBase's own quota throttle included: the calls
+//! under the cap still arrive together. BENCHMARKS.md ("Readers while the
+//! ranker runs") compares it with that throttle and with the latency-driven
+//! law it replaced. The ceiling is for an operator who wants a run slower
+//! still, say on a shared cluster by day.
 //!
 //! Invariants: at most `max_in_flight` calls made through [`Pacer::call`]
 //! are in flight at any moment; over any span of `t` seconds from the start,
