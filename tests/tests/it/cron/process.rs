@@ -124,6 +124,11 @@ fn full_run_counted(metrics: &str) -> bool {
     })
 }
 
+/// The value of the metric `name`, one without labels, in a Prometheus text exposition.
+fn unlabelled_value(metrics: &str, name: &str) -> Option<f64> {
+    metrics.lines().find_map(|line| line.strip_prefix(name)?.strip_prefix(' '))?.trim().parse().ok()
+}
+
 fn scrape(port: u16) -> String {
     let mut stream = std::net::TcpStream::connect(("127.0.0.1", port)).expect("connect to /metrics");
     stream.set_read_timeout(Some(Duration::from_secs(5))).expect("timeout");
@@ -274,10 +279,7 @@ async fn run_now_runs_at_once_then_keeps_the_schedule_and_serves_the_metrics_an_
     assert!(metrics.contains(&format!("reviews_ranker_products_total{{result=\"ranked\"}} {PRODUCTS}")), "{metrics}");
     assert!(metrics.contains("reviews_ranker_cron_run_in_progress 0"), "{metrics}");
     assert_described_and_namespaced(&metrics);
-    let last_success = metrics
-        .lines()
-        .find_map(|line| line.strip_prefix("reviews_ranker_cron_last_success_timestamp_seconds "))
-        .and_then(|value| value.trim().parse::<f64>().ok())
+    let last_success = unlabelled_value(&metrics, "reviews_ranker_cron_last_success_timestamp_seconds")
         .unwrap_or_else(|| panic!("no last-success gauge:\n{metrics}"));
     let ended_ms = run.ended_ms.expect("a finished run has an end");
     assert!((last_success - ended_ms as f64 / 1_000.0).abs() < 1.0, "{last_success} vs {ended_ms}");
@@ -614,8 +616,7 @@ async fn a_run_whose_lease_is_taken_over_stops_and_exits_1() {
 /// query-api's `reviews_api_connections_open` (its main listener's
 /// connections; the metrics listener's are not counted), scraped from `metrics_port`.
 fn connections_open(metrics_port: u16) -> Option<f64> {
-    let metrics = scrape(metrics_port);
-    metrics.lines().find_map(|line| line.strip_prefix("reviews_api_connections_open "))?.trim().parse().ok()
+    unlabelled_value(&scrape(metrics_port), "reviews_api_connections_open")
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
