@@ -14,9 +14,9 @@
 //! longer and it asks for less, with no control law to tune. A rate cap
 //! alone does not do this, HBase's own quota throttle included: the calls
 //! under the cap still arrive together. BENCHMARKS.md ("Readers while the
-//! ranker runs") compares it with that throttle and with the latency-driven
-//! law it replaced. The ceiling is for an operator who wants a run slower
-//! still, say on a shared cluster by day.
+//! ranker runs") compares it with that throttle and with a latency-driven
+//! law. The ceiling is for an operator who wants a run slower still, say on
+//! a shared cluster by day.
 //!
 //! Invariants: at most `max_in_flight` calls made through [`Pacer::call`]
 //! are in flight at any moment; over any span of `t` seconds from the start,
