@@ -41,9 +41,71 @@ pub fn decode(cursor: &str, prefix: &[u8]) -> Result<Vec<u8>, CursorError> {
     Ok(key)
 }
 
+/// The first byte of a cursor of a filtered or reordered list. No index key
+/// starts with it (keys start with an id of printable ASCII), so such a
+/// cursor is refused by a plain list, and a plain list's cursor by a
+/// filtered one.
+const VIEW_CURSOR_TAG: u8 = 0xF1;
+
+/// A position in a filtered or reordered list: which of the list's passes
+/// (`phase`) and the index key it goes on from (`None`: the pass's first row).
+#[derive(Debug, Clone, PartialEq, Eq)]
+pub struct ViewPosition {
+    /// The pass of the list: one star of a rating order, or 0 for a filter.
+    pub phase: u8,
+    /// The index key the pass goes on from, inside the list's prefix.
+    pub key: Option<Vec<u8>>,
+}
+
+/// Encodes the position of a list that `view` names (its filter and order,
+/// two bytes the caller defines), so the cursor is only valid for that view.
+pub fn encode_view(view: [u8; 2], position: &ViewPosition) -> String {
+    let mut bytes = vec![VIEW_CURSOR_TAG, view[0], view[1], position.phase];
+    bytes.extend_from_slice(position.key.as_deref().unwrap_or_default());
+    URL_SAFE_NO_PAD.encode(bytes)
+}
+
+/// Decodes a cursor of the list `view` names over `prefix`, refusing one
+/// issued for another view, another list, or a key outside `prefix`.
+pub fn decode_view(cursor: &str, view: [u8; 2], prefix: &[u8]) -> Result<ViewPosition, CursorError> {
+    if cursor.is_empty() || cursor.len() > MAX_CURSOR_CHARS {
+        return Err(CursorError::Malformed);
+    }
+    let bytes = URL_SAFE_NO_PAD.decode(cursor).map_err(|_| CursorError::Malformed)?;
+    let [tag, first, second, phase, key @ ..] = bytes.as_slice() else {
+        return Err(CursorError::OutsidePrefix);
+    };
+    if *tag != VIEW_CURSOR_TAG || [*first, *second] != view {
+        return Err(CursorError::OutsidePrefix);
+    }
+    if key.is_empty() {
+        return Ok(ViewPosition { phase: *phase, key: None });
+    }
+    if key.len() <= prefix.len() || !key.starts_with(prefix) {
+        return Err(CursorError::OutsidePrefix);
+    }
+    Ok(ViewPosition { phase: *phase, key: Some(key.to_vec()) })
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_view_cursor_is_valid_for_its_view_and_list_only() {
+        let key = b"PRODUCT001c\x7f\xff\x00\x01".to_vec();
+        let position = ViewPosition { phase: 2, key: Some(key.clone()) };
+        let cursor = encode_view([0b10, 1], &position);
+        assert_eq!(decode_view(&cursor, [0b10, 1], b"PRODUCT001c"), Ok(position));
+        assert_eq!(decode_view(&cursor, [0b11, 1], b"PRODUCT001c"), Err(CursorError::OutsidePrefix));
+        assert_eq!(decode_view(&cursor, [0b10, 2], b"PRODUCT001c"), Err(CursorError::OutsidePrefix));
+        assert_eq!(decode_view(&cursor, [0b10, 1], b"PRODUCT002c"), Err(CursorError::OutsidePrefix));
+        assert_eq!(decode(&cursor, b"PRODUCT001c"), Err(CursorError::OutsidePrefix), "a plain list refuses it");
+        assert_eq!(decode_view(&encode(&key), [0b10, 1], b"PRODUCT001c"), Err(CursorError::OutsidePrefix));
+        let start = ViewPosition { phase: 3, key: None };
+        assert_eq!(decode_view(&encode_view([1, 0], &start), [1, 0], b"PRODUCT001c"), Ok(start));
+        assert_eq!(decode_view("AA", [1, 0], b"P"), Err(CursorError::OutsidePrefix));
+    }
 
     #[test]
     fn round_trips_a_key_inside_its_prefix() {

@@ -116,8 +116,9 @@ pub struct Comment {
     #[cfg_attr(feature = "openapi", schema(required = true))]
     pub edited: bool,
     /// Star rating, when the shop collects one: an integer 1 to 5 as this
-    /// project writes it; other writers' values (`4.5`, `"5"`, `0`) are kept as
-    /// stored and count as unrated ([`Rating::stars`]).
+    /// project writes it; other writers' values (`"5"`, `4.5`, `0`) are kept as
+    /// stored, and only an integer or its digit as a string (`"5"`) counts as
+    /// stars ([`Rating::stars`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     #[cfg_attr(feature = "openapi", schema(value_type = Option<serde_json::Value>, nullable = false))]
     pub rating: Option<Rating>,
@@ -156,12 +157,16 @@ impl Rating {
     }
 
     /// The stars, when the value is an integer from 1 to 5 (`5.0` is the
-    /// integer 5, as in JSON Schema); `None` for anything else.
+    /// integer 5, as in JSON Schema, and so is the string `"5"`, which other
+    /// writers store); `None` for anything else.
     pub fn stars(&self) -> Option<u8> {
-        let number = self.0.as_number()?;
-        let stars = match number.as_u64() {
-            Some(integer) => integer,
-            None => number.as_f64().filter(|float| float.fract() == 0.0 && (1.0..=5.0).contains(float))? as u64,
+        let stars = match &self.0 {
+            serde_json::Value::Number(number) => match number.as_u64() {
+                Some(integer) => integer,
+                None => number.as_f64().filter(|float| float.fract() == 0.0 && (1.0..=5.0).contains(float))? as u64,
+            },
+            serde_json::Value::String(text) if text.len() == 1 => text.parse::<u64>().ok()?,
+            _ => return None,
         };
         u8::try_from(stars).ok().filter(|stars| (1..=5).contains(stars))
     }
@@ -326,7 +331,7 @@ mod tests {
     }
 
     #[test]
-    fn any_stored_rating_decodes_and_only_an_integer_from_one_to_five_counts_as_stars() {
+    fn any_stored_rating_decodes_and_only_an_integer_from_one_to_five_or_its_digit_counts_as_stars() {
         let with_rating = |rating: &str| {
             let json = format!(
                 r#"{{"orderId":"ORDER00001","productId":"PRODUCT001","userId":"USER000001","content":"x","timestamp":1,"edited":false{rating}}}"#
@@ -336,13 +341,18 @@ mod tests {
         let stars = |rating: &str| with_rating(rating).rating.and_then(|rating| rating.stars());
         assert_eq!(stars(r#","rating":4"#), Some(4));
         assert_eq!(stars(r#","rating":5.0"#), Some(5));
+        assert_eq!(stars(r#","rating":"5""#), Some(5));
+        assert_eq!(stars(r#","rating":"1""#), Some(1));
         for unrated in [
             "",
             r#","rating":null"#,
             r#","rating":0"#,
             r#","rating":6"#,
             r#","rating":4.5"#,
-            r#","rating":"5""#,
+            r#","rating":"6""#,
+            r#","rating":"05""#,
+            r#","rating":"4.0""#,
+            r#","rating":" 5""#,
             r#","rating":-1"#,
             r#","rating":[5]"#,
         ] {

@@ -20,6 +20,11 @@ pub const DEFAULT_HBASE_TIMEOUT_MS: &str = "1500";
 pub const DEFAULT_HBASE_RETRIES: &str = "1";
 
 /// `query-api`: serve the review tables over HTTP.
+/// Index rows a star-filtered page reads at most by default: with the rows
+/// marked, enough for a full page of 100 of any star; with none marked, the
+/// comment reads of ten full unfiltered pages.
+pub const DEFAULT_STAR_BUDGET_ROWS: u64 = 1_000;
+
 #[derive(Debug, Clone, clap::Parser)]
 #[command(name = "query-api", version, about = "Read-only HTTP service over the product review tables.")]
 pub struct Args {
@@ -40,6 +45,13 @@ pub struct Args {
     #[arg(long, env = "REVIEWS_API_RANKED_CACHE_MAX_BYTES", default_value_t = DEFAULT_RANKED_CACHE_MAX_BYTES,
           value_parser = clap::value_parser!(u64).range(1..))]
     pub ranked_cache_max_bytes: u64,
+
+    /// Most index rows one star-filtered or rating-ordered page reads (rows
+    /// whose star mark matches, or that have none and so cost a comment
+    /// read); the page comes back short, with a cursor, when they run out.
+    #[arg(long, env = "REVIEWS_API_STAR_BUDGET_ROWS", default_value_t = DEFAULT_STAR_BUDGET_ROWS,
+          value_parser = clap::value_parser!(u64).range(1..=100_000))]
+    pub star_budget_rows: u64,
 
     /// Origins allowed to call the API from a browser (CORS), comma-separated; `*` allows any; empty allows none.
     #[arg(long, env = "REVIEWS_API_CORS_ORIGINS", value_delimiter = ',', default_value = "")]
@@ -127,6 +139,7 @@ impl Args {
             request_timeout: Duration::from_millis(self.request_timeout_ms.max(1)),
             ranked_cache_ttl: Duration::from_millis(self.ranked_cache_ttl_ms),
             ranked_cache_max_bytes: self.ranked_cache_max_bytes,
+            star_budget_rows: usize::try_from(self.star_budget_rows).unwrap_or(usize::MAX),
             cors_origins: self
                 .cors_origins
                 .iter()
@@ -181,6 +194,8 @@ pub struct Settings {
     pub ranked_cache_ttl: Duration,
     /// Most bytes held in the ranked-read cache (see `Ranking::weight_bytes`).
     pub ranked_cache_max_bytes: u64,
+    /// Most index rows one star-filtered or rating-ordered page reads.
+    pub star_budget_rows: usize,
     /// Origins allowed by CORS; `*` allows any.
     pub cors_origins: Vec<String>,
     /// How long in-flight requests may run after a shutdown signal.
@@ -197,6 +212,7 @@ impl Default for Settings {
             request_timeout: Duration::from_secs(2),
             ranked_cache_ttl: Duration::from_secs(10),
             ranked_cache_max_bytes: DEFAULT_RANKED_CACHE_MAX_BYTES,
+            star_budget_rows: DEFAULT_STAR_BUDGET_ROWS as usize,
             cors_origins: Vec::new(),
             drain_deadline: Duration::from_secs(10),
             metrics_on_main_listener: true,

@@ -9,6 +9,7 @@ use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
 use axum::Json;
+use common::store::stars::StarSet;
 use common::Id;
 use serde::de::DeserializeOwned;
 use serde::Deserialize;
@@ -148,16 +149,22 @@ pub struct RawPageQuery {
     /// formed, answers 400 `invalid_cursor`.
     #[param(min_length = 2, max_length = 128, pattern = "^[A-Za-z0-9_-]+$")]
     pub cursor: Option<String>,
+    /// `author` adds each comment's `author` (`{"nickname"}` from the user's
+    /// record, `null` when the user has none that reads).
+    #[param(value_type = Option<String>, pattern = "^author$")]
+    pub include: Option<String>,
 }
 
-/// `?limit=&cursor=`, with the limit validated. The cursor stays text: only the
-/// handler knows which prefix it must lie in.
+/// `?limit=&cursor=&include=`, with the limit and include validated. The
+/// cursor stays text: only the handler knows which prefix it must lie in.
 #[derive(Debug, Clone)]
 pub struct PageQuery {
     /// The page size.
     pub limit: Limit,
     /// The opaque cursor of the page to read, absent for the first page.
     pub cursor: Option<String>,
+    /// Whether each comment names its author (`include=author`).
+    pub include_author: bool,
 }
 
 impl<S: Send + Sync> FromRequestParts<S> for PageQuery {
@@ -165,7 +172,199 @@ impl<S: Send + Sync> FromRequestParts<S> for PageQuery {
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
         let Query(raw) = Query::<RawPageQuery>::from_request_parts(parts, state).await.map_err(query_rejection)?;
-        Ok(PageQuery { limit: Limit::from_query(raw.limit.as_deref())?, cursor: raw.cursor })
+        Ok(PageQuery {
+            limit: Limit::from_query(raw.limit.as_deref())?,
+            cursor: raw.cursor,
+            include_author: include_author(raw.include.as_deref())?,
+        })
+    }
+}
+
+/// Reads `include`: absent, or `author`.
+fn include_author(include: Option<&str>) -> Result<bool, ApiError> {
+    match include {
+        None => Ok(false),
+        Some("author") => Ok(true),
+        Some(other) => Err(ApiError::new(
+            ErrorCode::InvalidQuery,
+            format!("include must be \"author\", got {:?}", shorten(other)),
+        )),
+    }
+}
+
+/// The order of a product's comments (`sort=`).
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CommentOrder {
+    /// Newest first (the default).
+    #[default]
+    Newest,
+    /// Most stars first, newest first within a star, unrated last.
+    RatingDesc,
+    /// Fewest stars first, newest first within a star, unrated last.
+    RatingAsc,
+}
+
+impl CommentOrder {
+    fn parse(text: Option<&str>) -> Result<CommentOrder, ApiError> {
+        match text {
+            None | Some("newest") => Ok(CommentOrder::Newest),
+            Some("rating_desc") => Ok(CommentOrder::RatingDesc),
+            Some("rating_asc") => Ok(CommentOrder::RatingAsc),
+            Some(other) => Err(ApiError::new(
+                ErrorCode::InvalidQuery,
+                format!("sort must be newest, rating_desc or rating_asc, got {:?}", shorten(other)),
+            )),
+        }
+    }
+}
+
+/// The query parameters of a product's comment pages, as sent (validated by
+/// [`ProductPageQuery`]).
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RawProductPageQuery {
+    /// Page size, 1 to 100 (default 20). A filtered or rating-ordered page
+    /// may hold fewer comments while `nextCursor` is set: each request reads
+    /// a bounded number of index rows, and the next page goes on from there.
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 100)]
+    pub limit: Option<String>,
+    /// `nextCursor` of the previous page of this same list (base64url, no
+    /// padding), asked with the same `rating` and `sort`; absent for the first
+    /// page. Any other value, however well formed, answers 400 `invalid_cursor`.
+    #[param(min_length = 2, max_length = 128, pattern = "^[A-Za-z0-9_-]+$")]
+    pub cursor: Option<String>,
+    /// Only the comments of these stars: one of 1 to 5, or several
+    /// comma-separated (`4,5`). A comment's star is its `rating` when that is
+    /// an integer from 1 to 5 (`5.0` and `"5"` count as 5); unrated comments
+    /// match no star. The same rule counts the summary's `ratings`.
+    #[param(value_type = Option<String>, pattern = "^[1-5](,[1-5])*$", example = "4,5")]
+    pub rating: Option<String>,
+    /// `newest` (default), `rating_desc` or `rating_asc`: by star, newest
+    /// first within a star, unrated comments last in both.
+    #[param(value_type = Option<String>, pattern = "^(newest|rating_desc|rating_asc)$")]
+    pub sort: Option<String>,
+    /// `author` adds each comment's `author` (`{"nickname"}` from the user's
+    /// record, `null` when the user has none that reads).
+    #[param(value_type = Option<String>, pattern = "^author$")]
+    pub include: Option<String>,
+}
+
+/// A product's comment page request: the page, the star filter and the order.
+#[derive(Debug, Clone)]
+pub struct ProductPageQuery {
+    /// The page, the cursor and `include`.
+    pub page: PageQuery,
+    /// The stars asked for (`rating=`), `None` for every comment.
+    pub stars: Option<StarSet>,
+    /// The order asked for.
+    pub order: CommentOrder,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for ProductPageQuery {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Query(raw) =
+            Query::<RawProductPageQuery>::from_request_parts(parts, state).await.map_err(query_rejection)?;
+        Ok(ProductPageQuery {
+            page: PageQuery {
+                limit: Limit::from_query(raw.limit.as_deref())?,
+                cursor: raw.cursor,
+                include_author: include_author(raw.include.as_deref())?,
+            },
+            stars: raw.rating.as_deref().map(parse_stars).transpose()?,
+            order: CommentOrder::parse(raw.sort.as_deref())?,
+        })
+    }
+}
+
+/// Reads `rating`: stars 1 to 5, comma-separated (repeats allowed).
+fn parse_stars(text: &str) -> Result<StarSet, ApiError> {
+    let stars: Option<Vec<u8>> = text
+        .split(',')
+        .map(|part| match part.as_bytes() {
+            [digit @ b'1'..=b'5'] => Some(digit - b'0'),
+            _ => None,
+        })
+        .collect();
+    stars.map(StarSet::of).ok_or_else(|| {
+        ApiError::new(
+            ErrorCode::InvalidQuery,
+            format!("rating must be stars from 1 to 5, comma-separated, got {:?}", shorten(text)),
+        )
+    })
+}
+
+/// The query parameters of a ranked read, as sent (validated by [`RankedQuery`]).
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RawRankedQuery {
+    /// Page size, 1 to 100 (default 20); ranked reads return at most the 10 ranked comments.
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 100)]
+    pub limit: Option<String>,
+    /// `author` adds each comment's `author` (`{"nickname"}` from the user's
+    /// record, `null` when the user has none that reads).
+    #[param(value_type = Option<String>, pattern = "^author$")]
+    pub include: Option<String>,
+}
+
+/// `?limit=&include=` of a ranked read, validated.
+#[derive(Debug, Clone, Copy)]
+pub struct RankedQuery {
+    /// The most comments shown.
+    pub limit: Limit,
+    /// Whether each comment names its author.
+    pub include_author: bool,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for RankedQuery {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Query(raw) = Query::<RawRankedQuery>::from_request_parts(parts, state).await.map_err(query_rejection)?;
+        Ok(RankedQuery {
+            limit: Limit::from_query(raw.limit.as_deref())?,
+            include_author: include_author(raw.include.as_deref())?,
+        })
+    }
+}
+
+/// The most products one `/v1/summaries` request may name.
+pub const MAX_SUMMARY_PRODUCTS: usize = 100;
+
+/// The query parameters of `/v1/summaries`, as sent (validated by [`SummariesQuery`]).
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RawSummariesQuery {
+    /// 1 to 100 product ids, comma-separated (repeats allowed; each answered
+    /// in its place). An id holding a comma cannot be asked here.
+    #[serde(rename = "productIds")]
+    #[param(rename = "productIds", required = true, value_type = String, min_length = 10, example = "P000000001,P000000002")]
+    pub product_ids: Option<String>,
+}
+
+/// The products of a `/v1/summaries` request, validated, in the order asked.
+#[derive(Debug, Clone)]
+pub struct SummariesQuery(pub Vec<Id>);
+
+impl<S: Send + Sync> FromRequestParts<S> for SummariesQuery {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Query(raw) =
+            Query::<RawSummariesQuery>::from_request_parts(parts, state).await.map_err(query_rejection)?;
+        let Some(text) = raw.product_ids else {
+            return Err(ApiError::new(ErrorCode::InvalidQuery, "productIds is required"));
+        };
+        let ids: Vec<&str> = text.split(',').collect();
+        if ids.len() > MAX_SUMMARY_PRODUCTS {
+            return Err(ApiError::new(
+                ErrorCode::InvalidQuery,
+                format!("productIds names {} products; at most {MAX_SUMMARY_PRODUCTS} are allowed", ids.len()),
+            ));
+        }
+        let products = ids.into_iter().map(|id| Id::parse("productIds", id)).collect::<Result<Vec<Id>, _>>()?;
+        Ok(SummariesQuery(products))
     }
 }
 
@@ -238,6 +437,20 @@ mod tests {
             Ok(77),
             "an integer by JSON Schema"
         );
+    }
+
+    #[test]
+    fn rating_takes_stars_one_to_five_comma_separated_and_nothing_else() {
+        assert_eq!(parse_stars("1").map(StarSet::bits), Ok(StarSet::of([1]).bits()));
+        assert_eq!(parse_stars("4,5,4").map(StarSet::bits), Ok(StarSet::of([4, 5]).bits()));
+        for bad in ["", "0", "6", "1,", ",1", "1,,2", "a", "12", " 1", "1;2", "-1"] {
+            assert_eq!(parse_stars(bad).expect_err(bad).code(), ErrorCode::InvalidQuery, "{bad}");
+        }
+        assert_eq!(CommentOrder::parse(None), Ok(CommentOrder::Newest));
+        assert_eq!(CommentOrder::parse(Some("rating_asc")), Ok(CommentOrder::RatingAsc));
+        assert!(CommentOrder::parse(Some("stars")).is_err());
+        assert_eq!(include_author(Some("author")), Ok(true));
+        assert!(include_author(Some("authors")).is_err());
     }
 
     #[test]

@@ -19,8 +19,8 @@ use crate::error::{ErrorBody, ErrorDetail};
 use crate::routes;
 use crate::routes::seed::NextPageDocs;
 use crate::views::{
-    CommentsPage, RankedComment, RankedPage, RatingCounts, ReviewSummaryView, SeedComment, SeedCommentsPage,
-    SeedPageRequest, Status,
+    Author, CommentView, CommentsPage, RankedComment, RankedPage, RatingCounts, ReviewSummaryView, SeedComment,
+    SeedCommentsPage, SeedPageRequest, Status, SummariesPage,
 };
 
 /// Where the OpenAPI document is served.
@@ -42,6 +42,7 @@ pub const DOCS_PATH: &str = "/docs";
         routes::v1::v1_user_comments,
         routes::v1::v1_ranked_comments,
         routes::v1::v1_review_summary,
+        routes::v1::v1_summaries,
         routes::seed::seed_product_latest,
         routes::seed::seed_next,
         routes::seed::seed_user_latest,
@@ -53,6 +54,9 @@ pub const DOCS_PATH: &str = "/docs";
     modifiers(&NextPageDocs, &MiddlewareDocs),
     components(schemas(
         Comment,
+        CommentView,
+        Author,
+        SummariesPage,
         SeedComment,
         RankedComment,
         CommentsPage,
@@ -83,9 +87,9 @@ pub struct MiddlewareDocs;
 impl Modify for MiddlewareDocs {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         for (path, item) in openapi.paths.paths.iter_mut() {
-            if let Some(get) = item.get.as_mut().filter(|_| path.contains("/comments")) {
+            if let Some(get) = item.get.as_mut().filter(|_| path.contains("/comments") || path.ends_with("/summaries")) {
                 // Ranked and summary reads change only when the ranker runs; pages do not say how long they keep.
-                let cached = path.ends_with("/ranked") || path.ends_with("/summary");
+                let cached = path.ends_with("/ranked") || path.ends_with("/summary") || path.ends_with("/summaries");
                 document_conditional_get(get, cached);
             }
             for operation in [item.get.as_mut(), item.post.as_mut()].into_iter().flatten() {

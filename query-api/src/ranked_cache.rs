@@ -80,6 +80,11 @@ impl Ranking {
         &self.comments
     }
 
+    /// The product's review summary; `None` when no run has counted it.
+    pub fn summary(&self) -> Option<&ReviewSummaryView> {
+        self.summary.as_ref()
+    }
+
     /// The `/v1` answer showing the best `limit` comments and the summary.
     pub fn v1_body(&self, limit: usize) -> Result<Bytes, serde_json::Error> {
         match &self.v1_body {
@@ -124,7 +129,7 @@ mod tests {
     #[test]
     fn prepared_ranking_bodies_equal_freshly_rendered_ones() {
         let ranked: Vec<RankedComment> = (1..=3)
-            .map(|rank| RankedComment { comment: comment(), rank, score: Some(1.0 / f64::from(rank)) })
+            .map(|rank| RankedComment { comment: comment(), rank, score: Some(1.0 / f64::from(rank)), author: None })
             .collect();
         let product = common::Id::parse("productId", "PRODUCT001").expect("id");
         let counted = common::summary::ReviewSummary { rated: [0, 0, 0, 0, 3], ..Default::default() };

@@ -48,6 +48,7 @@ fn routes(metrics_on_main_listener: bool) -> Router<AppState> {
         .route("/v1/users/{userId}/comments", get(routes::v1::v1_user_comments))
         .route("/v1/products/{productId}/comments/ranked", get(routes::v1::v1_ranked_comments))
         .route("/v1/products/{productId}/comments/summary", get(routes::v1::v1_review_summary))
+        .route("/v1/summaries", get(routes::v1::v1_summaries))
         .route("/product/{productId}/comments/latest", get(routes::seed::seed_product_latest))
         .route("/user/{userId}/comments/latest", get(routes::seed::seed_user_latest))
         .route("/product/{productId}/comments/ranked", get(routes::seed::seed_ranked))

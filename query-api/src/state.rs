@@ -1,6 +1,7 @@
 //! What every request shares: the store, the settings, the ranked-read cache and
 //! the metrics handle.
 
+use std::collections::HashMap;
 use std::sync::Arc;
 
 use common::keys::{self, CommentKey};
@@ -87,6 +88,37 @@ impl AppState {
     }
 }
 
+impl AppState {
+    /// The review summaries of `products`, lined up with them (`None` for a
+    /// product no run has counted): from the ranked-read cache where it holds
+    /// the product, the rest from their ranking records in one multi-get.
+    /// Loaded summaries are not cached: the cache holds whole rankings.
+    pub async fn summaries(&self, products: &[Id]) -> Result<Vec<Option<ReviewSummaryView>>, ApiError> {
+        let mut found: HashMap<Id, Option<ReviewSummaryView>> = HashMap::new();
+        if let Some(cache) = &self.ranked_cache {
+            for product in products {
+                if let Some(ranking) = cache.get(product).await {
+                    found.insert(*product, ranking.summary().cloned());
+                }
+            }
+        }
+        let mut missing: Vec<Id> = products.iter().filter(|product| !found.contains_key(product)).copied().collect();
+        missing.sort_unstable();
+        missing.dedup();
+        if !missing.is_empty() {
+            let records = self.store.ranking_records(&missing).await?;
+            for (product, record) in missing.into_iter().zip(records) {
+                let summary = record.and_then(|record| {
+                    let (summary, as_of_ms) = record.summary.zip(record.as_of_ms)?;
+                    Some(ReviewSummaryView::new(&product, &summary, as_of_ms))
+                });
+                found.insert(product, summary);
+            }
+        }
+        Ok(products.iter().map(|product| found.get(product).cloned().flatten()).collect())
+    }
+}
+
 /// Reads `product`'s ranking (one whole ranking and its review summary, see
 /// [`ReadStore::ranking`]), then its comments in one multi-get; slots whose
 /// comment is gone (or belongs to another product) are left out.
@@ -118,7 +150,7 @@ async fn load_ranking(store: &ReadStore, product: Id) -> common::Result<Arc<Rank
                 );
                 return None;
             }
-            comment.map(|comment| RankedComment { comment, rank: slot.rank, score: slot.score })
+            comment.map(|comment| RankedComment { comment, rank: slot.rank, score: slot.score, author: None })
         })
         .collect();
     Ok(Arc::new(Ranking::new(ranked, summary)))

@@ -20,10 +20,37 @@ use utoipa::ToSchema;
 #[derive(Debug, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct CommentsPage {
-    /// The page's comments, newest first.
-    pub comments: Vec<Comment>,
+    /// The page's comments, newest first (or in the `sort` asked for).
+    pub comments: Vec<CommentView>,
     /// Pass as `cursor` to read the next page; `null` on the last page.
     pub next_cursor: Option<String>,
+}
+
+/// A comment as stored, and its author when the request asked for it.
+#[derive(Debug, Clone, Serialize, ToSchema)]
+pub struct CommentView {
+    /// The comment as stored.
+    #[serde(flatten)]
+    pub comment: Comment,
+    /// With `include=author`: who wrote it; `null` when the user's record is
+    /// missing or does not read. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Author>, nullable = true)]
+    pub author: Option<Option<Author>>,
+}
+
+impl CommentView {
+    /// `comment`, without its author.
+    pub fn plain(comment: Comment) -> CommentView {
+        CommentView { comment, author: None }
+    }
+}
+
+/// A comment's author, as the `user` table names them.
+#[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
+pub struct Author {
+    /// The name shown with the user's comments.
+    pub nickname: String,
 }
 
 /// A comment with its place in the product's ranking (`/v1` ranked reads).
@@ -38,6 +65,19 @@ pub struct RankedComment {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(nullable = false)]
     pub score: Option<f64>,
+    /// With `include=author`: who wrote it; `null` when the user's record is
+    /// missing or does not read. Absent otherwise.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    #[schema(value_type = Option<Author>, nullable = true)]
+    pub author: Option<Option<Author>>,
+}
+
+/// The review summaries of a listing page's products (`/v1/summaries`).
+#[derive(Debug, Serialize, ToSchema)]
+pub struct SummariesPage {
+    /// One entry per product asked, in the order asked: its summary, or
+    /// `null` when no ranking run has counted it.
+    pub summaries: Vec<Option<ReviewSummaryView>>,
 }
 
 /// A product's ranked comments, best first, with its review summary (`/v1`).
@@ -186,10 +226,10 @@ impl<'a> SeedCommentsPage<'a> {
 #[derive(Debug, Clone, serde::Deserialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct SeedPageRequest {
-    /// The `nextIndexKey` of the previous page (standard base64): it must
+    /// The `nextIndexKey` of the previous page (standard base64; never `null`): it must
     /// start with a valid id (and `c` after a product id), and the page never
     /// leaves that id's rows; anything else answers 400 `invalid_cursor`.
-    #[schema(required = true, format = Byte, min_length = 4, max_length = 128, example = "UDAwMDAwMDAwMWN//////////w==")]
+    #[schema(required = true, nullable = false, format = Byte, min_length = 4, max_length = 128, example = "UDAwMDAwMDAwMWN//////////w==")]
     pub start_index_key: Option<String>,
     /// Page size, 1 to 100 (`null` or absent: 20). A number with no fraction,
     /// such as `77.0`, is the integer it equals.
@@ -250,7 +290,8 @@ mod tests {
 
     #[test]
     fn ranked_comments_flatten_the_comment_and_add_rank_and_score() {
-        let ranked = RankedComment { comment: comment(serde_json::json!({"helpful": 3})), rank: 2, score: Some(0.5) };
+        let ranked =
+            RankedComment { comment: comment(serde_json::json!({"helpful": 3})), rank: 2, score: Some(0.5), author: None };
         let shown = serde_json::to_value(&ranked).expect("json");
         assert_eq!(shown["rank"], 2);
         assert_eq!(shown["score"], 0.5);

@@ -51,7 +51,7 @@ fn large_ranking(product: usize) -> Ranking {
                 "edited": false,
             });
             let comment = Comment::from_json(json.to_string().as_bytes()).expect("comment");
-            RankedComment { comment, rank: u16::try_from(rank + 1).expect("small"), score: Some(0.5) }
+            RankedComment { comment, rank: u16::try_from(rank + 1).expect("small"), score: Some(0.5), author: None }
         })
         .collect();
     Ranking::new(comments, None)

@@ -160,7 +160,7 @@ pub async fn explain(
     let pacer = Pacer::unlimited();
     let index = IndexReader::for_product(store, product, None, page_rows.max(1), &pacer);
     let fetcher = CommentFetcher::new(store.clone(), pacer, page_rows);
-    let ((pool, too_short), totals) = stream_comments(product, index, &fetcher, state, work, None).await?;
+    let ((pool, too_short), totals) = stream_comments(product, index, &fetcher, state, work, None, None).await?;
     let selection = pool.finish();
 
     // A too-short comment is notable when it would have ranked above the last

@@ -82,6 +82,32 @@ pub(crate) struct StreamTotals {
 struct CommentPage {
     comments: Vec<Comment>,
     skipped_rows: u64,
+    /// The page's index rows whose star mark is missing or wrong, with the
+    /// star each should carry (see `common::store::stars`).
+    marks_to_fix: Vec<(Vec<u8>, u8)>,
+}
+
+/// Where a ranking pass fixes the star marks of the index rows it read, so
+/// query-api's star filter can skip the rows of other stars without reading
+/// their comments. Absent in dry runs and `explain`, which write nothing.
+#[derive(Clone)]
+pub(crate) struct StarMarker {
+    store: Store,
+    pacer: Pacer,
+}
+
+impl StarMarker {
+    /// Marks through `store`, taking the run's turns from `pacer` like every other call.
+    pub(crate) fn new(store: Store, pacer: Pacer) -> StarMarker {
+        StarMarker { store, pacer }
+    }
+
+    async fn fix(&self, marks: Vec<(Vec<u8>, u8)>) -> common::Result<()> {
+        if marks.is_empty() {
+            return Ok(());
+        }
+        self.pacer.call(self.store.put_star_marks(marks)).await
+    }
 }
 
 /// Index pages of one product: read ahead on their own task, or split from
@@ -217,6 +243,10 @@ impl IndexReader {
         let keys: Vec<CommentKey> = index.entries.iter().map(|entry| entry.comment).collect();
         let fetched = fetcher.fetch(keys).await?;
         let named = fetched.len() as u64;
+        let marks_to_fix: Vec<(Vec<u8>, u8)> = common::store::stars::marks_to_fix(&index.entries, &fetched)
+            .into_iter()
+            .filter(|(key, _)| key.starts_with(product.as_bytes()))
+            .collect();
         // A stale index row (the Java service's overwritten double post) names a
         // comment listed elsewhere under its own timestamp: it is not a second vote.
         let usable: Vec<Comment> = index
@@ -228,7 +258,7 @@ impl IndexReader {
             .collect();
         let skipped_rows = index.skipped + named - usable.len() as u64;
         let comments = usable.into_iter().filter(|comment| self.first_listing(comment)).collect();
-        Ok(Some(CommentPage { comments, skipped_rows }))
+        Ok(Some(CommentPage { comments, skipped_rows, marks_to_fix }))
     }
 }
 
@@ -259,7 +289,8 @@ pub(crate) async fn on_rayon<T: Send + 'static>(work: impl FnOnce() -> T + Send 
 /// Streams every comment of `product` in `index` through `work`, one page at
 /// a time, as a three-stage pipeline: the index is read ahead on its own task
 /// (unless discovery read all of it), the next page's comments are fetched
-/// while the current page is processed on rayon.
+/// while the current page is processed on rayon (and, with a `marker`, while
+/// its index rows' star marks are fixed).
 pub(crate) async fn stream_comments<S, W>(
     product: &Id,
     mut index: IndexReader,
@@ -267,6 +298,7 @@ pub(crate) async fn stream_comments<S, W>(
     state: S,
     work: W,
     progress: Option<&RunProgress>,
+    marker: Option<&StarMarker>,
 ) -> Result<(S, StreamTotals), RankerError>
 where
     S: Send + 'static,
@@ -287,8 +319,16 @@ where
             page_work(&mut state, comments);
             state
         });
-        let (processed, next) = tokio::join!(processed, index.next_page(product, fetcher));
+        let marks = page.marks_to_fix;
+        let marked = async {
+            match marker {
+                Some(marker) => marker.fix(marks).await,
+                None => Ok(()),
+            }
+        };
+        let (processed, next, marked) = tokio::join!(processed, index.next_page(product, fetcher), marked);
         state = processed?;
+        marked?;
         if let Some(progress) = progress {
             progress.add_comments(count);
         }
@@ -297,7 +337,8 @@ where
     Ok((state, totals))
 }
 
-/// Scores every comment of `product` and returns the selection (no writes).
+/// Scores every comment of `product` and returns the selection. Writes no
+/// ranking; unless the job is a dry run, fixes the star marks of its index rows.
 pub(crate) async fn select_for_product(
     store: &Store,
     product: &Id,
@@ -310,8 +351,17 @@ pub(crate) async fn select_for_product(
         pool.offer_comments(&scoring, as_of_ms, &comments, None);
     };
     let index = IndexReader::for_product(store, product, whole_index, job.page_rows, &job.pacer);
-    let (pool, totals) =
-        stream_comments(product, index, &job.fetcher, TopComments::new(MAX_PICKS), work, Some(&job.progress)).await?;
+    let marker = job.writer.is_some().then(|| StarMarker::new(store.clone(), job.pacer.clone()));
+    let (pool, totals) = stream_comments(
+        product,
+        index,
+        &job.fetcher,
+        TopComments::new(MAX_PICKS),
+        work,
+        Some(&job.progress),
+        marker.as_ref(),
+    )
+    .await?;
     Ok((pool.finish(), totals))
 }
 
@@ -377,6 +427,7 @@ mod tests {
                     index_key: vec![n as u8],
                     timestamp_ms: n as i64,
                     comment: CommentKey::new(&order, &product),
+                    star_mark: None,
                 }
             })
             .collect()

@@ -337,7 +337,7 @@ impl Worker {
                     &job.pacer,
                 );
                 let ((), totals) =
-                    stream_comments(&product, index, &job.fetcher, (), count, Some(&job.progress)).await?;
+                    stream_comments(&product, index, &job.fetcher, (), count, Some(&job.progress), None).await?;
                 Ok(ProductOutcome {
                     comments_scored: totals.summary.count(),
                     skipped_rows: totals.skipped_rows,

@@ -201,6 +201,18 @@ impl Connection {
         self.scan_pages_filtered(table, spec, None, on_page)
     }
 
+    /// Scans `spec` like [`Connection::scan`], returning only the rows that
+    /// pass `filter` (a filter in HBase's filter language, evaluated by the
+    /// region server, so rows it drops never cross the wire).
+    pub fn scan_with_filter(&mut self, table: &str, spec: &ScanSpec, filter: &str) -> Result<Vec<Row>> {
+        let mut rows = Vec::new();
+        self.scan_pages_filtered(table, spec, Some(filter), |page| {
+            rows.extend(page);
+            std::ops::ControlFlow::Continue(())
+        })?;
+        Ok(rows)
+    }
+
     /// Scans `spec` like [`Connection::scan`] but returns only the row keys
     /// (each row's first cell, its value emptied by the region server): what
     /// counting rows costs without moving their values over the wire.

@@ -64,6 +64,11 @@ pub(crate) const COLUMN_VALUE: &[u8] = b"cf:q";
 /// The column holding a rank slot's score (8-byte big-endian f64).
 #[cfg_attr(feature = "test-support", visibility::make(pub))]
 pub(crate) const COLUMN_SCORE: &[u8] = b"cf:s";
+/// The column of a `product-comment` row holding the star mark of the comment
+/// it lists (one ASCII byte, see `store::stars`): what lets HBase filter a
+/// product's index by rating without reading the comments.
+#[cfg_attr(feature = "test-support", visibility::make(pub))]
+pub(crate) const COLUMN_STARS: &[u8] = b"cf:r";
 
 /// How to reach HBase and how patient to be with it.
 #[derive(Debug, Clone)]

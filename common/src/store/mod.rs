@@ -18,6 +18,7 @@ mod rank;
 mod read;
 pub mod regions;
 pub mod runs;
+pub mod stars;
 mod write;
 
 use std::collections::HashMap;
@@ -29,7 +30,7 @@ pub use read::ReadStore;
 pub use write::{NewComment, MAX_CONTENT_BYTES};
 
 use crate::error::{Error, Result};
-use crate::hbase::{Hbase, Retry, Row, RowMutation, ScanSpec, COLUMN_VALUE};
+use crate::hbase::{Hbase, Retry, Row, RowMutation, ScanSpec, COLUMN_STARS, COLUMN_VALUE};
 use crate::ids::Id;
 use crate::keys::{self, CommentKey};
 use crate::model::{Comment, Record};
@@ -63,6 +64,9 @@ pub struct IndexEntry {
     pub timestamp_ms: i64,
     /// The comment's row key (the index row's value).
     pub comment: CommentKey,
+    /// The star mark of a `product-comment` row (`cf:r`, see [`stars`]), when
+    /// the read asked for it and the row has a valid one.
+    pub star_mark: Option<u8>,
 }
 
 impl IndexEntry {
@@ -223,6 +227,30 @@ impl Store {
             .collect())
     }
 
+    /// Reads records by key in one multi-get. The result lines up with `keys`:
+    /// `None` where the row is missing or does not decode (both skipped and
+    /// counted, as `missing` and `bad_json`).
+    pub async fn get_records<R: Record>(&self, keys: Vec<Vec<u8>>) -> Result<Vec<Option<R>>> {
+        let table = R::table(&self.tables).to_owned();
+        let values = self.stored_values(&table, keys.clone()).await?;
+        Ok(keys
+            .iter()
+            .map(|key| {
+                let Some(value) = values.get(key) else {
+                    skip_row(&self.tables, &table, SkipReason::Missing, key, &format_args!("no {} row", R::KIND));
+                    return None;
+                };
+                match decode_record::<R>(&table, value) {
+                    Ok(record) => Some(record),
+                    Err(error) => {
+                        skip_row(&self.tables, &table, SkipReason::BadJson, key, &error);
+                        None
+                    }
+                }
+            })
+            .collect())
+    }
+
     /// The bytes in `cf:q` of one row, as stored.
     async fn stored_value(&self, table: &str, key: Vec<u8>) -> Result<Option<Vec<u8>>> {
         Ok(self.stored_values(table, vec![key.clone()]).await?.remove(&key))
@@ -376,7 +404,8 @@ fn parse_index_entry(kind: IndexKind, row: &Row) -> std::result::Result<IndexEnt
     let timestamp_ms = layout.map_err(|error| (SkipReason::BadKey, error.to_string()))?;
     let value = row.value(COLUMN_VALUE).ok_or((SkipReason::NoValue, "the row has no cf:q".to_owned()))?;
     let comment = CommentKey::parse(value).map_err(|error| (SkipReason::BadValue, error.to_string()))?;
-    Ok(IndexEntry { index_key: row.key.clone(), timestamp_ms, comment })
+    let star_mark = row.value(COLUMN_STARS).and_then(stars::parse_star_mark);
+    Ok(IndexEntry { index_key: row.key.clone(), timestamp_ms, comment, star_mark })
 }
 
 /// Matches multi-get results to `keys` by row key (Thrift1 drops missing rows,

@@ -13,7 +13,7 @@
 
 use super::{index_entry, skip_row, IndexEntry, IndexKind, SkipReason, Store};
 use crate::error::Result;
-use crate::hbase::{Retry, Row, ScanSpec, COLUMN_VALUE};
+use crate::hbase::{Retry, Row, ScanSpec, COLUMN_STARS, COLUMN_VALUE};
 use crate::ids::{Id, ID_LEN};
 use crate::keys;
 
@@ -84,7 +84,12 @@ impl Store {
             ProductIndex::RankSlots => self.tables().product_comment_rank.clone(),
         };
         let rows = rows.max(1);
-        let spec = ScanSpec::batch_page(start.clone(), stop.clone(), rows);
+        let mut spec = ScanSpec::batch_page(start.clone(), stop.clone(), rows);
+        if index == ProductIndex::Comments {
+            // A small product's whole index comes from this page: with its star
+            // marks, so the ranker can tell which marks to fix.
+            spec.columns.push(COLUMN_STARS.to_vec());
+        }
         let page = {
             let table = table.clone();
             self.hbase().run(Retry::Idempotent, move |connection| connection.scan(&table, &spec)).await?
@@ -185,7 +190,8 @@ impl Store {
             // One row more than asked: its key is where the next page starts.
             limit: limit + 1,
             page_size: limit + 1,
-            columns: vec![COLUMN_VALUE.to_vec()],
+            // The star mark too, so the ranker can tell which marks to fix.
+            columns: vec![COLUMN_VALUE.to_vec(), COLUMN_STARS.to_vec()],
             // Cached, unlike the listing: a product's index is read in many short
             // scans (a scanner per page), and a block read without the cache is
             // not kept, so the next page's scanner reads and decompresses it

@@ -192,6 +192,26 @@ impl Store {
         Ok(StoredRanking { slots, as_of_ms: None, summary: None })
     }
 
+    /// The ranking records of `products` in one multi-get, lined up with
+    /// `products`: `None` for a product without a record (never ranked by
+    /// this project) or whose record does not decode (skipped and counted as
+    /// `bad_json`). For reads that want the summaries alone.
+    pub async fn ranking_records(&self, products: &[Id]) -> Result<Vec<Option<StoredRanking>>> {
+        let table = self.tables().product_comment_rank.clone();
+        let keys: Vec<Vec<u8>> = products.iter().map(keys::ranking_record_key).collect();
+        let values = self.stored_values(&table, keys.clone()).await?;
+        Ok(products
+            .iter()
+            .zip(&keys)
+            .map(|(product, key)| {
+                let value = values.get(key)?;
+                decode_record(product, value)
+                    .inspect_err(|reason| skip_row(self.tables(), &table, SkipReason::BadJson, key, reason))
+                    .ok()
+            })
+            .collect())
+    }
+
     /// Reads `product`'s rank slots as the Java service does (the ranking
     /// record is not read), best first. Slots that do not decode are skipped.
     pub async fn rank_slots(&self, product: &Id) -> Result<Vec<RankSlot>> {

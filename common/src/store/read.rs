@@ -4,12 +4,13 @@
 //! service's state holds a `ReadStore`, which wraps a [`Store`] it never hands
 //! out, so a write cannot be called from the service even by mistake.
 
+use super::stars::{StarPage, StarSet};
 use super::{IndexKind, IndexPage, SkipReason, Store, StoredRanking};
 use crate::error::Result;
 use crate::hbase::Hbase;
 use crate::ids::Id;
 use crate::keys::CommentKey;
-use crate::model::Comment;
+use crate::model::{Comment, User};
 use crate::tables::Tables;
 
 /// Read-only typed access to one set of tables; cheap to clone and share.
@@ -84,6 +85,30 @@ impl ReadStore {
     /// `product`'s ranking, one whole ranking best first ([`Store::ranking`]).
     pub async fn ranking(&self, product: &Id) -> Result<StoredRanking> {
         self.store.ranking(product).await
+    }
+
+    /// Up to `limit` of a product's reviews of `stars`, newest first, within
+    /// a budget of index rows ([`Store::star_page`]).
+    pub async fn star_page(
+        &self,
+        product: &Id,
+        stars: StarSet,
+        start: Option<Vec<u8>>,
+        limit: usize,
+        budget_rows: usize,
+    ) -> Result<StarPage> {
+        self.store.star_page(product, stars, start, limit, budget_rows).await
+    }
+
+    /// The users `ids` name, in one multi-get, lined up with `ids`: `None`
+    /// where the row is missing or does not decode ([`Store::get_records`]).
+    pub async fn users(&self, ids: &[Id]) -> Result<Vec<Option<User>>> {
+        self.store.get_records(ids.iter().map(|id| id.as_bytes().to_vec()).collect()).await
+    }
+
+    /// The ranking records of `products` in one multi-get ([`Store::ranking_records`]).
+    pub async fn ranking_records(&self, products: &[Id]) -> Result<Vec<Option<StoredRanking>>> {
+        self.store.ranking_records(products).await
     }
 
     /// Counts and logs a row the caller skipped ([`Store::count_skipped_row`]).

@@ -15,7 +15,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::{skip_row, SkipReason, Store};
 use crate::error::{Error, Result};
-use crate::hbase::{Retry, RowMutation, ScanSpec, COLUMN_VALUE, FAMILY};
+use crate::hbase::{Retry, RowMutation, ScanSpec, COLUMN_STARS, COLUMN_VALUE, FAMILY};
 use crate::ids::Id;
 use crate::keys::{self, CommentKey};
 use crate::model::{Comment, Extra, Order, Rating, Record};
@@ -100,9 +100,13 @@ pub(super) fn index_mutations(comment: &Comment) -> (RowMutation, RowMutation) {
         key: keys::user_comment_key(&comment.user_id, comment.timestamp, &key),
         cells: value.clone(),
     };
+    // The product's row carries the review's star mark too (see `stars`), so
+    // a filtered walk never reads this comment for a star it does not have.
+    let mut product_cells = value.clone();
+    product_cells.push((COLUMN_STARS.to_vec(), super::stars::star_mark(super::stars::star_of(comment))));
     let product = RowMutation::Put {
         key: keys::product_comment_key(&comment.product_id, comment.timestamp, comment.content_utf8_len(), &key),
-        cells: value,
+        cells: product_cells,
     };
     (user, product)
 }

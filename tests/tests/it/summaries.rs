@@ -161,13 +161,13 @@ async fn a_summary_counts_exactly_the_reviews_a_walk_of_the_latest_pages_lists()
     let report = rank(&store, &product).await;
     assert_eq!(report.summaries_written, 1);
     let summary = stored_summary(&store, &product).await;
-    // Write path 5, Java unrated 5 (0, 6, 4.5, "5", null), the cut emoji 3
-    // stars, the null content 2 stars, the same-millisecond review once (4
-    // stars, a photo), the reposted one once (5 stars, 3 photos).
-    let expected = ReviewSummary { rated: [1, 1, 1, 2, 3], unrated: 6, with_photos: 4 };
+    // Write path 5, Java unrated 4 (0, 6, 4.5, null), Java's "5" as 5 stars,
+    // the cut emoji 3 stars, the null content 2 stars, the same-millisecond
+    // review once (4 stars, a photo), the reposted one once (5 stars, 3 photos).
+    let expected = ReviewSummary { rated: [1, 1, 1, 2, 4], unrated: 5, with_photos: 4 };
     assert_eq!(summary, expected);
     assert_eq!(summary.count(), 14);
-    assert_eq!(summary.average(), Some(29.0 / 8.0));
+    assert_eq!(summary.average(), Some(34.0 / 9.0));
     assert_eq!(report.comments_scored, 14, "each review is scored once");
 
     let service = TestApp::spawn(store.clone(), uncached_settings()).await;
