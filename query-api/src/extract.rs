@@ -185,10 +185,9 @@ fn include_author(include: Option<&str>) -> Result<bool, ApiError> {
     match include {
         None => Ok(false),
         Some("author") => Ok(true),
-        Some(other) => Err(ApiError::new(
-            ErrorCode::InvalidQuery,
-            format!("include must be \"author\", got {:?}", shorten(other)),
-        )),
+        Some(other) => {
+            Err(ApiError::new(ErrorCode::InvalidQuery, format!("include must be \"author\", got {:?}", shorten(other))))
+        }
     }
 }
 
@@ -351,8 +350,7 @@ impl<S: Send + Sync> FromRequestParts<S> for SummariesQuery {
     type Rejection = ApiError;
 
     async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        let Query(raw) =
-            Query::<RawSummariesQuery>::from_request_parts(parts, state).await.map_err(query_rejection)?;
+        let Query(raw) = Query::<RawSummariesQuery>::from_request_parts(parts, state).await.map_err(query_rejection)?;
         let Some(text) = raw.product_ids else {
             return Err(ApiError::new(ErrorCode::InvalidQuery, "productIds is required"));
         };

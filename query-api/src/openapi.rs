@@ -87,7 +87,8 @@ pub struct MiddlewareDocs;
 impl Modify for MiddlewareDocs {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         for (path, item) in openapi.paths.paths.iter_mut() {
-            if let Some(get) = item.get.as_mut().filter(|_| path.contains("/comments") || path.ends_with("/summaries")) {
+            if let Some(get) = item.get.as_mut().filter(|_| path.contains("/comments") || path.ends_with("/summaries"))
+            {
                 // Ranked and summary reads change only when the ranker runs; pages do not say how long they keep.
                 let cached = path.ends_with("/ranked") || path.ends_with("/summary") || path.ends_with("/summaries");
                 document_conditional_get(get, cached);

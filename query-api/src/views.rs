@@ -290,8 +290,12 @@ mod tests {
 
     #[test]
     fn ranked_comments_flatten_the_comment_and_add_rank_and_score() {
-        let ranked =
-            RankedComment { comment: comment(serde_json::json!({"helpful": 3})), rank: 2, score: Some(0.5), author: None };
+        let ranked = RankedComment {
+            comment: comment(serde_json::json!({"helpful": 3})),
+            rank: 2,
+            score: Some(0.5),
+            author: None,
+        };
         let shown = serde_json::to_value(&ranked).expect("json");
         assert_eq!(shown["rank"], 2);
         assert_eq!(shown["score"], 0.5);

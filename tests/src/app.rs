@@ -109,14 +109,16 @@ impl TestApp {
     /// Every comment of a `/v1` list, as answered, following `nextCursor`
     /// with pages of `limit` until the list ends.
     pub async fn walk_v1(&self, path: &str, limit: usize) -> Vec<Value> {
+        // `path` may carry a query of its own (`?rating=1`).
+        let path = if path.contains('?') { format!("{path}&") } else { format!("{path}?") };
         let mut shown = Vec::new();
-        let mut url = format!("{path}?limit={limit}");
+        let mut url = format!("{path}limit={limit}");
         for _ in 0..MAX_PAGES {
             let page = self.get(&url).await;
             assert_eq!(page.status, StatusCode::OK, "{url}: {}", page.raw);
             shown.extend(page.comment_values().iter().cloned());
             match page.body["nextCursor"].as_str() {
-                Some(cursor) => url = format!("{path}?limit={limit}&cursor={cursor}"),
+                Some(cursor) => url = format!("{path}limit={limit}&cursor={cursor}"),
                 None => return shown,
             }
         }

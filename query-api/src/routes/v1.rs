@@ -84,8 +84,12 @@ fn passes(stars: Option<StarSet>, order: CommentOrder) -> Vec<StarSet> {
     let asked = |star: &u8| stars.is_none_or(|stars| stars.contains(*star));
     match order {
         CommentOrder::Newest => vec![stars.unwrap_or(StarSet::ALL)],
-        CommentOrder::RatingDesc => [5, 4, 3, 2, 1, 0].iter().filter(|star| asked(star)).map(|star| StarSet::of([*star])).collect(),
-        CommentOrder::RatingAsc => [1, 2, 3, 4, 5, 0].iter().filter(|star| asked(star)).map(|star| StarSet::of([*star])).collect(),
+        CommentOrder::RatingDesc => {
+            [5, 4, 3, 2, 1, 0].iter().filter(|star| asked(star)).map(|star| StarSet::of([*star])).collect()
+        }
+        CommentOrder::RatingAsc => {
+            [1, 2, 3, 4, 5, 0].iter().filter(|star| asked(star)).map(|star| StarSet::of([*star])).collect()
+        }
     }
 }
 
@@ -279,9 +283,16 @@ mod tests {
 
     #[test]
     fn a_rating_order_walks_each_star_then_the_unrated_and_a_filter_keeps_its_stars() {
-        let stars = |passes: Vec<StarSet>| passes.into_iter().map(|set| set.stars().collect::<Vec<_>>()).collect::<Vec<_>>();
-        assert_eq!(stars(passes(None, CommentOrder::RatingDesc)), vec![vec![5], vec![4], vec![3], vec![2], vec![1], vec![0]]);
-        assert_eq!(stars(passes(None, CommentOrder::RatingAsc)), vec![vec![1], vec![2], vec![3], vec![4], vec![5], vec![0]]);
+        let stars =
+            |passes: Vec<StarSet>| passes.into_iter().map(|set| set.stars().collect::<Vec<_>>()).collect::<Vec<_>>();
+        assert_eq!(
+            stars(passes(None, CommentOrder::RatingDesc)),
+            vec![vec![5], vec![4], vec![3], vec![2], vec![1], vec![0]]
+        );
+        assert_eq!(
+            stars(passes(None, CommentOrder::RatingAsc)),
+            vec![vec![1], vec![2], vec![3], vec![4], vec![5], vec![0]]
+        );
         assert_eq!(stars(passes(Some(StarSet::of([2, 4])), CommentOrder::RatingAsc)), vec![vec![2], vec![4]]);
         assert_eq!(stars(passes(Some(StarSet::of([2, 4])), CommentOrder::Newest)), vec![vec![2, 4]]);
         assert_ne!(view_bytes(Some(StarSet::of([1])), CommentOrder::Newest), view_bytes(None, CommentOrder::Newest));

@@ -13,6 +13,7 @@ mod ranker;
 mod reliability;
 mod rows;
 mod shards;
+mod stars;
 mod summaries;
 mod thrift2;
 mod whole_rankings;

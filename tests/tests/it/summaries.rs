@@ -21,7 +21,7 @@ use crate::rows::{drop_tables, java_post, put_value};
 
 const DAY_MS: i64 = 86_400_000;
 
-async fn rank(store: &Store, product: &Id) -> ranker::RunReport {
+pub(crate) async fn rank(store: &Store, product: &Id) -> ranker::RunReport {
     let report = ranker::run(store, &RunOptions::new(Scope::Product(*product), AS_OF_MS), CancellationToken::new())
         .await
         .expect("rank");
@@ -85,10 +85,14 @@ async fn put_java_row(store: &Store, comment: &CommentKey, json: String, at: i64
 
 /// The summary of `comments` counted by their JSON, apart from the ranker's
 /// code: an integer rating from 1 to 5 is its stars, anything else unrated.
-fn count_as_shown(comments: &[Value]) -> ReviewSummary {
+pub(crate) fn count_as_shown(comments: &[Value]) -> ReviewSummary {
     let mut summary = ReviewSummary::default();
     for comment in comments {
-        let rating = comment.get("rating").and_then(Value::as_f64).filter(|stars| stars.fract() == 0.0);
+        // A number, or a one-digit string as another writer may store it.
+        let rating = comment
+            .get("rating")
+            .and_then(|rating| rating.as_f64().or_else(|| rating.as_str().filter(|text| text.len() == 1)?.parse().ok()))
+            .filter(|stars| stars.fract() == 0.0);
         match rating.filter(|stars| (1.0..=5.0).contains(stars)) {
             Some(stars) => summary.rated[stars as usize - 1] += 1,
             None => summary.unrated += 1,
@@ -100,16 +104,21 @@ fn count_as_shown(comments: &[Value]) -> ReviewSummary {
     summary
 }
 
-#[tokio::test]
-async fn a_summary_counts_exactly_the_reviews_a_walk_of_the_latest_pages_lists() {
-    let store = fresh_store("summary_exact").await;
+/// Reviews of `product` of every shape a real table holds: through the write
+/// path (5, 5, 4 and 1 stars, one unrated; photos 2, 0 and 1), the Java
+/// service's rows with ratings that are no stars (0, 6, 4.5, null) and a
+/// `"5"`, a review whose content serde_json alone refuses and one whose
+/// content is null, a review posted twice in one millisecond (two index rows
+/// name it), one posted twice a minute apart (the first post's index row
+/// left stale), an index row whose review was never written and one whose
+/// review does not decode. 14 reviews show; a day before [`AS_OF_MS`].
+pub(crate) async fn mixed_reviews(store: &Store, product: &Id) {
     let tables = store.tables().clone();
-    let product = test_id("S", 1);
     let at = |minutes: i64| AS_OF_MS - DAY_MS - minutes * 60_000;
 
     // Through the write path: 5, 5, 4 and 1 stars, one unrated; photos 2, 0 and 1.
     let shapes = [(Some(5), Some(2)), (Some(5), None), (Some(4), Some(0)), (Some(1), Some(1)), (None, None)];
-    post_reviews(&store, &product, "SO", &shapes, at(0)).await;
+    post_reviews(store, product, "SO", &shapes, at(0)).await;
 
     // The Java service's rows: ratings it could store that are no stars (one
     // an explicit null), two rated ones whose content serde_json alone refuses
@@ -118,45 +127,52 @@ async fn a_summary_counts_exactly_the_reviews_a_walk_of_the_latest_pages_lists()
     // left stale).
     for (n, rating) in [json!(0), json!(6), json!(4.5), json!("5")].into_iter().enumerate() {
         let order = format!("JORDER{n:04}");
-        java_post(&store, &java_review(&order, &product, at(10 + n as i64), json!({"rating": rating}))).await;
+        java_post(store, &java_review(&order, product, at(10 + n as i64), json!({"rating": rating}))).await;
     }
     let row = |order: &Id, content: &str, rating: &str, at: i64| {
         format!(
             r#"{{"orderId":"{order}","productId":"{product}","userId":"JUSPECIAL1","content":{content},"timestamp":{at},"edited":false,"rating":{rating}}}"#
         )
     };
-    let null_rating = CommentKey::new(&test_id("JN", 1), &product);
-    put_java_row(&store, &null_rating, row(&null_rating.order_id(), r#""rated null""#, "null", at(15)), at(15)).await;
-    let surrogate = CommentKey::new(&test_id("JS", 1), &product);
-    put_java_row(&store, &surrogate, row(&surrogate.order_id(), r#""a cut emoji \uD83D""#, "3", at(20)), at(20)).await;
-    java_post(&store, &java_review("JNULLCONTE", &product, at(21), json!({"content": null, "rating": 2}))).await;
-    let same_millisecond = java_review("JSAMEMS001", &product, at(22), json!({"rating": 4, "photos": 1}));
-    java_post(&store, &same_millisecond).await;
+    let null_rating = CommentKey::new(&test_id("JN", 1), product);
+    put_java_row(store, &null_rating, row(&null_rating.order_id(), r#""rated null""#, "null", at(15)), at(15)).await;
+    let surrogate = CommentKey::new(&test_id("JS", 1), product);
+    put_java_row(store, &surrogate, row(&surrogate.order_id(), r#""a cut emoji \uD83D""#, "3", at(20)), at(20)).await;
+    java_post(store, &java_review("JNULLCONTE", product, at(21), json!({"content": null, "rating": 2}))).await;
+    let same_millisecond = java_review("JSAMEMS001", product, at(22), json!({"rating": 4, "photos": 1}));
+    java_post(store, &same_millisecond).await;
     let mut reposted_text = same_millisecond.clone();
     reposted_text.content = Some("the same review, posted again in its millisecond".to_owned());
-    java_post(&store, &reposted_text).await;
-    java_post(&store, &java_review("JDOUBLE001", &product, at(30), json!({"rating": 5}))).await;
-    java_post(&store, &java_review("JDOUBLE001", &product, at(23), json!({"rating": 5, "photos": 3}))).await;
+    java_post(store, &reposted_text).await;
+    java_post(store, &java_review("JDOUBLE001", product, at(30), json!({"rating": 5}))).await;
+    java_post(store, &java_review("JDOUBLE001", product, at(23), json!({"rating": 5, "photos": 3}))).await;
 
     // Rows no walk shows: an index row whose review was never written, and one
     // whose review does not decode.
-    let ghost = CommentKey::new(&test_id("GH", 1), &product);
+    let ghost = CommentKey::new(&test_id("GH", 1), product);
     put_value(
-        &store,
+        store,
         &tables.product_comment,
-        keys::product_comment_key(&product, at(40), 10, &ghost),
+        keys::product_comment_key(product, at(40), 10, &ghost),
         ghost.as_bytes().to_vec(),
     )
     .await;
-    let broken = CommentKey::new(&test_id("BR", 1), &product);
-    put_value(&store, &tables.comment, broken.as_bytes().to_vec(), br#"{"orderId": truncated"#.to_vec()).await;
+    let broken = CommentKey::new(&test_id("BR", 1), product);
+    put_value(store, &tables.comment, broken.as_bytes().to_vec(), br#"{"orderId": truncated"#.to_vec()).await;
     put_value(
-        &store,
+        store,
         &tables.product_comment,
-        keys::product_comment_key(&product, at(41), 10, &broken),
+        keys::product_comment_key(product, at(41), 10, &broken),
         broken.as_bytes().to_vec(),
     )
     .await;
+}
+
+#[tokio::test]
+async fn a_summary_counts_exactly_the_reviews_a_walk_of_the_latest_pages_lists() {
+    let store = fresh_store("summary_exact").await;
+    let product = test_id("S", 1);
+    mixed_reviews(&store, &product).await;
 
     let report = rank(&store, &product).await;
     assert_eq!(report.summaries_written, 1);
@@ -181,7 +197,7 @@ async fn a_summary_counts_exactly_the_reviews_a_walk_of_the_latest_pages_lists()
         ranker::explain(&store, &product, AS_OF_MS, &ranker::ScoringConfig::default(), 3).await.expect("explain");
     assert_eq!(explanation.reviews, summary, "explain counts what the run wrote");
     let shown = ranker::console::explanation(&explanation);
-    let line = format!("14 reviews: 5* 3, 4* 2, 3* 1, 2* 1, 1* 1, unrated 6; average {:.2}; 4 with photos", 29.0 / 8.0);
+    let line = format!("14 reviews: 5* 4, 4* 2, 3* 1, 2* 1, 1* 1, unrated 5; average {:.2}; 4 with photos", 34.0 / 9.0);
     assert!(shown.contains(&line), "{shown}");
     drop_tables(&[&store]).await;
 }
