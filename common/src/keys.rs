@@ -221,6 +221,18 @@ pub fn product_comment_millisecond_prefix(product: &Id, timestamp_ms: i64) -> Ve
     key
 }
 
+/// The `product-comment` rows of `product`'s reviews newer than `as_of_ms`
+/// (all of them for `None`): newest first, they are the prefix's first rows,
+/// up to the rows of that millisecond.
+pub fn product_comments_after(product: &Id, as_of_ms: Option<i64>) -> KeyRange {
+    let prefix = product_comment_prefix(product);
+    let stop = match as_of_ms {
+        Some(as_of_ms) => Some(product_comment_millisecond_prefix(product, as_of_ms)),
+        None => prefix_successor(&prefix),
+    };
+    KeyRange { start: prefix, stop }
+}
+
 /// The `product-comment-rank` prefix holding the rank slots of `product`.
 pub fn rank_prefix(product: &Id) -> Vec<u8> {
     tagged(product, RANK_TAG)

@@ -42,6 +42,15 @@ impl ReviewSummary {
         }
     }
 
+    /// Adds the reviews `other` counted (reviews neither counted).
+    pub fn merge(&mut self, other: &ReviewSummary) {
+        for (mine, theirs) in self.rated.iter_mut().zip(other.rated) {
+            *mine += theirs;
+        }
+        self.unrated += other.unrated;
+        self.with_photos += other.with_photos;
+    }
+
     /// Reviews counted, each once: the rated ones and the unrated ones.
     pub fn count(&self) -> u64 {
         self.rated.iter().sum::<u64>() + self.unrated
@@ -136,9 +145,10 @@ mod tests {
         for review in &reviews {
             summary.add(review);
         }
-        assert_eq!(summary, ReviewSummary { rated: [1, 0, 0, 1, 2], unrated: 5, with_photos: 2 });
+        // `"5"` is five stars (as another writer stores it); 0, 6, 4.5 and null are not.
+        assert_eq!(summary, ReviewSummary { rated: [1, 0, 0, 1, 3], unrated: 4, with_photos: 2 });
         assert_eq!(summary.count(), 9);
-        assert_eq!(summary.average(), Some(15.0 / 4.0));
+        assert_eq!(summary.average(), Some(20.0 / 5.0));
         assert_eq!(ReviewSummary::default().average(), None, "no rated review, no average");
     }
 

@@ -35,7 +35,7 @@ pub enum ErrorCode {
     BodyTooLarge,
     /// No route has this path.
     NotFound,
-    /// The product has no review summary: no ranking run has counted it yet.
+    /// The product has no review summary: no run has counted a review of it and none is listed.
     NoSummary,
     /// The route exists but not for this method.
     MethodNotAllowed,

@@ -133,7 +133,7 @@ mod tests {
             .collect();
         let product = common::Id::parse("productId", "PRODUCT001").expect("id");
         let counted = common::summary::ReviewSummary { rated: [0, 0, 0, 0, 3], ..Default::default() };
-        let summary = ReviewSummaryView::new(&product, &counted, 1);
+        let summary = ReviewSummaryView::new(&product, &counted, 1, true);
         let ranking = Ranking::new(ranked.clone(), Some(summary.clone()));
         let parse = |bytes: Bytes| serde_json::from_slice::<serde_json::Value>(&bytes).expect("json");
         let full = parse(ranking.v1_body(20).expect("v1"));

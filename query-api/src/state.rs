@@ -2,6 +2,9 @@
 //! the metrics handle.
 
 use std::collections::HashMap;
+
+use common::summary::ReviewSummary;
+use futures_util::StreamExt;
 use std::sync::Arc;
 
 use common::keys::{self, CommentKey};
@@ -107,11 +110,15 @@ impl AppState {
         missing.dedup();
         if !missing.is_empty() {
             let records = self.store.ranking_records(&missing).await?;
-            for (product, record) in missing.into_iter().zip(records) {
-                let summary = record.and_then(|record| {
-                    let (summary, as_of_ms) = record.summary.zip(record.as_of_ms)?;
-                    Some(ReviewSummaryView::new(&product, &summary, as_of_ms))
-                });
+            // A few scans at a time: one request must not take the whole pool.
+            let mut counted = futures_util::stream::iter(missing.into_iter().zip(records))
+                .map(|(product, record)| async move {
+                    let counted = record.and_then(|record| record.summary.zip(record.as_of_ms));
+                    current_summary(&self.store, &product, counted).await.map(|summary| (product, summary))
+                })
+                .buffer_unordered(SUMMARY_READS_IN_FLIGHT);
+            while let Some(loaded) = counted.next().await {
+                let (product, summary) = loaded?;
                 found.insert(product, summary);
             }
         }
@@ -119,21 +126,49 @@ impl AppState {
     }
 }
 
+/// Index rows one summary read counts past its run's as-of time at most.
+const LIVE_SUMMARY_MAX_ROWS: usize = 1_000;
+
+/// The live counts of one `/v1/summaries` request read at once (the rest wait).
+const SUMMARY_READS_IN_FLIGHT: usize = 8;
+
+/// `product`'s summary as of now: the run's count (`counted`: the summary and
+/// the run's as-of time, when a run counted the product) plus the reviews
+/// listed after the run's as-of time, counted now (all of them when no run
+/// counted it). `None` only when no run counted it and it lists no review.
+async fn current_summary(
+    store: &ReadStore,
+    product: &Id,
+    counted: Option<(ReviewSummary, i64)>,
+) -> common::Result<Option<ReviewSummaryView>> {
+    let as_of_ms = counted.map(|(_, as_of_ms)| as_of_ms);
+    let newer = store.summary_after(product, as_of_ms, LIVE_SUMMARY_MAX_ROWS).await?;
+    Ok(match counted {
+        Some((mut summary, as_of_ms)) => {
+            summary.merge(&newer.summary);
+            Some(ReviewSummaryView::new(product, &summary, as_of_ms, newer.complete))
+        }
+        None if newer.summary.count() > 0 => Some(ReviewSummaryView::new(product, &newer.summary, 0, newer.complete)),
+        None => None,
+    })
+}
+
 /// Reads `product`'s ranking (one whole ranking and its review summary, see
 /// [`ReadStore::ranking`]), then its comments in one multi-get; slots whose
 /// comment is gone (or belongs to another product) are left out.
 async fn load_ranking(store: &ReadStore, product: Id) -> common::Result<Arc<Ranking>> {
     let stored = store.ranking(&product).await?;
-    let summary = stored
-        .summary
-        .zip(stored.as_of_ms)
-        .map(|(summary, as_of_ms)| ReviewSummaryView::new(&product, &summary, as_of_ms));
     let slots = stored.slots;
-    if slots.is_empty() {
-        return Ok(Arc::new(Ranking::new(Vec::new(), summary)));
-    }
     let keys: Vec<CommentKey> = slots.iter().map(|slot| slot.comment).collect();
-    let comments = store.get_comments(&keys).await?;
+    // The live count and the ranked comments are independent reads.
+    let (summary, comments) =
+        tokio::try_join!(current_summary(store, &product, stored.summary.zip(stored.as_of_ms)), async {
+            if keys.is_empty() {
+                Ok(Vec::new())
+            } else {
+                store.get_comments(&keys).await
+            }
+        },)?;
     let ranked = slots
         .into_iter()
         .zip(comments)

@@ -76,7 +76,7 @@ pub struct RankedComment {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SummariesPage {
     /// One entry per product asked, in the order asked: its summary, or
-    /// `null` when no ranking run has counted it.
+    /// `null` when the product has no review.
     pub summaries: Vec<Option<ReviewSummaryView>>,
 }
 
@@ -88,8 +88,8 @@ pub struct RankedPage<'a> {
     pub comments: &'a [RankedComment],
     /// Always `null`: the ranking is one page.
     pub next_cursor: Option<String>,
-    /// The product's review summary, counted by the run that wrote this
-    /// ranking; `null` when no run has counted it.
+    /// The product's review summary (as the summary route answers it);
+    /// `null` when the product has no review.
     pub summary: Option<&'a ReviewSummaryView>,
 }
 
@@ -101,7 +101,8 @@ impl<'a> RankedPage<'a> {
 }
 
 /// A product's review summary: how many reviews it has, how they rate, how
-/// many carry photos, as the ranking run of `asOf` counted them.
+/// many carry photos. The ranking run of `asOf` counted the reviews written
+/// up to then; the newer ones are counted when the summary is read.
 #[derive(Debug, Clone, PartialEq, Serialize, ToSchema)]
 #[serde(rename_all = "camelCase")]
 pub struct ReviewSummaryView {
@@ -123,9 +124,16 @@ pub struct ReviewSummaryView {
     /// Reviews with at least one photo.
     #[schema(minimum = 0)]
     pub with_photos: u64,
-    /// The as-of time of the run that counted the reviews, epoch milliseconds:
-    /// how fresh the summary is.
+    /// The as-of time of the ranking run that counted the reviews written up
+    /// to then, epoch milliseconds; the reviews written after it were counted
+    /// when this summary was read. 0 when no run has counted the product:
+    /// every review was counted at read time.
+    #[schema(minimum = 0)]
     pub as_of: i64,
+    /// Whether every review is counted. `false` only when more reviews were
+    /// written after `asOf` than one read counts (1,000): then the newest of
+    /// them are counted, and the next ranking run counts the rest.
+    pub complete: bool,
 }
 
 /// Reviews per star rating.
@@ -154,8 +162,9 @@ pub struct RatingCounts {
 }
 
 impl ReviewSummaryView {
-    /// `product`'s `summary`, counted by the run as of `as_of_ms`.
-    pub fn new(product: &Id, summary: &ReviewSummary, as_of_ms: i64) -> ReviewSummaryView {
+    /// `product`'s `summary`, counted by the run as of `as_of_ms` and at read
+    /// time after it; `complete` when the read counted every newer review.
+    pub fn new(product: &Id, summary: &ReviewSummary, as_of_ms: i64, complete: bool) -> ReviewSummaryView {
         ReviewSummaryView {
             product_id: product.to_string(),
             count: summary.count(),
@@ -170,6 +179,7 @@ impl ReviewSummaryView {
             average: summary.average(),
             with_photos: summary.with_photos,
             as_of: as_of_ms,
+            complete,
         }
     }
 }
@@ -275,16 +285,17 @@ mod tests {
     fn a_summary_names_each_star_and_its_freshness() {
         let product = Id::parse("productId", "PRODUCT001").expect("id");
         let summary = ReviewSummary { rated: [0, 0, 1, 1, 2], unrated: 1, with_photos: 2 };
-        let shown = serde_json::to_value(ReviewSummaryView::new(&product, &summary, 1_700_000_000_000)).expect("json");
+        let shown =
+            serde_json::to_value(ReviewSummaryView::new(&product, &summary, 1_700_000_000_000, true)).expect("json");
         assert_eq!(
             shown,
             serde_json::json!({
                 "productId": "PRODUCT001", "count": 5, "ratings": {"1": 0, "2": 0, "3": 1, "4": 1, "5": 2},
-                "unrated": 1, "average": 4.25, "withPhotos": 2, "asOf": 1_700_000_000_000_i64
+                "unrated": 1, "average": 4.25, "withPhotos": 2, "asOf": 1_700_000_000_000_i64, "complete": true
             })
         );
         let none_rated = ReviewSummary { unrated: 1, ..ReviewSummary::default() };
-        let shown = serde_json::to_value(ReviewSummaryView::new(&product, &none_rated, 1)).expect("json");
+        let shown = serde_json::to_value(ReviewSummaryView::new(&product, &none_rated, 1, true)).expect("json");
         assert!(shown["average"].is_null());
     }
 

@@ -17,7 +17,7 @@ use serde::Serialize;
 use crate::config::ScoringConfig;
 use crate::fetch::CommentFetcher;
 use crate::pace::Pacer;
-use crate::product::{stream_comments, IndexReader};
+use crate::product::{stream_comments, IndexReader, StreamOptions};
 use crate::score::{score_terms, ScoreTerms};
 use crate::select::{rank_order, Candidate, PassReason, TopComments, MAX_PICKS};
 use crate::RankerError;
@@ -160,7 +160,9 @@ pub async fn explain(
     let pacer = Pacer::unlimited();
     let index = IndexReader::for_product(store, product, None, page_rows.max(1), &pacer);
     let fetcher = CommentFetcher::new(store.clone(), pacer, page_rows);
-    let ((pool, too_short), totals) = stream_comments(product, index, &fetcher, state, work, None, None).await?;
+    // The reviews the run as of the same time would count in its summary.
+    let options = StreamOptions { progress: None, marker: None, summary_through_ms: as_of_ms };
+    let ((pool, too_short), totals) = stream_comments(product, index, &fetcher, state, work, options).await?;
     let selection = pool.finish();
 
     // A too-short comment is notable when it would have ranked above the last
@@ -222,7 +224,7 @@ pub async fn explain(
         product: product.to_string(),
         as_of_ms,
         scoring: scoring.clone(),
-        comments_scored: totals.summary.count(),
+        comments_scored: totals.listed,
         skipped_rows: totals.skipped_rows,
         reviews: totals.summary,
         ranked,

@@ -71,8 +71,10 @@ pub(crate) struct ProductOutcome {
 /// Totals of one product's pages.
 #[derive(Debug, Clone, Copy, Default, PartialEq, Eq)]
 pub(crate) struct StreamTotals {
-    /// The comments read (and handed to the page work), counted: `count` is
-    /// how many, each once.
+    /// The comments read and handed to the page work, each once.
+    pub listed: u64,
+    /// The comments written at or before the stream's
+    /// [`StreamOptions::summary_through_ms`], counted.
     pub summary: ReviewSummary,
     /// Index rows skipped, comments gone, comments that do not decode.
     pub skipped_rows: u64,
@@ -286,6 +288,19 @@ pub(crate) async fn on_rayon<T: Send + 'static>(work: impl FnOnce() -> T + Send 
     }
 }
 
+/// What a product's stream does besides handing its comments to the work.
+#[derive(Clone, Copy)]
+pub(crate) struct StreamOptions<'a> {
+    /// Where to count the comments as they go.
+    pub progress: Option<&'a RunProgress>,
+    /// Where to fix the index rows' star marks; `None` writes nothing.
+    pub marker: Option<&'a StarMarker>,
+    /// The summary counts the reviews written at or before this time (the
+    /// run's as-of time): readers count the newer ones at read time, from the
+    /// index rows after it, so no review is counted twice.
+    pub summary_through_ms: i64,
+}
+
 /// Streams every comment of `product` in `index` through `work`, one page at
 /// a time, as a three-stage pipeline: the index is read ahead on its own task
 /// (unless discovery read all of it), the next page's comments are fetched
@@ -297,8 +312,7 @@ pub(crate) async fn stream_comments<S, W>(
     fetcher: &CommentFetcher,
     state: S,
     work: W,
-    progress: Option<&RunProgress>,
-    marker: Option<&StarMarker>,
+    options: StreamOptions<'_>,
 ) -> Result<(S, StreamTotals), RankerError>
 where
     S: Send + 'static,
@@ -309,7 +323,8 @@ where
     let mut current = index.next_page(product, fetcher).await?;
     while let Some(page) = current {
         let count = page.comments.len() as u64;
-        for comment in &page.comments {
+        totals.listed += count;
+        for comment in page.comments.iter().filter(|comment| comment.timestamp <= options.summary_through_ms) {
             totals.summary.add(comment);
         }
         totals.skipped_rows += page.skipped_rows;
@@ -321,7 +336,7 @@ where
         });
         let marks = page.marks_to_fix;
         let marked = async {
-            match marker {
+            match options.marker {
                 Some(marker) => marker.fix(marks).await,
                 None => Ok(()),
             }
@@ -329,7 +344,7 @@ where
         let (processed, next, marked) = tokio::join!(processed, index.next_page(product, fetcher), marked);
         state = processed?;
         marked?;
-        if let Some(progress) = progress {
+        if let Some(progress) = options.progress {
             progress.add_comments(count);
         }
         current = next?;
@@ -352,16 +367,10 @@ pub(crate) async fn select_for_product(
     };
     let index = IndexReader::for_product(store, product, whole_index, job.page_rows, &job.pacer);
     let marker = job.writer.is_some().then(|| StarMarker::new(store.clone(), job.pacer.clone()));
-    let (pool, totals) = stream_comments(
-        product,
-        index,
-        &job.fetcher,
-        TopComments::new(MAX_PICKS),
-        work,
-        Some(&job.progress),
-        marker.as_ref(),
-    )
-    .await?;
+    let options =
+        StreamOptions { progress: Some(&job.progress), marker: marker.as_ref(), summary_through_ms: job.as_of_ms };
+    let (pool, totals) =
+        stream_comments(product, index, &job.fetcher, TopComments::new(MAX_PICKS), work, options).await?;
     Ok((pool.finish(), totals))
 }
 
@@ -395,7 +404,7 @@ pub(crate) async fn rank_product(
     }
     let kept_slots = (1u16 << ranked.len().min(usize::from(MAX_RANK))) - 1;
     Ok(ProductOutcome {
-        comments_scored: totals.summary.count(),
+        comments_scored: totals.listed,
         skipped_rows: totals.skipped_rows,
         slots_written: ranked.len() as u64,
         slots_deleted: u64::from((existing_slots & !kept_slots).count_ones()),

@@ -16,7 +16,9 @@ use crate::changes::{find_products, ChosenProduct};
 use crate::discovery::{Discovery, ListingRetry};
 use crate::fetch::CommentFetcher;
 use crate::pace::{PaceMode, Pacer};
-use crate::product::{existing_slot_mask, rank_product, stream_comments, IndexReader, ProductJob, ProductOutcome};
+use crate::product::{
+    existing_slot_mask, rank_product, stream_comments, IndexReader, ProductJob, ProductOutcome, StreamOptions,
+};
 use crate::shard::KeyRange;
 use crate::writer::SlotWriter;
 use crate::{ProductFailure, RankerError, RunOptions, RunProgress, RunReport, Scope};
@@ -336,10 +338,11 @@ impl Worker {
                     job.page_rows,
                     &job.pacer,
                 );
-                let ((), totals) =
-                    stream_comments(&product, index, &job.fetcher, (), count, Some(&job.progress), None).await?;
+                let options =
+                    StreamOptions { progress: Some(&job.progress), marker: None, summary_through_ms: job.as_of_ms };
+                let ((), totals) = stream_comments(&product, index, &job.fetcher, (), count, options).await?;
                 Ok(ProductOutcome {
-                    comments_scored: totals.summary.count(),
+                    comments_scored: totals.listed,
                     skipped_rows: totals.skipped_rows,
                     ..ProductOutcome::default()
                 })

@@ -9,7 +9,12 @@
 //! - `ranked-cached`: ranked reads on a service whose cache was warmed first and
 //!   outlives the run;
 //! - `summary-uncached`, `summary-cached`: a product's review summary
-//!   (`/v1/products/{id}/comments/summary`), on the same two services.
+//!   (`/v1/products/{id}/comments/summary`), on the same two services;
+//! - `hot-latest`, `hot-rarest`, `hot-rating-asc`: the hottest product's
+//!   (`--hot-product`) first page unfiltered, filtered to its rarest star (by
+//!   its summary), and ordered worst star first, on the uncached service;
+//! - `summaries-48`: `/v1/summaries` for 48 random ranked products (a listing
+//!   page), on the uncached service.
 //!
 //! Products are drawn uniformly at random from the tables. It starts the two
 //! services itself (the `query-api` binary beside this one, on loopback ports)
@@ -60,13 +65,17 @@ struct BenchArgs {
     products: usize,
 
     /// Scenarios to run, comma-separated: raw, http, ranked-uncached, ranked-cached,
-    /// summary-uncached, summary-cached.
+    /// summary-uncached, summary-cached, hot-latest, hot-rarest, hot-rating-asc, summaries-48.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "raw,http,ranked-uncached,ranked-cached,summary-uncached,summary-cached"
+        default_value = "raw,http,ranked-uncached,ranked-cached,summary-uncached,summary-cached,hot-latest,hot-rarest,hot-rating-asc,summaries-48"
     )]
     scenarios: Vec<Scenario>,
+
+    /// The product of the `hot-*` scenarios: the data set's hottest.
+    #[arg(long, default_value = "P000000001")]
+    hot_product: String,
 
     /// The `query-api` binary to start; default: the one beside this binary.
     #[arg(long)]
@@ -100,7 +109,19 @@ enum Scenario {
     SummaryUncached,
     /// Review summaries with the service's cache warm.
     SummaryCached,
+    /// The hottest product's first page, unfiltered.
+    HotLatest,
+    /// The hottest product's first page of its rarest star.
+    HotRarest,
+    /// The hottest product's first page, worst star first.
+    HotRatingAsc,
+    /// The summaries of 48 ranked products in one call.
+    #[value(name = "summaries-48")]
+    Summaries48,
 }
+
+/// Products a `summaries-48` request names: a listing page of 48.
+const LISTING_PAGE_PRODUCTS: usize = 48;
 
 impl Scenario {
     fn name(self) -> &'static str {
@@ -111,6 +132,10 @@ impl Scenario {
             Scenario::RankedCached => "ranked-cached",
             Scenario::SummaryUncached => "summary-uncached",
             Scenario::SummaryCached => "summary-cached",
+            Scenario::HotLatest => "hot-latest",
+            Scenario::HotRarest => "hot-rarest",
+            Scenario::HotRatingAsc => "hot-rating-asc",
+            Scenario::Summaries48 => "summaries-48",
         }
     }
 
@@ -151,6 +176,9 @@ struct Workload {
     client: reqwest::Client,
     products: Vec<Id>,
     ranked_products: Vec<Id>,
+    hot_product: Id,
+    /// The hottest product's rarest star, by its summary.
+    rarest_star: u8,
 }
 
 #[tokio::main]
@@ -192,8 +220,15 @@ async fn main() -> anyhow::Result<()> {
     let cached = if needs_cached { Some(start_service(&args, "cached", whole_run_ms).await?) } else { None };
     let uncached = if needs_uncached { Some(start_service(&args, "uncached", 0).await?) } else { None };
 
+    let hot_product = Id::parse("--hot-product", &args.hot_product).context("--hot-product")?;
+    let rarest_star = match store.ranking(&hot_product).await.context("cannot read the hot product's ranking")?.summary
+    {
+        Some(summary) => (1..=5).min_by_key(|star| summary.rated_with(*star)).unwrap_or(1),
+        None => 1,
+    };
+    println!("hot product {hot_product}: its rarest star is {rarest_star}");
     let client = http_client(args.connections)?;
-    let workload = Arc::new(Workload { store, client, products, ranked_products });
+    let workload = Arc::new(Workload { store, client, products, ranked_products, hot_product, rarest_star });
 
     let mut outcomes = Vec::new();
     for scenario in &args.scenarios {
@@ -327,16 +362,20 @@ async fn run_scenario(
     let base: Arc<str> = Arc::from(base);
     let measured = closed_loop(connections, duration, seed, move |random| {
         let pool = if scenario.reads_rankings() { &workload.ranked_products } else { &workload.products };
-        let product = pool[random.random_range(0..pool.len())];
+        let count = if scenario == Scenario::Summaries48 { LISTING_PAGE_PRODUCTS } else { 1 };
+        let products: Vec<Id> = (0..count).map(|_| pool[random.random_range(0..pool.len())]).collect();
         let (workload, base) = (Arc::clone(&workload), Arc::clone(&base));
-        async move { one_request(&workload, scenario, &base, &product).await }
+        async move { one_request(&workload, scenario, &base, &products).await }
     })
     .await?;
     Ok(Outcome { scenario, measured })
 }
 
-/// One operation of `scenario` on `product`; whether it succeeded.
-async fn one_request(workload: &Workload, scenario: Scenario, base: &str, product: &Id) -> bool {
+/// One operation of `scenario` on `products` (one, or a listing page's);
+/// whether it succeeded.
+async fn one_request(workload: &Workload, scenario: Scenario, base: &str, products: &[Id]) -> bool {
+    let product = &products[0];
+    let hot = workload.hot_product;
     match scenario {
         Scenario::Raw => {
             // Exactly the HBase work of one service page: the scan, then the
@@ -352,6 +391,18 @@ async fn one_request(workload: &Workload, scenario: Scenario, base: &str, produc
         }
         Scenario::SummaryUncached | Scenario::SummaryCached => {
             http_ok(workload, &format!("{base}/v1/products/{product}/comments/summary")).await
+        }
+        Scenario::HotLatest => http_ok(workload, &format!("{base}/v1/products/{hot}/comments?limit={PAGE_SIZE}")).await,
+        Scenario::HotRarest => {
+            let star = workload.rarest_star;
+            http_ok(workload, &format!("{base}/v1/products/{hot}/comments?limit={PAGE_SIZE}&rating={star}")).await
+        }
+        Scenario::HotRatingAsc => {
+            http_ok(workload, &format!("{base}/v1/products/{hot}/comments?limit={PAGE_SIZE}&sort=rating_asc")).await
+        }
+        Scenario::Summaries48 => {
+            let ids: Vec<&str> = products.iter().map(Id::as_str).collect();
+            http_ok(workload, &format!("{base}/v1/summaries?productIds={}", ids.join(","))).await
         }
     }
 }
@@ -383,7 +434,34 @@ fn throughput_of(outcomes: &[Outcome], scenario: Scenario) -> Option<f64> {
     outcomes.iter().find(|outcome| outcome.scenario == scenario).map(|outcome| outcome.measured.throughput())
 }
 
+fn p99_of(outcomes: &[Outcome], scenario: Scenario) -> Option<f64> {
+    outcomes.iter().find(|outcome| outcome.scenario == scenario).map(|outcome| outcome.measured.latency.summary().p99)
+}
+
 fn print_ratios(outcomes: &[Outcome]) {
+    for (filtered, target) in
+        [(Scenario::HotRarest, Scenario::HotLatest), (Scenario::HotRatingAsc, Scenario::HotLatest)]
+    {
+        if let (Some(p99), Some(base_p99), Some(rps), Some(base_rps)) = (
+            p99_of(outcomes, filtered),
+            p99_of(outcomes, target),
+            throughput_of(outcomes, filtered),
+            throughput_of(outcomes, target),
+        ) {
+            println!(
+                "{} / {}: p99 {:.2}x (target <= 2), throughput {:.2}x (target >= 0.5)",
+                filtered.name(),
+                target.name(),
+                p99 / base_p99,
+                rps / base_rps
+            );
+        }
+    }
+    if let (Some(batch), Some(single)) =
+        (p99_of(outcomes, Scenario::Summaries48), p99_of(outcomes, Scenario::SummaryUncached))
+    {
+        println!("summaries-48 / summary-uncached p99: {:.2}x (target <= 2)", batch / single);
+    }
     if let (Some(http), Some(raw)) = (throughput_of(outcomes, Scenario::Http), throughput_of(outcomes, Scenario::Raw)) {
         println!("http / raw throughput: {:.2} (target >= 0.80)", http / raw);
     }

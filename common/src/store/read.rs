@@ -4,7 +4,7 @@
 //! service's state holds a `ReadStore`, which wraps a [`Store`] it never hands
 //! out, so a write cannot be called from the service even by mistake.
 
-use super::stars::{StarPage, StarSet};
+use super::stars::{ListedSummary, StarPage, StarSet};
 use super::{IndexKind, IndexPage, SkipReason, Store, StoredRanking};
 use crate::error::Result;
 use crate::hbase::Hbase;
@@ -98,6 +98,12 @@ impl ReadStore {
         budget_rows: usize,
     ) -> Result<StarPage> {
         self.store.star_page(product, stars, start, limit, budget_rows).await
+    }
+
+    /// `product`'s reviews newer than `as_of_ms`, counted now
+    /// ([`Store::summary_after`]).
+    pub async fn summary_after(&self, product: &Id, as_of_ms: Option<i64>, max_rows: usize) -> Result<ListedSummary> {
+        self.store.summary_after(product, as_of_ms, max_rows).await
     }
 
     /// The users `ids` name, in one multi-get, lined up with `ids`: `None`

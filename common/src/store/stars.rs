@@ -27,6 +27,7 @@ use crate::hbase::{Retry, RowMutation, ScanSpec, COLUMN_STARS, COLUMN_VALUE};
 use crate::ids::Id;
 use crate::keys::{self, CommentKey};
 use crate::model::Comment;
+use crate::summary::ReviewSummary;
 
 /// The star a review counts under, as its summary counts it: 1 to 5, or 0 for
 /// unrated (no rating, or one that is not an integer from 1 to 5).
@@ -103,7 +104,51 @@ pub struct StarPage {
     pub rows_read: usize,
 }
 
+/// The reviews of a product listed after a time, counted at read time.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub struct ListedSummary {
+    /// The reviews counted.
+    pub summary: ReviewSummary,
+    /// Whether every such review was counted: `false` when there were more
+    /// index rows than the read's bound, and only the newest were counted.
+    pub complete: bool,
+}
+
 impl Store {
+    /// Counts `product`'s reviews newer than `as_of_ms` (all of them for
+    /// `None`) as a walk of its latest pages lists them, reading at most
+    /// `max_rows` index rows (one scan, then one multi-get when it found any).
+    /// What a summary adds, at read time, to the count of the run as of
+    /// `as_of_ms`.
+    pub async fn summary_after(&self, product: &Id, as_of_ms: Option<i64>, max_rows: usize) -> Result<ListedSummary> {
+        let table = self.tables().product_comment.clone();
+        let range = keys::product_comments_after(product, as_of_ms);
+        let spec = ScanSpec {
+            start: range.start,
+            stop: range.stop,
+            limit: max_rows.saturating_add(1),
+            page_size: max_rows.saturating_add(1).min(1_000),
+            columns: vec![COLUMN_VALUE.to_vec()],
+            cache_blocks: true,
+        };
+        let mut rows = {
+            let table = table.clone();
+            self.hbase().run(Retry::Idempotent, move |connection| connection.scan(&table, &spec)).await?
+        };
+        let complete = rows.len() <= max_rows;
+        rows.truncate(max_rows);
+        let entries: Vec<IndexEntry> =
+            rows.iter().filter_map(|row| index_entry(self.tables(), &table, IndexKind::Product, row)).collect();
+        let mut listed = ListedSummary { complete, ..ListedSummary::default() };
+        if !entries.is_empty() {
+            let page = super::IndexPage { entries, next: None };
+            for comment in self.comments_of(&page).await? {
+                listed.summary.add(&comment);
+            }
+        }
+        Ok(listed)
+    }
+
     /// Up to `limit` of `product`'s reviews whose star is in `stars`, newest
     /// first, from `start` (an index key inside the product's prefix, or its
     /// first row), reading at most about `budget_rows` index rows: the walk

@@ -227,7 +227,8 @@ pub async fn v1_ranked_comments(
 }
 
 /// A product's review summary: its reviews counted, per star, unrated, the
-/// average and those with photos, as the last ranking run counted them.
+/// average and those with photos: as the last ranking run counted them, plus
+/// the reviews written after its as-of time, counted at read time.
 #[utoipa::path(
     get,
     path = "/v1/products/{productId}/comments/summary",
@@ -236,7 +237,7 @@ pub async fn v1_ranked_comments(
     responses(
         (status = 200, description = "The product's review summary.", body = ReviewSummaryView),
         (status = 400, description = "Bad id.", body = ErrorBody),
-        (status = 404, description = "No ranking run has counted this product yet (`no_summary`).", body = ErrorBody),
+        (status = 404, description = "The product has no review: no run has counted one and none is listed (`no_summary`).", body = ErrorBody),
         Unavailable,
     )
 )]
@@ -246,10 +247,7 @@ pub async fn v1_review_summary(
 ) -> Result<Response, ApiError> {
     let ranking = state.ranking(product).await?;
     let Some(body) = ranking.summary_body() else {
-        return Err(ApiError::new(
-            ErrorCode::NoSummary,
-            format!("no ranking run has counted the reviews of product {product} yet"),
-        ));
+        return Err(ApiError::new(ErrorCode::NoSummary, format!("product {product} has no review to summarise")));
     };
     Ok(ranked_response(&state, body.map_err(render_error)?))
 }
@@ -262,8 +260,8 @@ pub async fn v1_review_summary(
     tag = "v1",
     params(RawSummariesQuery),
     responses(
-        (status = 200, description = "One entry per product asked, in that order: its summary, or `null` when no \
-                                      ranking run has counted it.", body = SummariesPage),
+        (status = 200, description = "One entry per product asked, in that order: its summary, or `null` when the \
+                                      product has no review.", body = SummariesPage),
         (status = 400, description = "productIds missing, with a bad id, or naming more than 100 products.", body = ErrorBody),
         Unavailable,
     )

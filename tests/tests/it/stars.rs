@@ -153,8 +153,19 @@ async fn a_cursor_serves_only_the_list_it_came_from_and_bad_parameters_answer_40
     drop_tables(&[&store]).await;
 }
 
+/// The summary as the three routes answer it, which must agree.
+async fn summary_now(service: &TestApp, product: &Id) -> Value {
+    let single = service.get(&format!("/v1/products/{product}/comments/summary")).await;
+    assert_eq!(single.status, StatusCode::OK, "{}", single.raw);
+    let ranked = service.get(&format!("/v1/products/{product}/comments/ranked")).await;
+    assert_eq!(ranked.body["summary"], single.body, "the ranked answer's summary");
+    let listed = service.get(&format!("/v1/summaries?productIds={product}")).await;
+    assert_eq!(listed.body["summaries"][0], single.body, "/v1/summaries");
+    single.body
+}
+
 #[tokio::test]
-async fn a_review_posted_after_the_run_is_in_the_filter_and_the_order_at_once() {
+async fn a_review_posted_after_the_run_is_in_the_filter_the_order_and_the_summary_at_once() {
     let store = fresh_store("stars_after_run").await;
     let product = test_id("ST", 4);
     mixed_reviews(&store, &product).await;
@@ -162,11 +173,13 @@ async fn a_review_posted_after_the_run_is_in_the_filter_and_the_order_at_once() 
     let service = TestApp::spawn(store.clone(), uncached_settings()).await;
     let base = format!("/v1/products/{product}/comments");
     let before = service.walk_v1(&format!("{base}?rating=1"), 100).await;
+    let summary_before = summary_now(&service, &product).await;
+    assert_eq!(summary_before["count"], 14);
 
     let (order, user) = (test_id("NEWO", 1), test_id("NEWU", 1));
     put_orders(&store, &[(order, user)]).await;
     let mut draft = new_comment(&order, &product, &user, "Posted after the run, one star", AS_OF_MS + 1);
-    draft.rating = Some(1);
+    (draft.rating, draft.photos) = (Some(1), Some(2));
     post_all(&store, vec![draft]).await;
 
     let after = service.walk_v1(&format!("{base}?rating=1"), 100).await;
@@ -174,6 +187,66 @@ async fn a_review_posted_after_the_run_is_in_the_filter_and_the_order_at_once() 
     assert_eq!(after[0]["orderId"], order.as_str(), "newest first");
     let ascending = service.walk_v1(&format!("{base}?sort=rating_asc"), 5).await;
     assert_eq!(ascending[0]["orderId"], order.as_str(), "the newest one-star review leads rating_asc");
+    let summary = summary_now(&service, &product).await;
+    assert_eq!(summary["count"], 15);
+    assert_eq!(summary["ratings"]["1"], summary_before["ratings"]["1"].as_u64().expect("a count") + 1);
+    assert_eq!(summary["withPhotos"], summary_before["withPhotos"].as_u64().expect("a count") + 1);
+    assert_eq!(summary["asOf"], AS_OF_MS, "asOf stays the run's");
+    assert_eq!(summary["complete"], true);
+    assert_eq!(summary["ratings"]["1"], after.len(), "walking rating=1 gives ratings[1] of the same moment");
+    let all = service.walk_v1(&base, 100).await;
+    assert_eq!(serde_json::to_value(count_as_shown(&all)).expect("json")["ratings"], summary["ratings"]);
+    service.shut_down().await;
+    drop_tables(&[&store]).await;
+}
+
+#[tokio::test]
+async fn a_run_counts_the_reviews_up_to_its_as_of_time_and_readers_count_the_rest_each_once() {
+    let store = fresh_store("stars_split").await;
+    let product = test_id("ST", 5);
+    mixed_reviews(&store, &product).await;
+    // As of the middle of the reviews (they span 41 minutes a day before
+    // AS_OF_MS): the run counts the older ones, readers the newer ones.
+    let as_of = AS_OF_MS - 86_400_000 - 20 * 60_000;
+    let report = ranker::run(
+        &store,
+        &ranker::RunOptions::new(ranker::Scope::Product(product), as_of),
+        tokio_util::sync::CancellationToken::new(),
+    )
+    .await
+    .expect("rank");
+    assert_eq!(report.comments_scored, 14, "the run scores every review");
+    let stored = store.ranking(&product).await.expect("ranking").summary.expect("a summary");
+    assert!(stored.count() < 14 && stored.count() > 0, "the record counts the reviews up to its as-of: {stored:?}");
+
+    let service = TestApp::spawn(store.clone(), uncached_settings()).await;
+    let summary = summary_now(&service, &product).await;
+    let all = service.walk_v1(&format!("/v1/products/{product}/comments"), 100).await;
+    let shown = serde_json::to_value(count_as_shown(&all)).expect("json");
+    for field in ["count", "ratings", "unrated", "withPhotos"] {
+        assert_eq!(summary[field], shown[field], "{field}: each review counted once");
+    }
+    assert_eq!(summary["asOf"], as_of);
+    service.shut_down().await;
+    drop_tables(&[&store]).await;
+}
+
+#[tokio::test]
+async fn a_product_no_run_has_counted_is_summarised_at_read_time() {
+    let store = fresh_store("stars_unranked").await;
+    let product = test_id("ST", 6);
+    mixed_reviews(&store, &product).await;
+    let service = TestApp::spawn(store.clone(), uncached_settings()).await;
+    let summary = summary_now(&service, &product).await;
+    let all = service.walk_v1(&format!("/v1/products/{product}/comments"), 100).await;
+    let shown = serde_json::to_value(count_as_shown(&all)).expect("json");
+    for field in ["count", "ratings", "unrated", "withPhotos"] {
+        assert_eq!(summary[field], shown[field], "{field}");
+    }
+    assert_eq!((summary["asOf"].clone(), summary["complete"].clone()), (Value::from(0), Value::from(true)));
+    let empty = test_id("ST", 7);
+    let answer = service.get(&format!("/v1/products/{empty}/comments/summary")).await;
+    answer.assert_error(StatusCode::NOT_FOUND, "no_summary");
     service.shut_down().await;
     drop_tables(&[&store]).await;
 }
@@ -182,34 +255,39 @@ async fn a_review_posted_after_the_run_is_in_the_filter_and_the_order_at_once() 
 async fn summaries_of_a_listing_page_equal_the_single_reads_in_the_order_asked() {
     let store = fresh_store("stars_summaries").await;
     let products: Vec<Id> = (10..13).map(|n| test_id("ST", n)).collect();
-    for product in &products[..2] {
+    for product in &products {
         mixed_reviews(&store, product).await;
+    }
+    for product in &products[..2] {
         rank(&store, product).await;
     }
     let never_ranked = products[2];
+    let no_reviews = test_id("ST", 13);
     let cached = Settings { ranked_cache_ttl: std::time::Duration::from_secs(10), ..Default::default() };
     for settings in [uncached_settings(), cached] {
         let service = TestApp::spawn(store.clone(), settings).await;
         // Warm the cache for one of them, so the answer mixes cached and read summaries.
         let single = service.get(&format!("/v1/products/{}/comments/summary", products[1])).await;
         assert_eq!(single.status, StatusCode::OK);
-        let asked = [products[1], never_ranked, products[0], products[1]];
+        let asked = [products[1], never_ranked, no_reviews, products[0], products[1]];
         let ids: Vec<&str> = asked.iter().map(Id::as_str).collect();
         let answer = service.get(&format!("/v1/summaries?productIds={}", ids.join(","))).await;
         assert_eq!(answer.status, StatusCode::OK, "{}", answer.raw);
         assert!(answer.headers.contains_key("etag"));
         assert!(answer.headers.contains_key("cache-control"));
         let summaries = answer.body["summaries"].as_array().expect("summaries").clone();
-        assert_eq!(summaries.len(), 4);
+        assert_eq!(summaries.len(), 5);
         for (product, summary) in asked.iter().zip(&summaries) {
             let single = service.get(&format!("/v1/products/{product}/comments/summary")).await;
-            if *product == never_ranked {
+            if *product == no_reviews {
                 single.assert_error(StatusCode::NOT_FOUND, "no_summary");
                 assert!(summary.is_null());
             } else {
                 assert_eq!(*summary, single.body, "{product}");
             }
         }
+        assert_eq!(summaries[1]["asOf"], 0, "the product no run counted is counted at read time");
+        assert_eq!(summaries[1]["count"], 14);
 
         let too_many = vec![products[0].as_str(); 101].join(",");
         for query in [

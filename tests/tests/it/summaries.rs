@@ -247,7 +247,7 @@ async fn the_summary_route_answers_the_stored_summary_cached_and_conditionally_l
     rank(&store, &product).await;
     let expected = json!({
         "productId": product.as_str(), "count": 3, "ratings": {"1": 0, "2": 0, "3": 1, "4": 0, "5": 1},
-        "unrated": 1, "average": 4.0, "withPhotos": 2, "asOf": AS_OF_MS
+        "unrated": 1, "average": 4.0, "withPhotos": 2, "asOf": AS_OF_MS, "complete": true
     });
 
     let cached = query_api::Settings { ranked_cache_ttl: std::time::Duration::from_secs(10), ..Default::default() };
