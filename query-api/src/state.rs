@@ -3,8 +3,8 @@
 
 use std::collections::HashMap;
 
+use common::store::stars::ListedSummary;
 use common::summary::ReviewSummary;
-use futures_util::StreamExt;
 use std::sync::Arc;
 
 use common::keys::{self, CommentKey};
@@ -94,8 +94,10 @@ impl AppState {
 impl AppState {
     /// The review summaries of `products`, lined up with them (`None` for a
     /// product no run has counted): from the ranked-read cache where it holds
-    /// the product, the rest from their ranking records in one multi-get.
-    /// Loaded summaries are not cached: the cache holds whole rankings.
+    /// the product; the rest from their ranking records in one multi-get and
+    /// their reviews newer than each record in one scan (and one multi-get
+    /// when it finds any). Loaded summaries are not cached: the cache holds
+    /// whole rankings.
     pub async fn summaries(&self, products: &[Id]) -> Result<Vec<Option<ReviewSummaryView>>, ApiError> {
         let mut found: HashMap<Id, Option<ReviewSummaryView>> = HashMap::new();
         if let Some(cache) = &self.ranked_cache {
@@ -110,16 +112,18 @@ impl AppState {
         missing.dedup();
         if !missing.is_empty() {
             let records = self.store.ranking_records(&missing).await?;
-            // A few scans at a time: one request must not take the whole pool.
-            let mut counted = futures_util::stream::iter(missing.into_iter().zip(records))
-                .map(|(product, record)| async move {
-                    let counted = record.and_then(|record| record.summary.zip(record.as_of_ms));
-                    current_summary(&self.store, &product, counted).await.map(|summary| (product, summary))
-                })
-                .buffer_unordered(SUMMARY_READS_IN_FLIGHT);
-            while let Some(loaded) = counted.next().await {
-                let (product, summary) = loaded?;
-                found.insert(product, summary);
+            let counted: Vec<Option<(ReviewSummary, i64)>> = records
+                .into_iter()
+                .map(|record| record.and_then(|record| record.summary.zip(record.as_of_ms)))
+                .collect();
+            let asked: Vec<(Id, Option<i64>)> = missing
+                .iter()
+                .zip(&counted)
+                .map(|(product, counted)| (*product, counted.map(|(_, as_of)| as_of)))
+                .collect();
+            let newer = self.store.summaries_after(&asked, LIVE_SUMMARY_MAX_ROWS).await?;
+            for ((product, counted), newer) in missing.into_iter().zip(counted).zip(newer) {
+                found.insert(product, with_newer(&product, counted, newer));
             }
         }
         Ok(products.iter().map(|product| found.get(product).cloned().flatten()).collect())
@@ -128,9 +132,6 @@ impl AppState {
 
 /// Index rows one summary read counts past its run's as-of time at most.
 const LIVE_SUMMARY_MAX_ROWS: usize = 1_000;
-
-/// The live counts of one `/v1/summaries` request read at once (the rest wait).
-const SUMMARY_READS_IN_FLIGHT: usize = 8;
 
 /// `product`'s summary as of now: the run's count (`counted`: the summary and
 /// the run's as-of time, when a run counted the product) plus the reviews
@@ -143,14 +144,20 @@ async fn current_summary(
 ) -> common::Result<Option<ReviewSummaryView>> {
     let as_of_ms = counted.map(|(_, as_of_ms)| as_of_ms);
     let newer = store.summary_after(product, as_of_ms, LIVE_SUMMARY_MAX_ROWS).await?;
-    Ok(match counted {
+    Ok(with_newer(product, counted, newer))
+}
+
+/// The run's count (if any) plus the reviews counted after it; `None` when
+/// both are empty of reviews and no run counted the product.
+fn with_newer(product: &Id, counted: Option<(ReviewSummary, i64)>, newer: ListedSummary) -> Option<ReviewSummaryView> {
+    match counted {
         Some((mut summary, as_of_ms)) => {
             summary.merge(&newer.summary);
             Some(ReviewSummaryView::new(product, &summary, as_of_ms, newer.complete))
         }
         None if newer.summary.count() > 0 => Some(ReviewSummaryView::new(product, &newer.summary, 0, newer.complete)),
         None => None,
-    })
+    }
 }
 
 /// Reads `product`'s ranking (one whole ranking and its review summary, see

@@ -106,6 +106,11 @@ impl ReadStore {
         self.store.summary_after(product, as_of_ms, max_rows).await
     }
 
+    /// [`Store::summary_after`] for many products in one scan ([`Store::summaries_after`]).
+    pub async fn summaries_after(&self, asked: &[(Id, Option<i64>)], max_rows: usize) -> Result<Vec<ListedSummary>> {
+        self.store.summaries_after(asked, max_rows).await
+    }
+
     /// The users `ids` name, in one multi-get, lined up with `ids`: `None`
     /// where the row is missing or does not decode ([`Store::get_records`]).
     pub async fn users(&self, ids: &[Id]) -> Result<Vec<Option<User>>> {

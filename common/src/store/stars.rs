@@ -19,13 +19,13 @@
 //! product whose rows are unmarked cannot make one request read its whole
 //! index: the page comes back short, with a cursor where the budget ran out.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 
 use super::{index_entry, IndexEntry, IndexKind, Store};
 use crate::error::Result;
-use crate::hbase::{Retry, RowMutation, ScanSpec, COLUMN_STARS, COLUMN_VALUE};
+use crate::hbase::{Retry, Row, RowMutation, ScanSpec, COLUMN_STARS, COLUMN_VALUE};
 use crate::ids::Id;
-use crate::keys::{self, CommentKey};
+use crate::keys::{self, CommentKey, KeyRange};
 use crate::model::Comment;
 use crate::summary::ReviewSummary;
 
@@ -145,6 +145,58 @@ impl Store {
             for comment in self.comments_of(&page).await? {
                 listed.summary.add(&comment);
             }
+        }
+        Ok(listed)
+    }
+
+    /// [`Store::summary_after`] for many products at once (each named once,
+    /// with the as-of time of the run that counted it, if any), lined up with
+    /// `asked`: one scan of all their newest index rows through the Thrift2
+    /// gateway (the region server seeks from one product's rows to the next),
+    /// then one multi-get of the reviews found. When more than `max_rows`
+    /// rows are found in all, the products the scan did not finish are
+    /// counted one by one, each within `max_rows`.
+    pub async fn summaries_after(&self, asked: &[(Id, Option<i64>)], max_rows: usize) -> Result<Vec<ListedSummary>> {
+        let table = self.tables().product_comment.clone();
+        let mut by_key: Vec<(usize, KeyRange)> = asked
+            .iter()
+            .enumerate()
+            .map(|(position, (product, as_of_ms))| (position, keys::product_comments_after(product, *as_of_ms)))
+            .collect();
+        by_key.sort_by(|left, right| left.1.start.cmp(&right.1.start));
+        let ranges: Vec<(Vec<u8>, Vec<u8>)> =
+            by_key.iter().map(|(_, range)| (range.start.clone(), range.stop.clone().unwrap_or_default())).collect();
+        let columns = vec![COLUMN_VALUE.to_vec()];
+        let mut rows = self.hbase().scan_row_ranges(&table, ranges, columns, max_rows.saturating_add(1)).await?;
+        // Past the bound: the last row's product and those after it were not read whole.
+        let unfinished_from = (rows.len() > max_rows).then(|| {
+            rows.truncate(max_rows);
+            rows.last().map(|row| row.key.clone()).unwrap_or_default()
+        });
+        let entries: Vec<IndexEntry> = rows
+            .into_iter()
+            .map(|timed| Row {
+                key: timed.key,
+                cells: timed.cells.into_iter().map(|cell| (cell.column, cell.value)).collect(),
+            })
+            .filter_map(|row| index_entry(self.tables(), &table, IndexKind::Product, &row))
+            .collect();
+        let mut counted: HashMap<Id, ReviewSummary> = HashMap::new();
+        if !entries.is_empty() {
+            for comment in self.comments_of(&super::IndexPage { entries, next: None }).await? {
+                counted.entry(comment.product_id).or_default().add(&comment);
+            }
+        }
+        let mut listed = vec![ListedSummary::default(); asked.len()];
+        for (position, range) in by_key {
+            let (product, as_of_ms) = &asked[position];
+            let unfinished =
+                unfinished_from.as_ref().is_some_and(|last| range.stop.as_ref().is_none_or(|stop| stop > last));
+            listed[position] = if unfinished {
+                self.summary_after(product, *as_of_ms, max_rows).await?
+            } else {
+                ListedSummary { summary: counted.get(product).copied().unwrap_or_default(), complete: true }
+            };
         }
         Ok(listed)
     }

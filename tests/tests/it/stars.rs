@@ -377,3 +377,35 @@ async fn include_author_names_each_comment_s_author_from_the_user_table() {
     service.shut_down().await;
     drop_tables(&[&store]).await;
 }
+
+#[tokio::test]
+async fn many_products_newer_reviews_are_counted_in_one_scan_as_one_by_one_and_past_the_bound_say_so() {
+    let store = fresh_store("stars_batch_tail").await;
+    let products: Vec<Id> = (30..33).map(|n| test_id("ST", n)).collect();
+    for product in &products {
+        mixed_reviews(&store, product).await;
+    }
+    let reader = store.reader();
+    // The middle product as if a run had counted its reviews up to 20 minutes
+    // into them; the others as never counted.
+    let as_of = AS_OF_MS - 86_400_000 - 20 * 60_000;
+    let asked: Vec<(Id, Option<i64>)> =
+        vec![(products[2], None), (products[1], Some(as_of)), (products[0], None), (test_id("ST", 39), None)];
+    let together = reader.summaries_after(&asked, 1_000).await.expect("one scan");
+    for ((product, as_of_ms), listed) in asked.iter().zip(&together) {
+        let alone = reader.summary_after(product, *as_of_ms, 1_000).await.expect("one product");
+        assert_eq!(*listed, alone, "{product}");
+        assert!(listed.complete);
+    }
+    assert_eq!(together[0].summary.count(), 14);
+    assert!(together[1].summary.count() > 0 && together[1].summary.count() < 14);
+    assert_eq!(together[3].summary.count(), 0, "a product with no review");
+    // Past a bound of 5 rows, the products the scan did not finish are counted
+    // one by one within it, and say they are not complete.
+    let bounded = reader.summaries_after(&asked, 5).await.expect("bounded");
+    for ((product, as_of_ms), listed) in asked.iter().zip(&bounded) {
+        assert_eq!(*listed, reader.summary_after(product, *as_of_ms, 5).await.expect("one product"), "{product}");
+    }
+    assert!(!bounded[0].complete && bounded[3].complete);
+    drop_tables(&[&store]).await;
+}

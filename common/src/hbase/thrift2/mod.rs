@@ -15,7 +15,11 @@
 //!   column-family settings of existing tables (`family_encodings`,
 //!   `index_rows_in_blocks`), which Thrift1 can neither set nor read;
 //! - `Hbase::rows_exist`: which of many rows exist (`existsAll`), with no
-//!   value read and no block cached.
+//!   value read and no block cached;
+//! - `Hbase::scan_row_ranges`: the rows of many key ranges in one scan, the
+//!   region server seeking from one range to the next (HBase's
+//!   `MultiRowRangeFilter`, which Thrift1's filter language cannot name:
+//!   Thrift2 takes it serialized, see [`multi_row_range_filter`]).
 //!
 //! Everything else stays on Thrift1. The Thrift2 pool opens connections
 //! lazily, so a binary that never calls these does not need the gateway.
@@ -469,7 +473,126 @@ impl RangeScanner {
     }
 }
 
+/// HBase's `FilterProtos.Filter`: a filter's class and its own serialized form.
+#[derive(Clone, PartialEq, prost::Message)]
+struct FilterProto {
+    #[prost(string, required, tag = "1")]
+    name: String,
+    #[prost(bytes = "vec", optional, tag = "2")]
+    serialized_filter: Option<Vec<u8>>,
+}
+
+/// HBase's `FilterProtos.RowRange`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct RowRangeProto {
+    #[prost(bytes = "vec", optional, tag = "1")]
+    start_row: Option<Vec<u8>>,
+    #[prost(bool, optional, tag = "2")]
+    start_row_inclusive: Option<bool>,
+    #[prost(bytes = "vec", optional, tag = "3")]
+    stop_row: Option<Vec<u8>>,
+    #[prost(bool, optional, tag = "4")]
+    stop_row_inclusive: Option<bool>,
+}
+
+/// HBase's `FilterProtos.MultiRowRangeFilter`.
+#[derive(Clone, PartialEq, prost::Message)]
+struct MultiRowRangeProto {
+    #[prost(message, repeated, tag = "1")]
+    row_range_list: Vec<RowRangeProto>,
+}
+
+/// A `MultiRowRangeFilter` of `ranges` (`[start, stop)` each; an empty stop
+/// runs to the end of the table) as Thrift2's `filterBytes` carries it: the
+/// protobuf `Filter` naming the class, around the filter's own protobuf,
+/// which HBase's `ProtobufUtil.toFilter` turns back into the filter.
+fn multi_row_range_filter(ranges: &[(Vec<u8>, Vec<u8>)]) -> Vec<u8> {
+    use prost::Message;
+    let filter = MultiRowRangeProto {
+        row_range_list: ranges
+            .iter()
+            .map(|(start, stop)| RowRangeProto {
+                start_row: Some(start.clone()),
+                start_row_inclusive: Some(true),
+                stop_row: Some(stop.clone()),
+                stop_row_inclusive: Some(false),
+            })
+            .collect(),
+    };
+    FilterProto {
+        name: "org.apache.hadoop.hbase.filter.MultiRowRangeFilter".to_owned(),
+        serialized_filter: Some(filter.encode_to_vec()),
+    }
+    .encode_to_vec()
+}
+
+impl Thrift2Connection {
+    /// At most `rows` rows of `table` lying in any of `ranges` (`[start,
+    /// stop)` each, sorted, not overlapping, each stop non-empty), in key
+    /// order, in one call: `columns` of each, through the block cache (an
+    /// online read).
+    pub fn scan_row_ranges(
+        &mut self,
+        table: &str,
+        ranges: &[(Vec<u8>, Vec<u8>)],
+        columns: &[Vec<u8>],
+        rows: usize,
+    ) -> Result<Vec<TimedRow>> {
+        let (Some((first, _)), Some((_, last))) = (ranges.first(), ranges.last()) else {
+            return Ok(Vec::new());
+        };
+        let rows = i32::try_from(rows.max(1)).unwrap_or(i32::MAX);
+        let columns = columns
+            .iter()
+            .map(|column| {
+                let (family, qualifier) = split_column(column)?;
+                Ok(TColumn { family: family.to_vec(), qualifier: Some(qualifier.to_vec()), timestamp: None })
+            })
+            .collect::<Result<Vec<_>>>()?;
+        let request = TScan {
+            start_row: Some(first.clone()),
+            stop_row: Some(last.clone()),
+            columns: (!columns.is_empty()).then_some(columns),
+            caching: Some(rows),
+            max_versions: Some(1),
+            time_range: None,
+            filter_string: None,
+            batch_size: None,
+            attributes: None,
+            authorizations: None,
+            reversed: Some(false),
+            cache_blocks: Some(true),
+            col_fam_time_range_map: None,
+            read_type: None,
+            limit: Some(rows),
+            consistency: None,
+            target_replica_id: None,
+            filter_bytes: Some(multi_row_range_filter(ranges)),
+        };
+        let results = self.call("thrift2_scan_row_ranges", |client| {
+            client.get_scanner_results(table.as_bytes().to_vec(), request, rows)
+        })?;
+        Ok(results.into_iter().map(TimedRow::from_thrift).collect())
+    }
+}
+
 impl Hbase {
+    /// The rows of many key ranges of `table` in one call through the Thrift2
+    /// gateway ([`Thrift2Connection::scan_row_ranges`]).
+    pub(crate) async fn scan_row_ranges(
+        &self,
+        table: &str,
+        ranges: Vec<(Vec<u8>, Vec<u8>)>,
+        columns: Vec<Vec<u8>>,
+        rows: usize,
+    ) -> Result<Vec<TimedRow>> {
+        let table = table.to_owned();
+        self.run_thrift2(Retry::Idempotent, move |connection| {
+            connection.scan_row_ranges(&table, &ranges, &columns, rows)
+        })
+        .await
+    }
+
     /// Which of `keys` are rows of `table`, in order, through the Thrift2
     /// gateway ([`Thrift2Connection::rows_exist`]).
     pub(crate) async fn rows_exist(&self, table: &str, keys: Vec<Vec<u8>>) -> Result<Vec<bool>> {
@@ -518,6 +641,32 @@ impl Hbase {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_multi_row_range_filter_names_its_class_and_carries_each_range_half_open() {
+        use prost::Message;
+        let ranges = vec![(b"P1c".to_vec(), b"P1c\x01".to_vec()), (b"P2c".to_vec(), Vec::new())];
+        let wrapped = FilterProto::decode(multi_row_range_filter(&ranges).as_slice()).expect("a Filter");
+        assert_eq!(wrapped.name, "org.apache.hadoop.hbase.filter.MultiRowRangeFilter");
+        let filter =
+            MultiRowRangeProto::decode(wrapped.serialized_filter.expect("the filter").as_slice()).expect("ranges");
+        let decoded: Vec<(Vec<u8>, Vec<u8>, bool, bool)> = filter
+            .row_range_list
+            .into_iter()
+            .map(|range| {
+                (
+                    range.start_row.unwrap_or_default(),
+                    range.stop_row.unwrap_or_default(),
+                    range.start_row_inclusive.unwrap_or_default(),
+                    range.stop_row_inclusive.unwrap_or(true),
+                )
+            })
+            .collect();
+        assert_eq!(
+            decoded,
+            vec![(b"P1c".to_vec(), b"P1c\x01".to_vec(), true, false), (b"P2c".to_vec(), Vec::new(), true, false)]
+        );
+    }
 
     #[test]
     fn pages_resume_right_after_the_last_key_read() {
