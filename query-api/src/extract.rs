@@ -336,9 +336,18 @@ pub const MAX_SUMMARY_PRODUCTS: usize = 100;
 #[into_params(parameter_in = Query)]
 pub struct RawSummariesQuery {
     /// 1 to 100 product ids, comma-separated (repeats allowed; each answered
-    /// in its place). An id holding a comma cannot be asked here.
+    /// in its place): each ten bytes of printable ASCII other than `/` and
+    /// `,` (an id holding a comma cannot be asked here).
     #[serde(rename = "productIds")]
-    #[param(rename = "productIds", required = true, value_type = String, min_length = 10, example = "P000000001,P000000002")]
+    #[param(
+        rename = "productIds",
+        required = true,
+        value_type = String,
+        min_length = 10,
+        max_length = 1099,
+        pattern = "^[ -+.0-~-]{10}(,[ -+.0-~-]{10}){0,99}$",
+        example = "P000000001,P000000002"
+    )]
     pub product_ids: Option<String>,
 }
 
