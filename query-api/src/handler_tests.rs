@@ -297,6 +297,7 @@ async fn the_openapi_document_lists_every_route() {
         ("/v1/users/{userId}/comments", "get"),
         ("/v1/products/{productId}/comments/ranked", "get"),
         ("/v1/products/{productId}/comments/summary", "get"),
+        ("/v1/summaries", "get"),
         ("/product/{productId}/comments/latest", "get"),
         ("/product/comments/get", "post"),
         ("/user/{userId}/comments/latest", "get"),
@@ -316,6 +317,9 @@ async fn the_openapi_document_lists_every_route() {
         "SeedCommentsPage",
         "ErrorBody",
         "ReviewSummaryView",
+        "SummariesPage",
+        "CommentView",
+        "Author",
     ] {
         assert!(document["components"]["schemas"].get(schema).is_some(), "schema {schema} is missing");
     }
@@ -363,11 +367,11 @@ async fn the_openapi_document_declares_every_constraint_and_status_the_service_a
             assert!(has("500"), "{name} reads HBase and can answer 500");
             assert!(responses["503"]["headers"].get("Retry-After").is_some(), "{name}: Retry-After on 503");
         }
-        if method == "get" && path.contains("/comments") {
+        if method == "get" && (path.contains("/comments") || path.ends_with("/summaries")) {
             assert!(has("304"), "{name} answers conditional GETs");
             assert!(responses["200"]["headers"].get("ETag").is_some(), "{name}: ETag on 200");
             assert!(parameter("If-None-Match").is_some(), "{name}: If-None-Match");
-            let cached = path.ends_with("/ranked") || path.ends_with("/summary");
+            let cached = path.ends_with("/ranked") || path.ends_with("/summary") || path.ends_with("/summaries");
             assert_eq!(responses["200"]["headers"].get("Cache-Control").is_some(), cached, "{name}: Cache-Control");
         }
         if method == "post" {
@@ -381,6 +385,24 @@ async fn the_openapi_document_declares_every_constraint_and_status_the_service_a
     let request = &document["components"]["schemas"]["SeedPageRequest"];
     assert_eq!(request["required"], serde_json::json!(["startIndexKey"]), "{request}");
     assert_eq!(request["properties"]["startIndexKey"]["format"], "byte");
+    assert_eq!(request["properties"]["startIndexKey"]["type"], "string", "null is refused, so not allowed");
+
+    let parameters = &document["paths"]["/v1/products/{productId}/comments"]["get"]["parameters"];
+    let pattern_of = |name: &str| {
+        parameters
+            .as_array()
+            .into_iter()
+            .flatten()
+            .find(|parameter| parameter["name"] == name)
+            .map(|parameter| parameter["schema"]["pattern"].as_str().unwrap_or_default().to_owned())
+    };
+    assert_eq!(pattern_of("rating").as_deref(), Some("^[1-5](,[1-5])*$"));
+    assert_eq!(pattern_of("sort").as_deref(), Some("^(newest|rating_desc|rating_asc)$"));
+    assert_eq!(pattern_of("include").as_deref(), Some("^author$"));
+    let listing = &document["paths"]["/v1/summaries"]["get"];
+    let product_ids = &listing["parameters"][0];
+    assert_eq!((&product_ids["name"], &product_ids["required"]), (&"productIds".into(), &true.into()));
+    assert!(listing["responses"].get("400").is_some());
 }
 
 #[tokio::test]
