@@ -23,7 +23,7 @@ use std::collections::{HashMap, HashSet};
 
 use super::{index_entry, IndexEntry, IndexKind, Store};
 use crate::error::Result;
-use crate::hbase::{Retry, Row, RowMutation, ScanSpec, COLUMN_STARS, COLUMN_VALUE};
+use crate::hbase::{Retry, Row, RowMutation, ScanSpec, TimedRow, COLUMN_STARS, COLUMN_VALUE};
 use crate::ids::Id;
 use crate::keys::{self, CommentKey, KeyRange};
 use crate::model::Comment;
@@ -123,18 +123,14 @@ impl Store {
     pub async fn summary_after(&self, product: &Id, as_of_ms: Option<i64>, max_rows: usize) -> Result<ListedSummary> {
         let table = self.tables().product_comment.clone();
         let range = keys::product_comments_after(product, as_of_ms);
-        let spec = ScanSpec {
-            start: range.start,
-            stop: range.stop,
-            limit: max_rows.saturating_add(1),
-            page_size: max_rows.saturating_add(1).min(1_000),
-            columns: vec![COLUMN_VALUE.to_vec()],
-            cache_blocks: true,
-        };
-        let mut rows = {
-            let table = table.clone();
-            self.hbase().run(Retry::Idempotent, move |connection| connection.scan(&table, &spec)).await?
-        };
+        // Through Thrift2, whose scan is one call (open, read, close), where a
+        // Thrift1 scan is three: this read comes with every summary.
+        let ranges = vec![(range.start, range.stop.unwrap_or_default())];
+        let timed = self
+            .hbase()
+            .scan_row_ranges(&table, ranges, vec![COLUMN_VALUE.to_vec()], max_rows.saturating_add(1))
+            .await?;
+        let mut rows: Vec<Row> = timed.into_iter().map(untimed).collect();
         let complete = rows.len() <= max_rows;
         rows.truncate(max_rows);
         let entries: Vec<IndexEntry> =
@@ -283,6 +279,11 @@ impl Store {
             .collect();
         self.hbase().run(Retry::Idempotent, move |connection| connection.mutate_rows(&table, mutations.clone())).await
     }
+}
+
+/// A Thrift2 row as a Thrift1 one: its key and its cells' values.
+fn untimed(row: TimedRow) -> Row {
+    Row { key: row.key, cells: row.cells.into_iter().map(|cell| (cell.column, cell.value)).collect() }
 }
 
 /// The index rows of `entries` whose mark differs from the star of the comment
