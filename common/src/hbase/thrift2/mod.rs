@@ -147,16 +147,7 @@ impl RangeScan {
     fn to_thrift(&self, start: &[u8], rows: i32) -> Result<TScan> {
         let (columns, filter) = match &self.cells {
             ScanCells::All => (None, None),
-            ScanCells::Columns(columns) => {
-                let columns = columns
-                    .iter()
-                    .map(|column| {
-                        let (family, qualifier) = split_column(column)?;
-                        Ok(TColumn { family: family.to_vec(), qualifier: Some(qualifier.to_vec()), timestamp: None })
-                    })
-                    .collect::<Result<Vec<_>>>()?;
-                (Some(columns), None)
-            }
+            ScanCells::Columns(columns) => (Some(thrift_columns(columns)?), None),
             ScanCells::KeysOnly => (None, Some(KEYS_ONLY_FILTER.as_bytes().to_vec())),
         };
         Ok(TScan {
@@ -187,6 +178,17 @@ impl RangeScan {
             filter_bytes: None,
         })
     }
+}
+
+/// `cf:q` columns as Thrift2 names them.
+fn thrift_columns(columns: &[Vec<u8>]) -> Result<Vec<TColumn>> {
+    columns
+        .iter()
+        .map(|column| {
+            let (family, qualifier) = split_column(column)?;
+            Ok(TColumn { family: family.to_vec(), qualifier: Some(qualifier.to_vec()), timestamp: None })
+        })
+        .collect()
 }
 
 /// `cf:q` as family and qualifier.
@@ -542,13 +544,7 @@ impl Thrift2Connection {
             return Ok(Vec::new());
         };
         let rows = i32::try_from(rows.max(1)).unwrap_or(i32::MAX);
-        let columns = columns
-            .iter()
-            .map(|column| {
-                let (family, qualifier) = split_column(column)?;
-                Ok(TColumn { family: family.to_vec(), qualifier: Some(qualifier.to_vec()), timestamp: None })
-            })
-            .collect::<Result<Vec<_>>>()?;
+        let columns = thrift_columns(columns)?;
         let request = TScan {
             start_row: Some(first.clone()),
             stop_row: Some(last.clone()),

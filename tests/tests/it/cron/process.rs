@@ -287,6 +287,12 @@ async fn run_now_runs_at_once_then_keeps_the_schedule_and_serves_the_metrics_an_
     // After the run the daemon keeps its schedule: still running, and a manual
     // --once beside it on the same metrics port runs without metrics instead of failing.
     assert!(process.child.try_wait().expect("poll").is_none(), "the daemon exited:\n{}", process.log_text());
+    // The daemon counts the run before it releases the lease; a manual run
+    // started in between would find the lease held and exit 75.
+    wait_for(Duration::from_secs(30), "the run-now daemon released the lease", async || {
+        store.lease("nightly").await.ok().flatten().filter(|lease| lease.holder.is_none())
+    })
+    .await;
     let mut manual = DaemonProcess::start(&store, "manual-once", &["--once", "--metrics-addr", &port_flag]);
     let status = manual.wait(Duration::from_secs(60));
     // The night's slot differs from the run-now slot, so the manual run ranks again and succeeds.

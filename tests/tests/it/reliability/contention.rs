@@ -19,7 +19,7 @@ use std::time::{Duration, Instant};
 
 use common::hbase::{Hbase, HbaseConfig};
 use common::store::Store;
-use integration_tests::{fresh_store, thrift_addr, wait_for, FaultyProxy, ProxyMode};
+use integration_tests::{fresh_store, thrift2_addr, thrift_addr, wait_for, FaultyProxy, ProxyMode};
 use query_api::Settings;
 use ranker::{Incremental, PaceMode, PacingSettings, RunOptions, RunProgress, Scope};
 use reqwest::StatusCode;
@@ -30,7 +30,8 @@ use integration_tests::fixtures::{post_all, Catalogue, AS_OF_MS};
 
 /// A store over `tables_of`'s tables, reached through `proxy`.
 fn store_through(proxy: &FaultyProxy, tables_of: &Store, config: HbaseConfig) -> (Store, Hbase) {
-    let hbase = Hbase::new(HbaseConfig { address: proxy.address(), ..config });
+    // The Thrift2 gateway directly: summaries read their newer reviews through it.
+    let hbase = Hbase::new(HbaseConfig { address: proxy.address(), thrift2_address: thrift2_addr(), ..config });
     (Store::new(hbase.clone(), tables_of.tables().clone()), hbase)
 }
 

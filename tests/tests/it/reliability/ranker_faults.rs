@@ -77,6 +77,7 @@ async fn copy_of(source: &Store, name: &str) -> Store {
 fn store_through(gateway: &PrivateGateway, tables_of: &Store) -> Store {
     let hbase = Hbase::new(HbaseConfig {
         address: gateway.address(),
+        thrift2_address: integration_tests::thrift2_addr(),
         pool_size: 4,
         operation_timeout: Duration::from_secs(2),
         retries: 1,
