@@ -2,13 +2,12 @@
 //! the metrics handle.
 
 use std::collections::HashMap;
-
-use common::store::stars::ListedSummary;
-use common::summary::ReviewSummary;
 use std::sync::Arc;
 
 use common::keys::{self, CommentKey};
+use common::store::stars::ListedSummary;
 use common::store::{ReadStore, SkipReason};
+use common::summary::ReviewSummary;
 use common::Id;
 use metrics_exporter_prometheus::PrometheusHandle;
 use moka::future::Cache;
@@ -89,11 +88,9 @@ impl AppState {
         metrics::counter!(telemetry::RANKED_CACHE_REQUESTS, "result" => result).increment(1);
         Ok(entry.into_value())
     }
-}
 
-impl AppState {
     /// The review summaries of `products`, lined up with them (`None` for a
-    /// product no run has counted): from the ranked-read cache where it holds
+    /// product with no review): from the ranked-read cache where it holds
     /// the product; the rest from their ranking records in one multi-get and
     /// their reviews newer than each record in one scan (and one multi-get
     /// when it finds any). Loaded summaries are not cached: the cache holds
@@ -160,8 +157,9 @@ fn with_newer(product: &Id, counted: Option<(ReviewSummary, i64)>, newer: Listed
     }
 }
 
-/// Reads `product`'s ranking (one whole ranking and its review summary, see
-/// [`ReadStore::ranking`]), then its comments in one multi-get; slots whose
+/// Reads `product`'s ranking (one whole ranking, see [`ReadStore::ranking`]),
+/// then beside each other its summary as of now and its comments in one
+/// multi-get; slots whose
 /// comment is gone (or belongs to another product) are left out.
 async fn load_ranking(store: &ReadStore, product: Id) -> common::Result<Arc<Ranking>> {
     let stored = store.ranking(&product).await?;
