@@ -245,10 +245,7 @@ impl IndexReader {
         let keys: Vec<CommentKey> = index.entries.iter().map(|entry| entry.comment).collect();
         let fetched = fetcher.fetch(keys).await?;
         let named = fetched.len() as u64;
-        let marks_to_fix: Vec<(Vec<u8>, u8)> = common::store::stars::marks_to_fix(&index.entries, &fetched)
-            .into_iter()
-            .filter(|(key, _)| key.starts_with(product.as_bytes()))
-            .collect();
+        let marks_to_fix = common::store::stars::marks_to_fix(product, &index.entries, &fetched);
         // A stale index row (the Java service's overwritten double post) names a
         // comment listed elsewhere under its own timestamp: it is not a second vote.
         let usable: Vec<Comment> = index

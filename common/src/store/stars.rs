@@ -281,16 +281,17 @@ fn untimed(row: TimedRow) -> Row {
     Row { key: row.key, cells: row.cells.into_iter().map(|cell| (cell.column, cell.value)).collect() }
 }
 
-/// The index rows of `entries` whose mark differs from the star of the comment
-/// they list (`comments` lines up with `entries`; `None` where a comment is
-/// gone), with the star each should carry. Rows that list no comment (gone, or
-/// a stale row) are left as they are.
-pub fn marks_to_fix(entries: &[IndexEntry], comments: &[Option<Comment>]) -> Vec<(Vec<u8>, u8)> {
+/// The rows of `product`'s index `entries` whose mark differs from the star of
+/// the comment they list (`comments` lines up with `entries`; `None` where a
+/// comment is gone), with the star each should carry. Rows that list no
+/// comment of `product` (gone, a stale row, another product's) are left as
+/// they are.
+pub fn marks_to_fix(product: &Id, entries: &[IndexEntry], comments: &[Option<Comment>]) -> Vec<(Vec<u8>, u8)> {
     entries
         .iter()
         .zip(comments)
         .filter_map(|(entry, comment)| {
-            let comment = comment.as_ref().filter(|comment| entry.lists(comment))?;
+            let comment = comment.as_ref().filter(|comment| entry.lists(comment) && comment.product_id == *product)?;
             let star = star_of(comment);
             (entry.star_mark != Some(star)).then(|| (entry.index_key.clone(), star))
         })
