@@ -423,9 +423,12 @@ impl Hbase {
         self.inner.queued.load(Ordering::Relaxed)
     }
 
-    /// Whether HBase answers: lists tables (which reaches the master) once, without retries.
+    /// Whether HBase answers: lists tables (which reaches the master). Retried
+    /// like a read, because after a gateway restart the pool may still hold
+    /// connections to the old process, and one of them failing says nothing
+    /// about whether HBase answers now.
     pub async fn check_ready(&self) -> Result<()> {
-        self.run(Retry::Once, |connection| connection.table_names().map(drop)).await
+        self.run(Retry::Idempotent, |connection| connection.table_names().map(drop)).await
     }
 }
 
