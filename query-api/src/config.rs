@@ -46,6 +46,17 @@ pub struct Args {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub ranked_cache_max_bytes: u64,
 
+    /// How long the last good answer of a product page's first reads (ranked,
+    /// summary, first latest page, listing summaries) is kept to answer with,
+    /// marked stale, when HBase fails; 0 answers 503 instead.
+    #[arg(long, env = "REVIEWS_API_STALE_IF_ERROR_SECS", default_value_t = 3_600)]
+    pub stale_if_error_secs: u64,
+
+    /// Most bytes the last good answers hold; the least used are evicted past it.
+    #[arg(long, env = "REVIEWS_API_STALE_CACHE_MAX_BYTES", default_value_t = DEFAULT_STALE_CACHE_MAX_BYTES,
+          value_parser = clap::value_parser!(u64).range(1..))]
+    pub stale_cache_max_bytes: u64,
+
     /// Most index rows one star-filtered or rating-ordered page reads (rows
     /// whose star mark matches, or that have none and so cost a comment
     /// read); the page comes back short, with a cursor, when they run out.
@@ -139,6 +150,8 @@ impl Args {
             request_timeout: Duration::from_millis(self.request_timeout_ms.max(1)),
             ranked_cache_ttl: Duration::from_millis(self.ranked_cache_ttl_ms),
             ranked_cache_max_bytes: self.ranked_cache_max_bytes,
+            stale_if_error: Duration::from_secs(self.stale_if_error_secs),
+            stale_cache_max_bytes: self.stale_cache_max_bytes,
             star_budget_rows: usize::try_from(self.star_budget_rows).unwrap_or(usize::MAX),
             cors_origins: self
                 .cors_origins
@@ -185,6 +198,11 @@ pub fn service_hbase_config(config: HbaseConfig, request_timeout: Duration) -> H
 /// ten typical (300-byte) comments, or 130 of the worst case (ten 64 KiB comments).
 pub const DEFAULT_RANKED_CACHE_MAX_BYTES: u64 = 256 * 1024 * 1024;
 
+/// The last good answers' default bound: 128 MiB holds the first reads of
+/// some 40,000 product pages (a ranked answer of ten typical comments and a
+/// first page of twenty weigh about 3 KiB and 6 KiB).
+pub const DEFAULT_STALE_CACHE_MAX_BYTES: u64 = 128 * 1024 * 1024;
+
 /// Everything about the service that is not HBase.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct Settings {
@@ -194,6 +212,11 @@ pub struct Settings {
     pub ranked_cache_ttl: Duration,
     /// Most bytes held in the ranked-read cache (see `Ranking::weight_bytes`).
     pub ranked_cache_max_bytes: u64,
+    /// How long a product page's last good answers are kept to answer with
+    /// when HBase fails; zero turns stale answers off.
+    pub stale_if_error: Duration,
+    /// Most bytes the last good answers hold.
+    pub stale_cache_max_bytes: u64,
     /// Most index rows one star-filtered or rating-ordered page reads.
     pub star_budget_rows: usize,
     /// Origins allowed by CORS; `*` allows any.
@@ -212,6 +235,8 @@ impl Default for Settings {
             request_timeout: Duration::from_secs(2),
             ranked_cache_ttl: Duration::from_secs(10),
             ranked_cache_max_bytes: DEFAULT_RANKED_CACHE_MAX_BYTES,
+            stale_if_error: Duration::from_secs(3_600),
+            stale_cache_max_bytes: DEFAULT_STALE_CACHE_MAX_BYTES,
             star_budget_rows: DEFAULT_STAR_BUDGET_ROWS as usize,
             cors_origins: Vec::new(),
             drain_deadline: Duration::from_secs(10),

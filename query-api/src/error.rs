@@ -51,6 +51,12 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// Whether the code says HBase failed to answer (down, busy or too slow),
+    /// as opposed to a bad request or a bug: the failures a kept answer may stand in for.
+    pub fn is_store_failure(self) -> bool {
+        matches!(self, ErrorCode::Unavailable | ErrorCode::Overloaded | ErrorCode::Timeout)
+    }
+
     /// The code as it appears in the JSON body.
     pub fn as_str(self) -> &'static str {
         match self {

@@ -15,7 +15,8 @@
 //!   answers with; [`etag`] tags comment reads and answers 304 to a client
 //!   that holds the answer.
 //! - [`state`] is what requests share; [`ranked_cache`] the ranked-read cache
-//!   and the prepared rankings it holds; [`config`] the flags; [`telemetry`]
+//!   and the prepared rankings it holds; [`last_good`] the last good answers
+//!   a product page is served from, marked stale, when HBase fails; [`config`] the flags; [`telemetry`]
 //!   the metrics and request spans; [`openapi`] the generated document and
 //!   `/docs`.
 
@@ -24,6 +25,7 @@ pub mod connections;
 pub mod error;
 pub mod etag;
 pub mod extract;
+pub mod last_good;
 pub mod openapi;
 pub mod ranked_cache;
 pub mod routes;

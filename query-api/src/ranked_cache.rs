@@ -9,6 +9,7 @@ use common::Id;
 use moka::future::Cache;
 use serde::Serialize;
 use std::sync::Arc;
+use std::time::Instant;
 
 use crate::config::Settings;
 use crate::views::{RankedComment, RankedPage, ReviewSummaryView, SeedCommentsPage};
@@ -16,12 +17,17 @@ use crate::views::{RankedComment, RankedPage, ReviewSummaryView, SeedCommentsPag
 /// The ranked-read cache: bounded by bytes (each ranking weighed by
 /// [`Ranking::weight_bytes`]), not by entries, because one ranking of ten
 /// 64 KiB comments weighs as much as two hundred typical ones.
+///
+/// A ranking is fresh for `--ranked-cache-ttl-ms` from the start of its read
+/// ([`Ranking::read_at`]) and stays one more TTL, expired: then one request
+/// reloads it while the others are answered from the expiring copy
+/// ([`crate::state::AppState::ranking`]).
 pub fn build(settings: &Settings) -> Cache<Id, Arc<Ranking>> {
     Cache::builder()
         .name("ranked")
         .weigher(|_product: &Id, ranking: &Arc<Ranking>| u32::try_from(ranking.weight_bytes()).unwrap_or(u32::MAX))
         .max_capacity(settings.ranked_cache_max_bytes.max(1))
-        .time_to_live(settings.ranked_cache_ttl)
+        .time_to_live(settings.ranked_cache_ttl.saturating_mul(2))
         .build()
 }
 
@@ -39,17 +45,24 @@ pub struct Ranking {
     v1_body: Option<Bytes>,
     seed_body: Option<Bytes>,
     summary_body: Option<Bytes>,
+    read_at: Instant,
 }
 
 impl Ranking {
-    /// A ranking of `comments`, best first, beside the product's `summary`.
-    pub fn new(comments: Vec<RankedComment>, summary: Option<ReviewSummaryView>) -> Ranking {
+    /// A ranking of `comments`, best first, beside the product's `summary`,
+    /// read from HBase by a read that began at `read_at`.
+    pub fn new(comments: Vec<RankedComment>, summary: Option<ReviewSummaryView>, read_at: Instant) -> Ranking {
         // Rendering these plain structs cannot fail; if it ever did, each
         // request would render (and report) on its own.
         let v1_body = render(&RankedPage::of(&comments, summary.as_ref())).ok();
         let seed_body = render(&SeedCommentsPage::of_ranked(&comments)).ok();
         let summary_body = summary.as_ref().and_then(|summary| render(summary).ok());
-        Ranking { comments, summary, v1_body, seed_body, summary_body }
+        Ranking { comments, summary, v1_body, seed_body, summary_body, read_at }
+    }
+
+    /// When the HBase read of this ranking began: its age is counted from here.
+    pub fn read_at(&self) -> Instant {
+        self.read_at
     }
 
     /// The bytes this ranking holds, as the ranked-read cache weighs it: the
@@ -134,15 +147,15 @@ mod tests {
         let product = common::Id::parse("productId", "PRODUCT001").expect("id");
         let counted = common::summary::ReviewSummary { rated: [0, 0, 0, 0, 3], ..Default::default() };
         let summary = ReviewSummaryView::new(&product, &counted, 1, true);
-        let ranking = Ranking::new(ranked.clone(), Some(summary.clone()));
+        let ranking = Ranking::new(ranked.clone(), Some(summary.clone()), Instant::now());
         let parse = |bytes: Bytes| serde_json::from_slice::<serde_json::Value>(&bytes).expect("json");
         let full = parse(ranking.v1_body(20).expect("v1"));
         assert_eq!(full, serde_json::to_value(RankedPage::of(&ranked, Some(&summary))).expect("json"));
         assert_eq!(full["summary"]["count"], 3);
         let alone = parse(ranking.summary_body().expect("a summary").expect("rendered"));
         assert_eq!(alone, serde_json::to_value(&summary).expect("json"));
-        assert!(Ranking::new(ranked.clone(), None).summary_body().is_none());
-        assert!(parse(Ranking::new(ranked.clone(), None).v1_body(20).expect("v1"))["summary"].is_null());
+        assert!(Ranking::new(ranked.clone(), None, Instant::now()).summary_body().is_none());
+        assert!(parse(Ranking::new(ranked.clone(), None, Instant::now()).v1_body(20).expect("v1"))["summary"].is_null());
         assert_eq!(full["comments"].as_array().map(Vec::len), Some(3));
         assert!(full["nextCursor"].is_null());
         let two = parse(ranking.v1_body(2).expect("v1"));

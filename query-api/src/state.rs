@@ -1,8 +1,9 @@
-//! What every request shares: the store, the settings, the ranked-read cache and
-//! the metrics handle.
+//! What every request shares: the store, the settings, the ranked-read cache,
+//! the last good answers and the metrics handle.
 
-use std::collections::HashMap;
-use std::sync::Arc;
+use std::collections::{HashMap, HashSet};
+use std::sync::{Arc, Mutex};
+use std::time::Instant;
 
 use common::keys::{self, CommentKey};
 use common::store::stars::ListedSummary;
@@ -14,6 +15,7 @@ use moka::future::Cache;
 
 use crate::config::Settings;
 use crate::error::ApiError;
+use crate::last_good::{self, LastGood};
 use crate::ranked_cache::{self, Ranking};
 use crate::telemetry;
 use crate::views::{RankedComment, ReviewSummaryView};
@@ -24,6 +26,9 @@ pub struct AppState {
     store: ReadStore,
     settings: Arc<Settings>,
     ranked_cache: Option<Cache<Id, Arc<Ranking>>>,
+    /// The products whose expired ranking one request is reloading now.
+    refreshing: Arc<Mutex<HashSet<Id>>>,
+    last_good: Option<LastGood>,
     metrics: PrometheusHandle,
 }
 
@@ -33,6 +38,7 @@ impl std::fmt::Debug for AppState {
             .field("store", &self.store)
             .field("settings", &self.settings)
             .field("ranked_cache_entries", &self.ranked_cache.as_ref().map(Cache::entry_count))
+            .field("last_good", &self.last_good)
             .finish_non_exhaustive()
     }
 }
@@ -48,7 +54,14 @@ impl AppState {
             // Beside the cache's weight, so an alert can tell how close it is to its bound.
             metrics::gauge!(telemetry::RANKED_CACHE_MAX_BYTES).set(settings.ranked_cache_max_bytes as f64);
         }
-        AppState { store, settings: Arc::new(settings), ranked_cache, metrics }
+        let last_good = LastGood::new(settings.stale_if_error, settings.stale_cache_max_bytes);
+        if last_good.is_some() {
+            // From zero, so a rate over them exists before the first outage.
+            for route in last_good::KEPT_ROUTES {
+                metrics::counter!(telemetry::STALE_ANSWERS, "route" => route).increment(0);
+            }
+        }
+        AppState { store, settings: Arc::new(settings), ranked_cache, refreshing: Arc::default(), last_good, metrics }
     }
 
     /// The store the routes read.
@@ -66,16 +79,43 @@ impl AppState {
         &self.metrics
     }
 
+    /// The last good answers of product pages, unless `--stale-if-error-secs` is 0.
+    pub fn last_good(&self) -> Option<&LastGood> {
+        self.last_good.as_ref()
+    }
+
     /// `product`'s ranked comments, from the cache when it holds them.
     ///
+    /// A cached ranking is fresh for the cache's TTL. Once it has expired (and
+    /// for one more TTL, after which the cache drops it), the first request
+    /// to find it so reloads it and waits for HBase, while the requests that
+    /// come during that reload are answered from the expiring copy: a popular
+    /// product sends one read to HBase at expiry, and no request but that
+    /// one waits. So no answer is older than the TTL plus one reload. A
+    /// failed reload leaves the expiring copy in place.
+    ///
     /// Concurrent misses for one product share a single load (the cache
-    /// coalesces them), so an expiring hot entry costs HBase one read, not one
-    /// per waiting request. Failed loads are not cached.
+    /// coalesces them). Failed loads are not cached.
     pub async fn ranking(&self, product: Id) -> Result<Arc<Ranking>, ApiError> {
         let Some(cache) = &self.ranked_cache else {
             metrics::counter!(telemetry::RANKED_CACHE_REQUESTS, "result" => "disabled").increment(1);
             return load_ranking(&self.store, product).await.map_err(ApiError::from);
         };
+        if let Some(cached) = cache.get(&product).await {
+            if cached.read_at().elapsed() < self.settings.ranked_cache_ttl {
+                metrics::counter!(telemetry::RANKED_CACHE_REQUESTS, "result" => "hit").increment(1);
+                return Ok(cached);
+            }
+            let Some(_claim) = RefreshClaim::take(&self.refreshing, product) else {
+                metrics::counter!(telemetry::RANKED_CACHE_REQUESTS, "result" => "refreshing").increment(1);
+                return Ok(cached);
+            };
+            let fresh = load_ranking(&self.store, product).await?;
+            cache.insert(product, Arc::clone(&fresh)).await;
+            metrics::gauge!(telemetry::RANKED_CACHE_BYTES).set(cache.weighted_size() as f64);
+            metrics::counter!(telemetry::RANKED_CACHE_REQUESTS, "result" => "refresh").increment(1);
+            return Ok(fresh);
+        }
         let entry = cache
             .entry(product)
             .or_try_insert_with(load_ranking(&self.store, product))
@@ -100,7 +140,9 @@ impl AppState {
         if let Some(cache) = &self.ranked_cache {
             for product in products {
                 if let Some(ranking) = cache.get(product).await {
-                    found.insert(*product, ranking.summary().cloned());
+                    if ranking.read_at().elapsed() < self.settings.ranked_cache_ttl {
+                        found.insert(*product, ranking.summary().cloned());
+                    }
                 }
             }
         }
@@ -124,6 +166,30 @@ impl AppState {
             }
         }
         Ok(products.iter().map(|product| found.get(product).cloned().flatten()).collect())
+    }
+}
+
+/// A product whose expired ranking one request is reloading; the claim ends
+/// when that request ends, whether its reload succeeded, failed or was
+/// dropped with the request.
+struct RefreshClaim {
+    refreshing: Arc<Mutex<HashSet<Id>>>,
+    product: Id,
+}
+
+impl RefreshClaim {
+    /// The claim on reloading `product`, or `None` when another request holds it.
+    fn take(refreshing: &Arc<Mutex<HashSet<Id>>>, product: Id) -> Option<RefreshClaim> {
+        // A poisoned set only means a panic elsewhere while it was held; the set itself is sound.
+        let mut held = refreshing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        held.insert(product).then(|| RefreshClaim { refreshing: Arc::clone(refreshing), product })
+    }
+}
+
+impl Drop for RefreshClaim {
+    fn drop(&mut self) {
+        let mut held = self.refreshing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        held.remove(&self.product);
     }
 }
 
@@ -162,6 +228,7 @@ fn with_newer(product: &Id, counted: Option<(ReviewSummary, i64)>, newer: Listed
 /// multi-get; slots whose
 /// comment is gone (or belongs to another product) are left out.
 async fn load_ranking(store: &ReadStore, product: Id) -> common::Result<Arc<Ranking>> {
+    let read_at = Instant::now();
     let stored = store.ranking(&product).await?;
     let slots = stored.slots;
     let keys: Vec<CommentKey> = slots.iter().map(|slot| slot.comment).collect();
@@ -193,5 +260,5 @@ async fn load_ranking(store: &ReadStore, product: Id) -> common::Result<Arc<Rank
             comment.map(|comment| RankedComment { comment, rank: slot.rank, score: slot.score, author: None })
         })
         .collect();
-    Ok(Arc::new(Ranking::new(ranked, summary)))
+    Ok(Arc::new(Ranking::new(ranked, summary, read_at)))
 }

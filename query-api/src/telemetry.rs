@@ -17,12 +17,17 @@ pub const HTTP_REQUESTS: &str = "reviews_api_http_requests_total";
 pub const HTTP_REQUEST_SECONDS: &str = "reviews_api_http_request_duration_seconds";
 /// Error answers, by route template and error code (`overloaded`, `timeout`, `unavailable`, ...).
 pub const HTTP_ERRORS: &str = "reviews_api_http_errors_total";
-/// Ranked reads by what the cache did (`hit`, `miss`, `disabled`).
+/// Ranked reads by what the cache did (`hit`, `miss`, `refresh`, `refreshing`, `disabled`).
 pub const RANKED_CACHE_REQUESTS: &str = "reviews_api_ranked_cache_requests_total";
 /// The ranked-read cache's current weight in bytes.
 pub const RANKED_CACHE_BYTES: &str = "reviews_api_ranked_cache_bytes";
 /// The ranked-read cache's bound in bytes (`--ranked-cache-max-bytes`), when the cache is on.
 pub const RANKED_CACHE_MAX_BYTES: &str = "reviews_api_ranked_cache_max_bytes";
+
+/// Answers served from the last good copy because HBase failed, by route template.
+pub const STALE_ANSWERS: &str = "reviews_api_stale_answers_total";
+/// The bytes the last good answers weigh (bounded by `--stale-cache-max-bytes`).
+pub const LAST_GOOD_BYTES: &str = "reviews_api_last_good_bytes";
 
 /// Connections open now.
 pub const CONNECTIONS_OPEN: &str = "reviews_api_connections_open";
@@ -85,13 +90,30 @@ fn describe_metrics() {
         metrics::Unit::Bytes,
         "The ranked-read cache's bound, --ranked-cache-max-bytes (absent when the cache is off)"
     );
-    metrics::describe_counter!(RANKED_CACHE_REQUESTS, "Ranked reads by what the cache did: hit, miss or disabled");
+    metrics::describe_counter!(
+        RANKED_CACHE_REQUESTS,
+        "Ranked reads by what the cache did: hit, miss, refresh (reloaded an expired ranking), refreshing \
+         (answered from the expiring copy while another request reloads it) or disabled"
+    );
+    metrics::describe_counter!(
+        STALE_ANSWERS,
+        "Answers served from the last good copy (Age, stale-if-error) because HBase failed, by route template"
+    );
+    metrics::describe_gauge!(
+        LAST_GOOD_BYTES,
+        metrics::Unit::Bytes,
+        "Bytes the last good answers weigh, bounded by --stale-cache-max-bytes"
+    );
     metrics::describe_gauge!(
         RANKED_CACHE_BYTES,
         metrics::Unit::Bytes,
         "Bytes the ranked-read cache holds (comments and rendered answers), bounded by --ranked-cache-max-bytes"
     );
 }
+
+/// Marks an answer served from the last good copy, for [`record_request`] to count by route.
+#[derive(Debug, Clone, Copy)]
+pub struct ServedStale;
 
 /// Counts each request and records its latency, by route template (never the
 /// raw path, whose ids would make one series per product) and status.
@@ -116,6 +138,9 @@ pub async fn record_request(request: Request, next: Next) -> Response {
     }
     if let Some(code) = response.extensions().get::<ErrorCode>() {
         metrics::counter!(HTTP_ERRORS, "route" => route.clone(), "code" => code.as_str()).increment(1);
+    }
+    if response.extensions().get::<ServedStale>().is_some() {
+        metrics::counter!(STALE_ANSWERS, "route" => route.clone()).increment(1);
     }
     metrics::counter!(HTTP_REQUESTS, "method" => method, "route" => route, "status" => status).increment(1);
     response

@@ -54,7 +54,7 @@ fn large_ranking(product: usize) -> Ranking {
             RankedComment { comment, rank: u16::try_from(rank + 1).expect("small"), score: Some(0.5), author: None }
         })
         .collect();
-    Ranking::new(comments, None)
+    Ranking::new(comments, None, std::time::Instant::now())
 }
 
 #[tokio::test]

@@ -251,13 +251,18 @@ pub fn comment_keys(comments: &[Value]) -> Vec<CommentKey> {
 /// deadline and one retry, unless `extra_flags` say otherwise, never the tests'
 /// patient ones) reading the tables of `tables_of` through the gateway at `address`.
 pub fn service_store(address: &str, tables_of: &Store, extra_flags: &[&str]) -> Store {
-    let thrift2 = crate::thrift2_addr();
+    service_store_via(address, &crate::thrift2_addr(), tables_of, extra_flags)
+}
+
+/// [`service_store`] with its Thrift2 gateway at `thrift2_address` too (a
+/// proxy in front of it, for tests where both gateways fail).
+pub fn service_store_via(address: &str, thrift2_address: &str, tables_of: &Store, extra_flags: &[&str]) -> Store {
     let mut flags = vec![
         "query-api",
         "--thrift-addr",
         address,
         "--thrift2-addr",
-        &thrift2,
+        thrift2_address,
         "--table-prefix",
         &tables_of.tables().prefix,
     ];

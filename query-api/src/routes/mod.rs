@@ -12,6 +12,9 @@ pub mod ops;
 pub mod seed;
 pub mod v1;
 
+use std::future::Future;
+use std::time::{Duration, Instant};
+
 use axum::body::Bytes;
 use axum::http::{header, HeaderValue, Method, Uri};
 use axum::response::{IntoResponse, Response};
@@ -20,7 +23,9 @@ use common::store::{IndexKind, IndexPage};
 use utoipa::IntoResponses;
 
 use crate::error::{ApiError, ErrorBody, ErrorCode};
+use crate::last_good::{Answer, PageRead};
 use crate::state::AppState;
+use crate::telemetry::{self, ServedStale};
 
 /// Reads one page of an index and, in one multi-get, the comments it names.
 pub(crate) async fn read_page(
@@ -48,17 +53,82 @@ fn ranked_cache_control(state: &AppState) -> HeaderValue {
 }
 
 /// A ranked read's answer: prepared JSON, cacheable by clients for as long as
-/// this service caches it.
-pub(crate) fn ranked_response(state: &AppState, body: Bytes) -> Response {
+/// this service caches it, from a read of HBase that began at `read_at`.
+pub(crate) fn ranked_answer(state: &AppState, body: Bytes, read_at: Instant) -> Answer {
+    Answer { body, cache_control: Some(ranked_cache_control(state)), read_at }
+}
+
+/// How much of the request's deadline is left for answering from the last
+/// good copy once the read of HBase has given up: a quarter of it, at most
+/// this much.
+const STALE_ANSWER_MARGIN: Duration = Duration::from_millis(250);
+
+/// Answers `read` with `fresh`, and keeps the answer as `read`'s last good
+/// one. When HBase fails (unavailable, busy, or too slow for the request's
+/// deadline less [`STALE_ANSWER_MARGIN`]), answers the last good one instead,
+/// marked stale, when one is kept; otherwise the failure.
+pub(crate) async fn answer_kept(
+    state: &AppState,
+    read: PageRead,
+    fresh: impl Future<Output = Result<Answer, ApiError>>,
+) -> Result<Response, ApiError> {
+    let Some(last_good) = state.last_good() else {
+        return fresh.await.map(fresh_response);
+    };
+    let request_timeout = state.settings().request_timeout;
+    let deadline = request_timeout.saturating_sub(STALE_ANSWER_MARGIN.min(request_timeout / 4));
+    let outcome = tokio::time::timeout(deadline, fresh).await.unwrap_or_else(|_| Err(ApiError::timeout(deadline)));
+    match outcome {
+        Ok(answer) => {
+            last_good.remember(read, &answer).await;
+            metrics::gauge!(telemetry::LAST_GOOD_BYTES).set(last_good.weighted_bytes() as f64);
+            Ok(fresh_response(answer))
+        }
+        Err(error) if error.code().is_store_failure() => match last_good.recall(&read).await {
+            Some(kept) => {
+                // Counted by route in reviews_api_stale_answers_total; one line per answer would flood the log in an outage.
+                tracing::debug!(cause = %error, "HBase failed; answering the last good copy");
+                Ok(stale_response(&kept, last_good.keep_for()))
+            }
+            None => Err(error),
+        },
+        Err(error) => Err(error),
+    }
+}
+
+/// A fresh answer: its JSON and its `Cache-Control`.
+fn fresh_response(answer: Answer) -> Response {
+    let json = (header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+    match answer.cache_control {
+        Some(cache_control) => ([json, (header::CACHE_CONTROL, cache_control)], answer.body).into_response(),
+        None => ([json], answer.body).into_response(),
+    }
+}
+
+/// A kept answer served because HBase failed: the same JSON, its `Age`
+/// (since the read behind it began), and a `Cache-Control` saying it is stale
+/// and may be served while errors last (RFC 5861), for as long as this
+/// service keeps it.
+fn stale_response(kept: &Answer, keep_for: Duration) -> Response {
+    let age = kept.read_at.elapsed().as_secs();
+    let cache_control = format!("public, max-age=0, stale-if-error={}", keep_for.as_secs());
     let headers = [
         (header::CONTENT_TYPE, HeaderValue::from_static("application/json")),
-        (header::CACHE_CONTROL, ranked_cache_control(state)),
+        (header::CACHE_CONTROL, HeaderValue::from_str(&cache_control).unwrap_or(HeaderValue::from_static("no-cache"))),
+        (header::AGE, HeaderValue::from(age)),
     ];
-    (headers, body).into_response()
+    let mut response = (headers, kept.body.clone()).into_response();
+    response.extensions_mut().insert(ServedStale);
+    response
+}
+
+/// A page as JSON, for an answer that is kept.
+pub(crate) fn render(value: &impl serde::Serialize) -> Result<Bytes, ApiError> {
+    serde_json::to_vec(value).map(Bytes::from).map_err(render_error)
 }
 
 pub(crate) fn render_error(error: serde_json::Error) -> ApiError {
-    ApiError::new(ErrorCode::Internal, format!("cannot render a ranking: {error}"))
+    ApiError::new(ErrorCode::Internal, format!("cannot render an answer: {error}"))
 }
 
 /// Any path no route has.
@@ -75,5 +145,9 @@ pub async fn method_not_allowed(method: Method, uri: Uri) -> ApiError {
 /// the OpenAPI document lists it (`responses(.., Unavailable)`); the answer
 /// itself is the [`ApiError`] of an unavailable or overloaded store.
 #[derive(Debug, IntoResponses)]
-#[response(status = 503, description = "HBase is unavailable (`unavailable`) or busy (`overloaded`); see Retry-After.")]
+#[response(
+    status = 503,
+    description = "HBase is unavailable (`unavailable`), busy (`overloaded`) or too slow (`timeout`), and no last good \
+                   answer is kept for this read; see Retry-After."
+)]
 pub struct Unavailable(pub ErrorBody);

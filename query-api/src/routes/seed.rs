@@ -2,10 +2,13 @@
 //! newest page by path, further pages by the previous page's `nextIndexKey`,
 //! and a product's ranked comments.
 
+use std::time::Instant;
+
+use axum::body::Bytes;
 use axum::extract::State;
+use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use axum::routing::{post, MethodRouter};
-use axum::Json;
 use base64::alphabet;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
 use base64::Engine;
@@ -14,9 +17,10 @@ use common::store::IndexKind;
 use utoipa::openapi::{HttpMethod, OpenApi};
 use utoipa::Modify;
 
-use super::{ranked_response, read_page, render_error, Unavailable};
+use super::{answer_kept, ranked_answer, read_page, render, render_error, Unavailable};
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{JsonBody, LimitQuery, ProductId, RawLimitQuery, UserId};
+use crate::last_good::{Answer, PageRead};
 use crate::state::AppState;
 use crate::views::{SeedCommentsPage, SeedPageRequest};
 
@@ -38,7 +42,9 @@ const MAX_START_INDEX_KEY_CHARS: usize = 128;
     tag = "seed",
     params(ProductId, RawLimitQuery),
     responses(
-        (status = 200, description = "The seed's GetCommentsResponse.", body = SeedCommentsPage),
+        (status = 200, description = "The seed's GetCommentsResponse; when HBase fails, the last good answer, \
+                                      stale, with `Age`.", body = SeedCommentsPage,
+         headers(("Age" = u64, description = "Only on a stale answer: seconds since the read behind it."))),
         (status = 400, description = "Bad id or limit.", body = ErrorBody),
         Unavailable,
     )
@@ -48,7 +54,15 @@ pub async fn seed_product_latest(
     ProductId(product): ProductId,
     LimitQuery(limit): LimitQuery,
 ) -> Result<Response, ApiError> {
-    seed_page(&state, IndexKind::Product, keys::product_comment_prefix(&product), None, limit.get()).await
+    // The first page a product page shows: kept, to be served stale when HBase fails.
+    let limit = limit.get();
+    answer_kept(&state, PageRead::SeedLatest { product, limit }, async {
+        let read_at = Instant::now();
+        let body =
+            seed_page_body(&state, IndexKind::Product, keys::product_comment_prefix(&product), None, limit).await?;
+        Ok(Answer { body, cache_control: None, read_at })
+    })
+    .await
 }
 
 /// Seed: the newest page of a user's comments.
@@ -134,7 +148,9 @@ impl Modify for NextPageDocs {
     tag = "seed",
     params(ProductId, RawLimitQuery),
     responses(
-        (status = 200, description = "The seed's GetCommentsResponse; `nextIndexKey` is always null.", body = SeedCommentsPage),
+        (status = 200, description = "The seed's GetCommentsResponse; `nextIndexKey` is always null. When HBase \
+                                      fails, the last good answer, stale, with `Age`.", body = SeedCommentsPage,
+         headers(("Age" = u64, description = "Only on a stale answer: seconds since the read behind it."))),
         (status = 400, description = "Bad id or limit.", body = ErrorBody),
         Unavailable,
     )
@@ -144,9 +160,13 @@ pub async fn seed_ranked(
     ProductId(product): ProductId,
     LimitQuery(limit): LimitQuery,
 ) -> Result<Response, ApiError> {
-    let ranking = state.ranking(product).await?;
-    let body = ranking.seed_body(limit.get()).map_err(render_error)?;
-    Ok(ranked_response(&state, body))
+    let limit = limit.get();
+    answer_kept(&state, PageRead::SeedRanked { product, limit }, async {
+        let ranking = state.ranking(product).await?;
+        let body = ranking.seed_body(limit).map_err(render_error)?;
+        Ok(ranked_answer(&state, body, ranking.read_at()))
+    })
+    .await
 }
 
 async fn seed_page(
@@ -156,8 +176,20 @@ async fn seed_page(
     start: Option<Vec<u8>>,
     limit: usize,
 ) -> Result<Response, ApiError> {
+    let body = seed_page_body(state, kind, prefix, start, limit).await?;
+    Ok(([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response())
+}
+
+/// A seed page's JSON: one page of an index and the comments it names.
+async fn seed_page_body(
+    state: &AppState,
+    kind: IndexKind,
+    prefix: Vec<u8>,
+    start: Option<Vec<u8>>,
+    limit: usize,
+) -> Result<Bytes, ApiError> {
     let (page, comments) = read_page(state, kind, prefix, start, limit).await?;
-    Ok(Json(SeedCommentsPage::new(&comments, page.next.as_deref())).into_response())
+    render(&SeedCommentsPage::new(&comments, page.next.as_deref()))
 }
 
 /// Decodes a seed `startIndexKey` (standard base64).

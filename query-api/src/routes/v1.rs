@@ -4,9 +4,10 @@
 //! listing page's products in one call.
 
 use std::collections::HashMap;
+use std::time::Instant;
 
 use axum::extract::State;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use axum::Json;
 use common::cursor::{self, ViewPosition};
 use common::keys;
@@ -15,12 +16,13 @@ use common::store::stars::StarSet;
 use common::store::IndexKind;
 use common::Id;
 
-use super::{ranked_response, read_page, render_error, Unavailable};
+use super::{answer_kept, ranked_answer, read_page, render, render_error, Unavailable};
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{
     CommentOrder, PageQuery, ProductId, ProductPageQuery, RankedQuery, RawPageQuery, RawProductPageQuery,
     RawRankedQuery, RawSummariesQuery, SummariesQuery, UserId,
 };
+use crate::last_good::{Answer, PageRead};
 use crate::state::AppState;
 use crate::views::{Author, CommentView, CommentsPage, RankedPage, ReviewSummaryView, SummariesPage};
 
@@ -152,7 +154,9 @@ async fn star_list_page(
     responses(
         (status = 200, description = "A page of comments, newest first (or in the order asked for). A filtered or \
                                       rating-ordered page may hold fewer than `limit` comments while `nextCursor` \
-                                      is set.", body = CommentsPage),
+                                      is set. When HBase fails, a first page (no cursor, filter or order) that \
+                                      was served before is answered again, stale, with `Age`.", body = CommentsPage,
+         headers(("Age" = u64, description = "Only on a stale answer: seconds since the read behind it."))),
         (status = 400, description = "Bad id, limit, cursor, rating, sort or include.", body = ErrorBody),
         Unavailable,
     )
@@ -161,12 +165,23 @@ pub async fn v1_product_comments(
     State(state): State<AppState>,
     ProductId(product): ProductId,
     query: ProductPageQuery,
-) -> Result<Json<CommentsPage>, ApiError> {
-    if query.stars.is_none() && query.order == CommentOrder::Newest {
-        return v1_page(&state, IndexKind::Product, keys::product_comment_prefix(&product), query.page).await;
+) -> Result<Response, ApiError> {
+    let prefix = keys::product_comment_prefix(&product);
+    if query.stars.is_some() || query.order != CommentOrder::Newest {
+        let (comments, next_cursor) = star_list_page(&state, &product, &query).await?;
+        return Ok(comments_page(&state, comments, next_cursor, query.page.include_author).await?.into_response());
     }
-    let (comments, next_cursor) = star_list_page(&state, &product, &query).await?;
-    comments_page(&state, comments, next_cursor, query.page.include_author).await
+    if query.page.cursor.is_some() {
+        return Ok(v1_page(&state, IndexKind::Product, prefix, query.page).await?.into_response());
+    }
+    // The first page a product page shows: kept, to be served stale when HBase fails.
+    let read = PageRead::Latest { product, limit: query.page.limit.get(), authors: query.page.include_author };
+    answer_kept(&state, read, async {
+        let read_at = Instant::now();
+        let Json(page) = v1_page(&state, IndexKind::Product, prefix, query.page).await?;
+        Ok(Answer { body: render(&page)?, cache_control: None, read_at })
+    })
+    .await
 }
 
 /// A user's own comments, newest first, page by page.
@@ -196,7 +211,9 @@ pub async fn v1_user_comments(
     tag = "v1",
     params(ProductId, RawRankedQuery),
     responses(
-        (status = 200, description = "The ranked comments, best first.", body = RankedPage),
+        (status = 200, description = "The ranked comments, best first; when HBase fails, the last good answer, \
+                                      stale, with `Age`.", body = RankedPage,
+         headers(("Age" = u64, description = "Only on a stale answer: seconds since the read behind it."))),
         (status = 400, description = "Bad id, limit or include.", body = ErrorBody),
         Unavailable,
     )
@@ -206,24 +223,29 @@ pub async fn v1_ranked_comments(
     ProductId(product): ProductId,
     query: RankedQuery,
 ) -> Result<Response, ApiError> {
-    let ranking = state.ranking(product).await?;
     let limit = query.limit.get();
-    if !query.include_author {
-        let body = ranking.v1_body(limit).map_err(render_error)?;
-        return Ok(ranked_response(&state, body));
-    }
-    let shown = &ranking.comments()[..limit.min(ranking.comments().len())];
-    let authors = authors_of(&state, shown.iter().map(|ranked| ranked.comment.user_id)).await?;
-    let with_authors: Vec<_> = shown
-        .iter()
-        .map(|ranked| {
-            let mut ranked = ranked.clone();
-            ranked.author = Some(authors.get(&ranked.comment.user_id).cloned().flatten());
-            ranked
-        })
-        .collect();
-    let body = serde_json::to_vec(&RankedPage::of(&with_authors, ranking.summary())).map_err(render_error)?;
-    Ok(ranked_response(&state, body.into()))
+    let read = PageRead::Ranked { product, limit, authors: query.include_author };
+    answer_kept(&state, read, async {
+        let read_at = Instant::now();
+        let ranking = state.ranking(product).await?;
+        if !query.include_author {
+            let body = ranking.v1_body(limit).map_err(render_error)?;
+            return Ok(ranked_answer(&state, body, ranking.read_at()));
+        }
+        let shown = &ranking.comments()[..limit.min(ranking.comments().len())];
+        let authors = authors_of(&state, shown.iter().map(|ranked| ranked.comment.user_id)).await?;
+        let with_authors: Vec<_> = shown
+            .iter()
+            .map(|ranked| {
+                let mut ranked = ranked.clone();
+                ranked.author = Some(authors.get(&ranked.comment.user_id).cloned().flatten());
+                ranked
+            })
+            .collect();
+        let body = render(&RankedPage::of(&with_authors, ranking.summary()))?;
+        Ok(ranked_answer(&state, body, read_at))
+    })
+    .await
 }
 
 /// A product's review summary: its reviews counted, per star, unrated, the
@@ -235,7 +257,9 @@ pub async fn v1_ranked_comments(
     tag = "v1",
     params(ProductId),
     responses(
-        (status = 200, description = "The product's review summary.", body = ReviewSummaryView),
+        (status = 200, description = "The product's review summary; when HBase fails, the last good answer, \
+                                      stale, with `Age`.", body = ReviewSummaryView,
+         headers(("Age" = u64, description = "Only on a stale answer: seconds since the read behind it."))),
         (status = 400, description = "Bad id.", body = ErrorBody),
         (status = 404, description = "The product has no review: no run has counted one and none is listed (`no_summary`).", body = ErrorBody),
         Unavailable,
@@ -245,11 +269,14 @@ pub async fn v1_review_summary(
     State(state): State<AppState>,
     ProductId(product): ProductId,
 ) -> Result<Response, ApiError> {
-    let ranking = state.ranking(product).await?;
-    let Some(body) = ranking.summary_body() else {
-        return Err(ApiError::new(ErrorCode::NoSummary, format!("product {product} has no review to summarise")));
-    };
-    Ok(ranked_response(&state, body.map_err(render_error)?))
+    answer_kept(&state, PageRead::Summary { product }, async {
+        let ranking = state.ranking(product).await?;
+        let Some(body) = ranking.summary_body() else {
+            return Err(ApiError::new(ErrorCode::NoSummary, format!("product {product} has no review to summarise")));
+        };
+        Ok(ranked_answer(&state, body.map_err(render_error)?, ranking.read_at()))
+    })
+    .await
 }
 
 /// The review summaries of up to 100 products, in the order asked: what a
@@ -261,7 +288,9 @@ pub async fn v1_review_summary(
     params(RawSummariesQuery),
     responses(
         (status = 200, description = "One entry per product asked, in that order: its summary, or `null` when the \
-                                      product has no review.", body = SummariesPage),
+                                      product has no review. When HBase fails, the last good answer for the same \
+                                      list, stale, with `Age`.", body = SummariesPage,
+         headers(("Age" = u64, description = "Only on a stale answer: seconds since the read behind it."))),
         (status = 400, description = "productIds missing, with a bad id, or naming more than 100 products.", body = ErrorBody),
         Unavailable,
     )
@@ -270,9 +299,13 @@ pub async fn v1_summaries(
     State(state): State<AppState>,
     SummariesQuery(products): SummariesQuery,
 ) -> Result<Response, ApiError> {
-    let summaries = state.summaries(&products).await?;
-    let body = serde_json::to_vec(&SummariesPage { summaries }).map_err(render_error)?;
-    Ok(ranked_response(&state, body.into()))
+    let read = PageRead::Summaries { products: products.clone().into() };
+    answer_kept(&state, read, async {
+        let read_at = Instant::now();
+        let summaries = state.summaries(&products).await?;
+        Ok(ranked_answer(&state, render(&SummariesPage { summaries })?, read_at))
+    })
+    .await
 }
 
 #[cfg(test)]

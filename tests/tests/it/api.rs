@@ -459,10 +459,16 @@ async fn the_service_recovers_by_itself_when_its_gateway_returns() {
 
     let stopping = Arc::clone(&gateway);
     tokio::task::spawn_blocking(move || stopping.stop()).await.expect("stop the private gateway");
+    // The page served before is answered from its last good copy; one never served answers 503.
+    let never_served = format!("/v1/products/{}/comments?limit=99", catalogue.product);
     for _ in 0..3 {
         let started = Instant::now();
         let answer = service.get(&path).await;
-        answer.assert_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+        assert_eq!(answer.status, StatusCode::OK, "{}", answer.raw);
+        assert!(answer.headers.contains_key("age"), "a stale copy says its age");
+        assert!(started.elapsed() < UNAVAILABLE_WITHIN, "the stale copy took {:?}", started.elapsed());
+        let started = Instant::now();
+        service.get(&never_served).await.assert_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable");
         assert!(started.elapsed() < UNAVAILABLE_WITHIN, "503 took {:?}", started.elapsed());
     }
     service.get("/readyz").await.assert_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable");
@@ -472,7 +478,8 @@ async fn the_service_recovers_by_itself_when_its_gateway_returns() {
     // A fresh gateway JVM on a busy two-core machine can take seconds to answer its first calls.
     let recovered =
         integration_tests::wait_for(Duration::from_secs(60), "an answer after the gateway returned", async || {
-            Some(service.get(&path).await).filter(|answer| answer.status == StatusCode::OK)
+            Some(service.get(&path).await)
+                .filter(|answer| answer.status == StatusCode::OK && !answer.headers.contains_key("age"))
         })
         .await;
     assert_eq!(recovered.comment_keys(), catalogue.product_order);
@@ -629,13 +636,17 @@ async fn comment_reads_carry_an_etag_and_a_matching_if_none_match_answers_304_wi
     assert!(metrics.contains("reviews_api_ranked_cache_bytes"), "the cache's size is exported:\n{metrics}");
 
     // With the gateway silent, cached rankings still answer 304, while a
-    // page read, which needs HBase, fails: the 304 did not touch HBase.
+    // user's page, which needs HBase (no last good copy is kept of it),
+    // fails: the 304 did not touch HBase.
     proxy.set_mode(ProxyMode::BlackHole);
     for (path, tag) in pages[..2].iter().zip(&tags) {
         let not_modified = service.get_if_none_match(path, tag).await;
         assert_eq!(not_modified.status, StatusCode::NOT_MODIFIED, "{path} with HBase gone: {}", not_modified.raw);
     }
-    let page = service.get_if_none_match(&pages[2], &tags[2]).await;
+    let page = service.get_if_none_match(&pages[3], &tags[3]).await;
     assert_eq!(page.status, StatusCode::SERVICE_UNAVAILABLE, "a page read needs HBase: {}", page.raw);
+    // A product's first page answers its last good copy, which the client holds: 304.
+    let kept = service.get_if_none_match(&pages[2], &tags[2]).await;
+    assert_eq!(kept.status, StatusCode::NOT_MODIFIED, "the stale copy is the answer the client holds");
     service.shut_down().await;
 }

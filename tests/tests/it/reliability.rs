@@ -13,6 +13,10 @@
 //! - [`corrupt_data`]: corrupt and arbitrary rows in every table a read touches.
 //! - [`slow_clients`]: half-sent headers, idle connections and a flood of
 //!   them against query-api's timeouts and connection cap.
+//! - [`stale_answers`]: a product page's first reads answered from their last
+//!   good copy while both gateways are silent, never an older copy than the
+//!   newest served, and an expired ranking reloaded by one request while the
+//!   others are answered from the expiring copy.
 //!
 //! The restart of the HBase master itself and the ten-minute soak do not fit
 //! in the test command's time (or would disturb the HBase other tests share):
@@ -25,3 +29,4 @@ mod gateway_outage;
 mod hostile_input;
 mod ranker_faults;
 mod slow_clients;
+mod stale_answers;

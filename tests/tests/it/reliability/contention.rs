@@ -281,7 +281,8 @@ async fn an_outage_leaves_no_backlog_of_abandoned_work() {
     );
     let (store, hbase) = store_through(&proxy, &tables, config);
     let service = TestApp::spawn(store, settings.clone()).await;
-    let path = format!("/v1/products/{}/comments", catalogue.product(0));
+    // A user's page: no last good copy of it is kept, so every request below needs HBase.
+    let path = format!("/v1/users/{}/comments", catalogue.user(0));
     assert_eq!(service.get(&path).await.status, StatusCode::OK);
 
     // A silent gateway, under 20 requests per second for three seconds: more

@@ -1,0 +1,182 @@
+//! The last good answer of each read a product or listing page makes on
+//! arrival, kept so that the page is still served when HBase fails
+//! (`stale-if-error`, RFC 5861).
+//!
+//! Kept: a product's ranked answers (`/v1` and seed), its summary, its first
+//! latest page (`/v1` and seed), and `/v1/summaries` for one list of products.
+//! Rankings and summaries change once a night and a product's newest reviews
+//! change slowly, so an answer an hour old is far better than a 503 on the
+//! page that sells the product. Cursor pages and user timelines are not kept:
+//! they are not what a page shows first, and there are too many of them to
+//! keep usefully.
+//!
+//! Each kept answer carries the moment the HBase read behind it began, and a
+//! kept answer is only ever replaced by one whose read began later, so two
+//! reads finishing out of order never leave the older answer in place.
+//!
+//! This module does no I/O: [`crate::routes`] answers from it when the store
+//! fails.
+
+use std::sync::Arc;
+use std::time::{Duration, Instant};
+
+use axum::body::Bytes;
+use axum::http::HeaderValue;
+use common::Id;
+use moka::future::Cache;
+use moka::ops::compute::Op;
+
+/// The routes whose answers are kept, as their templates: `reviews_api_stale_answers_total`
+/// starts at zero for each, so a rate over it exists before the first stale answer.
+pub const KEPT_ROUTES: [&str; 6] = [
+    "/v1/products/{productId}/comments",
+    "/v1/products/{productId}/comments/ranked",
+    "/v1/products/{productId}/comments/summary",
+    "/v1/summaries",
+    "/product/{productId}/comments/latest",
+    "/product/{productId}/comments/ranked",
+];
+
+/// One read whose answer is kept: its route and everything that shapes its body.
+#[derive(Debug, Clone, PartialEq, Eq, Hash)]
+pub enum PageRead {
+    /// `/v1/products/{id}/comments/ranked`.
+    Ranked { product: Id, limit: usize, authors: bool },
+    /// `/product/{id}/comments/ranked`.
+    SeedRanked { product: Id, limit: usize },
+    /// `/v1/products/{id}/comments/summary`.
+    Summary { product: Id },
+    /// `/v1/summaries` for these products, in this order.
+    Summaries { products: Arc<[Id]> },
+    /// `/v1/products/{id}/comments` without cursor, filter or order.
+    Latest { product: Id, limit: usize, authors: bool },
+    /// `/product/{id}/comments/latest`.
+    SeedLatest { product: Id, limit: usize },
+}
+
+impl PageRead {
+    /// The bytes the key holds beyond its own size (the products of a summaries list).
+    fn heap_bytes(&self) -> usize {
+        match self {
+            PageRead::Summaries { products } => std::mem::size_of_val(&**products),
+            _ => 0,
+        }
+    }
+}
+
+/// An answer as served: its JSON, its `Cache-Control`, and when the HBase read
+/// behind it began.
+#[derive(Debug, Clone)]
+pub struct Answer {
+    /// The JSON body.
+    pub body: Bytes,
+    /// The answer's `Cache-Control`, when it has one.
+    pub cache_control: Option<HeaderValue>,
+    /// When the HBase read behind the body began: the order in which answers replace each other.
+    pub read_at: Instant,
+}
+
+/// The last good answers, bounded in bytes and kept at most
+/// `--stale-if-error-secs` after they were last replaced.
+#[derive(Debug, Clone)]
+pub struct LastGood {
+    answers: Cache<PageRead, Arc<Answer>>,
+    keep_for: Duration,
+}
+
+/// What one kept answer costs beyond its body and key: the cache's entry, the
+/// `Arc`, the struct and the header.
+const ENTRY_OVERHEAD_BYTES: usize = 512;
+
+impl LastGood {
+    /// Keeps answers up to `keep_for` and `max_bytes` in all; `None` when
+    /// `keep_for` is zero (no stale answers).
+    pub fn new(keep_for: Duration, max_bytes: u64) -> Option<LastGood> {
+        if keep_for.is_zero() {
+            return None;
+        }
+        let answers = Cache::builder()
+            .name("last-good")
+            .weigher(|read: &PageRead, answer: &Arc<Answer>| {
+                let bytes = answer.body.len() + read.heap_bytes() + ENTRY_OVERHEAD_BYTES;
+                u32::try_from(bytes).unwrap_or(u32::MAX)
+            })
+            .max_capacity(max_bytes.max(1))
+            .time_to_live(keep_for)
+            .build();
+        Some(LastGood { answers, keep_for })
+    }
+
+    /// How long an answer is kept after it was last replaced.
+    pub fn keep_for(&self) -> Duration {
+        self.keep_for
+    }
+
+    /// Keeps `answer` as `read`'s last good one, unless the one kept comes
+    /// from a read that began as late or later (the same cached ranking
+    /// served again, or a read that overtook this one).
+    pub async fn remember(&self, read: PageRead, answer: &Answer) {
+        // The common case, a cached ranking served again, costs one lookup.
+        if let Some(kept) = self.answers.get(&read).await {
+            if kept.read_at >= answer.read_at {
+                return;
+            }
+        }
+        let newer = Arc::new(answer.clone());
+        self.answers
+            .entry(read)
+            .and_compute_with(|kept| {
+                let op = match kept {
+                    Some(kept) if kept.value().read_at >= newer.read_at => Op::Nop,
+                    _ => Op::Put(newer),
+                };
+                std::future::ready(op)
+            })
+            .await;
+    }
+
+    /// The last good answer of `read`, if one is kept.
+    pub async fn recall(&self, read: &PageRead) -> Option<Arc<Answer>> {
+        self.answers.get(read).await
+    }
+
+    /// The bytes the kept answers weigh now (trailing the truth by the few
+    /// most recent inserts, as moka weighs them in the background).
+    pub fn weighted_bytes(&self) -> u64 {
+        self.answers.weighted_size()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn answer(body: &'static str, read_at: Instant) -> Answer {
+        Answer { body: Bytes::from_static(body.as_bytes()), cache_control: None, read_at }
+    }
+
+    fn product() -> Id {
+        Id::parse("productId", "PRODUCT001").expect("id")
+    }
+
+    #[tokio::test]
+    async fn an_answer_is_only_replaced_by_one_read_later() {
+        let kept = LastGood::new(Duration::from_secs(60), 1 << 20).expect("on");
+        let read = PageRead::Summary { product: product() };
+        let earlier = Instant::now();
+        let later = earlier + Duration::from_millis(5);
+        kept.remember(read.clone(), &answer("later", later)).await;
+        kept.remember(read.clone(), &answer("earlier, finished last", earlier)).await;
+        assert_eq!(kept.recall(&read).await.expect("kept").body, "later");
+        let latest = later + Duration::from_millis(5);
+        kept.remember(read.clone(), &answer("latest", latest)).await;
+        assert_eq!(kept.recall(&read).await.expect("kept").body, "latest");
+        let other = PageRead::Latest { product: product(), limit: 20, authors: false };
+        assert!(kept.recall(&other).await.is_none(), "each read keeps its own answer");
+    }
+
+    #[test]
+    fn zero_keeps_nothing() {
+        assert!(LastGood::new(Duration::ZERO, 1 << 20).is_none());
+    }
+}

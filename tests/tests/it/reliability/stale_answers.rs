@@ -1,0 +1,228 @@
+//! Through HBase trouble, a product page that was served keeps being served
+//! (issue 37): with both Thrift gateways behind [`FaultyProxy`]s that the tests
+//! silence or slow down,
+//!
+//! - the reads a product or listing page makes first (ranked, summary, first
+//!   latest page, `/v1/summaries`) answer their last good copy, byte for byte,
+//!   with `Age` and a `Cache-Control` carrying `stale-if-error`, while user
+//!   timelines, cursor pages and pages never served answer 503;
+//! - a copy is only ever replaced by an answer whose read began later;
+//! - an expired ranking is reloaded by one request while the others are
+//!   answered from the expiring copy (stale-while-revalidate).
+
+use std::time::Duration;
+
+use common::store::Store;
+use integration_tests::app::{service_store_via, Answer, TestApp};
+use integration_tests::fixtures::{new_comment, post_all, write_ranking, Catalogue, AS_OF_MS};
+use integration_tests::{fresh_store, test_id, thrift2_addr, thrift_addr, wait_for, FaultyProxy, ProxyMode};
+use query_api::Settings;
+use reqwest::StatusCode;
+use tokio_util::sync::CancellationToken;
+
+use crate::rows::drop_tables;
+
+/// HBase deadlines long enough for a read through a slowed gateway to end in an answer.
+const PATIENT_FLAGS: &[&str] = &["--hbase-timeout-ms", "6000", "--request-timeout-ms", "8000"];
+
+/// Both gateways, each behind a proxy the test controls.
+struct Gateways {
+    thrift1: FaultyProxy,
+    thrift2: FaultyProxy,
+}
+
+impl Gateways {
+    async fn start() -> Gateways {
+        Gateways {
+            thrift1: FaultyProxy::start(&thrift_addr()).await,
+            thrift2: FaultyProxy::start(&thrift2_addr()).await,
+        }
+    }
+
+    fn set_mode(&self, mode: ProxyMode) {
+        self.thrift1.set_mode(mode);
+        self.thrift2.set_mode(mode);
+    }
+
+    /// A store with the service's own HBase settings (plus `flags`) over `tables_of`'s tables, through both proxies.
+    fn store(&self, tables_of: &Store, flags: &[&str]) -> Store {
+        service_store_via(&self.thrift1.address(), &self.thrift2.address(), tables_of, flags)
+    }
+}
+
+/// Reviews of three products, ranked.
+async fn ranked_catalogue(test: &str) -> (Store, Catalogue) {
+    let tables = fresh_store(test).await;
+    let catalogue = Catalogue { products: 3, comments_per_product: 15, users: 5 };
+    post_all(&tables, catalogue.new_comments(0)).await;
+    let report = ranker::run(&tables, &ranker::RunOptions::new(ranker::Scope::All, AS_OF_MS), CancellationToken::new())
+        .await
+        .expect("rank the products");
+    assert!(report.failures.is_empty(), "{:?}", report.failures);
+    (tables, catalogue)
+}
+
+fn header<'a>(answer: &'a Answer, name: &str) -> Option<&'a str> {
+    answer.headers.get(name).and_then(|value| value.to_str().ok())
+}
+
+/// Asserts that `answer` is `served` again, marked stale.
+fn assert_stale_copy(path: &str, answer: &Answer, served: &Answer) {
+    assert_eq!(answer.status, StatusCode::OK, "{path} while HBase is silent: {}", answer.raw);
+    assert_eq!(answer.raw, served.raw, "{path}: the stale answer is the last good one, byte for byte");
+    assert_eq!(header(answer, "etag"), header(served, "etag"), "{path}");
+    let age: u64 = header(answer, "age").and_then(|age| age.parse().ok()).unwrap_or_else(|| panic!("{path}: no Age"));
+    assert!(age < 600, "{path}: Age {age}");
+    let cache_control = header(answer, "cache-control").unwrap_or_default();
+    assert!(cache_control.contains("stale-if-error=3600"), "{path}: Cache-Control {cache_control}");
+    assert!(cache_control.contains("max-age=0"), "{path}: Cache-Control {cache_control}");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_served_product_page_is_answered_stale_while_hbase_is_silent_and_user_and_cursor_pages_answer_503() {
+    let (tables, catalogue) = ranked_catalogue("stale_product_page").await;
+    let gateways = Gateways::start().await;
+    // The ranked cache off: every read below reaches HBase, so only the last good copies can answer.
+    let settings = Settings { ranked_cache_ttl: Duration::ZERO, ..Settings::default() };
+    let service = TestApp::spawn(gateways.store(&tables, &[]), settings).await;
+    let (product, other) = (catalogue.product(0), catalogue.product(1));
+    let kept_paths = [
+        format!("/v1/products/{product}/comments/ranked"),
+        format!("/v1/products/{product}/comments/ranked?include=author"),
+        format!("/v1/products/{product}/comments/summary"),
+        format!("/v1/summaries?productIds={product},{other},{product}"),
+        format!("/v1/products/{product}/comments?limit=5"),
+        format!("/product/{product}/comments/latest?limit=5"),
+        format!("/product/{product}/comments/ranked"),
+    ];
+    let mut served = Vec::new();
+    for path in &kept_paths {
+        let answer = service.get(path).await;
+        assert_eq!(answer.status, StatusCode::OK, "{path}: {}", answer.raw);
+        assert!(header(&answer, "age").is_none(), "{path}: a fresh answer has no Age");
+        served.push(answer);
+    }
+    let cursor = served[4].body["nextCursor"].as_str().expect("a second page").to_owned();
+    let not_kept = [
+        format!("/v1/products/{product}/comments?limit=5&cursor={cursor}"),
+        format!("/v1/users/{}/comments", catalogue.user(0)),
+        format!("/user/{}/comments/latest", catalogue.user(0)),
+        // Served before, but with another limit: another answer, never served.
+        format!("/v1/products/{product}/comments?limit=6"),
+        format!("/v1/products/{other}/comments/ranked"),
+    ];
+
+    gateways.set_mode(ProxyMode::BlackHole);
+    let kept = futures_util::future::join_all(kept_paths.iter().map(|path| service.get(path))).await;
+    for ((path, answer), served) in kept_paths.iter().zip(&kept).zip(&served) {
+        assert_stale_copy(path, answer, served);
+    }
+    let refused = futures_util::future::join_all(not_kept.iter().map(|path| service.get(path))).await;
+    for (path, answer) in not_kept.iter().zip(refused) {
+        answer.assert_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+        assert!(header(&answer, "age").is_none(), "{path}");
+    }
+    let metrics = service.metrics().await;
+    for route in ["/v1/products/{productId}/comments/ranked", "/v1/summaries", "/product/{productId}/comments/latest"] {
+        let line = format!("reviews_api_stale_answers_total{{route=\"{route}\"}}");
+        let count: f64 = metrics
+            .lines()
+            .find_map(|row| row.strip_prefix(&line).and_then(|value| value.trim().parse().ok()))
+            .unwrap_or_else(|| panic!("no {line} in /metrics"));
+        assert!(count >= 1.0, "{line} {count}");
+    }
+
+    // HBase answers again: a review posted now is on the first page at once.
+    gateways.set_mode(ProxyMode::Pass);
+    let order = test_id("O", 999);
+    let posted = post_all(
+        &tables,
+        vec![new_comment(&order, &product, &catalogue.user(0), "after the outage", AS_OF_MS + 1_000)],
+    )
+    .await;
+    let newest = posted[0].row_key();
+    let fresh = wait_for(Duration::from_secs(30), "a fresh first page after the outage", async || {
+        let answer = service.get(&kept_paths[4]).await;
+        (answer.status == StatusCode::OK && header(&answer, "age").is_none()).then_some(answer)
+    })
+    .await;
+    assert_eq!(fresh.comment_keys().first(), Some(&newest), "the new review leads the fresh page");
+    service.shut_down().await;
+    drop_tables(&[&tables]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_stale_copy_is_never_an_answer_older_than_the_newest_served() {
+    let (tables, catalogue) = ranked_catalogue("stale_never_older").await;
+    let gateways = Gateways::start().await;
+    // The ranked cache off, so each read below reads HBase; patient deadlines,
+    // so the slowed read ends in an answer, not a timeout.
+    let settings =
+        Settings { ranked_cache_ttl: Duration::ZERO, request_timeout: Duration::from_secs(8), ..Settings::default() };
+    let service = TestApp::spawn(gateways.store(&tables, PATIENT_FLAGS), settings).await;
+    let product = catalogue.product(0);
+    let path = format!("/v1/products/{product}/comments/ranked");
+    let first = service.get(&path).await;
+    assert_eq!(first.status, StatusCode::OK, "{}", first.raw);
+
+    // An early read takes the ranking through Thrift1 at once, then waits on
+    // its summary's answer through a slowed Thrift2 while a new ranking is
+    // written and a later read is answered at once: the early read finishes
+    // last, with the older ranking.
+    gateways.thrift2.set_mode(ProxyMode::Delay(Duration::from_millis(1_500)));
+    let early = tokio::spawn({
+        let request = service.client.get(format!("{}{path}", service.base));
+        async move { Answer::from_response(request.send().await.expect("GET")).await }
+    });
+    tokio::time::sleep(Duration::from_millis(400)).await;
+    let best = first.comment_keys()[1];
+    write_ranking(&tables, &product, &[(best, 0.99)]).await;
+    gateways.thrift2.set_mode(ProxyMode::Pass);
+    let later = service.get(&path).await;
+    assert_eq!(later.status, StatusCode::OK, "{}", later.raw);
+    assert_eq!(later.comment_keys(), [best], "the later read sees the new ranking");
+    assert!(!early.is_finished(), "the early read is still held up");
+    let early = early.await.expect("the early read");
+    assert_eq!(early.raw, first.raw, "the early read began before the new ranking was written");
+
+    gateways.set_mode(ProxyMode::BlackHole);
+    let stale = service.get(&path).await;
+    assert_stale_copy(&path, &stale, &later);
+    service.shut_down().await;
+    drop_tables(&[&tables]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn an_expired_ranking_is_reloaded_by_one_request_while_fifty_are_answered_from_the_expiring_copy() {
+    let (tables, catalogue) = ranked_catalogue("stale_while_revalidate").await;
+    let gateways = Gateways::start().await;
+    let ttl = Duration::from_secs(1);
+    let settings = Settings { ranked_cache_ttl: ttl, request_timeout: Duration::from_secs(8), ..Settings::default() };
+    let service = TestApp::spawn(gateways.store(&tables, PATIENT_FLAGS), settings).await;
+    let product = catalogue.product(0);
+    let path = format!("/v1/products/{product}/comments/ranked");
+    let cached = service.get(&path).await;
+    assert_eq!(cached.status, StatusCode::OK, "{}", cached.raw);
+
+    // A new ranking, which only a reload can show; then the cached one expires.
+    let best = cached.comment_keys()[1];
+    write_ranking(&tables, &product, &[(best, 0.99)]).await;
+    tokio::time::sleep(ttl + Duration::from_millis(200)).await;
+
+    // Every answer of the gateway now takes 700 ms, so the reload (two round
+    // trips at least) is still running while the fifty requests arrive.
+    gateways.set_mode(ProxyMode::Delay(Duration::from_millis(700)));
+    let answers = futures_util::future::join_all((0..50).map(|_| service.get(&path))).await;
+    gateways.set_mode(ProxyMode::Pass);
+    let (reloaded, expiring): (Vec<&Answer>, Vec<&Answer>) =
+        answers.iter().partition(|answer| answer.comment_keys() == [best]);
+    assert!(answers.iter().all(|answer| answer.status == StatusCode::OK));
+    assert_eq!(reloaded.len(), 1, "one request reloads the expired ranking");
+    assert_eq!(expiring.len(), 49, "the others are answered from the expiring copy");
+    assert!(expiring.iter().all(|answer| answer.raw == cached.raw));
+    let after = service.get(&path).await;
+    assert_eq!(after.comment_keys(), [best], "the reloaded ranking is cached");
+    assert_eq!(after.raw, reloaded[0].raw);
+    service.shut_down().await;
+    drop_tables(&[&tables]).await;
+}
