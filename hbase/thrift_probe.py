@@ -20,6 +20,13 @@ Usage:
       back; exit 0 on success. Used to check a fresh install end to end.
   thrift_probe.py [...] get TABLE ROW
       Print the cells of one row (to check data survived a restart).
+  thrift_probe.py [...] warm SECONDS [THRIFT2_PORT]
+      Read every table through the gateway, 500 rows a call, for at most
+      SECONDS (and, with THRIFT2_PORT, a few calls through the Thrift2
+      gateway per table); print what was read. A gateway and region server
+      just started answer their first thousands of calls slowly (their JVMs
+      interpret the code until it is hot, and the block cache is empty);
+      this takes that cost before readers arrive.
 """
 
 import argparse
@@ -200,12 +207,54 @@ def get_row(conn, table, row):
     return cells
 
 
+def f_empty_struct(fid):
+    return f_hdr(T_STRUCT, fid) + bytes([T_STOP])
+
+
+def warm(conn, seconds, thrift2_conn=None):
+    """Scans every table, 500 rows a call, until each is read or `seconds` pass."""
+    deadline = time.monotonic() + seconds
+    tables, rows, calls = 0, 0, 0
+    for table in conn.call("getTableNames") or []:
+        if time.monotonic() >= deadline:
+            break
+        tables += 1
+        # scannerOpen(1: table, 2: startRow, 3: columns, 4: attributes) -> scanner id
+        scanner = conn.call("scannerOpen", f_bin(1, table) + f_bin(2, b"")
+                            + f_hdr(T_LIST, 3) + struct.pack("!bi", T_STRING, 0) + f_empty_map(4))
+        sample = []
+        try:
+            while time.monotonic() < deadline:
+                batch = conn.call("scannerGetList", f_i32(1, scanner) + f_i32(2, 500)) or []
+                calls += 1
+                rows += len(batch)
+                sample.extend(result.get(1, b"") for result in batch[:: max(1, len(batch) // 50)])
+                if not batch:
+                    break
+        finally:
+            conn.call("scannerClose", f_i32(1, scanner))
+        # Multi-gets of 20 rows, as a page's comments are read: the get path too.
+        for start in range(0, min(len(sample), 2000), 20):
+            if time.monotonic() >= deadline:
+                break
+            keys = sample[start:start + 20]
+            conn.call("getRows", f_bin(1, table) + f_hdr(T_LIST, 2) + struct.pack("!bi", T_STRING, len(keys))
+                      + b"".join(struct.pack("!i", len(key)) + key for key in keys) + f_empty_map(3))
+            calls += 1
+        if thrift2_conn is not None:
+            # getScannerResults(1: table, 2: TScan (every row), 3: numRows): Thrift2's scan path.
+            for _ in range(20):
+                thrift2_conn.call("getScannerResults", f_bin(1, table) + f_empty_struct(2) + f_i32(3, 50))
+                calls += 1
+    return tables, rows, calls
+
+
 def main():
     ap = argparse.ArgumentParser(description=__doc__, formatter_class=argparse.RawDescriptionHelpFormatter)
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=9090)
     ap.add_argument("--timeout", type=float, default=10.0, help="socket timeout per call, seconds")
-    ap.add_argument("cmd", choices=["tables", "tables2", "smoke", "get"])
+    ap.add_argument("cmd", choices=["tables", "tables2", "smoke", "get", "warm"])
     ap.add_argument("rest", nargs="*")
     a = ap.parse_args()
 
@@ -219,6 +268,15 @@ def main():
             names = get_table_names(conn) if a.cmd == "tables" else get_table_names_thrift2(conn)
             shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
             print("%d tables%s" % (len(names), ": " + shown if names else ""))
+        elif a.cmd == "warm":
+            started = time.monotonic()
+            thrift2_conn = Conn(a.host, int(a.rest[1]), a.timeout) if len(a.rest) > 1 else None
+            try:
+                tables, rows, calls = warm(conn, float(a.rest[0]), thrift2_conn)
+            finally:
+                if thrift2_conn is not None:
+                    thrift2_conn.close()
+            print("warmed %d tables: %d rows in %d calls, %.1f s" % (tables, rows, calls, time.monotonic() - started))
         elif a.cmd == "get":
             table, row = a.rest
             for col, val in sorted(get_row(conn, table, row).items()):

@@ -27,8 +27,9 @@
 # Environment: FAULT_RUN_DIR (default target/fault-restart-hbase),
 # FAULT_THRIFT_PORT (default 9490; Thrift2 on the next port),
 # FAULT_ZK_PORT (default 22090), FAULT_API_PORT (default 18190),
-# FAULT_RATE (default 250), FAULT_COLD_RATE (default 500),
-# FAULT_KEEP=1 keeps this HBase and its data afterwards.
+# FAULT_RATE (default 250), FAULT_COLD_RATE (default 500), FAULT_API_FLAGS
+# (more query-api flags: "--stale-if-error-secs 0" shows the service without
+# its last good copies), FAULT_KEEP=1 keeps this HBase and its data afterwards.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib.sh
@@ -38,6 +39,7 @@ export HBASE_THRIFT_PORT="${FAULT_THRIFT_PORT:-9490}"
 export HBASE_THRIFT2_PORT="$((HBASE_THRIFT_PORT + 1))"
 export HBASE_ZK_PORT="${FAULT_ZK_PORT:-22090}"
 API_PORT="${FAULT_API_PORT:-18190}"
+read -r -a api_flags <<<"${FAULT_API_FLAGS:-}"
 RATE="${FAULT_RATE:-250}"
 COLD_RATE="${FAULT_COLD_RATE:-500}"
 PRODUCTS=200
@@ -71,7 +73,7 @@ hbase_flags=(--thrift-addr "127.0.0.1:$HBASE_THRIFT_PORT" --thrift2-addr "127.0.
 base="http://127.0.0.1:$API_PORT"
 
 # 1. Restart under load.
-start_query_api "$API_PORT" "$OUT_DIR/query-api.log" "${hbase_flags[@]}"
+start_query_api "$API_PORT" "$OUT_DIR/query-api.log" "${hbase_flags[@]}" "${api_flags[@]}"
 rm -f "$OUT_DIR/restart.jsonl"
 "$BIN/page-load" --base "$base" --warm --rate "$RATE" --duration-secs 150 --products "$PRODUCTS" \
   --users "$USERS" --out "$OUT_DIR/restart.jsonl" &
@@ -91,7 +93,7 @@ api_pid=""
 # 2. Cold start: a fresh query-api right after a restart.
 echo "fault: restarting HBase, then a fresh query-api at $COLD_RATE reads a second"
 hbase/hbasectl restart
-start_query_api "$API_PORT" "$OUT_DIR/query-api-cold.log" "${hbase_flags[@]}"
+start_query_api "$API_PORT" "$OUT_DIR/query-api-cold.log" "${hbase_flags[@]}" "${api_flags[@]}"
 cold_ms=$(now_ms)
 "$BIN/page-load" --base "$base" --rate "$COLD_RATE" --duration-secs 40 --products "$PRODUCTS" --users "$USERS" \
   --out "$OUT_DIR/cold.jsonl"

@@ -23,8 +23,8 @@ use std::time::{Duration, Instant};
 use axum::body::Bytes;
 use axum::http::HeaderValue;
 use common::Id;
-use moka::future::Cache;
 use moka::ops::compute::Op;
+use moka::sync::Cache;
 
 /// The routes whose answers are kept, as their templates: `reviews_api_stale_answers_total`
 /// starts at zero for each, so a rate over it exists before the first stale answer.
@@ -78,6 +78,10 @@ pub struct Answer {
 
 /// The last good answers, bounded in bytes and kept at most
 /// `--stale-if-error-secs` after they were last replaced.
+///
+/// A synchronous cache: every kept answer is looked up on its route's every
+/// request (a cached ranking's answer only to find it kept already), and a
+/// lookup that never waits needs no future around it.
 #[derive(Debug, Clone)]
 pub struct LastGood {
     answers: Cache<PageRead, Arc<Answer>>,
@@ -115,29 +119,23 @@ impl LastGood {
     /// Keeps `answer` as `read`'s last good one, unless the one kept comes
     /// from a read that began as late or later (the same cached ranking
     /// served again, or a read that overtook this one).
-    pub async fn remember(&self, read: PageRead, answer: &Answer) {
+    pub fn remember(&self, read: PageRead, answer: &Answer) {
         // The common case, a cached ranking served again, costs one lookup.
-        if let Some(kept) = self.answers.get(&read).await {
+        if let Some(kept) = self.answers.get(&read) {
             if kept.read_at >= answer.read_at {
                 return;
             }
         }
         let newer = Arc::new(answer.clone());
-        self.answers
-            .entry(read)
-            .and_compute_with(|kept| {
-                let op = match kept {
-                    Some(kept) if kept.value().read_at >= newer.read_at => Op::Nop,
-                    _ => Op::Put(newer),
-                };
-                std::future::ready(op)
-            })
-            .await;
+        self.answers.entry(read).and_compute_with(|kept| match kept {
+            Some(kept) if kept.value().read_at >= newer.read_at => Op::Nop,
+            _ => Op::Put(newer),
+        });
     }
 
     /// The last good answer of `read`, if one is kept.
-    pub async fn recall(&self, read: &PageRead) -> Option<Arc<Answer>> {
-        self.answers.get(read).await
+    pub fn recall(&self, read: &PageRead) -> Option<Arc<Answer>> {
+        self.answers.get(read)
     }
 
     /// The bytes the kept answers weigh now (trailing the truth by the few
@@ -159,20 +157,20 @@ mod tests {
         Id::parse("productId", "PRODUCT001").expect("id")
     }
 
-    #[tokio::test]
-    async fn an_answer_is_only_replaced_by_one_read_later() {
+    #[test]
+    fn an_answer_is_only_replaced_by_one_read_later() {
         let kept = LastGood::new(Duration::from_secs(60), 1 << 20).expect("on");
         let read = PageRead::Summary { product: product() };
         let earlier = Instant::now();
         let later = earlier + Duration::from_millis(5);
-        kept.remember(read.clone(), &answer("later", later)).await;
-        kept.remember(read.clone(), &answer("earlier, finished last", earlier)).await;
-        assert_eq!(kept.recall(&read).await.expect("kept").body, "later");
+        kept.remember(read.clone(), &answer("later", later));
+        kept.remember(read.clone(), &answer("earlier, finished last", earlier));
+        assert_eq!(kept.recall(&read).expect("kept").body, "later");
         let latest = later + Duration::from_millis(5);
-        kept.remember(read.clone(), &answer("latest", latest)).await;
-        assert_eq!(kept.recall(&read).await.expect("kept").body, "latest");
+        kept.remember(read.clone(), &answer("latest", latest));
+        assert_eq!(kept.recall(&read).expect("kept").body, "latest");
         let other = PageRead::Latest { product: product(), limit: 20, authors: false };
-        assert!(kept.recall(&other).await.is_none(), "each read keeps its own answer");
+        assert!(kept.recall(&other).is_none(), "each read keeps its own answer");
     }
 
     #[test]

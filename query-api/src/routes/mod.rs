@@ -80,11 +80,11 @@ pub(crate) async fn answer_kept(
     let outcome = tokio::time::timeout(deadline, fresh).await.unwrap_or_else(|_| Err(ApiError::timeout(deadline)));
     match outcome {
         Ok(answer) => {
-            last_good.remember(read, &answer).await;
+            last_good.remember(read, &answer);
             metrics::gauge!(telemetry::LAST_GOOD_BYTES).set(last_good.weighted_bytes() as f64);
             Ok(fresh_response(answer))
         }
-        Err(error) if error.code().is_store_failure() => match last_good.recall(&read).await {
+        Err(error) if error.code().is_store_failure() => match last_good.recall(&read) {
             Some(kept) => {
                 // Counted by route in reviews_api_stale_answers_total; one line per answer would flood the log in an outage.
                 tracing::debug!(cause = %error, "HBase failed; answering the last good copy");
