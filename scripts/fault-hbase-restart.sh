@@ -52,16 +52,7 @@ build_release_binaries
 
 api_pid=""
 load_pid=""
-cleanup() {
-  for pid in "$load_pid" "$api_pid"; do
-    if [[ -n "$pid" ]]; then kill -TERM "$pid" 2>/dev/null || true; fi
-  done
-  wait 2>/dev/null || true
-  if [[ "${FAULT_KEEP:-0}" != 1 ]]; then
-    hbase/hbasectl clean >/dev/null 2>&1 || true
-  fi
-}
-trap cleanup EXIT
+trap 'stop_fault_run "$load_pid" "$api_pid"' EXIT
 
 echo "fault: starting a separate HBase in $HBASE_RUN_DIR (thrift 127.0.0.1:$HBASE_THRIFT_PORT)"
 hbase/hbasectl start

@@ -42,16 +42,7 @@ build_release_binaries
 api_pid=""
 soak_pid=""
 probe_pid=""
-cleanup() {
-  for pid in "$probe_pid" "$soak_pid" "$api_pid"; do
-    if [[ -n "$pid" ]]; then kill -TERM "$pid" 2>/dev/null || true; fi
-  done
-  wait 2>/dev/null || true
-  if [[ "${FAULT_KEEP:-0}" != 1 ]]; then
-    hbase/hbasectl clean >/dev/null 2>&1 || true
-  fi
-}
-trap cleanup EXIT
+trap 'stop_fault_run "$probe_pid" "$soak_pid" "$api_pid"' EXIT
 
 echo "fault: starting a separate HBase in $HBASE_RUN_DIR (thrift $THRIFT_ADDR, zookeeper $HBASE_ZK_PORT)"
 hbase/hbasectl start

@@ -55,3 +55,17 @@ plot_python() {
   fi
   echo "$venv/bin/python3"
 }
+
+# stop_fault_run PID...: the EXIT trap of the fault scripts. Stops the
+# processes given (empty ones are skipped: those already stopped), waits for
+# them, and deletes the script's separate HBase unless FAULT_KEEP=1.
+stop_fault_run() {
+  local pid
+  for pid in "$@"; do
+    if [[ -n "$pid" ]]; then kill -TERM "$pid" 2>/dev/null || true; fi
+  done
+  wait 2>/dev/null || true
+  if [[ "${FAULT_KEEP:-0}" != 1 ]]; then
+    hbase/hbasectl clean >/dev/null 2>&1 || true
+  fi
+}

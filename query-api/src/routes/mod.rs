@@ -98,11 +98,16 @@ pub(crate) async fn answer_kept(
 
 /// A fresh answer: its JSON and its `Cache-Control`.
 fn fresh_response(answer: Answer) -> Response {
-    let json = (header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
-    match answer.cache_control {
-        Some(cache_control) => ([json, (header::CACHE_CONTROL, cache_control)], answer.body).into_response(),
-        None => ([json], answer.body).into_response(),
+    let mut response = json_response(answer.body);
+    if let Some(cache_control) = answer.cache_control {
+        response.headers_mut().insert(header::CACHE_CONTROL, cache_control);
     }
+    response
+}
+
+/// An answer of prepared JSON.
+pub(crate) fn json_response(body: Bytes) -> Response {
+    ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
 }
 
 /// A kept answer served because HBase failed: the same JSON, its `Age`

@@ -6,8 +6,7 @@ use std::time::Instant;
 
 use axum::body::Bytes;
 use axum::extract::State;
-use axum::http::{header, HeaderValue};
-use axum::response::{IntoResponse, Response};
+use axum::response::Response;
 use axum::routing::{post, MethodRouter};
 use base64::alphabet;
 use base64::engine::{DecodePaddingMode, GeneralPurpose, GeneralPurposeConfig};
@@ -17,7 +16,7 @@ use common::store::IndexKind;
 use utoipa::openapi::{HttpMethod, OpenApi};
 use utoipa::Modify;
 
-use super::{answer_kept, ranked_answer, read_page, render, render_error, Unavailable};
+use super::{answer_kept, json_response, ranked_answer, read_page, render, render_error, Unavailable};
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{JsonBody, LimitQuery, ProductId, RawLimitQuery, UserId};
 use crate::last_good::{Answer, PageRead};
@@ -58,8 +57,7 @@ pub async fn seed_product_latest(
     let limit = limit.get();
     answer_kept(&state, PageRead::SeedLatest { product, limit }, async {
         let read_at = Instant::now();
-        let body =
-            seed_page_body(&state, IndexKind::Product, keys::product_comment_prefix(&product), None, limit).await?;
+        let body = seed_page(&state, IndexKind::Product, keys::product_comment_prefix(&product), None, limit).await?;
         Ok(Answer { body, cache_control: None, read_at })
     })
     .await
@@ -82,7 +80,7 @@ pub async fn seed_user_latest(
     UserId(user): UserId,
     LimitQuery(limit): LimitQuery,
 ) -> Result<Response, ApiError> {
-    seed_page(&state, IndexKind::User, keys::user_comment_prefix(&user), None, limit.get()).await
+    seed_page(&state, IndexKind::User, keys::user_comment_prefix(&user), None, limit.get()).await.map(json_response)
 }
 
 /// Seed: the next page of a product's or a user's comments, from the previous
@@ -109,7 +107,7 @@ pub async fn seed_next(index: SeedIndex, state: AppState, request: SeedPageReque
         SeedIndex::Product => IndexKind::Product,
         SeedIndex::User => IndexKind::User,
     };
-    seed_page(&state, kind, prefix, Some(start), limit.get()).await
+    seed_page(&state, kind, prefix, Some(start), limit.get()).await.map(json_response)
 }
 
 /// The route of `index`'s next page: [`seed_next`] bound to that index.
@@ -169,19 +167,8 @@ pub async fn seed_ranked(
     .await
 }
 
-async fn seed_page(
-    state: &AppState,
-    kind: IndexKind,
-    prefix: Vec<u8>,
-    start: Option<Vec<u8>>,
-    limit: usize,
-) -> Result<Response, ApiError> {
-    let body = seed_page_body(state, kind, prefix, start, limit).await?;
-    Ok(([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response())
-}
-
 /// A seed page's JSON: one page of an index and the comments it names.
-async fn seed_page_body(
+async fn seed_page(
     state: &AppState,
     kind: IndexKind,
     prefix: Vec<u8>,
