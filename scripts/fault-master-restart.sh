@@ -46,7 +46,9 @@ trap 'stop_fault_run "$probe_pid" "$soak_pid" "$api_pid"' EXIT
 
 echo "fault: starting a separate HBase in $HBASE_RUN_DIR (thrift $THRIFT_ADDR, zookeeper $HBASE_ZK_PORT)"
 hbase/hbasectl start
-hbase_flags=(--thrift-addr "$THRIFT_ADDR" --table-prefix "$PREFIX")
+# Both gateways of this HBase: without --thrift2-addr the tools would reach
+# for the default Thrift2 port, another HBase's or nobody's.
+hbase_flags=(--thrift-addr "$THRIFT_ADDR" --thrift2-addr "127.0.0.1:$((HBASE_THRIFT_PORT + 1))" --table-prefix "$PREFIX")
 "$BIN/reviews-admin" demo load "${hbase_flags[@]}" --users 500 --products 100 --comments 5000 >"$OUT_DIR/load.txt" 2>&1
 "$BIN/ranker" run "${hbase_flags[@]}" >"$OUT_DIR/ranker.txt" 2>&1
 
