@@ -55,8 +55,8 @@ impl ReadStore {
         self.store.tables()
     }
 
-    /// Whether HBase answers: lists the tables (which reaches the master) once,
-    /// without retries. Readiness of a service that reads these tables.
+    /// Whether HBase answers: lists the tables (which reaches the master),
+    /// retried like a read. Readiness of a service that reads these tables.
     pub async fn check_ready(&self) -> Result<()> {
         self.store.hbase().check_ready().await
     }
