@@ -11,6 +11,8 @@
 
 use std::process::ExitCode;
 
+use crate::store::runs::RunStatus;
+
 /// One row of the exit-status table.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, strum::EnumIter)]
 pub enum ExitStatus {
@@ -45,6 +47,20 @@ impl ExitStatus {
     }
 }
 
+/// How a run's end reads to whoever started it: a lost lease is a failure
+/// (nobody asked the run to stop), a shutdown an interruption. The one
+/// mapping from a run's status to its exit status, for `ranker run` and
+/// `ranker-cron --once` alike.
+impl From<RunStatus> for ExitStatus {
+    fn from(status: RunStatus) -> ExitStatus {
+        match status {
+            RunStatus::Succeeded => ExitStatus::Success,
+            RunStatus::Failed | RunStatus::Lost | RunStatus::Running => ExitStatus::Failure,
+            RunStatus::Interrupted => ExitStatus::Interrupted,
+        }
+    }
+}
+
 impl From<ExitStatus> for ExitCode {
     fn from(status: ExitStatus) -> ExitCode {
         ExitCode::from(status.code())
@@ -76,5 +92,12 @@ mod tests {
         }
         let error = Flags::try_parse_from(["x", "--count", "not-a-number"]).expect_err("bad flag");
         assert_eq!(error.exit_code(), i32::from(ExitStatus::Usage.code()));
+    }
+
+    #[test]
+    fn a_lost_lease_fails_a_shutdown_interrupts_and_only_success_exits_0() {
+        let exits: Vec<ExitStatus> = RunStatus::ENDED.into_iter().map(ExitStatus::from).collect();
+        assert_eq!(exits, [ExitStatus::Success, ExitStatus::Failure, ExitStatus::Interrupted, ExitStatus::Failure]);
+        assert_eq!(ExitStatus::from(RunStatus::Running), ExitStatus::Failure, "a run that never said how it ended");
     }
 }

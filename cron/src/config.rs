@@ -2,12 +2,13 @@
 //! variable, so a systemd unit or a container sets them the same way.
 
 use std::net::SocketAddr;
-use std::path::PathBuf;
 use std::time::Duration;
 
 use common::config::HbaseArgs;
+use common::store::lease::default_holder;
+use ranker::cli::{LeaseArgs, TuningArgs};
 
-use crate::daemon::{default_holder, DaemonSettings, IncrementalNights, StartMode};
+use crate::daemon::{DaemonSettings, IncrementalNights, StartMode};
 use crate::retry::RetryPolicy;
 use crate::schedule::{Schedule, ScheduleError, DEFAULT_EXPRESSION, DEFAULT_ZONE};
 
@@ -51,14 +52,8 @@ pub struct CronArgs {
     #[arg(long)]
     pub once: bool,
 
-    /// The lease's name: daemons sharing it never run at the same time.
-    #[arg(long, env = "RANKER_CRON_LEASE", default_value = "nightly")]
-    pub lease_name: String,
-
-    /// Seconds the lease lasts without renewal (renewed every third of it). A
-    /// crashed daemon's lease lapses after this long.
-    #[arg(long, env = "RANKER_CRON_LEASE_TTL_SECS", default_value_t = 600)]
-    pub lease_ttl_secs: u64,
+    #[command(flatten)]
+    pub lease: LeaseArgs,
 
     /// This daemon's name in the lease and the run history (default: host:pid:random).
     #[arg(long, env = "RANKER_CRON_HOLDER")]
@@ -84,22 +79,9 @@ pub struct CronArgs {
     #[arg(long, env = "RANKER_CRON_NO_METRICS")]
     pub no_metrics: bool,
 
-    /// The ranker's TOML configuration (scoring and pacing); defaults when absent.
-    #[arg(long, env = "RANKER_CONFIG")]
-    pub config: Option<PathBuf>,
-
-    /// Products ranked at once (overrides the configuration file).
-    #[arg(long, env = "RANKER_CONCURRENCY")]
-    pub concurrency: Option<usize>,
-
-    /// Pacing of each run: `on`, at most pacing.max_in_flight HBase calls at once,
-    /// or `off` for a maintenance window (overrides pacing.mode of the configuration file).
-    #[arg(long, value_enum, value_name = "MODE", env = "RANKER_PACE")]
-    pub pace: Option<ranker::PaceMode>,
-
-    /// Hard ceiling on comments per second, in both pacing modes (overrides pacing.max_rate).
-    #[arg(long, value_name = "N", env = "RANKER_MAX_RATE")]
-    pub max_rate: Option<f64>,
+    /// The ranker's configuration file and the flags laid over it.
+    #[command(flatten)]
+    pub tuning: TuningArgs,
 
     /// Incremental nights: a tick ranks only the products whose ranking may
     /// have changed since the last completed run (`ranker run --changed-since
@@ -141,38 +123,12 @@ impl CronArgs {
     /// Validates every setting and builds the daemon's settings.
     pub fn daemon_settings(&self) -> Result<DaemonSettings, ConfigError> {
         let schedule = Schedule::parse(&self.schedule, &self.time_zone)?;
-        if self.lease_ttl_secs < 3 {
-            return Err(ConfigError::Invalid(format!(
-                "--lease-ttl-secs must be at least 3 (it is renewed every third of it), got {}",
-                self.lease_ttl_secs
-            )));
-        }
         if self.retry_attempts == 0 {
             return Err(ConfigError::Invalid("--retry-attempts must be at least 1".to_owned()));
         }
-        let lease_name = self.lease_name.trim();
-        if lease_name.is_empty() {
-            return Err(ConfigError::Invalid("--lease-name must not be empty".to_owned()));
-        }
-        let ranker_config = match &self.config {
-            Some(path) => ranker::RankerConfig::load(path)?,
-            None => ranker::RankerConfig::default(),
-        };
+        let ranker_config = self.tuning.load_config()?;
         // The as-of time is set by each run; the scope of a daemon is every product.
-        let mut run_options = ranker::RunOptions::with_config(ranker::Scope::All, 0, &ranker_config);
-        if let Some(concurrency) = self.concurrency {
-            if concurrency == 0 {
-                return Err(ConfigError::Invalid("--concurrency must be at least 1".to_owned()));
-            }
-            run_options.concurrency = concurrency;
-        }
-        if let Some(mode) = self.pace {
-            run_options.pacing.mode = mode;
-        }
-        if let Some(max_rate) = self.max_rate {
-            run_options.pacing.max_rate = Some(max_rate);
-            run_options.pacing.validate().map_err(|error| ConfigError::Invalid(format!("--max-rate: {error}")))?;
-        }
+        let run_options = self.tuning.options(&ranker_config, ranker::Scope::All, 0, None);
         let incremental = if self.incremental {
             let full_schedule = match &self.full_schedule {
                 Some(expression) => {
@@ -196,9 +152,7 @@ impl CronArgs {
         };
         Ok(DaemonSettings {
             schedule,
-            lease_name: lease_name.to_owned(),
-            lease_ttl: Duration::from_secs(self.lease_ttl_secs),
-            holder,
+            lease: self.lease.settings(holder),
             retry: RetryPolicy {
                 attempts: self.retry_attempts,
                 backoff: Duration::from_secs(self.retry_backoff_secs),
@@ -248,8 +202,8 @@ mod tests {
         let settings = args.daemon_settings().expect("defaults are valid");
         assert_eq!(settings.schedule.expression(), "0 0 3 * * *");
         assert_eq!(settings.schedule.zone(), chrono_tz::Asia::Seoul);
-        assert_eq!(settings.lease_ttl, Duration::from_secs(600));
-        assert_eq!(settings.lease_name, "nightly");
+        assert_eq!(settings.lease.ttl, Duration::from_secs(600));
+        assert_eq!(settings.lease.name, "nightly");
         assert_eq!(settings.retry, RetryPolicy::default());
         assert!(!settings.run_options.dry_run);
         assert_eq!(args.metrics_addr, "127.0.0.1:9464".parse().expect("address"));
@@ -302,7 +256,7 @@ mod tests {
         assert_eq!(args.start_mode(), StartMode::RunNowThenSchedule);
         let settings = args.daemon_settings().expect("valid");
         assert_eq!(settings.run_options.concurrency, 3);
-        assert_eq!(settings.holder, "daemon-a");
+        assert_eq!(settings.lease.holder, "daemon-a");
         assert_eq!(settings.retry.attempts, 1);
         assert_eq!(settings.run_options.pacing.mode, ranker::PaceMode::Off);
         assert_eq!(settings.run_options.pacing.max_rate, Some(25_000.0));
@@ -318,11 +272,10 @@ mod tests {
         assert!(error.to_string().contains("invalid cron expression"), "{error}");
         let error = parse(&["--time-zone", "Mars/Olympus"]).daemon_settings().expect_err("bad zone");
         assert!(error.to_string().contains("unknown time zone \"Mars/Olympus\""), "{error}");
-        assert!(parse(&["--lease-ttl-secs", "1"]).daemon_settings().is_err());
         assert!(parse(&["--retry-attempts", "0"]).daemon_settings().is_err());
-        assert!(parse(&["--concurrency", "0"]).daemon_settings().is_err());
-        assert!(parse(&["--max-rate", "0"]).daemon_settings().is_err());
-        assert!(CronArgs::try_parse_from(["ranker-cron", "--pace", "gentle"]).is_err());
+        for usage in [["--lease-ttl-secs", "1"], ["--concurrency", "0"], ["--max-rate", "0"], ["--pace", "gentle"]] {
+            assert!(CronArgs::try_parse_from([&["ranker-cron"][..], &usage[..]].concat()).is_err(), "{usage:?}");
+        }
         let error = parse(&["--config", "/nonexistent/ranker.toml"]).daemon_settings().expect_err("missing file");
         assert!(error.to_string().contains("/nonexistent/ranker.toml"), "{error}");
     }

@@ -8,8 +8,9 @@
 //!   across daemons through the HBase lease (`common::store::lease`), each
 //!   attempt recorded in the run history (`common::store::runs`), failed runs
 //!   retried per [`retry`], a shutdown finishing the products in flight.
-//! - `ranker::keeper` renews the lease during a run and stops the run if it is
-//!   lost (it lives in the ranker, whose manual full runs take the same lease).
+//! - `ranker::lease` keeps the lease renewed during a slot and stops the run
+//!   if it is lost, and `ranker::recorded` records each attempt: the ranker
+//!   library holds both, since `ranker run` takes the same lease by hand.
 //! - [`metrics`] is what Prometheus scrapes; [`config`] is the command line.
 //!   (`ranker::console::format_runs_table` prints the history for `ranker runs`.)
 
@@ -20,6 +21,6 @@ pub mod retry;
 pub mod schedule;
 
 pub use config::{ConfigError, CronArgs};
-pub use daemon::{default_holder, Daemon, DaemonError, DaemonSettings, IncrementalNights, SlotOutcome, StartMode};
+pub use daemon::{Daemon, DaemonError, DaemonSettings, IncrementalNights, SlotOutcome, StartMode};
 pub use retry::RetryPolicy;
 pub use schedule::{Schedule, ScheduleError};

@@ -23,14 +23,15 @@
 //! each chosen product's current slots, which the ranking needs to delete the
 //! slots it no longer fills.
 
-use std::collections::{BTreeMap, BTreeSet};
+use std::collections::{BTreeMap, BTreeSet, HashSet};
 use std::pin::pin;
 use std::time::Instant;
 
-use common::store::changes::ChangeSource;
+use common::keys::CommentKey;
+use common::store::changes::{ChangeSource, SlotListing};
 use common::store::Store;
 use common::Id;
-use futures_util::{stream, TryStreamExt};
+use futures_util::{stream, Stream, TryStreamExt};
 use serde::Serialize;
 use sha2::{Digest, Sha256};
 use tokio_util::sync::CancellationToken;
@@ -155,31 +156,70 @@ pub(crate) async fn find_products(
     let started = Instant::now();
     let mut report =
         ChangeReport { since_ms: incremental.since_ms, refresh_days: incremental.refresh_days, ..Default::default() };
-    // The two time-range scans are independent; run them side by side.
+    let Some(written) = products_written_since(store, range, incremental.since_ms, pacer, stop, &mut report).await?
+    else {
+        return Ok(None);
+    };
+    let mut walk = SlotWalk::new(written, incremental, as_of_ms);
+    let mut pages = pin!(slot_pages_checked(store, range, pacer, concurrency, stop));
+    while let Some((listing, missing)) = pages.try_next().await? {
+        if stop.is_cancelled() {
+            return Ok(None);
+        }
+        walk.add(&listing, &missing, &mut report);
+    }
+    if stop.is_cancelled() {
+        return Ok(None);
+    }
+    report.products_with_deleted_comments = walk.deleted.len() as u64;
+    report.products_refreshed = walk.refreshed.len() as u64;
+    report.products_to_rank = walk.chosen.len() as u64;
+    report.detection_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    let products = walk.chosen.into_iter().map(|(product, slot_mask)| ChosenProduct { product, slot_mask }).collect();
+    Ok(Some((products, report)))
+}
+
+/// The products in `range` with a comment or an index row written since
+/// `since_ms` (counted in `report`); `None` when stopped. The two time-range
+/// scans are independent, so they run side by side.
+async fn products_written_since(
+    store: &Store,
+    range: &KeyRange,
+    since_ms: i64,
+    pacer: &Pacer,
+    stop: &CancellationToken,
+    report: &mut ChangeReport,
+) -> Result<Option<BTreeSet<Id>>, RankerError> {
     let whole_table = KeyRange::everything();
     let (comments, index) = tokio::try_join!(
-        written_products(store, pacer, ChangeSource::Comments, incremental.since_ms, &whole_table, range, stop),
-        written_products(store, pacer, ChangeSource::ProductIndex, incremental.since_ms, range, range, stop),
+        written_products(store, pacer, ChangeSource::Comments, since_ms, &whole_table, range, stop),
+        written_products(store, pacer, ChangeSource::ProductIndex, since_ms, range, range, stop),
     )?;
     let (Some(comments), Some(index)) = (comments, index) else { return Ok(None) };
     (report.comment_rows_written, report.index_rows_written) = (comments.rows_written, index.rows_written);
     let written: BTreeSet<Id> = comments.products.into_iter().chain(index.products).collect();
     report.products_written = written.len() as u64;
+    Ok(Some(written))
+}
 
-    // The slot walk: every ranked product's slots, its deleted comments and its refresh bucket.
-    let mut chosen: BTreeMap<Id, u16> = written.iter().map(|product| (*product, 0)).collect();
-    let mut deleted = BTreeSet::new();
-    let mut refreshed = BTreeSet::new();
-    let mut masks: BTreeMap<Id, u16> = BTreeMap::new();
-    // Listing slots is cheap (a one-column scan: about 5 ms per 1,000 slots
-    // on the benchmark data) and checking their comments exist is not (about
-    // 27 ms per 1,000, a get per comment on the region servers), so the pages
-    // are listed in key order and up to `concurrency` of them are checked at
-    // once (fewer when the pacer holds fewer turns); `try_buffered` hands
-    // them back in key order, which the settling of complete products below
-    // relies on. The closures own what they use
-    // (clones of handles): futures borrowing from the caller are not `Send`
-    // for every lifetime, which the cron daemon's spawned runs need.
+/// Every rank slot in `range`, a listing step at a time, each step with the
+/// comments its slots name that no longer exist.
+///
+/// Listing slots is cheap (a one-column scan: about 5 ms per 1,000 slots on
+/// the benchmark data) and checking their comments exist is not (about 27 ms
+/// per 1,000, a get per comment on the region servers), so the steps are
+/// listed in key order and up to `concurrency` of them are checked at once
+/// (fewer when the pacer holds fewer turns); `try_buffered` hands them back in
+/// key order, which [`SlotWalk::add`] relies on. The closures own what they
+/// use (clones of handles): futures borrowing from the caller are not `Send`
+/// for every lifetime, which the cron daemon's spawned runs need.
+fn slot_pages_checked(
+    store: &Store,
+    range: &KeyRange,
+    pacer: &Pacer,
+    concurrency: usize,
+    stop: &CancellationToken,
+) -> impl Stream<Item = Result<(SlotListing, HashSet<CommentKey>), common::Error>> {
     let pages = stream::try_unfold(Some(range.start.clone()), {
         let (store, pacer, stop_key, stop) = (store.clone(), pacer.clone(), range.stop.clone(), stop.clone());
         move |start| {
@@ -192,7 +232,7 @@ pub(crate) async fn find_products(
             }
         }
     });
-    let mut checked = pin!(pages
+    pages
         .map_ok({
             let (store, pacer) = (store.clone(), pacer.clone());
             move |listing| {
@@ -204,46 +244,70 @@ pub(crate) async fn find_products(
                 }
             }
         })
-        .try_buffered(concurrency.max(1)));
-    while let Some((listing, missing)) = checked.try_next().await? {
-        if stop.is_cancelled() {
-            return Ok(None);
+        .try_buffered(concurrency.max(1))
+}
+
+/// The slot walk's state: every ranked product's slots, which of them name
+/// deleted comments, and which products are chosen for the run.
+#[derive(Debug)]
+struct SlotWalk {
+    /// Products with rows written since the watermark: chosen whatever their slots say.
+    written: BTreeSet<Id>,
+    incremental: Incremental,
+    as_of_ms: i64,
+    /// The products to rank, with the slots each has now.
+    chosen: BTreeMap<Id, u16>,
+    /// Products with a slot naming a deleted comment.
+    deleted: BTreeSet<Id>,
+    /// Products in the refresh slices of the nights since the last run.
+    refreshed: BTreeSet<Id>,
+    /// Slots seen of products whose slots may go on in the next step.
+    masks: BTreeMap<Id, u16>,
+}
+
+impl SlotWalk {
+    /// A walk that chooses the `written` products whatever their slots say.
+    fn new(written: BTreeSet<Id>, incremental: Incremental, as_of_ms: i64) -> SlotWalk {
+        SlotWalk {
+            chosen: written.iter().map(|product| (*product, 0)).collect(),
+            written,
+            incremental,
+            as_of_ms,
+            deleted: BTreeSet::new(),
+            refreshed: BTreeSet::new(),
+            masks: BTreeMap::new(),
         }
+    }
+
+    /// Takes in one listing step (in key order) and the comments its slots
+    /// name that are gone. Every product but the step's last is complete and
+    /// is settled at once, so memory holds the chosen products, not every
+    /// ranked one.
+    fn add(&mut self, listing: &SlotListing, missing: &HashSet<CommentKey>, report: &mut ChangeReport) {
         report.slots_read += listing.slots.len() as u64;
         for slot in &listing.slots {
-            *masks.entry(slot.product).or_default() |= 1 << (slot.rank - 1);
+            *self.masks.entry(slot.product).or_default() |= 1 << (slot.rank - 1);
             if slot.comment.is_some_and(|comment| missing.contains(&comment)) {
                 report.slots_dangling += 1;
-                deleted.insert(slot.product);
+                self.deleted.insert(slot.product);
             }
         }
-        // Every product but the last of the step is complete: settle it now,
-        // so memory holds the chosen products, not every ranked one.
         let last = listing.slots.last().map(|slot| slot.product);
         let complete: Vec<Id> =
-            masks.keys().filter(|product| Some(**product) != last || listing.next.is_none()).copied().collect();
+            self.masks.keys().filter(|product| Some(**product) != last || listing.next.is_none()).copied().collect();
         for product in complete {
-            let mask = masks.remove(&product).unwrap_or_default();
-            let refresh = incremental
-                .refresh_days
-                .is_some_and(|days| in_refresh_nights(&product, days, incremental.refreshed_until_ms, as_of_ms));
+            let mask = self.masks.remove(&product).unwrap_or_default();
+            let refresh = self.incremental.refresh_days.is_some_and(|days| {
+                in_refresh_nights(&product, days, self.incremental.refreshed_until_ms, self.as_of_ms)
+            });
             if refresh {
-                refreshed.insert(product);
+                self.refreshed.insert(product);
             }
-            if refresh || deleted.contains(&product) || written.contains(&product) {
-                chosen.insert(product, mask);
+            if refresh || self.deleted.contains(&product) || self.written.contains(&product) {
+                self.chosen.insert(product, mask);
             }
         }
     }
-    if stop.is_cancelled() {
-        return Ok(None);
-    }
-    report.products_with_deleted_comments = deleted.len() as u64;
-    report.products_refreshed = refreshed.len() as u64;
-    report.products_to_rank = chosen.len() as u64;
-    report.detection_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    let products = chosen.into_iter().map(|(product, slot_mask)| ChosenProduct { product, slot_mask }).collect();
-    Ok(Some((products, report)))
 }
 
 /// What one time-range scan found.

@@ -8,7 +8,6 @@ use std::time::Duration;
 
 use serde::{Deserialize, Serialize};
 
-use crate::pace::PacingSettings;
 use crate::RankerError;
 
 /// The whole configuration file.
@@ -208,6 +207,11 @@ impl RankerConfig {
             .map_err(|error| RankerError::InvalidConfig(format!("{}: {error}", path.display())))
     }
 
+    /// The file at `path`, or the defaults when there is none.
+    pub fn load_or_default(path: Option<&Path>) -> Result<RankerConfig, RankerError> {
+        path.map_or_else(|| Ok(RankerConfig::default()), RankerConfig::load)
+    }
+
     /// Checks every section.
     pub fn validate(&self) -> Result<(), RankerError> {
         self.scoring.validate()?;
@@ -217,12 +221,7 @@ impl RankerConfig {
         if self.run.product_attempts == 0 {
             return Err(RankerError::InvalidConfig("run.product_attempts must be at least 1".to_owned()));
         }
-        if !(1..=MAX_PAGE_ROWS).contains(&self.run.page_rows) {
-            return Err(RankerError::InvalidConfig(format!(
-                "run.page_rows must be from 1 to {MAX_PAGE_ROWS}, got {}",
-                self.run.page_rows
-            )));
-        }
+        check_page_rows("run.page_rows", self.run.page_rows).map_err(RankerError::InvalidConfig)?;
         self.pacing.validate().map_err(RankerError::InvalidConfig)?;
         self.incremental.validate()?;
         Ok(())
@@ -234,6 +233,80 @@ impl RankerConfig {
 /// rows is at most 320 MiB per product, so eight at once still fit a modest
 /// machine, and pages past a few thousand rows no longer save round trips.
 pub const MAX_PAGE_ROWS: usize = 5_000;
+
+/// The one check of a page size against [`MAX_PAGE_ROWS`], for every setting
+/// that holds one; `setting` names it in the error.
+pub(crate) fn check_page_rows(setting: &str, rows: usize) -> Result<(), String> {
+    if (1..=MAX_PAGE_ROWS).contains(&rows) {
+        Ok(())
+    } else {
+        Err(format!("{setting} must be from 1 to {MAX_PAGE_ROWS}, got {rows}"))
+    }
+}
+
+/// Whether a run paces itself.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
+#[serde(rename_all = "lowercase")]
+pub enum PaceMode {
+    /// At most `max_in_flight` HBase calls at once (the default). `adaptive`,
+    /// the name of an earlier latency-driven law, is accepted for it.
+    #[serde(alias = "adaptive")]
+    #[value(alias = "adaptive")]
+    On,
+    /// As many calls at once as the run's products make: for a maintenance
+    /// window with no readers.
+    Off,
+}
+
+impl PaceMode {
+    /// The mode as flags and reports spell it.
+    pub fn as_str(self) -> &'static str {
+        match self {
+            PaceMode::On => "on",
+            PaceMode::Off => "off",
+        }
+    }
+}
+
+/// How a run is paced (`[pacing]` in the configuration file).
+#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct PacingSettings {
+    /// `on` (default) or `off`.
+    pub mode: PaceMode,
+    /// Ceiling in comments per second, in both modes; `None`: no ceiling.
+    pub max_rate: Option<f64>,
+    /// Index rows (and comments) per page when paced, instead of
+    /// `run.page_rows`: a smaller multi-get holds a gateway thread and a
+    /// region-server handler for less time, so a reader waits behind it less.
+    pub page_rows: usize,
+    /// Most HBase calls (product listing steps, index pages, multi-gets, slot
+    /// reads and writes) a paced run has in flight at once. A call waiting for
+    /// its turn has not reached HBase, so it holds nothing a reader needs.
+    pub max_in_flight: usize,
+}
+
+impl Default for PacingSettings {
+    fn default() -> Self {
+        PacingSettings { mode: PaceMode::On, max_rate: None, page_rows: 250, max_in_flight: 1 }
+    }
+}
+
+impl PacingSettings {
+    /// Refuses values that would stop a run.
+    pub fn validate(&self) -> Result<(), String> {
+        if let Some(max_rate) = self.max_rate {
+            if !(max_rate.is_finite() && max_rate > 0.0) {
+                return Err(format!("pacing.max_rate must be a finite number > 0, got {max_rate}"));
+            }
+        }
+        check_page_rows("pacing.page_rows", self.page_rows)?;
+        if self.max_in_flight == 0 {
+            return Err("pacing.max_in_flight must be at least 1".to_owned());
+        }
+        Ok(())
+    }
+}
 
 #[cfg(test)]
 mod tests {

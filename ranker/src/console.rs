@@ -7,6 +7,7 @@ use std::io::IsTerminal;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
+use common::store::lease::LeaseState;
 use common::summary::{ReviewSummary, STARS};
 use tokio_util::sync::CancellationToken;
 
@@ -103,6 +104,19 @@ async fn log_periodically(progress: Arc<RunProgress>, verb: &'static str, done: 
             "progress: products {verb}"
         );
     }
+}
+
+/// Why a run by hand did not start: who holds the lease `name`, until when,
+/// and what the operator can do instead.
+pub fn lease_busy(name: &str, state: &LeaseState) -> String {
+    let holder =
+        state.holder.clone().or_else(|| state.completed_by.clone()).unwrap_or_else(|| "an unknown holder".to_owned());
+    let expires = chrono::DateTime::from_timestamp_millis(state.expires_ms)
+        .map_or_else(|| state.expires_ms.to_string(), |time| time.to_rfc3339());
+    format!(
+        "the lease {name:?} is held by {holder} until {expires}; another run has the night. Try again later, rerun \
+         single products with --product, or (emergencies only) pass --ignore-lease"
+    )
 }
 
 /// The final summary of a run (or, with `read_only`, of a read pass), as lines of text.

@@ -7,6 +7,7 @@ use std::time::Duration;
 use common::store::runs::{completed_cover, RunKind, RunRecord, RunStatus};
 use common::store::Store;
 
+use crate::lease::StopCause;
 use crate::shard::KeyRange;
 use crate::{Incremental, RankerError, RunOptions, RunReport, Scope};
 
@@ -84,8 +85,8 @@ pub async fn last_watermark(
 /// What makes a run over `scope` incremental from the last completed runs
 /// covering it ([`last_watermark`]), refreshing a `1/refresh_days` slice a
 /// night and the nights since those runs'. `None` when there are none:
-/// the caller ranks every product and says so.
-pub async fn incremental_since_last(
+/// the caller ranks every product.
+async fn incremental_since_last(
     store: &Store,
     scope: &Scope,
     refresh_days: u32,
@@ -97,6 +98,39 @@ pub async fn incremental_since_last(
         refresh_days: Some(refresh_days),
         refreshed_until_ms: Some(watermark.as_of_ms),
     }))
+}
+
+/// How an incremental run finds what changed: since when, and its rolling refresh.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct ChangesWanted {
+    /// From a time, or from the last completed runs covering the run's products.
+    pub since: ChangedSince,
+    /// Every product is re-ranked once in this many nights.
+    pub refresh_days: u32,
+    /// With `since` `last`, subtracted from the last completed runs' start.
+    pub skew_margin: Duration,
+}
+
+/// Makes `options` incremental as `wanted` says, reading the run history for
+/// `last`. With no completed run covering the scope there is nothing to
+/// start from: the run ranks every product, and the log says so.
+pub async fn make_incremental(
+    store: &Store,
+    options: &mut RunOptions,
+    wanted: &ChangesWanted,
+) -> Result<(), RankerError> {
+    options.incremental = match wanted.since {
+        ChangedSince::Time(since_ms) => {
+            Some(Incremental { since_ms, refresh_days: Some(wanted.refresh_days), refreshed_until_ms: None })
+        }
+        ChangedSince::Last => {
+            incremental_since_last(store, &options.scope, wanted.refresh_days, wanted.skew_margin).await?
+        }
+    };
+    if options.incremental.is_none() {
+        tracing::warn!("no completed runs covering these products in the run history: ranking every product");
+    }
+    Ok(())
 }
 
 /// Writes a run record; a failure is logged, never fatal: the ranking matters
@@ -135,43 +169,50 @@ pub fn started_record(
     record
 }
 
-/// Writes how a run ended into its record. `shut_down` says whether the
-/// process is shutting down, which tells an interruption by a signal from one
-/// by a lost lease.
-pub fn conclude(record: &mut RunRecord, result: &Result<RunReport, RankerError>, shut_down: bool) {
-    match result {
-        Ok(report) => {
-            record.products = report.products_ranked;
-            record.comments_scored = report.comments_scored;
-            record.slots_written = report.slots_written;
-            record.slots_deleted = report.slots_deleted;
-            record.products_changed = report.changes.as_ref().map(|changes| changes.products_to_rank);
-            record.failures = u64::try_from(report.failures.len()).unwrap_or(u64::MAX);
-            record.failure_samples = report
-                .failures
-                .iter()
-                .take(FAILURE_SAMPLES)
-                .map(|failure| format!("{}: {}", failure.product, failure.error))
-                .collect();
-            record.status = if report.interrupted {
-                record.error = Some(if shut_down {
-                    "stopped by a shutdown signal after finishing the products in flight".to_owned()
-                } else {
-                    "stopped after finishing the products in flight".to_owned()
-                });
-                RunStatus::Interrupted
-            } else if report.failures.is_empty() {
-                RunStatus::Succeeded
-            } else {
-                record.error = Some(format!("{} products could not be ranked", report.failures.len()));
-                RunStatus::Failed
-            };
-        }
-        Err(error) => {
-            record.status = RunStatus::Failed;
-            record.error = Some(error.to_string());
-        }
+/// How a run ended: its status and, unless it succeeded, why. The one
+/// reading of a run's result, for its record and for the exit status of a
+/// run nobody records. `stopped` says why the run was told to stop, if it was.
+pub fn end_of(result: &Result<RunReport, RankerError>, stopped: Option<&StopCause>) -> (RunStatus, Option<String>) {
+    let report = match result {
+        Ok(report) => report,
+        Err(error) => return (RunStatus::Failed, Some(error.to_string())),
+    };
+    if report.interrupted {
+        return match stopped {
+            Some(StopCause::LeaseLost(reason)) => {
+                (RunStatus::Lost, Some(format!("lease lost: {reason}; stopped after finishing the products in flight")))
+            }
+            Some(StopCause::Shutdown) | None => (
+                RunStatus::Interrupted,
+                Some("stopped by a shutdown signal after finishing the products in flight".to_owned()),
+            ),
+        };
     }
+    if report.failures.is_empty() {
+        (RunStatus::Succeeded, None)
+    } else {
+        (RunStatus::Failed, Some(format!("{} products could not be ranked", report.failures.len())))
+    }
+}
+
+/// Writes how a run ended into its record: its counts, status and error
+/// ([`end_of`]).
+pub fn conclude(record: &mut RunRecord, result: &Result<RunReport, RankerError>, stopped: Option<&StopCause>) {
+    if let Ok(report) = result {
+        record.products = report.products_ranked;
+        record.comments_scored = report.comments_scored;
+        record.slots_written = report.slots_written;
+        record.slots_deleted = report.slots_deleted;
+        record.products_changed = report.changes.as_ref().map(|changes| changes.products_to_rank);
+        record.failures = u64::try_from(report.failures.len()).unwrap_or(u64::MAX);
+        record.failure_samples = report
+            .failures
+            .iter()
+            .take(FAILURE_SAMPLES)
+            .map(|failure| format!("{}: {}", failure.product, failure.error))
+            .collect();
+    }
+    (record.status, record.error) = end_of(result, stopped);
 }
 
 #[cfg(test)]
@@ -253,7 +294,7 @@ mod tests {
         let mut record = started();
         let mut clean = report(0, false);
         clean.changes = Some(ChangeReport { products_to_rank: 7, ..ChangeReport::default() });
-        conclude(&mut record, &Ok(clean), false);
+        conclude(&mut record, &Ok(clean), None);
         assert_eq!(record.status, RunStatus::Succeeded);
         assert_eq!(
             (record.products, record.comments_scored, record.slots_written, record.slots_deleted, record.failures),
@@ -265,7 +306,7 @@ mod tests {
     #[test]
     fn failed_products_fail_the_attempt_and_the_first_twenty_are_kept() {
         let mut record = started();
-        conclude(&mut record, &Ok(report(25, false)), false);
+        conclude(&mut record, &Ok(report(25, false)), None);
         assert_eq!((record.status, record.failures), (RunStatus::Failed, 25));
         assert_eq!(record.failure_samples.len(), FAILURE_SAMPLES);
         assert_eq!(record.failure_samples[0], "p0: HBase is unavailable");
@@ -273,21 +314,29 @@ mod tests {
     }
 
     #[test]
-    fn an_interruption_says_whether_a_shutdown_caused_it() {
+    fn a_stopped_run_says_whether_a_shutdown_or_a_lost_lease_stopped_it() {
         let mut by_signal = started();
-        conclude(&mut by_signal, &Ok(report(1, true)), true);
+        conclude(&mut by_signal, &Ok(report(1, true)), Some(&StopCause::Shutdown));
         assert_eq!(by_signal.status, RunStatus::Interrupted, "an interruption is not a failure");
         assert!(by_signal.error.as_deref().is_some_and(|error| error.contains("shutdown signal")), "{by_signal:?}");
-        let mut otherwise = started();
-        conclude(&mut otherwise, &Ok(report(0, true)), false);
-        assert_eq!(otherwise.status, RunStatus::Interrupted);
-        assert_eq!(otherwise.error.as_deref(), Some("stopped after finishing the products in flight"));
+        let mut taken_over = started();
+        let reason = "the lease was taken over (now held by usurper)".to_owned();
+        conclude(&mut taken_over, &Ok(report(0, true)), Some(&StopCause::LeaseLost(reason)));
+        assert_eq!(taken_over.status, RunStatus::Lost);
+        assert_eq!(
+            taken_over.error.as_deref(),
+            Some(
+                "lease lost: the lease was taken over (now held by usurper); stopped after finishing the products in \
+                 flight"
+            )
+        );
+        assert_eq!(taken_over.products, 7, "the counts of what it did before it stopped");
     }
 
     #[test]
     fn a_run_the_ranker_refused_fails_with_its_reason() {
         let mut record = started();
-        conclude(&mut record, &Err(RankerError::InvalidOptions("page_rows must be at least 1".to_owned())), false);
+        conclude(&mut record, &Err(RankerError::InvalidOptions("page_rows must be at least 1".to_owned())), None);
         assert_eq!(record.status, RunStatus::Failed);
         assert_eq!(record.error.as_deref(), Some("invalid run options: page_rows must be at least 1"));
     }

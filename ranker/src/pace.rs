@@ -27,81 +27,13 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use serde::{Deserialize, Serialize};
+use serde::Serialize;
 use tokio::time::Instant;
+
+use crate::config::{PaceMode, PacingSettings};
 
 /// How much of the rate the bucket holds when full: a tenth of a second's worth.
 const BURST_SECONDS: f64 = 0.1;
-
-/// Whether a run paces itself.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize, clap::ValueEnum)]
-#[serde(rename_all = "lowercase")]
-pub enum PaceMode {
-    /// At most `max_in_flight` HBase calls at once (the default). `adaptive`,
-    /// the name of an earlier latency-driven law, is accepted for it.
-    #[serde(alias = "adaptive")]
-    #[value(alias = "adaptive")]
-    On,
-    /// As many calls at once as the run's products make: for a maintenance
-    /// window with no readers.
-    Off,
-}
-
-impl PaceMode {
-    /// The mode as flags and reports spell it.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            PaceMode::On => "on",
-            PaceMode::Off => "off",
-        }
-    }
-}
-
-/// How a run is paced (`[pacing]` in the configuration file).
-#[derive(Debug, Clone, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct PacingSettings {
-    /// `on` (default) or `off`.
-    pub mode: PaceMode,
-    /// Ceiling in comments per second, in both modes; `None`: no ceiling.
-    pub max_rate: Option<f64>,
-    /// Index rows (and comments) per page when paced, instead of
-    /// `run.page_rows`: a smaller multi-get holds a gateway thread and a
-    /// region-server handler for less time, so a reader waits behind it less.
-    pub page_rows: usize,
-    /// Most HBase calls (product listing steps, index pages, multi-gets, slot
-    /// reads and writes) a paced run has in flight at once. A call waiting for
-    /// its turn has not reached HBase, so it holds nothing a reader needs.
-    pub max_in_flight: usize,
-}
-
-impl Default for PacingSettings {
-    fn default() -> Self {
-        PacingSettings { mode: PaceMode::On, max_rate: None, page_rows: 250, max_in_flight: 1 }
-    }
-}
-
-impl PacingSettings {
-    /// Refuses values that would stop a run.
-    pub fn validate(&self) -> Result<(), String> {
-        if let Some(max_rate) = self.max_rate {
-            if !(max_rate.is_finite() && max_rate > 0.0) {
-                return Err(format!("pacing.max_rate must be a finite number > 0, got {max_rate}"));
-            }
-        }
-        if !(1..=crate::config::MAX_PAGE_ROWS).contains(&self.page_rows) {
-            return Err(format!(
-                "pacing.page_rows must be from 1 to {}, got {}",
-                crate::config::MAX_PAGE_ROWS,
-                self.page_rows
-            ));
-        }
-        if self.max_in_flight == 0 {
-            return Err("pacing.max_in_flight must be at least 1".to_owned());
-        }
-        Ok(())
-    }
-}
 
 /// What pacing did during a run (part of [`crate::RunReport`]).
 #[derive(Debug, Clone, PartialEq, Serialize)]

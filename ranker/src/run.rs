@@ -13,9 +13,10 @@ use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
 use crate::changes::{find_products, ChosenProduct};
+use crate::config::PaceMode;
 use crate::discovery::{Discovery, ListingRetry};
 use crate::fetch::CommentFetcher;
-use crate::pace::{PaceMode, Pacer};
+use crate::pace::Pacer;
 use crate::product::{
     existing_slot_mask, rank_product, stream_comments, IndexReader, ProductJob, ProductOutcome, StreamOptions,
 };
@@ -53,6 +54,8 @@ pub async fn read_pass(store: &Store, options: &RunOptions, stop: CancellationTo
     drive(store, options, stop, Pass::ReadOnly).await
 }
 
+/// A run in named steps: set up the workers, choose the products, rank each,
+/// and complete the report.
 async fn drive(
     store: &Store,
     options: &RunOptions,
@@ -62,7 +65,23 @@ async fn drive(
     options.validate()?;
     let started = Instant::now();
     let pacer = Pacer::new(&options.pacing);
-    let mut report = RunReport {
+    let mut report = empty_report(options, pass, &pacer);
+    let worker = Worker::new(store, options, pass, &pacer, &stop);
+    let products = choose_products(store, options, &pacer, &stop, &mut report).await?;
+    rank_each(products, &worker, options.concurrency, &stop, &mut report).await;
+    report.interrupted |= stop.is_cancelled();
+    // Each ranked product's summary is written with its ranking, in the same call.
+    report.summaries_written = if report.dry_run { 0 } else { report.products_ranked };
+    report.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
+    report.pacing = pacer.report(report.comments_scored, started.elapsed());
+    report.comment_fetches = worker.job.fetcher.calls();
+    log_finished(&report);
+    Ok(report)
+}
+
+/// The report of a run that has done nothing yet.
+fn empty_report(options: &RunOptions, pass: Pass, pacer: &Pacer) -> RunReport {
+    RunReport {
         as_of_ms: options.as_of_ms,
         dry_run: options.dry_run || pass == Pass::ReadOnly,
         interrupted: false,
@@ -77,87 +96,63 @@ async fn drive(
         duration_ms: 0,
         pacing: pacer.report(0, Duration::ZERO),
         changes: None,
-    };
-    // Smaller pages when paced: a reader queues behind a big multi-get for
-    // as long as it holds a gateway thread and a handler.
-    let page_rows = match options.pacing.mode {
-        PaceMode::On => options.pacing.page_rows,
-        PaceMode::Off => options.page_rows,
-    };
-    let fetcher = CommentFetcher::new(store.clone(), pacer.clone(), page_rows);
-    // Counted whether or not anybody watches: the counts feed the metrics too.
-    let progress = options.progress.clone().unwrap_or_default();
-    let job = Arc::new(ProductJob {
-        scoring: Arc::new(options.scoring.clone()),
-        as_of_ms: options.as_of_ms,
-        writer: (!report.dry_run).then(|| SlotWriter::start(store.clone(), pacer.clone())),
-        page_rows,
-        pacer: pacer.clone(),
-        fetcher: fetcher.clone(),
-        progress: progress.clone(),
-    });
-    let worker = Worker {
-        store: store.clone(),
-        job,
-        pass,
-        attempts: options.product_attempts,
-        // Uncapped: a product has few attempts, so its pauses stay short.
-        backoff: Backoff::uncapped(options.retry_backoff),
-        stop: stop.clone(),
-    };
-    tracing::info!(
-        scope = ?options.scope,
-        as_of_ms = options.as_of_ms,
-        dry_run = report.dry_run,
-        ?pass,
-        concurrency = options.concurrency,
-        pace = options.pacing.mode.as_str(),
-        max_rate = options.pacing.max_rate,
-        page_rows,
-        "run started"
-    );
+    }
+}
 
-    let mut products = match (&options.scope, options.incremental) {
-        (Scope::Product(product), _) => Products::One(Some(*product)),
+/// The products in `options.scope`, one at a time: the one product, those an
+/// incremental run finds changed (what it found goes in the report), or the
+/// listing of a key range.
+async fn choose_products(
+    store: &Store,
+    options: &RunOptions,
+    pacer: &Pacer,
+    stop: &CancellationToken,
+    report: &mut RunReport,
+) -> Result<Products, RankerError> {
+    let range = match &options.scope {
+        Scope::Product(product) => return Ok(Products::One(Some(*product))),
         // A shard left without keys (fewer places to cut than shards) has nothing to rank.
-        (Scope::Shard { range, .. }, _) if range.is_empty() => Products::One(None),
-        (scope, Some(incremental)) => {
-            let range = scope.key_range().unwrap_or_else(KeyRange::everything);
-            match find_products(store, &range, incremental, options.as_of_ms, &pacer, options.concurrency, &stop)
-                .await?
-            {
-                Some((chosen, changes)) => {
-                    tracing::info!(
-                        since_ms = changes.since_ms,
-                        refresh_days = changes.refresh_days,
-                        products_written = changes.products_written,
-                        products_with_deleted_comments = changes.products_with_deleted_comments,
-                        products_refreshed = changes.products_refreshed,
-                        products_to_rank = changes.products_to_rank,
-                        detection_ms = changes.detection_ms,
-                        "found the products to rank"
-                    );
-                    report.changes = Some(changes);
-                    Products::Chosen(chosen.into_iter())
-                }
-                // Stopped while searching: nothing ranked, reported as interrupted below.
-                None => Products::Chosen(Vec::new().into_iter()),
-            }
-        }
-        (Scope::All, None) => {
-            Products::Listed(Discovery::start(store, &pacer, &KeyRange::everything(), listing_retry(options), &stop))
-        }
-        (Scope::Shard { range, .. }, None) => {
-            Products::Listed(Discovery::start(store, &pacer, range, listing_retry(options), &stop))
-        }
+        Scope::Shard { range, .. } if range.is_empty() => return Ok(Products::One(None)),
+        scope => scope.key_range().unwrap_or_else(KeyRange::everything),
     };
+    let Some(incremental) = options.incremental else {
+        return Ok(Products::Listed(Discovery::start(store, pacer, &range, listing_retry(options), stop)));
+    };
+    let found = find_products(store, &range, incremental, options.as_of_ms, pacer, options.concurrency, stop).await?;
+    // Stopped while searching: nothing ranked, reported as interrupted.
+    let Some((chosen, changes)) = found else { return Ok(Products::Chosen(Vec::new().into_iter())) };
+    tracing::info!(
+        since_ms = changes.since_ms,
+        refresh_days = changes.refresh_days,
+        products_written = changes.products_written,
+        products_with_deleted_comments = changes.products_with_deleted_comments,
+        products_refreshed = changes.products_refreshed,
+        products_to_rank = changes.products_to_rank,
+        detection_ms = changes.detection_ms,
+        "found the products to rank"
+    );
+    report.changes = Some(changes);
+    Ok(Products::Chosen(chosen.into_iter()))
+}
+
+/// Ranks `products`, `concurrency` at a time, folding each outcome (and each
+/// listing failure) into `report`. When `stop` is cancelled no new product
+/// starts; those in flight finish.
+async fn rank_each(
+    mut products: Products,
+    worker: &Worker,
+    concurrency: usize,
+    stop: &CancellationToken,
+    report: &mut RunReport,
+) {
+    let progress = &worker.job.progress;
     let mut in_flight: JoinSet<Result<ProductOutcome, String>> = JoinSet::new();
     // Which product each task ranks, so that even a task that panicked is reported by name.
     let mut task_products: HashMap<tokio::task::Id, Id> = HashMap::new();
     loop {
-        while in_flight.len() >= options.concurrency {
+        while in_flight.len() >= concurrency {
             if let Some(done) = in_flight.join_next_with_id().await {
-                record(&mut report, &mut task_products, done, &progress);
+                record(report, &mut task_products, done, progress);
             }
         }
         let next = tokio::select! {
@@ -185,14 +180,11 @@ async fn drive(
     // Stop discovery before waiting on the products in flight.
     drop(products);
     while let Some(done) = in_flight.join_next_with_id().await {
-        record(&mut report, &mut task_products, done, &progress);
+        record(report, &mut task_products, done, progress);
     }
-    report.interrupted |= stop.is_cancelled();
-    // Each ranked product's summary is written with its ranking, in the same call.
-    report.summaries_written = if report.dry_run { 0 } else { report.products_ranked };
-    report.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
-    report.pacing = pacer.report(report.comments_scored, started.elapsed());
-    report.comment_fetches = fetcher.calls();
+}
+
+fn log_finished(report: &RunReport) {
     tracing::info!(
         products = report.products_ranked,
         comments = report.comments_scored,
@@ -207,7 +199,6 @@ async fn drive(
         comment_fetches = report.comment_fetches,
         "run finished"
     );
-    Ok(report)
 }
 
 fn listing_retry(options: &RunOptions) -> ListingRetry {
@@ -291,6 +282,48 @@ struct Worker {
 }
 
 impl Worker {
+    /// The workers of a run under `options`, sharing one pacer and fetcher;
+    /// logs how the run is set up.
+    fn new(store: &Store, options: &RunOptions, pass: Pass, pacer: &Pacer, stop: &CancellationToken) -> Worker {
+        let dry_run = options.dry_run || pass == Pass::ReadOnly;
+        // Smaller pages when paced: a reader queues behind a big multi-get for
+        // as long as it holds a gateway thread and a handler.
+        let page_rows = match options.pacing.mode {
+            PaceMode::On => options.pacing.page_rows,
+            PaceMode::Off => options.page_rows,
+        };
+        let job = Arc::new(ProductJob {
+            scoring: Arc::new(options.scoring.clone()),
+            as_of_ms: options.as_of_ms,
+            writer: (!dry_run).then(|| SlotWriter::start(store.clone(), pacer.clone())),
+            page_rows,
+            pacer: pacer.clone(),
+            fetcher: CommentFetcher::new(store.clone(), pacer.clone(), page_rows),
+            // Counted whether or not anybody watches: the counts feed the metrics too.
+            progress: options.progress.clone().unwrap_or_default(),
+        });
+        tracing::info!(
+            scope = ?options.scope,
+            as_of_ms = options.as_of_ms,
+            dry_run,
+            ?pass,
+            concurrency = options.concurrency,
+            pace = options.pacing.mode.as_str(),
+            max_rate = options.pacing.max_rate,
+            page_rows,
+            "run started"
+        );
+        Worker {
+            store: store.clone(),
+            job,
+            pass,
+            attempts: options.product_attempts,
+            // Uncapped: a product has few attempts, so its pauses stay short.
+            backoff: Backoff::uncapped(options.retry_backoff),
+            stop: stop.clone(),
+        }
+    }
+
     /// One product, with retries.
     async fn product(&self, found: ProductToRank) -> Result<ProductOutcome, String> {
         let mut attempt = 1;

@@ -24,7 +24,7 @@ use serde::{Deserialize, Serialize};
 use tokio::task::JoinSet;
 
 use crate::shard::{estimate, plan_ranges, CountBucket, KeyRange, RangeEstimate, Shard};
-use crate::RankerError;
+use crate::{RankerError, Scope};
 
 /// Keys read per step of the count's keys-only scan.
 const COUNT_PAGE_ROWS: usize = 5_000;
@@ -159,6 +159,26 @@ pub async fn agree_on_plan(
     }
 }
 
+/// The scope of `shard`: its key range in the plan of run `plan_id`, agreed
+/// through HBase ([`agree_on_plan`]) before anything reads the range.
+pub async fn shard_scope(store: &Store, shard: Shard, plan_id: &str, may_store: bool) -> Result<Scope, RankerError> {
+    let (plan, origin) = agree_on_plan(store, plan_id, shard.count, may_store).await?;
+    let range = plan.range(shard)?;
+    let estimate = plan.shards[shard.index as usize].estimate;
+    tracing::info!(
+        %shard,
+        plan_id,
+        ?origin,
+        plan_created_by = %plan.created_by,
+        start = %common::store::escape(&range.start),
+        stop = %range.stop.as_deref().map_or_else(|| "(end of table)".to_owned(), common::store::escape),
+        estimated_products = estimate.products,
+        estimated_comments = estimate.comments,
+        "ranking the shard's key range"
+    );
+    Ok(Scope::Shard { shard, range })
+}
+
 fn decode(bytes: &[u8], count: u32) -> Result<ShardPlan, RankerError> {
     let plan: ShardPlan = serde_json::from_slice(bytes)
         .map_err(|error| RankerError::ShardPlan(format!("the stored shard plan does not decode: {error}")))?;
@@ -181,7 +201,7 @@ pub async fn compute_plan(store: &Store, plan_id: &str, count: u32) -> Result<Sh
         plan_id: plan_id.to_owned(),
         count,
         created_ms: chrono::Utc::now().timestamp_millis(),
-        created_by: crate::keeper::default_holder(),
+        created_by: common::store::lease::default_holder(),
         regions: regions.len(),
         counted_products: counted.iter().map(|bucket| bucket.products).sum(),
         counted_comments: counted.iter().map(|bucket| bucket.comments).sum(),

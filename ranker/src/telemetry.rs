@@ -13,6 +13,7 @@
 use std::time::Duration;
 
 use common::store::runs::RunStatus;
+use metrics_exporter_prometheus::{PrometheusHandle, PrometheusRecorder};
 
 /// Counter: products a run finished, by `result` (`ranked`, `failed`).
 pub const PRODUCTS: &str = "reviews_ranker_products_total";
@@ -62,7 +63,7 @@ pub fn describe_run_gauges() {
     metrics::describe_gauge!(RUN_LAST_DURATION, metrics::Unit::Seconds, "Duration of the latest run");
     metrics::describe_gauge!(
         RUN_LAST_OUTCOME,
-        "1 for the latest run's outcome (succeeded, failed, interrupted), 0 for the others"
+        "1 for the latest run's outcome (succeeded, failed, interrupted, lost), 0 for the others"
     );
     metrics::describe_gauge!(RUN_IN_PROGRESS, "1 while the run goes, 0 once it ended");
 }
@@ -157,6 +158,61 @@ impl Pushgateway {
     }
 }
 
+/// A run's metrics on their way to a Pushgateway: the process's recorder, a
+/// task pushing them every [`PUSH_INTERVAL`], and the last push at the end.
+#[derive(Debug)]
+pub struct RunPush {
+    gateway: Pushgateway,
+    handle: PrometheusHandle,
+    periodic: tokio::task::JoinHandle<()>,
+}
+
+impl RunPush {
+    /// Installs the process's metrics recorder and starts the periodic pushes
+    /// to group `scope` at `url`, the first at once: the counters start at 0
+    /// in the Pushgateway, so the alerts' `increase()` sees this run's first
+    /// failed product.
+    pub fn start(url: &str, scope: &str) -> Result<RunPush, metrics::SetRecorderError<PrometheusRecorder>> {
+        let recorder = common::telemetry::prometheus_builder().build_recorder();
+        let handle = recorder.handle();
+        metrics::set_global_recorder(recorder)?;
+        common::telemetry::describe_shared_metrics();
+        describe_metrics();
+        describe_run_gauges();
+        initialize_counters();
+        metrics::gauge!(RUN_IN_PROGRESS).set(1.0);
+        let gateway = Pushgateway::new(url, scope);
+        let periodic = tokio::spawn({
+            let (gateway, handle) = (gateway.clone(), handle.clone());
+            async move {
+                let mut ticks = tokio::time::interval(PUSH_INTERVAL);
+                loop {
+                    ticks.tick().await;
+                    if let Err(error) = gateway.push(handle.render()).await {
+                        tracing::warn!(%error, "pushing the run's progress failed; the next push tries again");
+                    }
+                }
+            }
+        });
+        Ok(RunPush { gateway, handle, periodic })
+    }
+
+    /// Sets the outcome gauges of a run that ended as `outcome` after
+    /// `duration`, and pushes them; `None` pushes nothing more (the run never
+    /// started: another run of this scope holds the lease and pushes its own
+    /// outcome). A failed push is logged: the run's outcome does not depend on it.
+    pub async fn finish(self, outcome: Option<RunStatus>, duration: Duration) {
+        self.periodic.abort();
+        let Some(outcome) = outcome else { return };
+        let now_seconds = chrono::Utc::now().timestamp_millis() as f64 / 1_000.0;
+        run_ended(outcome, now_seconds, duration);
+        match self.gateway.push(self.handle.render()).await {
+            Ok(()) => tracing::info!(outcome = outcome.as_str(), "pushed the run's metrics"),
+            Err(error) => tracing::error!(%error, "pushing the run's outcome failed; alerts see the previous one"),
+        }
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -172,6 +228,6 @@ mod tests {
     #[test]
     fn outcomes_are_named_as_the_alerts_expect() {
         let names: Vec<&str> = RunStatus::ENDED.into_iter().map(RunStatus::as_str).collect();
-        assert_eq!(names, ["succeeded", "failed", "interrupted"]);
+        assert_eq!(names, ["succeeded", "failed", "interrupted", "lost"]);
     }
 }

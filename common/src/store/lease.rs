@@ -162,6 +162,19 @@ fn ttl_ms(ttl: Duration) -> i64 {
     i64::try_from(ttl.as_millis()).unwrap_or(i64::MAX)
 }
 
+/// A name for this process in leases and the run history: `host:pid:random`.
+/// The random part tells apart two daemons in one process (tests) and a
+/// restarted daemon that got the same pid.
+pub fn default_holder() -> String {
+    let host = nix::unistd::gethostname()
+        .ok()
+        .and_then(|name| name.into_string().ok())
+        .filter(|name| !name.is_empty())
+        .unwrap_or_else(|| "unknown-host".to_owned());
+    let host: String = host.chars().map(|c| if c.is_ascii_graphic() { c } else { '_' }).collect();
+    format!("{host}:{}:{:08x}", std::process::id(), rand::random::<u32>())
+}
+
 impl Store {
     /// Reads a lease's current value.
     pub async fn lease(&self, name: &str) -> Result<Option<LeaseState>> {
@@ -341,5 +354,17 @@ mod tests {
         assert_eq!(json["expiresMs"], 42);
         assert_eq!(json["completedSlotMs"], 7);
         assert_eq!(serde_json::from_slice::<LeaseState>(&bytes).expect("decode"), lease);
+    }
+
+    #[test]
+    fn the_holder_name_is_host_pid_and_a_random_part() {
+        let holder = default_holder();
+        let parts: Vec<&str> = holder.rsplitn(3, ':').collect();
+        assert_eq!(parts.len(), 3, "{holder}");
+        assert_eq!(parts[1], std::process::id().to_string());
+        assert_eq!(parts[0].len(), 8);
+        assert!(!parts[2].is_empty());
+        assert_ne!(default_holder(), holder, "two daemons in one process get different names");
+        assert!(holder.bytes().all(|byte| byte.is_ascii_graphic()));
     }
 }

@@ -15,7 +15,6 @@ pub const MAX_RUN_ID_LEN: usize = 128;
 /// Rows fetched per round trip when listing runs.
 const RUN_PAGE_ROWS: usize = 100;
 
-/// A product key range `[start, stop)` (`stop` `None`: to the table's end).
 /// Where a run stands.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "lowercase")]
@@ -26,13 +25,18 @@ pub enum RunStatus {
     Succeeded,
     /// Ended with an error, or with products that could not be ranked.
     Failed,
-    /// Stopped early (a shutdown, a lost lease, or a holder that stopped renewing).
+    /// Stopped early by a shutdown, or closed by the daemon that took over
+    /// the lease of a holder that stopped renewing it (crashed or killed).
     Interrupted,
+    /// Stopped early because its lease was taken over or could not be renewed
+    /// in time: another run may have the night, so this one gave it up.
+    Lost,
 }
 
 impl RunStatus {
     /// How a run can end (every status but `Running`).
-    pub const ENDED: [RunStatus; 3] = [RunStatus::Succeeded, RunStatus::Failed, RunStatus::Interrupted];
+    pub const ENDED: [RunStatus; 4] =
+        [RunStatus::Succeeded, RunStatus::Failed, RunStatus::Interrupted, RunStatus::Lost];
 
     /// The lower-case name used in the stored JSON, listings and metric labels.
     pub fn as_str(self) -> &'static str {
@@ -41,6 +45,7 @@ impl RunStatus {
             RunStatus::Succeeded => "succeeded",
             RunStatus::Failed => "failed",
             RunStatus::Interrupted => "interrupted",
+            RunStatus::Lost => "lost",
         }
     }
 }

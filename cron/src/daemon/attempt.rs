@@ -5,9 +5,10 @@
 //! from the shared history.
 
 use common::store::runs::{RunRecord, RunStatus};
+use ranker::history::{ChangedSince, ChangesWanted};
+use ranker::lease::RunStop;
 use ranker::recorded::RunIdentity;
 use ranker::RankerError;
-use tokio_util::sync::CancellationToken;
 
 use super::{utc, Daemon, Inner};
 use crate::metrics;
@@ -18,15 +19,14 @@ const LAST_SUCCESS_SEARCH: usize = 50;
 impl Daemon {
     /// One attempt: a recorded run ([`ranker::recorded::run_recorded`]) as
     /// of the slot's time, prepared by [`Daemon::prepare`], with its metrics.
-    pub(super) async fn attempt(&self, slot_ms: i64, attempt: u32, stop: &CancellationToken) -> RunRecord {
-        let Inner { store, settings, clock, shutdown, .. } = self.inner.as_ref();
+    pub(super) async fn attempt(&self, slot_ms: i64, attempt: u32, stop: &RunStop) -> RunRecord {
+        let Inner { store, settings, clock, .. } = self.inner.as_ref();
         // Every attempt at a slot ranks as of the slot's time, so retries and
         // the other daemon would write exactly the same slots.
         let mut options = settings.run_options.clone();
         options.as_of_ms = slot_ms;
         options.dry_run = false;
-        let identity =
-            RunIdentity { run_id: run_id(slot_ms, attempt), holder: settings.holder.clone(), slot_ms, attempt };
+        let identity = RunIdentity::scheduled(settings.lease.holder.clone(), slot_ms, attempt);
         let timer = std::time::Instant::now();
         metrics::run_in_progress(true);
         let outcome = ranker::recorded::run_recorded(
@@ -35,8 +35,7 @@ impl Daemon {
             identity,
             clock.as_ref(),
             async |options: &mut ranker::RunOptions| self.prepare(slot_ms, options).await,
-            stop.clone(),
-            shutdown,
+            stop,
         )
         .await;
         metrics::run_in_progress(false);
@@ -64,20 +63,12 @@ impl Daemon {
             tracing::info!(slot = %utc(slot_ms), "the full schedule's slot: ranking every product");
             return Ok(());
         }
-        options.incremental = ranker::history::incremental_since_last(
-            &self.inner.store,
-            &options.scope,
-            nights.refresh_days,
-            nights.skew_margin,
-        )
-        .await?;
-        if options.incremental.is_none() {
-            tracing::warn!(
-                slot = %utc(slot_ms),
-                "no completed run in the history to start an incremental run from: ranking every product"
-            );
-        }
-        Ok(())
+        let wanted = ChangesWanted {
+            since: ChangedSince::Last,
+            refresh_days: nights.refresh_days,
+            skew_margin: nights.skew_margin,
+        };
+        ranker::history::make_incremental(&self.inner.store, options, &wanted).await
     }
 
     /// Writes a run record ([`ranker::history::save`]: a failure is logged, never fatal).
@@ -98,28 +89,5 @@ impl Daemon {
             }
             Err(error) => tracing::warn!(%error, "could not read the run history for the last-success gauge"),
         }
-    }
-}
-
-/// An attempt's id: the slot's time, the attempt number and a random part
-/// (two daemons may attempt one slot).
-fn run_id(slot_ms: i64, attempt: u32) -> String {
-    format!("{}-a{attempt}-{:06x}", utc(slot_ms).format("%Y%m%dT%H%M%SZ"), rand::random::<u32>() >> 8)
-}
-
-#[cfg(test)]
-mod tests {
-    use common::store::runs::validate_run_id;
-
-    use super::*;
-
-    const SLOT_MS: i64 = 1_795_000_000_000;
-
-    #[test]
-    fn attempt_ids_name_the_slot_and_attempt_and_differ_between_daemons() {
-        let id = run_id(SLOT_MS, 2);
-        assert!(id.starts_with("20261118T110640Z-a2-"), "{id}");
-        assert!(validate_run_id(&id).is_ok(), "{id}");
-        assert_ne!(run_id(SLOT_MS, 2), run_id(SLOT_MS, 2), "two daemons' attempts at one slot differ");
     }
 }

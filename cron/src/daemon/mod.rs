@@ -30,6 +30,7 @@ use std::time::Duration;
 use chrono::{DateTime, Utc};
 use common::store::lease::Clock;
 use common::store::Store;
+use ranker::lease::LeaseSettings;
 use tokio_cron_scheduler::JobSchedulerError;
 use tokio_util::sync::CancellationToken;
 use tokio_util::task::TaskTracker;
@@ -41,7 +42,6 @@ mod attempt;
 mod slot;
 mod ticker;
 
-pub use ranker::keeper::default_holder;
 pub use slot::SlotOutcome;
 
 /// Everything the daemon needs to know besides the store and the clock.
@@ -49,13 +49,9 @@ pub use slot::SlotOutcome;
 pub struct DaemonSettings {
     /// When to run.
     pub schedule: Schedule,
-    /// The lease's name (its row in `ranker-lease`); daemons that must not run
-    /// at the same time share it.
-    pub lease_name: String,
-    /// How long the lease lasts without renewal; renewed every third of it.
-    pub lease_ttl: Duration,
-    /// This daemon's name in the lease and the history (`host:pid:random`).
-    pub holder: String,
+    /// The lease each slot is run under, and this daemon's name in it and in
+    /// the history (`host:pid:random` unless configured).
+    pub lease: LeaseSettings,
     /// How failed runs are retried.
     pub retry: RetryPolicy,
     /// The ranker's options; each run sets its own as-of time.
@@ -154,22 +150,5 @@ impl Daemon {
     /// The daemon's settings.
     pub fn settings(&self) -> &DaemonSettings {
         &self.inner.settings
-    }
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn the_holder_name_is_host_pid_and_a_random_part() {
-        let holder = default_holder();
-        let parts: Vec<&str> = holder.rsplitn(3, ':').collect();
-        assert_eq!(parts.len(), 3, "{holder}");
-        assert_eq!(parts[1], std::process::id().to_string());
-        assert_eq!(parts[0].len(), 8);
-        assert!(!parts[2].is_empty());
-        assert_ne!(default_holder(), holder, "two daemons in one process get different names");
-        assert!(holder.bytes().all(|byte| byte.is_ascii_graphic()));
     }
 }

@@ -9,10 +9,9 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
 
 use common::exit::ExitStatus;
-use common::store::lease::{LeaseRequest, LeaseState, ReleaseOutcome, TakeOutcome};
+use common::store::lease::{LeaseRequest, LeaseState, TakeOutcome};
 use common::store::runs::{RunRecord, RunStatus};
-use ranker::keeper::{keep_lease, KeeperEnd, StoreRenewer};
-use tokio_util::sync::CancellationToken;
+use ranker::lease::{while_held, KeeperEnd, RunStop};
 
 use super::{utc, Daemon, DaemonError, Inner};
 use crate::metrics;
@@ -37,15 +36,11 @@ pub enum SlotOutcome {
 
 impl SlotOutcome {
     /// The process exit status for `--once` (the table in `common::exit`): 0
-    /// succeeded (or already done), 1 failed, 75 skipped because another run
-    /// holds the lease (try later), 130 interrupted.
+    /// succeeded (or already done), 1 failed or lost its lease, 75 skipped
+    /// because another run holds the lease (try later), 130 interrupted.
     pub fn exit_status(&self) -> ExitStatus {
         match self {
-            SlotOutcome::Ran(record) => match record.status {
-                RunStatus::Succeeded => ExitStatus::Success,
-                RunStatus::Failed | RunStatus::Running => ExitStatus::Failure,
-                RunStatus::Interrupted => ExitStatus::Interrupted,
-            },
+            SlotOutcome::Ran(record) => ExitStatus::from(record.status),
             SlotOutcome::AlreadyCompleted(_) => ExitStatus::Success,
             SlotOutcome::Stopped => ExitStatus::Interrupted,
             SlotOutcome::Overlap | SlotOutcome::LeaseHeld(_) => ExitStatus::TryLater,
@@ -100,13 +95,8 @@ impl Daemon {
     }
 
     async fn run_slot_exclusively(&self, slot_ms: i64) -> Result<SlotOutcome, DaemonError> {
-        let Inner { store, settings, clock, .. } = self.inner.as_ref();
-        let request = LeaseRequest {
-            name: settings.lease_name.clone(),
-            holder: settings.holder.clone(),
-            slot_ms,
-            ttl: settings.lease_ttl,
-        };
+        let Inner { store, settings, clock, shutdown, .. } = self.inner.as_ref();
+        let request = settings.lease.request(slot_ms);
         let mut standing_by = false;
         let lease = loop {
             let Some(outcome) = self.take_lease_patiently(&request).await? else {
@@ -127,7 +117,7 @@ impl Daemon {
                     }
                     tokio::select! {
                         () = self.inner.shutdown.cancelled() => return Ok(SlotOutcome::LeaseHeld(state)),
-                        () = tokio::time::sleep(standby_poll(settings.lease_ttl)) => {}
+                        () = tokio::time::sleep(standby_poll(settings.lease.ttl)) => {}
                     }
                 }
                 TakeOutcome::Held(state) => {
@@ -156,39 +146,14 @@ impl Daemon {
                 }
             }
         };
-        tracing::info!(slot = %utc(slot_ms), lease = %settings.lease_name, "took the lease");
-
-        let stop = self.inner.shutdown.child_token();
-        let keeper_done = CancellationToken::new();
-        let keeper = tokio::spawn(keep_lease(
-            StoreRenewer::new(store.clone(), lease, clock.clone()),
-            settings.lease_ttl / 3,
-            clock.clone(),
-            keeper_done.clone(),
-            stop.clone(),
-        ));
-        let (last, completed) = self.attempts(slot_ms, &stop).await;
-        keeper_done.cancel();
-        let mut last = last;
-        match keeper.await {
-            Ok((renewer, KeeperEnd::Kept)) => {
-                match store.release_lease(renewer.into_lease(), completed, clock.as_ref()).await {
-                    Ok(ReleaseOutcome::Released) => tracing::info!(completed, "released the lease"),
-                    Ok(ReleaseOutcome::NotOurs(state)) => tracing::warn!(
-                        holder = state.and_then(|state| state.holder).unwrap_or_default(),
-                        "the lease was no longer ours at release; left it alone"
-                    ),
-                    Err(error) => tracing::error!(%error, "releasing the lease failed; it lapses at its expiry"),
-                }
-            }
-            Ok((_, KeeperEnd::Lost(reason))) => {
-                metrics::lease_lost();
-                if let Some(record) = last.as_mut().filter(|record| record.status == RunStatus::Interrupted) {
-                    record.error = Some(format!("lease lost: {reason}"));
-                    self.save(record).await;
-                }
-            }
-            Err(error) => tracing::error!(%error, "the lease keeper failed; the lease lapses at its expiry"),
+        tracing::info!(slot = %utc(slot_ms), lease = %settings.lease.name, "took the lease");
+        // A shutdown stops the attempt in progress through its parent token.
+        let stop = RunStop::child_of(shutdown);
+        let attempts = self.attempts(slot_ms, &stop);
+        let ((last, _), end) =
+            while_held(store, clock, lease, settings.lease.ttl, &stop, attempts, |(_, completed)| *completed).await;
+        if let KeeperEnd::Lost(_) = end {
+            metrics::lease_lost();
         }
         Ok(last.map_or(SlotOutcome::Stopped, SlotOutcome::Ran))
     }
@@ -222,7 +187,7 @@ impl Daemon {
     /// more, or `stop` is cancelled. Returns the last attempt's record and
     /// whether the slot counts as completed (succeeded, or failed with every
     /// attempt spent).
-    async fn attempts(&self, slot_ms: i64, stop: &CancellationToken) -> (Option<RunRecord>, bool) {
+    async fn attempts(&self, slot_ms: i64, stop: &RunStop) -> (Option<RunRecord>, bool) {
         let policy = self.inner.settings.retry;
         let attempts = policy.attempts.max(1);
         let mut last: Option<RunRecord> = None;
@@ -230,11 +195,11 @@ impl Daemon {
             if let Some(delay) = policy.delay_before(attempt) {
                 tracing::info!(attempt, ?delay, "retrying the failed run after a pause");
                 tokio::select! {
-                    () = stop.cancelled() => break,
+                    () = stop.token().cancelled() => break,
                     () = tokio::time::sleep(delay) => {}
                 }
             }
-            if stop.is_cancelled() {
+            if stop.token().is_cancelled() {
                 break;
             }
             let record = self.attempt(slot_ms, attempt, stop).await;
@@ -278,13 +243,13 @@ impl Daemon {
 }
 
 /// Whether a slot counts as completed after its last attempt: it succeeded,
-/// or it failed with every attempt spent. An interrupted run leaves the slot
-/// to the next tick or the other daemon.
+/// or it failed with every attempt spent. A run interrupted (or stopped by
+/// a lost lease) leaves the slot to the next tick or the other daemon.
 fn slot_completed(last: Option<&RunRecord>, attempts: u32) -> bool {
     last.is_some_and(|record| match record.status {
         RunStatus::Succeeded => true,
         RunStatus::Failed => record.attempt >= attempts,
-        RunStatus::Running | RunStatus::Interrupted => false,
+        RunStatus::Running | RunStatus::Interrupted | RunStatus::Lost => false,
     })
 }
 
@@ -315,6 +280,7 @@ mod tests {
         assert_eq!(SlotOutcome::Ran(record(RunStatus::Succeeded)).exit_status(), ExitStatus::Success);
         assert_eq!(SlotOutcome::Ran(record(RunStatus::Failed)).exit_status(), ExitStatus::Failure);
         assert_eq!(SlotOutcome::Ran(record(RunStatus::Interrupted)).exit_status(), ExitStatus::Interrupted);
+        assert_eq!(SlotOutcome::Ran(record(RunStatus::Lost)).exit_status(), ExitStatus::Failure);
         assert_eq!(SlotOutcome::AlreadyCompleted(free.clone()).exit_status(), ExitStatus::Success);
         assert_eq!(SlotOutcome::LeaseHeld(free).exit_status(), ExitStatus::TryLater);
         assert_eq!(SlotOutcome::Overlap.exit_status(), ExitStatus::TryLater);
@@ -337,6 +303,7 @@ mod tests {
         assert!(!slot_completed(Some(&record(RunStatus::Failed, 2)), 3), "an attempt is left");
         assert!(slot_completed(Some(&record(RunStatus::Failed, 3)), 3), "every attempt spent");
         assert!(!slot_completed(Some(&record(RunStatus::Interrupted, 3)), 3));
+        assert!(!slot_completed(Some(&record(RunStatus::Lost, 3)), 3));
         assert!(!slot_completed(Some(&record(RunStatus::Running, 1)), 3));
     }
 }

@@ -35,7 +35,7 @@ impl Daemon {
             expression = schedule.expression(),
             zone = %schedule.zone(),
             next = ?schedule.next_after(Utc::now()),
-            holder = %self.inner.settings.holder,
+            holder = %self.inner.settings.lease.holder,
             "ranking scheduled"
         );
         if mode == StartMode::RunNowThenSchedule {

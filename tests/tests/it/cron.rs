@@ -17,6 +17,7 @@ use cron::{Daemon, DaemonSettings, RetryPolicy, Schedule, SlotOutcome, StartMode
 use integration_tests::fixtures::post_numbered;
 use integration_tests::{fresh_store, test_id, wait_for};
 use ranker::console::format_runs_table;
+use ranker::lease::LeaseSettings;
 
 /// A clock the test moves by hand, so lease expiry needs no waiting.
 #[derive(Debug)]
@@ -63,9 +64,7 @@ fn settings(holder: &str, expression: &str, attempts: u32) -> DaemonSettings {
     run_options.concurrency = 4;
     DaemonSettings {
         schedule: Schedule::parse(expression, "UTC").expect("schedule"),
-        lease_name: "nightly".to_owned(),
-        lease_ttl: Duration::from_secs(10),
-        holder: holder.to_owned(),
+        lease: LeaseSettings { name: "nightly".to_owned(), ttl: Duration::from_secs(10), holder: holder.to_owned() },
         retry: RetryPolicy { attempts, backoff: Duration::from_millis(200), max_backoff: Duration::from_millis(200) },
         run_options,
         incremental: None,

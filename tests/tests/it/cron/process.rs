@@ -20,6 +20,7 @@ use integration_tests::{
 };
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use ranker::lease::LeaseSettings;
 
 const PRODUCTS: u64 = 150;
 const COMMENTS_PER_PRODUCT: u64 = 3;
@@ -165,9 +166,7 @@ async fn a_killed_holders_lease_lapses_and_the_next_tick_proceeds() {
     // A second daemon ticking every second waits out the dead holder's lease, then runs.
     let settings = DaemonSettings {
         schedule: Schedule::parse("* * * * * *", "UTC").expect("schedule"),
-        lease_name: "nightly".to_owned(),
-        lease_ttl: Duration::from_secs(3),
-        holder: "survivor".to_owned(),
+        lease: LeaseSettings { name: "nightly".to_owned(), ttl: Duration::from_secs(3), holder: "survivor".to_owned() },
         retry: RetryPolicy { attempts: 1, ..RetryPolicy::default() },
         run_options: {
             let mut options = ranker::RunOptions::new(ranker::Scope::All, 0);
@@ -397,8 +396,10 @@ fn usage_errors_exit_2_in_every_binary() {
         ),
     ];
     for (binary, args, message) in cases {
+        // Built (when stale) before the clock starts: the bound is the binary's, not cargo's.
+        let binary_path = cargo_binary(binary);
         let started = Instant::now();
-        let output = Command::new(cargo_binary(binary))
+        let output = Command::new(binary_path)
             .args(args)
             .args(["--thrift-addr", "127.0.0.1:1"])
             .output()
@@ -617,6 +618,13 @@ async fn a_run_whose_lease_is_taken_over_stops_and_exits_1() {
     assert!(report["products_ranked"].as_u64().expect("count") < PRODUCTS, "{report}");
     let lease = store.lease("nightly").await.expect("read").expect("row");
     assert_eq!(lease.holder.as_deref(), Some("usurper"), "the stopped run left the new holder's lease alone");
+    // The history says the run lost its lease, not that a signal stopped it.
+    let runs = store.recent_runs(10).await.expect("read the run history");
+    let [record] = &runs[..] else { panic!("one recorded run: {runs:?}") };
+    assert_eq!(record.status, RunStatus::Lost, "{record:?}");
+    let error = record.error.as_deref().unwrap_or_default();
+    assert!(error.contains("taken over") && error.contains("usurper"), "{record:?}");
+    assert!(record.ended_ms.is_some(), "{record:?}");
 }
 
 /// query-api's `reviews_api_connections_open` (its main listener's

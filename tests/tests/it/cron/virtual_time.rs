@@ -11,6 +11,7 @@ use common::store::lease::{Clock, LeaseRequest, SystemClock, TakeOutcome};
 use common::store::runs::RunStatus;
 use cron::{Daemon, DaemonSettings, RetryPolicy, Schedule, SlotOutcome};
 use integration_tests::fresh_store;
+use ranker::lease::LeaseSettings;
 
 /// Wall-clock time that moves with tokio's (paused) time, so a lease's
 /// expiry passes in virtual minutes as it would in real ones.
@@ -34,9 +35,11 @@ async fn failed_runs_are_retried_after_the_policys_backoff_while_the_lease_is_ke
     run_options.page_rows = 0;
     let settings = DaemonSettings {
         schedule: Schedule::parse("0 0 3 * * *", "Asia/Seoul").expect("schedule"),
-        lease_name: "nightly".to_owned(),
-        lease_ttl: Duration::from_secs(600),
-        holder: "daemon-a".to_owned(),
+        lease: LeaseSettings {
+            name: "nightly".to_owned(),
+            ttl: Duration::from_secs(600),
+            holder: "daemon-a".to_owned(),
+        },
         retry: RetryPolicy { attempts: 3, backoff: Duration::from_secs(300), max_backoff: Duration::from_secs(1_800) },
         run_options,
         incremental: None,

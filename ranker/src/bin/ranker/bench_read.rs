@@ -1,0 +1,28 @@
+//! `ranker bench-read`: what `run` reads, without scoring or writing.
+
+use anyhow::{Context, Result};
+use clap::Args;
+use common::exit::ExitStatus;
+use common::store::lease::default_holder;
+use ranker::recorded::ByHand;
+use ranker::{PaceMode, RunOptions};
+
+use crate::pass::{self, PassArgs};
+
+#[derive(Debug, Args)]
+pub struct BenchReadArgs {
+    #[command(flatten)]
+    pub pass: PassArgs,
+}
+
+pub async fn execute(args: BenchReadArgs) -> Result<ExitStatus> {
+    let config = args.pass.tuning.load_config().context("loading the configuration")?;
+    // The raw baseline: unpaced unless --pace says otherwise.
+    let options = args.pass.options(&config, crate::now_ms(), Some(PaceMode::Off));
+    let store = args.pass.hbase.store().context("configuring HBase access")?;
+    // A read pass uses the run's stored shard plan if there is one, else a fresh one it does not store.
+    let prepare = async |options: &mut RunOptions| args.pass.scope.narrow_to_shard(&store, options, None, false).await;
+    let by_hand = ByHand { lease: None, record: false, read_only: true, holder: default_holder() };
+    let ended = pass::run_pass(&store, &args.pass, options, by_hand, prepare).await?;
+    Ok(ended.map_or(ExitStatus::TryLater, ExitStatus::from))
+}
