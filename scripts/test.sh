@@ -10,7 +10,7 @@
 # hbase/run-test, Thrift1 port 9190, Thrift2 port 9191, ZooKeeper port 21910;
 # TEST_THRIFT_PORT, TEST_THRIFT2_PORT and TEST_ZK_PORT move them), so they never touch
 # the data of the HBase that scripts/demo.sh runs, and tables left by earlier
-# runs cannot pile up. It is stopped when the script ends.
+# runs cannot pile up. It is killed and its data deleted when the script ends.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
@@ -20,11 +20,38 @@ export HBASE_ZK_PORT="${TEST_ZK_PORT:-21910}"
 export HBASE_THRIFT2_PORT="${TEST_THRIFT2_PORT:-$((HBASE_THRIFT_PORT + 1))}"
 export REVIEWS_THRIFT_ADDR="127.0.0.1:$HBASE_THRIFT_PORT"
 export REVIEWS_THRIFT2_ADDR="127.0.0.1:$HBASE_THRIFT2_PORT"
+# The suite creates and drops about a thousand tables in one HBase JVM; with
+# the default 3 GiB its master ran into full collections of one to three
+# seconds after a couple of runs, long enough to time a request out.
+export HBASE_MASTER_HEAP="${HBASE_MASTER_HEAP:-4g}"
 
+# Each phase's wall time is printed as it ends and again all together at the
+# end, so a slow run says where its time went.
+phase_name=""
+phase_started=$SECONDS
+phase_times=""
+phase() {
+    if [[ -n "$phase_name" ]]; then
+        phase_times+="$(printf '  %-34s %4d s' "$phase_name" $((SECONDS - phase_started)))"$'\n'
+        echo "test.sh: $phase_name took $((SECONDS - phase_started)) s" >&2
+    fi
+    phase_name="${1:-}"
+    phase_started=$SECONDS
+}
+
+# HBase's jars resolve from Maven Central while the workspace compiles (on a
+# fresh machine that download is most of HBase's start); it needs little CPU.
+classpath_log="$(mktemp)"
+hbase/hbasectl classpath >"$classpath_log" 2>&1 &
+classpath_pid=$!
+
+phase "format"
 cargo fmt --all --check
+phase "clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # The services build without common's `test-support` feature (raw HBase access
 # for the integration tests), dev-dependencies included: query-api never writes.
+phase "feature check"
 for service in query-api ranker cron; do
     if cargo tree -p "$service" -e features --locked | grep -q test-support; then
         echo "$service must not depend on common's test-support feature" >&2
@@ -33,28 +60,43 @@ for service in query-api ranker cron; do
 done
 # The alerting and recording rules parse and every alert fires when it should
 # and only then; this also installs what the live monitoring test runs.
+phase "monitoring rules"
 deploy/monitoring/check.sh
 # Build everything before HBase starts, so the two do not compete for the CPU.
 # The tests that spawn a binary have Cargo build it (`integration_tests::cargo_binary`
 # runs `cargo build --workspace --bin <name>`), which finds it up to date after this.
+phase "build binaries"
 cargo build --workspace --bins --locked
+phase "build tests"
 cargo test --workspace --locked --no-run
 
-hbase/hbasectl clean
-trap 'hbase/hbasectl stop || true' EXIT
+phase "start HBase"
+if ! wait "$classpath_pid"; then
+    cat "$classpath_log" >&2
+    exit 1
+fi
+rm -f "$classpath_log"
+# The tests' HBase is thrown away after each run: killed, not shut down cleanly.
+hbase/hbasectl discard
+trap 'hbase/hbasectl discard || true' EXIT
 hbase/hbasectl start
 
 # The integration tests mostly wait on HBase, so more threads than cores
 # shortens the run; each test owns its tables, so they do not interfere.
 results="$(mktemp)"
-trap 'rm -f "$results"; hbase/hbasectl stop || true' EXIT
+trap 'rm -f "$results"; hbase/hbasectl discard || true' EXIT
 status=0
+phase "tests"
 cargo test --workspace --locked -- --test-threads "${TEST_THREADS:-8}" 2>&1 | tee "$results" || status=$?
 # The OpenAPI document against the live service, on the same HBase: a
 # schema-driven fuzzer with every check on (scripts/fuzz-api.sh).
+phase "API fuzzer"
 scripts/fuzz-api.sh || status=1
+phase "stop HBase"
 trap 'rm -f "$results"' EXIT
-hbase/hbasectl stop || true
+hbase/hbasectl discard || true
+phase
+printf 'test.sh: time by phase\n%s  %-34s %4d s\n' "$phase_times" "total" "$SECONDS" >&2
 
 # cargo prints one "test result" line per test binary, the last of which is
 # often a doc-test binary with nothing in it; this closing line adds them all

@@ -15,7 +15,7 @@ use common::store::runs::{RunKind, RunStatus};
 pub const LAST_SUCCESS: &str = "reviews_ranker_cron_last_success_timestamp_seconds";
 /// How long this daemon's latest run attempt took.
 pub const LAST_DURATION: &str = "reviews_ranker_cron_last_run_duration_seconds";
-/// Run attempts of this daemon by outcome (`succeeded`, `failed`, `interrupted`).
+/// Run attempts of this daemon by outcome (`succeeded`, `failed`, `interrupted`, `lost`).
 pub const RUNS: &str = "reviews_ranker_cron_runs_total";
 /// Ticks by what came of them (`ran`, `overlap`, `lease_held`, `completed`, `error`).
 pub const TICKS: &str = "reviews_ranker_cron_ticks_total";

@@ -17,9 +17,9 @@ use serde::Serialize;
 use crate::config::ScoringConfig;
 use crate::fetch::CommentFetcher;
 use crate::pace::Pacer;
-use crate::product::{stream_comments, IndexReader, StreamOptions};
+use crate::product::{stream_comments, IndexReader, StreamOptions, StreamTotals};
 use crate::score::{score_terms, ScoreTerms};
-use crate::select::{rank_order, Candidate, PassReason, TopComments, MAX_PICKS};
+use crate::select::{rank_order, Candidate, PassReason, Selection, TopComments, MAX_PICKS};
 use crate::RankerError;
 
 /// Characters of content shown per comment.
@@ -144,54 +144,8 @@ pub async fn explain(
     page_rows: usize,
 ) -> Result<Explanation, RankerError> {
     scoring.validate()?;
-    let config = Arc::new(scoring.clone());
-    let work = {
-        let config = config.clone();
-        move |(pool, too_short): &mut (TopComments, TooShort), comments: Vec<Comment>| {
-            pool.offer_comments(
-                &config,
-                as_of_ms,
-                &comments,
-                Some(&mut |comment, terms| too_short.offer(comment, terms)),
-            );
-        }
-    };
-    let state = (TopComments::new(MAX_PICKS), TooShort::default());
-    let pacer = Pacer::unlimited();
-    let index = IndexReader::for_product(store, product, None, page_rows.max(1), &pacer);
-    let fetcher = CommentFetcher::new(store.clone(), pacer, page_rows);
-    // The reviews the run as of the same time would count in its summary.
-    let options = StreamOptions { progress: None, marker: None, summary_through_ms: as_of_ms };
-    let ((pool, too_short), totals) = stream_comments(product, index, &fetcher, state, work, options).await?;
-    let selection = pool.finish();
-
-    // A too-short comment is notable when it would have ranked above the last
-    // pick, or when the list had room for it.
-    let last_pick = (selection.picks.len() == MAX_PICKS).then(|| selection.picks[MAX_PICKS - 1]);
-    let too_short: Vec<Candidate> = too_short
-        .into_sorted()
-        .into_iter()
-        .filter(|candidate| last_pick.is_none_or(|last| rank_order(candidate, &last).is_lt()))
-        .collect();
-
-    let mut left_out: Vec<(Candidate, LeftOutReason)> = selection
-        .passed_over
-        .iter()
-        .map(|passed| {
-            let reason = match passed.reason {
-                PassReason::DuplicateContent { rank } => LeftOutReason::DuplicateContent { rank },
-                PassReason::SameUser { rank } => LeftOutReason::SameUser { rank },
-            };
-            (passed.candidate, reason)
-        })
-        .chain(
-            too_short
-                .iter()
-                .map(|candidate| (*candidate, LeftOutReason::TooShort { chars: 0, min_chars: scoring.min_chars })),
-        )
-        .collect();
-    left_out.sort_by(|(left, _), (right, _)| rank_order(left, right));
-
+    let (selection, too_short, totals) = rank_like_a_run(store, product, as_of_ms, scoring, page_rows).await?;
+    let left_out = notable_left_out(&selection, too_short, scoring);
     let wanted: Vec<CommentKey> = selection
         .picks
         .iter()
@@ -200,7 +154,6 @@ pub async fn explain(
         .collect();
     let comments = fetch(store, &wanted).await?;
     let summary = |key: &CommentKey| comments.get(key).map(|comment| summarize(scoring, comment, as_of_ms));
-
     let ranked = selection
         .picks
         .iter()
@@ -230,6 +183,62 @@ pub async fn explain(
         ranked,
         left_out,
     })
+}
+
+/// Streams `product`'s comments through the selection a run makes, keeping
+/// aside the best of those too short to rank: the selection, those, and what
+/// the stream read.
+async fn rank_like_a_run(
+    store: &Store,
+    product: &Id,
+    as_of_ms: i64,
+    scoring: &ScoringConfig,
+    page_rows: usize,
+) -> Result<(Selection, TooShort, StreamTotals), RankerError> {
+    let config = Arc::new(scoring.clone());
+    let work = move |(pool, too_short): &mut (TopComments, TooShort), comments: Vec<Comment>| {
+        pool.offer_comments(&config, as_of_ms, &comments, Some(&mut |comment, terms| too_short.offer(comment, terms)));
+    };
+    let state = (TopComments::new(MAX_PICKS), TooShort::default());
+    let pacer = Pacer::unlimited();
+    let index = IndexReader::for_product(store, product, None, page_rows.max(1), &pacer);
+    let fetcher = CommentFetcher::new(store.clone(), pacer, page_rows);
+    // The reviews the run as of the same time would count in its summary.
+    let options = StreamOptions { progress: None, marker: None, summary_through_ms: as_of_ms };
+    let ((pool, too_short), totals) = stream_comments(product, index, &fetcher, state, work, options).await?;
+    Ok((pool.finish(), too_short, totals))
+}
+
+/// The comments worth saying why they were left out, best first: those the
+/// selection passed over (a duplicate, a second by one user), and the too
+/// short ones that would have ranked above the last pick, or any when the
+/// list had room.
+fn notable_left_out(
+    selection: &Selection,
+    too_short: TooShort,
+    scoring: &ScoringConfig,
+) -> Vec<(Candidate, LeftOutReason)> {
+    let last_pick = (selection.picks.len() == MAX_PICKS).then(|| selection.picks[MAX_PICKS - 1]);
+    let too_short = too_short
+        .into_sorted()
+        .into_iter()
+        .filter(|candidate| last_pick.is_none_or(|last| rank_order(candidate, &last).is_lt()));
+    let mut left_out: Vec<(Candidate, LeftOutReason)> = selection
+        .passed_over
+        .iter()
+        .map(|passed| {
+            let reason = match passed.reason {
+                PassReason::DuplicateContent { rank } => LeftOutReason::DuplicateContent { rank },
+                PassReason::SameUser { rank } => LeftOutReason::SameUser { rank },
+            };
+            (passed.candidate, reason)
+        })
+        .chain(
+            too_short.map(|candidate| (candidate, LeftOutReason::TooShort { chars: 0, min_chars: scoring.min_chars })),
+        )
+        .collect();
+    left_out.sort_by(|(left, _), (right, _)| rank_order(left, right));
+    left_out
 }
 
 async fn fetch(store: &Store, keys: &[CommentKey]) -> Result<HashMap<CommentKey, Comment>, RankerError> {
