@@ -9,7 +9,7 @@
 # and keeps the load on for TAIL seconds after the ranker ends. Then the same
 # with `ranker run --pace off`. Then, with no readers, an unpaced `ranker run
 # --pace off` and a `ranker bench-read`, for the wall-time and throughput
-# ratios of the targets. About 10 minutes.
+# ratios of the targets. About 12 minutes.
 #
 # Prints, per phase: the p50/p99 of every window, shed and 5xx counts,
 # query-api's RSS, the GC pauses of the region server and the Thrift gateway
@@ -20,7 +20,7 @@
 # target/plot-venv on first use, or set PLOT_PYTHON).
 #
 # Environment: CONTENTION_RATE (req/s, default 500), CONTENTION_REST_SECS
-# (default 60), CONTENTION_TAIL_SECS (default 30), CONTENTION_PORT (default
+# (default 180), CONTENTION_TAIL_SECS (default 30), CONTENTION_PORT (default
 # 18090), REVIEWS_THRIFT_ADDR (default 127.0.0.1:9090), PLOT_PYTHON (default
 # target/plot-venv's), CONTENTION_PHASES (default "paced unpaced idle"; a subset runs only
 # those, and the summary covers what ran). Stays out of CI: it needs the
@@ -43,7 +43,11 @@ cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib.sh
 
 RATE="${CONTENTION_RATE:-500}"
-REST="${CONTENTION_REST_SECS:-60}"
+# At rest long enough for query-api's caches to fill: at 500 req/s its RSS
+# climbs from about 60 to about 245 MiB in the first two minutes (the ranked
+# cache and the last good copies, both bounded) and then stays flat, and the
+# rest figures are its last 30 s.
+REST="${CONTENTION_REST_SECS:-180}"
 TAIL="${CONTENTION_TAIL_SECS:-30}"
 PORT="${CONTENTION_PORT:-18090}"
 THRIFT_ADDR="${REVIEWS_THRIFT_ADDR:-127.0.0.1:9090}"

@@ -116,7 +116,7 @@ impl Daemon {
                         standing_by = true;
                     }
                     tokio::select! {
-                        () = self.inner.shutdown.cancelled() => return Ok(SlotOutcome::LeaseHeld(state)),
+                        () = shutdown.cancelled() => return Ok(SlotOutcome::LeaseHeld(state)),
                         () = tokio::time::sleep(standby_poll(settings.lease.ttl)) => {}
                     }
                 }

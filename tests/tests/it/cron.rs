@@ -71,6 +71,16 @@ fn settings(holder: &str, expression: &str, attempts: u32) -> DaemonSettings {
     }
 }
 
+/// A clock an hour ahead, to which every lease held now has lapsed.
+#[derive(Debug)]
+struct AnHourLater;
+
+impl Clock for AnHourLater {
+    fn now_ms(&self) -> i64 {
+        SystemClock.now_ms() + 3_600_000
+    }
+}
+
 fn ran(outcome: &SlotOutcome) -> &RunRecord {
     match outcome {
         SlotOutcome::Ran(record) => record,
@@ -330,6 +340,45 @@ async fn a_tick_while_the_previous_run_goes_on_is_skipped() {
     assert_eq!(runs.len(), 1, "the skipped tick left no record: {runs:#?}");
     let next = daemon.run_slot(first_slot + 1_000).await.expect("slot");
     assert_eq!(ran(&next).status, RunStatus::Succeeded, "once the run ended, the next tick runs");
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_whose_lease_is_taken_over_is_recorded_as_lost_and_leaves_the_slot_open() {
+    let store = fresh_store("cron_lease_lost").await;
+    seed(&store, 40, 3).await;
+    // Slow enough (120 comments at 20/s) to be mid-run when the lease goes;
+    // the 10-s lease is renewed every 3.3 s, which is when the loss is seen.
+    let mut settings = settings("daemon-a", "0 0 3 * * *", 3);
+    settings.run_options.concurrency = 1;
+    settings.run_options.pacing.max_rate = Some(20.0);
+    let daemon = Daemon::new(store.clone(), settings, Arc::new(SystemClock));
+    let slot_ms = now_ms() - 60_000;
+    let running = tokio::spawn({
+        let daemon = daemon.clone();
+        async move { daemon.run_slot(slot_ms).await }
+    });
+    wait_for(Duration::from_secs(20), "the run to start", || async {
+        let runs = store.recent_runs(5).await.expect("history");
+        runs.iter().any(|run| run.status == RunStatus::Running).then_some(())
+    })
+    .await;
+    let taken = store.take_lease(&request("usurper", slot_ms, Duration::from_secs(600)), &AnHourLater).await;
+    assert!(matches!(taken, Ok(TakeOutcome::Taken { .. })), "{taken:?}");
+
+    let outcome = running.await.expect("task").expect("slot");
+    let record = ran(&outcome);
+    assert_eq!(record.status, RunStatus::Lost, "{record:?}");
+    let error = record.error.as_deref().unwrap_or_default();
+    assert!(error.contains("taken over") && error.contains("usurper"), "{record:?}");
+    assert!(record.products < 40, "the run stopped early: {record:?}");
+    assert_eq!(record.attempt, 1, "a lost lease is not retried");
+    assert_eq!(outcome.exit_status(), common::exit::ExitStatus::Failure);
+    let stored = store.recent_runs(5).await.expect("history");
+    assert_eq!(stored.len(), 1, "{stored:#?}");
+    assert_eq!((stored[0].status, stored[0].error.as_deref()), (RunStatus::Lost, record.error.as_deref()));
+    let lease = store.lease("nightly").await.expect("read").expect("row");
+    assert_eq!(lease.holder.as_deref(), Some("usurper"), "the new holder's lease is left alone");
+    assert_ne!(lease.completed_slot_ms, Some(slot_ms), "the slot is not marked completed");
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]

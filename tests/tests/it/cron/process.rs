@@ -14,6 +14,8 @@ use common::store::lease::{Clock, SystemClock};
 use common::store::runs::{RunRecord, RunStatus};
 use common::store::Store;
 use cron::{Daemon, DaemonSettings, RetryPolicy, Schedule, StartMode};
+
+use super::AnHourLater;
 use integration_tests::fixtures::write_ranking;
 use integration_tests::{
     cargo_binary, free_port, fresh_store, run_ranker, test_id, thrift_addr, wait_for, FaultyProxy, ProxyMode,
@@ -573,16 +575,6 @@ async fn reruns_and_dry_runs_leave_no_run_record_and_a_failing_product_exits_1()
     assert_eq!(failing.status.code(), Some(1), "{}", String::from_utf8_lossy(&failing.stderr));
     let report: serde_json::Value = serde_json::from_slice(&failing.stdout).expect("the JSON report");
     assert_eq!(report["failures"][0]["product"], product.as_str(), "{report}");
-}
-
-/// A clock an hour ahead, to which every lease held now has lapsed.
-#[derive(Debug)]
-struct AnHourLater;
-
-impl Clock for AnHourLater {
-    fn now_ms(&self) -> i64 {
-        SystemClock.now_ms() + 3_600_000
-    }
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
