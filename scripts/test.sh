@@ -51,7 +51,7 @@ phase "clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
 # The services build without common's `test-support` feature (raw HBase access
 # for the integration tests), dev-dependencies included: query-api never writes.
-phase "feature check"
+phase "feature and layer checks"
 for service in query-api ranker cron; do
     if cargo tree -p "$service" -e features --locked | grep -q test-support; then
         echo "$service must not depend on common's test-support feature" >&2
@@ -60,6 +60,9 @@ for service in query-api ranker cron; do
 done
 # The alerting and recording rules parse and every alert fires when it should
 # and only then; this also installs what the live monitoring test runs.
+# Each crate's modules form layers (ARCHITECTURE.md): none imports another
+# that imports it back, which rustc would accept.
+scripts/check-module-cycles.py common/src ranker/src cron/src query-api/src
 phase "monitoring rules"
 deploy/monitoring/check.sh
 # Build everything before HBase starts, so the two do not compete for the CPU.
