@@ -17,11 +17,12 @@ import sys
 
 
 def code_of(path):
-    """The file's code before its tests, without comment lines."""
+    """The file's code without its test module and comment lines."""
     text = open(path, encoding="utf-8").read()
-    tests = text.find("#[cfg(test)]")
-    if tests >= 0:
-        text = text[:tests]
+    # A crate's test module comes last in its file, by this workspace's convention.
+    tests = re.search(r"^#\[cfg\(test\)\]\s*\n\s*mod \w+", text, re.M)
+    if tests:
+        text = text[: tests.start()]
     return "\n".join(line for line in text.split("\n") if not line.strip().startswith("//"))
 
 
@@ -60,7 +61,8 @@ def dependencies(src):
         deps = {m for m in re.findall(r"crate::(\w+)", code) if m in modules}
         named = re.findall(r"crate::([A-Z]\w*)", code)
         for group in re.findall(r"use crate::\{([^}]*)\}", code):
-            named += re.split(r"[,\s]+", group)
+            # `crate::{lease::X, Type}`: a path's first segment names its module.
+            named += [item.split("::")[0] for item in re.split(r"[,\s]+", group) if item]
         deps |= {owner.get(item, item) for item in named if item in owner or item in modules}
         deps.discard(name)
         graph[name] = deps

@@ -44,26 +44,28 @@ phase() {
 classpath_log="$(mktemp)"
 hbase/hbasectl classpath >"$classpath_log" 2>&1 &
 classpath_pid=$!
+# A check that fails before HBase starts stops the download and its log too.
+trap 'kill "$classpath_pid" 2>/dev/null || true; rm -f "$classpath_log"' EXIT
 
 phase "format"
 cargo fmt --all --check
 phase "clippy"
 cargo clippy --workspace --all-targets --locked -- -D warnings
+phase "feature and layer checks"
 # The services build without common's `test-support` feature (raw HBase access
 # for the integration tests), dev-dependencies included: query-api never writes.
-phase "feature and layer checks"
 for service in query-api ranker cron; do
     if cargo tree -p "$service" -e features --locked | grep -q test-support; then
         echo "$service must not depend on common's test-support feature" >&2
         exit 1
     fi
 done
-# The alerting and recording rules parse and every alert fires when it should
-# and only then; this also installs what the live monitoring test runs.
 # Each crate's modules form layers (ARCHITECTURE.md): none imports another
 # that imports it back, which rustc would accept.
 scripts/check-module-cycles.py common/src ranker/src cron/src query-api/src
 phase "monitoring rules"
+# The alerting and recording rules parse and every alert fires when it should
+# and only then; this also installs what the live monitoring test runs.
 deploy/monitoring/check.sh
 # Build everything before HBase starts, so the two do not compete for the CPU.
 # The tests that spawn a binary have Cargo build it (`integration_tests::cargo_binary`

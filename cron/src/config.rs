@@ -30,8 +30,8 @@ pub enum ConfigError {
 /// a time across every daemon sharing the HBase lease.
 ///
 /// Exit status with --once: 0 succeeded (or the slot was already done),
-/// 1 failed, 2 usage error, 75 skipped because another run holds the lease
-/// (try later), 130 interrupted.
+/// 1 failed or lost the lease, 2 usage error, 75 skipped because another run
+/// holds the lease (try later), 130 interrupted.
 #[derive(Debug, Clone, clap::Parser)]
 #[command(name = "ranker-cron", version)]
 pub struct CronArgs {
@@ -79,7 +79,6 @@ pub struct CronArgs {
     #[arg(long, env = "RANKER_CRON_NO_METRICS")]
     pub no_metrics: bool,
 
-    /// The ranker's configuration file and the flags laid over it.
     #[command(flatten)]
     pub tuning: TuningArgs,
 
@@ -103,7 +102,6 @@ pub struct CronArgs {
           value_parser = clap::value_parser!(u32).range(1..))]
     pub refresh_days: Option<u32>,
 
-    /// Where HBase is.
     #[command(flatten)]
     pub hbase: HbaseArgs,
 }

@@ -12,7 +12,7 @@ use crate::shard::KeyRange;
 use crate::{Incremental, RankerError, RunOptions, RunReport, Scope};
 
 /// How many recent records are searched for the last completed run.
-pub const WATERMARK_SEARCH: usize = 1_000;
+const WATERMARK_SEARCH: usize = 1_000;
 /// How many product failures a run record keeps verbatim.
 const FAILURE_SAMPLES: usize = 20;
 
@@ -52,7 +52,7 @@ pub fn parse_time(text: &str) -> Result<i64, String> {
 /// Where an incremental run starts from, read from the last completed runs
 /// covering its products.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
-pub struct Watermark {
+struct Watermark {
     /// Look for cells written from here: the runs' earliest start less the skew margin.
     pub since_ms: i64,
     /// The runs' earliest as-of time: the refresh slices of later nights are still due.
@@ -65,7 +65,7 @@ pub struct Watermark {
 /// and the earliest of their as-of times. `None` when no such runs are in the
 /// last [`WATERMARK_SEARCH`] records: then nothing says what is already
 /// ranked, and the caller must rank everything.
-pub async fn last_watermark(
+async fn last_watermark(
     store: &Store,
     range: &KeyRange,
     skew_margin: Duration,

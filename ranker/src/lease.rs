@@ -76,10 +76,14 @@ impl RunStop {
         self.token.cancel();
     }
 
-    /// Stops the run because its lease is lost, saying why.
+    /// Stops the run because its lease is lost, saying why, unless it was
+    /// already told to stop: then the first cause (a shutdown) stands.
     pub fn lease_lost(&self, reason: String) {
-        // Only the first reason counts; the token is cancelled after it is
-        // set, so whoever sees the token cancelled also sees the reason.
+        if self.token.is_cancelled() {
+            return;
+        }
+        // Set before the token is cancelled, so whoever sees the token
+        // cancelled also sees the reason.
         let _ = self.lease_lost.set(reason);
         self.token.cancel();
     }
@@ -204,6 +208,9 @@ pub async fn while_held<T>(
     completed: impl FnOnce(&T) -> bool,
 ) -> (T, KeeperEnd) {
     let done = CancellationToken::new();
+    // Should the caller drop this future midway, the keeper stops renewing
+    // too, and the lease lapses at its expiry.
+    let _stop_keeping_if_dropped = done.clone().drop_guard();
     let keeper = tokio::spawn(keep_lease(
         StoreRenewer::new(store.clone(), lease, clock.clone()),
         ttl / 3,
@@ -314,6 +321,10 @@ mod tests {
         lost.lease_lost("taken over".to_owned());
         lost.shut_down();
         assert_eq!(lost.cause(), Some(StopCause::LeaseLost("taken over".to_owned())), "the first cause counts");
+        let shut_down = RunStop::new();
+        shut_down.shut_down();
+        shut_down.lease_lost("taken over while the products in flight finished".to_owned());
+        assert_eq!(shut_down.cause(), Some(StopCause::Shutdown), "a shutdown first stays a shutdown");
     }
 
     #[tokio::test(start_paused = true)]

@@ -4,19 +4,19 @@
 //!
 //! Read from the bottom up:
 //!
-//! - The vocabulary: [`config`] is the TOML configuration file (scoring,
-//!   pacing, retries); [`options`] what one run is asked to do ([`Scope`],
-//!   [`RunOptions`]); [`report`] what it did ([`RunReport`], [`RunProgress`]);
-//!   [`error`] why a run as a whole could not proceed ([`RankerError`]).
+//! - The vocabulary: `config` is the TOML configuration file (scoring,
+//!   pacing, retries); `options` what one run is asked to do ([`Scope`],
+//!   [`RunOptions`]); `report` what it did ([`RunReport`], [`RunProgress`]);
+//!   `error` why a run as a whole could not proceed ([`RankerError`]).
 //! - The scoring core, which does no I/O: [`score`] computes one comment's
 //!   score and its terms, and [`select`] picks the best ten under the
 //!   duplicate and one-per-user rules in bounded memory.
-//! - One product: [`product`] streams its index in pages, fetches comments
-//!   with multi-gets ([`fetch`]), scores on rayon and writes the slots
-//!   ([`writer`]); [`pace`] bounds the HBase calls a run has out at once.
-//! - One run: [`run()`] finds the products ([`discovery`], or [`changes`]
+//! - One product: `product` streams its index in pages, fetches comments
+//!   with multi-gets (`fetch`), scores on rayon and writes the slots
+//!   (`writer`); `pace` bounds the HBase calls a run has out at once.
+//! - One run: [`run()`] finds the products (`discovery`, or [`changes`]
 //!   for an incremental run) and ranks them concurrently, retrying and
-//!   reporting failures; [`shard`] and [`shard_plan`] cut the key space into
+//!   reporting failures; `shard` and [`shard_plan`] cut the key space into
 //!   the shards of one run; [`explain()`] and [`read_pass()`] are its
 //!   read-only relatives.
 //! - Around a run: [`history`] is its record in the run history, [`lease`]

@@ -74,7 +74,8 @@ pub struct RunOptions {
 
 impl RunOptions {
     /// Options for `scope` at `as_of_ms` with every other setting at its
-    /// default: a real (not dry) run paced by [`RunSettings::default`].
+    /// default: a real (not dry) run, scored, paced and retried as
+    /// [`RankerConfig::default`] says.
     pub fn new(scope: Scope, as_of_ms: i64) -> RunOptions {
         RunOptions::with_config(scope, as_of_ms, &RankerConfig::default())
     }

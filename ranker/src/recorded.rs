@@ -106,13 +106,12 @@ pub struct ByHand {
     /// The lease to hold while it runs; `None` for a run that does not need
     /// the night to itself (one product, a dry run) or was told to ignore it.
     pub lease: Option<LeaseSettings>,
-    /// Record it in the run history (what `--changed-since last` reads back):
-    /// the runs that rank a whole scope and write.
-    pub record: bool,
+    /// The holder's name to record it under in the run history (what
+    /// `--changed-since last` reads back): the runs that rank a whole scope
+    /// and write. `None`: not recorded.
+    pub recorded_as: Option<String>,
     /// Read what a run reads without scoring or writing ([`crate::read_pass`]).
     pub read_only: bool,
-    /// Its name in the history when it is recorded.
-    pub holder: String,
 }
 
 /// How a run started by hand ended.
@@ -147,7 +146,11 @@ pub async fn run_by_hand(
     stop: &RunStop,
 ) -> Result<ByHandEnd, RankerError> {
     let held = match &by_hand.lease {
-        Some(settings) => match store.take_lease(&settings.request(clock.now_ms()), clock.as_ref()).await? {
+        Some(settings) => match store
+            .take_lease(&settings.request(clock.now_ms()), clock.as_ref())
+            .await
+            .map_err(|source| RankerError::TakeLease { name: settings.name.clone(), source })?
+        {
             TakeOutcome::Taken { lease, .. } => {
                 tracing::info!(lease = %settings.name, holder = %settings.holder, "took the lease for this run");
                 Some((lease, settings.ttl))
@@ -156,7 +159,7 @@ pub async fn run_by_hand(
         },
         None => None,
     };
-    let work = run_unheld(store, options, &by_hand, clock.as_ref(), prepare, stop);
+    let work = run_maybe_recorded(store, options, &by_hand, clock.as_ref(), prepare, stop);
     let ((result, status), end) = match held {
         Some((lease, ttl)) => while_held(store, &clock, lease, ttl, stop, work, |_| false).await,
         None => (work.await, KeeperEnd::Kept),
@@ -170,7 +173,7 @@ pub async fn run_by_hand(
 
 /// The run of [`run_by_hand`] once the lease (if any) is held: recorded, or
 /// prepared and run directly when nothing reads its record back.
-async fn run_unheld(
+async fn run_maybe_recorded(
     store: &Store,
     mut options: RunOptions,
     by_hand: &ByHand,
@@ -178,8 +181,8 @@ async fn run_unheld(
     prepare: impl AsyncFnOnce(&mut RunOptions) -> Result<(), RankerError>,
     stop: &RunStop,
 ) -> (Result<RunReport, RankerError>, RunStatus) {
-    if by_hand.record {
-        let identity = RunIdentity::by_hand(by_hand.holder.clone(), clock.now_ms());
+    if let Some(holder) = &by_hand.recorded_as {
+        let identity = RunIdentity::by_hand(holder.clone(), clock.now_ms());
         let recorded = run_recorded(store, options, identity, clock, prepare, stop).await;
         return (recorded.result, recorded.record.status);
     }

@@ -2,7 +2,7 @@
 //!
 //! A plan is computed from `product-comment`'s regions (`getTableRegions`) and
 //! a keys-only count of its rows per product ([`count_rows_per_product`]), then cut by the pure
-//! [`plan_ranges`]. Plans computed at different times can differ (regions split
+//! `shard::plan_ranges`. Plans computed at different times can differ (regions split
 //! and merge, products arrive), and two shards cut by different plans could
 //! rank a product twice or not at all. So the plan of a run is stored once, in
 //! the `ranker-lease` table under the run's plan id and shard count: the first

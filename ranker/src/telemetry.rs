@@ -53,7 +53,7 @@ pub fn initialize_counters() {
 }
 
 /// Registers the HELP text of the outcome gauges a `ranker run` pushes.
-pub fn describe_run_gauges() {
+fn describe_run_gauges() {
     metrics::describe_gauge!(RUN_LAST_SUCCESS, metrics::Unit::Seconds, "Unix time the latest successful run ended");
     metrics::describe_gauge!(
         RUN_LAST_END,
@@ -82,7 +82,7 @@ pub(crate) fn comments_scored(count: u64) {
 /// Sets the gauges of a run that ended at `ended_unix_seconds` after `duration`.
 /// The success time is set only on success: the Pushgateway (pushed with
 /// POST) then keeps the previous success time through failed runs.
-pub fn run_ended(outcome: RunStatus, ended_unix_seconds: f64, duration: Duration) {
+fn run_ended(outcome: RunStatus, ended_unix_seconds: f64, duration: Duration) {
     for each in RunStatus::ENDED {
         metrics::gauge!(RUN_LAST_OUTCOME, "outcome" => each.as_str()).set(if each == outcome { 1.0 } else { 0.0 });
     }

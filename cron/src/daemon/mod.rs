@@ -12,7 +12,9 @@
 //!    interrupted, so the other daemon does not run the night again.
 //!
 //! A shutdown (SIGTERM) cancels the ranker's stop token: it takes no new
-//! products, finishes those in flight, and the attempt is recorded as interrupted.
+//! products, finishes those in flight, and the attempt is recorded as
+//! interrupted. A lease lost midway stops the run the same way; the attempt
+//! is recorded as lost, and the lease is left to its new holder.
 //!
 //! Three parts, each in its own module with its own tests:
 //! - `ticker`: the schedule's job, housekeeping (a change of the zone's UTC

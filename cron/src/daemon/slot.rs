@@ -3,7 +3,8 @@
 //! same night is stood by for (and taken over if that run ends unfinished); a
 //! lease that lapsed is taken over and its holder's run closed in the history;
 //! the attempts run while the lease is kept renewed; the lease is released,
-//! the slot marked completed unless the run was interrupted.
+//! the slot marked completed unless the run was interrupted (a lease lost
+//! midway is not released: it is the new holder's).
 
 use std::sync::atomic::{AtomicBool, Ordering};
 use std::time::Duration;
@@ -183,8 +184,8 @@ impl Daemon {
         }
     }
 
-    /// Runs attempts until one succeeds or is interrupted, the policy allows no
-    /// more, or `stop` is cancelled. Returns the last attempt's record and
+    /// Runs attempts until one does not fail (it succeeded, or was stopped),
+    /// the policy allows no more, or `stop` is cancelled. Returns the last attempt's record and
     /// whether the slot counts as completed (succeeded, or failed with every
     /// attempt spent).
     async fn attempts(&self, slot_ms: i64, stop: &RunStop) -> (Option<RunRecord>, bool) {

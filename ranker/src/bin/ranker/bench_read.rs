@@ -3,7 +3,6 @@
 use anyhow::{Context, Result};
 use clap::Args;
 use common::exit::ExitStatus;
-use common::store::lease::default_holder;
 use ranker::recorded::ByHand;
 use ranker::{PaceMode, RunOptions};
 
@@ -22,7 +21,7 @@ pub async fn execute(args: BenchReadArgs) -> Result<ExitStatus> {
     let store = args.pass.hbase.store().context("configuring HBase access")?;
     // A read pass uses the run's stored shard plan if there is one, else a fresh one it does not store.
     let prepare = async |options: &mut RunOptions| args.pass.scope.narrow_to_shard(&store, options, None, false).await;
-    let by_hand = ByHand { lease: None, record: false, read_only: true, holder: default_holder() };
+    let by_hand = ByHand { lease: None, recorded_as: None, read_only: true };
     let ended = pass::run_pass(&store, &args.pass, options, by_hand, prepare).await?;
     Ok(ended.map_or(ExitStatus::TryLater, ExitStatus::from))
 }

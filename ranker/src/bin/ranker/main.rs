@@ -49,6 +49,8 @@ enum Command {
     /// Lists the same products and reads the same index rows and comments,
     /// through the same pool at the same concurrency, and reports comments/s.
     /// `run`'s comments/s divided by this is the ranking overhead ratio.
+    /// Unpaced unless `--pace on` says otherwise, whatever the configuration
+    /// file's pacing.mode.
     BenchRead(bench_read::BenchReadArgs),
     /// List recent runs (the nightly daemon's and recorded manual ones), newest first.
     ///

@@ -148,8 +148,12 @@ pub async fn run_pass(
             return Ok(None);
         }
         ByHandEnd::Ran { result, status, lease_lost } => {
-            if let Some(reason) = lease_lost {
-                eprintln!("ranker: the run stopped because {reason}");
+            match lease_lost {
+                Some(reason) if status == RunStatus::Lost => eprintln!("ranker: the run stopped because {reason}"),
+                // Lost as the run ended, or after a signal had stopped it: the
+                // status says how the run went; the lease was not released.
+                Some(reason) => eprintln!("ranker: the lease was lost before it could be released: {reason}"),
+                None => {}
             }
             (result, status)
         }

@@ -56,8 +56,8 @@ pub struct RunArgs {
           conflicts_with_all = ["product", "dry_run"])]
     pushgateway: Option<String>,
 
-    /// The lease a full or shard run takes: the one `ranker-cron` takes, so
-    /// the two never rank at the same time.
+    // The lease a full or shard run takes: the one `ranker-cron` takes, so
+    // the two never rank at the same time.
     #[command(flatten)]
     lease: LeaseArgs,
 
@@ -86,16 +86,15 @@ pub async fn execute(args: RunArgs) -> Result<ExitStatus> {
     // A rerun of one product is how an operator fixes a night by hand, and a
     // dry run writes nothing: neither needs the night to itself, and nothing
     // reads their records back, so they keep none.
-    let whole_scope = !args.dry_run && args.pass.scope.product.is_none();
-    if whole_scope && args.ignore_lease {
+    let needs_the_night = !args.dry_run && args.pass.scope.product.is_none();
+    if needs_the_night && args.ignore_lease {
         tracing::warn!(lease = %args.lease.lease_name, "--ignore-lease: running without the lease; a nightly run may rank at the same time");
     }
     let holder = default_holder();
     let by_hand = ByHand {
-        lease: (whole_scope && !args.ignore_lease).then(|| args.lease.settings(holder.clone())),
-        record: whole_scope,
+        lease: (needs_the_night && !args.ignore_lease).then(|| args.lease.settings(holder.clone())),
+        recorded_as: needs_the_night.then_some(holder),
         read_only: false,
-        holder,
     };
     let changes = args.changed_since.map(|since| ChangesWanted {
         since,
