@@ -47,6 +47,22 @@ impl ExitStatus {
     }
 }
 
+/// Reports a command's `error` on stderr, its causes on one line (what an
+/// operator needs, not a backtrace), and picks the exit status: usage when
+/// one of its causes is one `is_usage` recognises (a setting that cannot
+/// work, like a bad flag), failure otherwise.
+pub fn report_failure(
+    error: &anyhow::Error,
+    is_usage: impl Fn(&(dyn std::error::Error + 'static)) -> bool,
+) -> ExitStatus {
+    eprintln!("error: {error:#}");
+    if error.chain().any(is_usage) {
+        ExitStatus::Usage
+    } else {
+        ExitStatus::Failure
+    }
+}
+
 /// How a run's end reads to whoever started it: a lost lease is a failure
 /// (nobody asked the run to stop), a shutdown an interruption. The one
 /// mapping from a run's status to its exit status, for `ranker run` and
@@ -99,5 +115,17 @@ mod tests {
         let exits: Vec<ExitStatus> = RunStatus::ENDED.into_iter().map(ExitStatus::from).collect();
         assert_eq!(exits, [ExitStatus::Success, ExitStatus::Failure, ExitStatus::Interrupted, ExitStatus::Failure]);
         assert_eq!(ExitStatus::from(RunStatus::Running), ExitStatus::Failure, "a run that never said how it ended");
+    }
+
+    #[test]
+    fn a_failure_is_usage_only_when_a_cause_says_so() {
+        #[derive(Debug, thiserror::Error)]
+        #[error("bad setting")]
+        struct BadSetting;
+        let usage = anyhow::Error::new(BadSetting).context("loading the configuration");
+        let is_bad_setting = |cause: &(dyn std::error::Error + 'static)| cause.is::<BadSetting>();
+        assert_eq!(report_failure(&usage, is_bad_setting), ExitStatus::Usage);
+        let failure = anyhow::anyhow!("HBase is unavailable").context("reading the run history");
+        assert_eq!(report_failure(&failure, is_bad_setting), ExitStatus::Failure);
     }
 }

@@ -12,7 +12,6 @@ mod shards;
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
-use common::exit::ExitStatus;
 use ranker::RankerError;
 
 /// Picks each product's ten best reviews and writes them to product-comment-rank.
@@ -79,17 +78,14 @@ async fn main() -> ExitCode {
     };
     match outcome {
         Ok(status) => status.into(),
-        Err(error) => {
-            eprintln!("Error: {error:#}");
-            // A configuration that does not validate is a usage error, like a bad flag.
-            let usage = error.chain().any(|cause| {
-                matches!(
-                    cause.downcast_ref::<RankerError>(),
-                    Some(RankerError::InvalidConfig(_) | RankerError::InvalidOptions(_))
-                )
-            });
-            if usage { ExitStatus::Usage } else { ExitStatus::Failure }.into()
-        }
+        // A configuration that does not validate is a usage error, like a bad flag.
+        Err(error) => common::exit::report_failure(&error, |cause| {
+            matches!(
+                cause.downcast_ref::<RankerError>(),
+                Some(RankerError::InvalidConfig(_) | RankerError::InvalidOptions(_))
+            )
+        })
+        .into(),
     }
 }
 
