@@ -22,11 +22,13 @@
 //! - Around a run: [`history`] is its record in the run history, [`lease`]
 //!   the nightly lease it holds, and [`recorded`] the one orchestration both
 //!   binaries use (take, keep, record, release). [`cli`] holds the flags
-//!   `ranker run` and `ranker-cron` share; [`console`] what `ranker` prints;
+//!   `ranker run` and `ranker-cron` share; [`commands`] the `ranker`
+//!   command's subcommands, a file each; [`console`] what they print;
 //!   [`telemetry`] the run's metrics and their push to a Pushgateway.
 
 pub mod changes;
 pub mod cli;
+pub mod commands;
 mod config;
 pub mod console;
 mod discovery;

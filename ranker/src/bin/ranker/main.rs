@@ -1,17 +1,10 @@
 //! The `ranker` command: parses the command line and hands each subcommand
-//! to its own module, which turns its flags into the `ranker` library's
-//! options and prints what came of them. Everything else is the library.
-
-mod bench_read;
-mod explain;
-mod pass;
-mod run;
-mod runs;
-mod shards;
+//! to its module in the `ranker` library (`ranker::commands`).
 
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use ranker::commands::{bench_read, explain, run, runs, shards};
 use ranker::RankerError;
 
 /// Picks each product's ten best reviews and writes them to product-comment-rank.
@@ -87,11 +80,6 @@ async fn main() -> ExitCode {
         })
         .into(),
     }
-}
-
-/// Now, in milliseconds since the epoch: the default as-of time.
-fn now_ms() -> i64 {
-    chrono::Utc::now().timestamp_millis()
 }
 
 #[cfg(test)]

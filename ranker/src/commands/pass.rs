@@ -4,6 +4,11 @@
 
 use std::sync::Arc;
 
+use crate::cli::TuningArgs;
+use crate::console::{self, ProgressDisplay};
+use crate::lease::RunStop;
+use crate::recorded::{run_by_hand, ByHand, ByHandEnd};
+use crate::{shard_plan, PaceMode, RankerConfig, RankerError, RunOptions, RunProgress, Scope, Shard};
 use anyhow::{Context, Result};
 use clap::Args;
 use common::config::HbaseArgs;
@@ -11,11 +16,6 @@ use common::store::lease::SystemClock;
 use common::store::runs::RunStatus;
 use common::store::Store;
 use common::Id;
-use ranker::cli::TuningArgs;
-use ranker::console::{self, ProgressDisplay};
-use ranker::lease::RunStop;
-use ranker::recorded::{run_by_hand, ByHand, ByHandEnd};
-use ranker::{shard_plan, PaceMode, RankerConfig, RankerError, RunOptions, RunProgress, Scope, Shard};
 
 #[derive(Debug, Args)]
 pub struct ScopeArgs {
@@ -52,7 +52,7 @@ impl ScopeArgs {
     ) -> Result<(), RankerError> {
         let Some(shard) = self.shard else { return Ok(()) };
         let plan_id =
-            self.plan_id.clone().unwrap_or_else(|| shard_plan::default_plan_id(explicit_as_of_ms, crate::now_ms()));
+            self.plan_id.clone().unwrap_or_else(|| shard_plan::default_plan_id(explicit_as_of_ms, super::now_ms()));
         options.scope = shard_plan::shard_scope(store, shard, &plan_id, may_store).await?;
         Ok(())
     }
@@ -74,7 +74,7 @@ pub struct PassArgs {
     /// Index rows read per round trip, and most comments per multi-get, 1 to
     /// 5000, paced or not [default: run.page_rows, 1000; when paced,
     /// pacing.page_rows, 250].
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=ranker::MAX_PAGE_ROWS as i64))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u16).range(1..=crate::MAX_PAGE_ROWS as i64))]
     pub page_rows: Option<u16>,
 
     /// Attempts per product before it counts as failed [default: run.product_attempts, 3].

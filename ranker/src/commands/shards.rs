@@ -1,16 +1,16 @@
 //! `ranker shards`: how `run --shard i/COUNT` cuts the products.
 
+use crate::console;
+use crate::shard_plan::{self, PlanOrigin};
 use anyhow::{Context, Result};
 use clap::Args;
 use common::config::HbaseArgs;
 use common::exit::ExitStatus;
-use ranker::console;
-use ranker::shard_plan::{self, PlanOrigin};
 
 #[derive(Debug, Args)]
 pub struct ShardsArgs {
     /// How many shards.
-    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(ranker::MAX_SHARDS)))]
+    #[arg(long, value_name = "N", value_parser = clap::value_parser!(u32).range(1..=i64::from(crate::MAX_SHARDS)))]
     count: u32,
 
     /// Show the plan stored for this run id (see `run --plan-id`), if any.

@@ -2,18 +2,18 @@
 
 use std::time::{Duration, Instant};
 
+use crate::cli::LeaseArgs;
+use crate::history::{self, parse_time, ChangedSince, ChangesWanted};
+use crate::recorded::ByHand;
+use crate::telemetry::RunPush;
+use crate::RunOptions;
 use anyhow::{Context, Result};
 use clap::Args;
 use common::exit::ExitStatus;
 use common::store::lease::default_holder;
 use common::store::runs::RunStatus;
-use ranker::cli::LeaseArgs;
-use ranker::history::{self, parse_time, ChangedSince, ChangesWanted};
-use ranker::recorded::ByHand;
-use ranker::telemetry::RunPush;
-use ranker::RunOptions;
 
-use crate::pass::{self, PassArgs};
+use super::pass::{self, PassArgs};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
@@ -81,7 +81,7 @@ fn parse_push_url(text: &str) -> Result<String, String> {
 
 pub async fn execute(args: RunArgs) -> Result<ExitStatus> {
     let config = args.pass.tuning.load_config().context("loading the configuration")?;
-    let mut options = args.pass.options(&config, args.as_of.unwrap_or_else(crate::now_ms), None);
+    let mut options = args.pass.options(&config, args.as_of.unwrap_or_else(super::now_ms), None);
     options.dry_run = args.dry_run;
     // A rerun of one product is how an operator fixes a night by hand, and a
     // dry run writes nothing: neither needs the night to itself, and nothing
@@ -129,10 +129,23 @@ pub async fn execute(args: RunArgs) -> Result<ExitStatus> {
 #[cfg(test)]
 mod tests {
     use clap::Parser;
-    use ranker::{PaceMode, RankerConfig};
 
     use super::*;
-    use crate::{Cli, Command};
+    use crate::commands::bench_read::BenchReadArgs;
+    use crate::{PaceMode, RankerConfig};
+
+    /// The two subcommands these tests parse, as the `ranker` command has them.
+    #[derive(Debug, Parser)]
+    struct Cli {
+        #[command(subcommand)]
+        command: Command,
+    }
+
+    #[derive(Debug, clap::Subcommand)]
+    enum Command {
+        Run(RunArgs),
+        BenchRead(BenchReadArgs),
+    }
 
     fn parse(arguments: &[&str]) -> Result<Cli, clap::Error> {
         Cli::try_parse_from([&["ranker"], arguments].concat())

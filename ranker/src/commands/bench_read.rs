@@ -1,12 +1,12 @@
 //! `ranker bench-read`: what `run` reads, without scoring or writing.
 
+use crate::recorded::ByHand;
+use crate::{PaceMode, RunOptions};
 use anyhow::{Context, Result};
 use clap::Args;
 use common::exit::ExitStatus;
-use ranker::recorded::ByHand;
-use ranker::{PaceMode, RunOptions};
 
-use crate::pass::{self, PassArgs};
+use super::pass::{self, PassArgs};
 
 #[derive(Debug, Args)]
 pub struct BenchReadArgs {
@@ -17,7 +17,7 @@ pub struct BenchReadArgs {
 pub async fn execute(args: BenchReadArgs) -> Result<ExitStatus> {
     let config = args.pass.tuning.load_config().context("loading the configuration")?;
     // The raw baseline: unpaced unless --pace says otherwise.
-    let options = args.pass.options(&config, crate::now_ms(), Some(PaceMode::Off));
+    let options = args.pass.options(&config, super::now_ms(), Some(PaceMode::Off));
     let store = args.pass.hbase.store().context("configuring HBase access")?;
     // A read pass uses the run's stored shard plan if there is one, else a fresh one it does not store.
     let prepare = async |options: &mut RunOptions| args.pass.scope.narrow_to_shard(&store, options, None, false).await;

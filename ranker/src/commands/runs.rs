@@ -1,10 +1,10 @@
 //! `ranker runs`: the run history, newest first.
 
+use crate::console;
 use anyhow::{Context, Result};
 use clap::Args;
 use common::config::HbaseArgs;
 use common::exit::ExitStatus;
-use ranker::console;
 
 #[derive(Debug, Args)]
 pub struct RunsArgs {

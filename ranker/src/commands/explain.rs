@@ -1,13 +1,13 @@
 //! `ranker explain`: how one product's ranking comes about.
 
+use crate::console;
+use crate::history::parse_time;
+use crate::RankerConfig;
 use anyhow::{Context, Result};
 use clap::Args;
 use common::config::HbaseArgs;
 use common::exit::ExitStatus;
 use common::Id;
-use ranker::console;
-use ranker::history::parse_time;
-use ranker::RankerConfig;
 
 #[derive(Debug, Args)]
 pub struct ExplainArgs {
@@ -34,8 +34,8 @@ pub struct ExplainArgs {
 pub async fn execute(args: ExplainArgs) -> Result<ExitStatus> {
     let config = RankerConfig::load_or_default(args.config.as_deref()).context("loading the configuration")?;
     let store = args.hbase.store().context("configuring HBase access")?;
-    let as_of_ms = args.as_of.unwrap_or_else(crate::now_ms);
-    let explanation = ranker::explain(&store, &args.product, as_of_ms, &config.scoring, config.run.page_rows)
+    let as_of_ms = args.as_of.unwrap_or_else(super::now_ms);
+    let explanation = crate::explain(&store, &args.product, as_of_ms, &config.scoring, config.run.page_rows)
         .await
         .with_context(|| format!("explaining product {}", args.product))?;
     if args.json {
