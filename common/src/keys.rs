@@ -222,15 +222,16 @@ pub fn product_comment_millisecond_prefix(product: &Id, timestamp_ms: i64) -> Ve
 }
 
 /// The `product-comment` rows of `product`'s reviews newer than `as_of_ms`
-/// (all of them for `None`): newest first, they are the prefix's first rows,
-/// up to the rows of that millisecond.
-pub fn product_comments_after(product: &Id, as_of_ms: Option<i64>) -> KeyRange {
-    let prefix = product_comment_prefix(product);
+/// (all of them for `None`), as `[start, stop)`: newest first, they are the
+/// prefix's first rows, up to the rows of that millisecond. The range is
+/// always bounded: without an as-of time it ends where the prefix does, at
+/// the next tag after `'c'`, never at the end of the table.
+pub fn product_comments_after(product: &Id, as_of_ms: Option<i64>) -> (Vec<u8>, Vec<u8>) {
     let stop = match as_of_ms {
-        Some(as_of_ms) => Some(product_comment_millisecond_prefix(product, as_of_ms)),
-        None => prefix_successor(&prefix),
+        Some(as_of_ms) => product_comment_millisecond_prefix(product, as_of_ms),
+        None => tagged(product, PRODUCT_COMMENT_TAG + 1),
     };
-    KeyRange { start: prefix, stop }
+    (product_comment_prefix(product), stop)
 }
 
 /// The `product-comment-rank` prefix holding the rank slots of `product`.
@@ -757,5 +758,17 @@ mod tests {
         assert_eq!(shard_plan_key("asof-1", 8), b"shard-plan:8:asof-1".to_vec());
         assert_eq!(product_boundary(b"P000000001c\x00\x01"), b"P000000001");
         assert_eq!(product_boundary(b"P0"), b"P0");
+    }
+
+    #[test]
+    fn the_rows_after_a_run_are_a_bounded_range_inside_the_products_prefix() {
+        let product = Id::parse("productId", "PRODUCT001").expect("id");
+        let prefix = product_comment_prefix(&product);
+        let (start, stop) = product_comments_after(&product, None);
+        assert_eq!(start, prefix);
+        assert_eq!(Some(stop.clone()), prefix_successor(&prefix), "every row of the product, and no other");
+        let (start, after_run) = product_comments_after(&product, Some(1_700_000_000_000));
+        assert!(start < after_run && after_run < stop, "a run's rows end inside the prefix");
+        assert_eq!(after_run, product_comment_millisecond_prefix(&product, 1_700_000_000_000));
     }
 }

@@ -191,29 +191,18 @@ fn include_author(include: Option<&str>) -> Result<bool, ApiError> {
     }
 }
 
-/// The order of a product's comments (`sort=`).
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub enum CommentOrder {
-    /// Newest first (the default).
-    #[default]
-    Newest,
-    /// Most stars first, newest first within a star, unrated last.
-    RatingDesc,
-    /// Fewest stars first, newest first within a star, unrated last.
-    RatingAsc,
-}
+pub use common::store::stars::CommentOrder;
 
-impl CommentOrder {
-    fn parse(text: Option<&str>) -> Result<CommentOrder, ApiError> {
-        match text {
-            None | Some("newest") => Ok(CommentOrder::Newest),
-            Some("rating_desc") => Ok(CommentOrder::RatingDesc),
-            Some("rating_asc") => Ok(CommentOrder::RatingAsc),
-            Some(other) => Err(ApiError::new(
-                ErrorCode::InvalidQuery,
-                format!("sort must be newest, rating_desc or rating_asc, got {:?}", shorten(other)),
-            )),
-        }
+/// Reads `sort`: `newest` (the default), `rating_desc` or `rating_asc`.
+fn parse_order(text: Option<&str>) -> Result<CommentOrder, ApiError> {
+    match text {
+        None | Some("newest") => Ok(CommentOrder::Newest),
+        Some("rating_desc") => Ok(CommentOrder::RatingDesc),
+        Some("rating_asc") => Ok(CommentOrder::RatingAsc),
+        Some(other) => Err(ApiError::new(
+            ErrorCode::InvalidQuery,
+            format!("sort must be newest, rating_desc or rating_asc, got {:?}", shorten(other)),
+        )),
     }
 }
 
@@ -272,7 +261,7 @@ impl<S: Send + Sync> FromRequestParts<S> for ProductPageQuery {
                 include_author: include_author(raw.include.as_deref())?,
             },
             stars: raw.rating.as_deref().map(parse_stars).transpose()?,
-            order: CommentOrder::parse(raw.sort.as_deref())?,
+            order: parse_order(raw.sort.as_deref())?,
         })
     }
 }
@@ -453,9 +442,9 @@ mod tests {
         for bad in ["", "0", "6", "1,", ",1", "1,,2", "a", "12", " 1", "1;2", "-1"] {
             assert_eq!(parse_stars(bad).expect_err(bad).code(), ErrorCode::InvalidQuery, "{bad}");
         }
-        assert_eq!(CommentOrder::parse(None), Ok(CommentOrder::Newest));
-        assert_eq!(CommentOrder::parse(Some("rating_asc")), Ok(CommentOrder::RatingAsc));
-        assert!(CommentOrder::parse(Some("stars")).is_err());
+        assert_eq!(parse_order(None), Ok(CommentOrder::Newest));
+        assert_eq!(parse_order(Some("rating_asc")), Ok(CommentOrder::RatingAsc));
+        assert!(parse_order(Some("stars")).is_err());
         assert_eq!(include_author(Some("author")), Ok(true));
         assert!(include_author(Some("authors")).is_err());
     }

@@ -14,11 +14,15 @@
 //!   the JSON they answer; [`error`] is the one error shape every failure
 //!   answers with; [`etag`] tags comment reads and answers 304 to a client
 //!   that holds the answer.
-//! - [`state`] is what requests share; [`ranked_cache`] the ranked-read cache
-//!   and the prepared rankings it holds; [`last_good`] the last good answers
-//!   a product page is served from, marked stale, when HBase fails; [`config`] the flags; [`telemetry`]
-//!   the metrics and request spans; [`openapi`] the generated document and
-//!   `/docs`.
+//! - [`pages`] reads pages of comments (plain, star-filtered, by rating,
+//!   with authors); [`summaries`] loads a product's ranking with its summary
+//!   as of now, and a listing page's summaries.
+//! - [`state`] is what requests share (fields and accessors only);
+//!   [`ranked_cache`] the ranked-read cache, its refresh protocol and the
+//!   prepared rankings it holds; [`last_good`] the last good answers a
+//!   product page is served from, marked stale, when HBase fails; [`config`]
+//!   the flags; [`telemetry`] the metrics and request spans; [`openapi`] the
+//!   generated document and `/docs`.
 
 pub mod config;
 pub mod connections;
@@ -27,10 +31,12 @@ pub mod etag;
 pub mod extract;
 pub mod last_good;
 pub mod openapi;
+pub mod pages;
 pub mod ranked_cache;
 pub mod routes;
 pub mod server;
 pub mod state;
+pub mod summaries;
 pub mod telemetry;
 pub mod views;
 

@@ -1,34 +1,163 @@
 //! The ranked-read cache and what it holds: each product's [`Ranking`] and
 //! review summary, their answers rendered once when loaded, weighed in bytes.
 //!
-//! [`crate::state::AppState::ranking`] fills it from the store; this module
-//! does no I/O.
+//! [`RankedCache::get_or_load`] is the one way a ranking is read: a fresh
+//! copy from the cache, else the caller's load; it owns the refresh protocol
+//! and the one freshness rule ([`Ranking::is_fresh`]). The load itself is the
+//! caller's ([`crate::summaries::load_ranking`]): this module does no I/O.
+
+use std::collections::HashSet;
+use std::future::Future;
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
 use common::Id;
 use moka::future::Cache;
 use serde::Serialize;
-use std::sync::Arc;
-use std::time::Instant;
 
 use crate::config::Settings;
+use crate::error::ApiError;
+use crate::telemetry;
 use crate::views::{RankedComment, RankedPage, ReviewSummaryView, SeedCommentsPage};
 
-/// The ranked-read cache: bounded by bytes (each ranking weighed by
-/// [`Ranking::weight_bytes`]), not by entries, because one ranking of ten
-/// 64 KiB comments weighs as much as two hundred typical ones.
+/// The ranked-read cache, or no cache at all when its TTL is zero.
 ///
-/// A ranking is fresh for `--ranked-cache-ttl-ms` from the start of its read
-/// ([`Ranking::read_at`]) and stays one more TTL, expired: then one request
-/// reloads it while the others are answered from the expiring copy
-/// ([`crate::state::AppState::ranking`]).
-pub fn build(settings: &Settings) -> Cache<Id, Arc<Ranking>> {
-    Cache::builder()
-        .name("ranked")
-        .weigher(|_product: &Id, ranking: &Arc<Ranking>| u32::try_from(ranking.weight_bytes()).unwrap_or(u32::MAX))
-        .max_capacity(settings.ranked_cache_max_bytes.max(1))
-        .time_to_live(settings.ranked_cache_ttl.saturating_mul(2))
-        .build()
+/// Bounded by bytes (each ranking weighed by [`Ranking::weight_bytes`]), not
+/// by entries, because one ranking of ten 64 KiB comments weighs as much as
+/// two hundred typical ones. A ranking is fresh for `--ranked-cache-ttl-ms`
+/// from the start of its read ([`Ranking::read_at`]) and stays one more TTL,
+/// expired: then one request reloads it while the others are answered from
+/// the expiring copy.
+#[derive(Clone)]
+pub struct RankedCache {
+    cache: Option<Cache<Id, Arc<Ranking>>>,
+    ttl: Duration,
+    /// The products whose expired ranking one request is reloading now.
+    refreshing: Arc<Mutex<HashSet<Id>>>,
+}
+
+impl std::fmt::Debug for RankedCache {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("RankedCache")
+            .field("ttl", &self.ttl)
+            .field("entries", &self.cache.as_ref().map(Cache::entry_count))
+            .finish_non_exhaustive()
+    }
+}
+
+impl RankedCache {
+    /// The cache `settings` ask for (none when the TTL is zero).
+    pub fn new(settings: &Settings) -> RankedCache {
+        let ttl = settings.ranked_cache_ttl;
+        let cache = (!ttl.is_zero()).then(|| {
+            // Beside the cache's weight, so an alert can tell how close it is to its bound.
+            metrics::gauge!(telemetry::RANKED_CACHE_MAX_BYTES).set(settings.ranked_cache_max_bytes as f64);
+            Cache::builder()
+                .name("ranked")
+                .weigher(|_product: &Id, ranking: &Arc<Ranking>| {
+                    u32::try_from(ranking.weight_bytes()).unwrap_or(u32::MAX)
+                })
+                .max_capacity(settings.ranked_cache_max_bytes.max(1))
+                .time_to_live(ttl.saturating_mul(2))
+                .build()
+        });
+        RankedCache { cache, ttl, refreshing: Arc::default() }
+    }
+
+    /// `product`'s cached ranking while it is fresh; `None` when the cache
+    /// does not hold it, holds it expired, or is off. Never loads.
+    pub async fn fresh(&self, product: &Id) -> Option<Arc<Ranking>> {
+        let ranking = self.cache.as_ref()?.get(product).await?;
+        ranking.is_fresh(self.ttl).then_some(ranking)
+    }
+
+    /// `product`'s ranking: from the cache when it holds a fresh one, else
+    /// from `load`.
+    ///
+    /// Once a cached ranking has expired (and for one more TTL, after which
+    /// the cache drops it), the first request to find it so reloads it and
+    /// waits for HBase, while the requests that come during that reload are
+    /// answered from the expiring copy: a popular product sends one read to
+    /// HBase at expiry, and no request but that one waits. So no answer is
+    /// older than the TTL plus one reload. A failed reload leaves the
+    /// expiring copy in place.
+    ///
+    /// Concurrent misses for one product share a single load (the cache
+    /// coalesces them). Failed loads are not cached.
+    pub async fn get_or_load<F>(&self, product: Id, load: impl FnOnce() -> F) -> Result<Arc<Ranking>, ApiError>
+    where
+        F: Future<Output = common::Result<Arc<Ranking>>>,
+    {
+        let Some(cache) = &self.cache else {
+            count_request("disabled");
+            return load().await.map_err(ApiError::from);
+        };
+        if let Some(cached) = cache.get(&product).await {
+            if cached.is_fresh(self.ttl) {
+                count_request("hit");
+                return Ok(cached);
+            }
+            let Some(_claim) = RefreshClaim::take(&self.refreshing, product) else {
+                count_request("refreshing");
+                return Ok(cached);
+            };
+            let fresh = load().await?;
+            cache.insert(product, Arc::clone(&fresh)).await;
+            metrics::gauge!(telemetry::RANKED_CACHE_BYTES).set(cache.weighted_size() as f64);
+            count_request("refresh");
+            return Ok(fresh);
+        }
+        let entry =
+            cache.entry(product).or_try_insert_with(load()).await.map_err(|error| ApiError::from_store(&error))?;
+        let result = if entry.is_fresh() { "miss" } else { "hit" };
+        // moka weighs entries as they are inserted and evicts soon after, so
+        // this trails the truth by at most a few recent loads.
+        metrics::gauge!(telemetry::RANKED_CACHE_BYTES).set(cache.weighted_size() as f64);
+        count_request(result);
+        Ok(entry.into_value())
+    }
+}
+
+impl RankedCache {
+    /// The bytes the cached rankings weigh once the cache's pending
+    /// evictions have run, and how many it holds; `(0, 0)` when it is off.
+    pub async fn settled_size(&self) -> (u64, u64) {
+        let Some(cache) = &self.cache else {
+            return (0, 0);
+        };
+        cache.run_pending_tasks().await;
+        (cache.weighted_size(), cache.entry_count())
+    }
+}
+
+/// Counts one request for a ranking in `reviews_api_ranked_cache_requests_total` by its result.
+fn count_request(result: &'static str) {
+    metrics::counter!(telemetry::RANKED_CACHE_REQUESTS, "result" => result).increment(1);
+}
+
+/// A product whose expired ranking one request is reloading; the claim ends
+/// when that request ends, whether its reload succeeded, failed or was
+/// dropped with the request.
+struct RefreshClaim {
+    refreshing: Arc<Mutex<HashSet<Id>>>,
+    product: Id,
+}
+
+impl RefreshClaim {
+    /// The claim on reloading `product`, or `None` when another request holds it.
+    fn take(refreshing: &Arc<Mutex<HashSet<Id>>>, product: Id) -> Option<RefreshClaim> {
+        // A poisoned set only means a panic elsewhere while it was held; the set itself is sound.
+        let mut held = refreshing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        held.insert(product).then(|| RefreshClaim { refreshing: Arc::clone(refreshing), product })
+    }
+}
+
+impl Drop for RefreshClaim {
+    fn drop(&mut self) {
+        let mut held = self.refreshing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+        held.remove(&self.product);
+    }
 }
 
 /// A product's ranking as served: the ranked comments and the product's review
@@ -63,6 +192,12 @@ impl Ranking {
     /// When the HBase read of this ranking began: its age is counted from here.
     pub fn read_at(&self) -> Instant {
         self.read_at
+    }
+
+    /// Whether the ranking is younger than `ttl`: the one freshness rule of
+    /// the cache, for whole rankings and the summaries taken from them alike.
+    pub fn is_fresh(&self, ttl: Duration) -> bool {
+        self.read_at.elapsed() < ttl
     }
 
     /// The bytes this ranking holds, as the ranked-read cache weighs it: the
@@ -130,6 +265,15 @@ mod tests {
     use common::model::Comment;
 
     use super::*;
+
+    #[test]
+    fn a_ranking_is_fresh_for_the_ttl_from_the_start_of_its_read() {
+        let read_at = Instant::now() - Duration::from_secs(5);
+        let ranking = Ranking::new(Vec::new(), None, read_at);
+        assert!(ranking.is_fresh(Duration::from_secs(6)));
+        assert!(!ranking.is_fresh(Duration::from_secs(5)));
+        assert!(!ranking.is_fresh(Duration::ZERO), "a zero TTL keeps nothing fresh");
+    }
 
     fn comment() -> Comment {
         serde_json::from_value(serde_json::json!({

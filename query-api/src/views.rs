@@ -8,6 +8,7 @@
 //! Each type derives its OpenAPI schema here, beside its serde shape (the
 //! comment's own comes from `common::model::Comment`, `openapi` feature).
 
+use axum::body::Bytes;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
 use common::model::Comment;
@@ -15,6 +16,8 @@ use common::summary::ReviewSummary;
 use common::Id;
 use serde::Serialize;
 use utoipa::ToSchema;
+
+use crate::error::{ApiError, ErrorCode};
 
 /// A page of comments, newest first (`/v1`).
 #[derive(Debug, Serialize, ToSchema)]
@@ -182,6 +185,18 @@ impl ReviewSummaryView {
             complete,
         }
     }
+
+    /// The reviews of `star` stars (1 to 5), or unrated for 0.
+    pub fn reviews_of(&self, star: u8) -> u64 {
+        match star {
+            1 => self.ratings.one,
+            2 => self.ratings.two,
+            3 => self.ratings.three,
+            4 => self.ratings.four,
+            5 => self.ratings.five,
+            _ => self.unrated,
+        }
+    }
 }
 
 /// A comment as the seed's service answered it: the stored JSON plus `rowKey`.
@@ -252,6 +267,16 @@ pub struct SeedPageRequest {
 pub struct Status {
     /// `ok` (the process runs) or `ready` (HBase answers).
     pub status: String,
+}
+
+/// A page as JSON, for an answer that is kept or prepared.
+pub fn render(value: &impl Serialize) -> Result<Bytes, ApiError> {
+    serde_json::to_vec(value).map(Bytes::from).map_err(render_error)
+}
+
+/// A failure to render an answer: the service's own fault, a 500.
+pub fn render_error(error: serde_json::Error) -> ApiError {
+    ApiError::new(ErrorCode::Internal, format!("cannot render an answer: {error}"))
 }
 
 #[cfg(test)]

@@ -8,7 +8,7 @@ use std::time::Duration;
 
 use common::model::{Comment, Record};
 use common::Id;
-use query_api::ranked_cache::{self, Ranking};
+use query_api::ranked_cache::{RankedCache, Ranking};
 use query_api::views::RankedComment;
 use query_api::Settings;
 
@@ -64,20 +64,21 @@ async fn a_cache_filled_far_past_its_bound_keeps_resident_memory_near_the_bound(
         ranked_cache_max_bytes: BOUND_BYTES,
         ..Settings::default()
     };
-    let cache = ranked_cache::build(&settings);
+    let cache = RankedCache::new(&settings);
     let one = large_ranking(0).weight_bytes();
     assert!(one > 3 * 10 * COMMENT_BYTES as u64, "a ranking weighs its comments and both bodies: {one}");
 
     let before = resident_bytes();
     let mut peak = before;
     for product in 0..RANKINGS {
-        cache.insert(id('P', product), Arc::new(large_ranking(product))).await;
+        let loaded = cache.get_or_load(id('P', product), || async move { Ok(Arc::new(large_ranking(product))) }).await;
+        assert!(loaded.is_ok(), "a load that cannot fail");
         if product % 5 == 4 {
-            cache.run_pending_tasks().await;
+            cache.settled_size().await;
             peak = peak.max(resident_bytes());
         }
     }
-    cache.run_pending_tasks().await;
+    let (weighted, entries) = cache.settled_size().await;
     peak = peak.max(resident_bytes());
 
     let inserted = one * RANKINGS as u64;
@@ -86,12 +87,12 @@ async fn a_cache_filled_far_past_its_bound_keeps_resident_memory_near_the_bound(
         "inserted {} MiB of rankings into a {} MiB cache: holds {} entries weighing {} MiB; resident memory grew {} MiB at peak",
         inserted >> 20,
         BOUND_BYTES >> 20,
-        cache.entry_count(),
-        cache.weighted_size() >> 20,
+        entries,
+        weighted >> 20,
         growth >> 20
     );
     assert!(inserted > 8 * BOUND_BYTES, "the test must insert far more than the bound");
-    assert!(cache.weighted_size() <= BOUND_BYTES, "the cache holds {} bytes", cache.weighted_size());
+    assert!(weighted <= BOUND_BYTES, "the cache holds {weighted} bytes");
     // The bound plus what one insertion round has in flight (five rankings
     // built and not yet evicted) and the allocator's slack: freed pages go
     // back to the system on jemalloc's decay timer, so how many are still

@@ -205,7 +205,7 @@ async fn rank_like_a_run(
     let fetcher = CommentFetcher::new(store.clone(), pacer, page_rows);
     // The reviews the run as of the same time would count in its summary.
     let options = StreamOptions { progress: None, marker: None, summary_through_ms: as_of_ms };
-    let ((pool, too_short), totals) = stream_comments(product, index, &fetcher, state, work, options).await?;
+    let ((pool, too_short), totals) = stream_comments(index, &fetcher, state, work, options).await?;
     Ok((pool.finish(), too_short, totals))
 }
 

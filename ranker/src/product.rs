@@ -16,6 +16,7 @@ use std::sync::Arc;
 
 use common::keys::{CommentKey, MAX_RANK};
 use common::model::Comment;
+use common::store::listing::{Listing, Verdict};
 use common::store::products::CountedIndexPage;
 use common::store::{ProductRanking, Store};
 use common::summary::ReviewSummary;
@@ -116,11 +117,9 @@ impl StarMarker {
 /// the whole index that discovery read.
 pub(crate) struct IndexReader {
     pages: IndexPages,
-    /// The millisecond of the last comment listed, and the comments listed at
-    /// it: every row that lists a comment carries the comment's own timestamp,
-    /// so rows naming one comment twice (a double post within a millisecond)
-    /// fall in one millisecond's run of rows, possibly across two pages.
-    listed_at: (i64, Vec<CommentKey>),
+    /// The walk's state across pages: a double post within a millisecond
+    /// may put its two rows on two pages, and the comment counts once.
+    listing: Listing,
 }
 
 enum IndexPages {
@@ -207,23 +206,7 @@ impl IndexReader {
     }
 
     fn of(pages: IndexPages) -> IndexReader {
-        IndexReader { pages, listed_at: (i64::MIN, Vec::new()) }
-    }
-
-    /// Whether `comment` is listed for the first time: a walk of the product's
-    /// latest pages shows it once, however many rows name it.
-    fn first_listing(&mut self, comment: &Comment) -> bool {
-        let (millisecond, listed) = &mut self.listed_at;
-        if *millisecond != comment.timestamp {
-            *millisecond = comment.timestamp;
-            listed.clear();
-        }
-        let key = comment.row_key();
-        let first = !listed.contains(&key);
-        if first {
-            listed.push(key);
-        }
-        first
+        IndexReader { pages, listing: Listing::default() }
     }
 
     async fn next_index_page(&mut self) -> Option<common::Result<CountedIndexPage>> {
@@ -234,29 +217,28 @@ impl IndexReader {
     }
 
     /// Fetches the comments of the next index page; `None` after the last page.
-    /// Rows that cannot be used (bad index rows, comments gone or undecodable,
-    /// comments of another product) are left out and counted; a second row
-    /// listing a comment is left out, not counted (it is no bad data).
-    async fn next_page(&mut self, product: &Id, fetcher: &CommentFetcher) -> common::Result<Option<CommentPage>> {
+    /// The page keeps the comments its rows show, by the rule every walk of an
+    /// index applies ([`Listing`]); rows that cannot be used (bad index rows,
+    /// comments gone or undecodable, stale rows, another product's comments)
+    /// are left out and counted; a second row listing a comment is left out,
+    /// not counted (it is no bad data).
+    async fn next_page(&mut self, fetcher: &CommentFetcher) -> common::Result<Option<CommentPage>> {
         let Some(index) = self.next_index_page().await else {
             return Ok(None);
         };
         let index = index?;
         let keys: Vec<CommentKey> = index.entries.iter().map(|entry| entry.comment).collect();
         let fetched = fetcher.fetch(keys).await?;
-        let named = fetched.len() as u64;
-        let marks_to_fix = common::store::stars::marks_to_fix(product, &index.entries, &fetched);
-        // A stale index row (the Java service's overwritten double post) names a
-        // comment listed elsewhere under its own timestamp: it is not a second vote.
-        let usable: Vec<Comment> = index
-            .entries
-            .iter()
-            .zip(fetched)
-            .filter_map(|(entry, comment)| comment.filter(|comment| entry.lists(comment)))
-            .filter(|comment| comment.product_id == *product)
-            .collect();
-        let skipped_rows = index.skipped + named - usable.len() as u64;
-        let comments = usable.into_iter().filter(|comment| self.first_listing(comment)).collect();
+        let marks_to_fix = common::store::stars::marks_to_fix(&index.entries, &fetched);
+        let mut skipped_rows = index.skipped;
+        let mut comments = Vec::with_capacity(fetched.len());
+        for (entry, comment) in index.entries.iter().zip(fetched) {
+            match self.listing.judge(entry, comment.as_ref()) {
+                Verdict::Shown => comments.extend(comment),
+                Verdict::Repeat => {}
+                Verdict::Gone | Verdict::Stale | Verdict::OtherOwner => skipped_rows += 1,
+            }
+        }
         Ok(Some(CommentPage { comments, skipped_rows, marks_to_fix }))
     }
 }
@@ -298,13 +280,12 @@ pub(crate) struct StreamOptions<'a> {
     pub summary_through_ms: i64,
 }
 
-/// Streams every comment of `product` in `index` through `work`, one page at
+/// Streams every comment a product's `index` shows through `work`, one page at
 /// a time, as a three-stage pipeline: the index is read ahead on its own task
 /// (unless discovery read all of it), the next page's comments are fetched
 /// while the current page is processed on rayon (and, with a `marker`, while
 /// its index rows' star marks are fixed).
 pub(crate) async fn stream_comments<S, W>(
-    product: &Id,
     mut index: IndexReader,
     fetcher: &CommentFetcher,
     state: S,
@@ -317,7 +298,7 @@ where
 {
     let mut totals = StreamTotals::default();
     let mut state = state;
-    let mut current = index.next_page(product, fetcher).await?;
+    let mut current = index.next_page(fetcher).await?;
     while let Some(page) = current {
         let count = page.comments.len() as u64;
         totals.listed += count;
@@ -338,7 +319,7 @@ where
                 None => Ok(()),
             }
         };
-        let (processed, next, marked) = tokio::join!(processed, index.next_page(product, fetcher), marked);
+        let (processed, next, marked) = tokio::join!(processed, index.next_page(fetcher), marked);
         state = processed?;
         marked?;
         if let Some(progress) = options.progress {
@@ -366,8 +347,7 @@ pub(crate) async fn select_for_product(
     let marker = job.writer.is_some().then(|| StarMarker::new(store.clone(), job.pacer.clone()));
     let options =
         StreamOptions { progress: Some(&job.progress), marker: marker.as_ref(), summary_through_ms: job.as_of_ms };
-    let (pool, totals) =
-        stream_comments(product, index, &job.fetcher, TopComments::new(MAX_PICKS), work, options).await?;
+    let (pool, totals) = stream_comments(index, &job.fetcher, TopComments::new(MAX_PICKS), work, options).await?;
     Ok((pool.finish(), totals))
 }
 
@@ -419,7 +399,7 @@ pub(crate) async fn existing_slot_mask(store: &Store, product: &Id) -> common::R
 mod tests {
     use common::keys::CommentKey;
     use common::store::products::CountedIndexPage;
-    use common::store::IndexEntry;
+    use common::store::{IndexEntry, IndexKind};
     use common::Id;
 
     use super::IndexReader;
@@ -430,6 +410,8 @@ mod tests {
             .map(|n| {
                 let order = Id::parse("order", &format!("O{n:09}")).expect("id");
                 IndexEntry {
+                    kind: IndexKind::Product,
+                    owner: product,
                     index_key: vec![n as u8],
                     timestamp_ms: n as i64,
                     comment: CommentKey::new(&order, &product),

@@ -373,7 +373,7 @@ impl Worker {
                 );
                 let options =
                     StreamOptions { progress: Some(&job.progress), marker: None, summary_through_ms: job.as_of_ms };
-                let ((), totals) = stream_comments(&product, index, &job.fetcher, (), count, options).await?;
+                let ((), totals) = stream_comments(index, &job.fetcher, (), count, options).await?;
                 Ok(ProductOutcome {
                     comments_scored: totals.listed,
                     skipped_rows: totals.skipped_rows,

@@ -13,12 +13,15 @@
 pub mod changes;
 mod index_check;
 pub mod lease;
+pub mod listing;
 pub mod products;
 mod rank;
 mod read;
 pub mod regions;
 pub mod runs;
 pub mod stars;
+pub mod summaries;
+mod walk;
 mod write;
 
 use std::collections::HashMap;
@@ -27,6 +30,7 @@ use std::sync::Arc;
 pub use index_check::{IndexCheckOptions, IndexCheckReport, MissingIndex, MissingIndexRow};
 pub use rank::{ProductRanking, RankSlot, StoredRanking};
 pub use read::ReadStore;
+pub use walk::{WalkPage, WalkRequest};
 pub use write::{NewComment, MAX_CONTENT_BYTES};
 
 use crate::error::{Error, Result};
@@ -55,9 +59,14 @@ pub enum IndexKind {
     Product,
 }
 
-/// One index row: where it sits, and the comment it names.
+/// One index row: where it sits, whose it is, and the comment it names.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct IndexEntry {
+    /// The index the row belongs to.
+    pub kind: IndexKind,
+    /// The product (`product-comment`) or user (`user-comment`) the row is
+    /// filed under: the id its key starts with.
+    pub owner: Id,
     /// The index row's key.
     pub index_key: Vec<u8>,
     /// The timestamp in the index key: the comment's, unless the row is stale.
@@ -125,8 +134,11 @@ pub enum SkipReason {
     KeyMismatch,
     /// The stored JSON does not decode.
     BadJson,
-    /// A product's rank slot names a comment of another product.
+    /// A product's rank slot or `product-comment` row names a comment of
+    /// another product.
     OtherProduct,
+    /// A `user-comment` row names a comment of another user.
+    OtherUser,
     /// A rank slot names a comment a better slot of the product names too:
     /// slots of two rankings read at once, for a product with no ranking record.
     RepeatedSlot,
@@ -282,28 +294,22 @@ impl Store {
         start: Option<Vec<u8>>,
         limit: usize,
     ) -> Result<IndexPage> {
-        let table = match kind {
-            IndexKind::User => self.tables.user_comment.clone(),
-            IndexKind::Product => self.tables.product_comment.clone(),
-        };
+        let table = self.index_table(kind).to_owned();
+        let stop = keys::prefix_successor(&prefix);
         let spec = ScanSpec {
-            start: start.unwrap_or_else(|| prefix.clone()),
-            stop: keys::prefix_successor(&prefix),
+            start: start.unwrap_or(prefix),
+            stop: stop.clone(),
             // One row more than asked: its key is where the next page starts.
             limit: limit.saturating_add(1),
             page_size: limit.saturating_add(1).min(INDEX_PAGE_ROWS),
             columns: vec![COLUMN_VALUE.to_vec()],
             cache_blocks: true,
         };
-        let stop = spec.stop.clone();
-        let mut rows = {
+        let rows = {
             let table = table.clone();
             self.hbase.run(Retry::Idempotent, move |connection| connection.scan(&table, &spec)).await?
         };
-        let lookahead = (rows.len() > limit).then(|| rows.swap_remove(limit));
-        rows.truncate(limit);
-        let entries: Vec<IndexEntry> =
-            rows.iter().filter_map(|row| index_entry(&self.tables, &table, kind, row)).collect();
+        let (entries, lookahead) = self.entries_and_lookahead(&table, kind, rows, limit);
         let next = match (lookahead, entries.last()) {
             (Some(lookahead), Some(last)) => self.next_listing_start(&table, kind, lookahead, last, stop).await?,
             (lookahead, _) => lookahead.map(|row| row.key),
@@ -355,32 +361,69 @@ impl Store {
     }
 
     /// Reads the comments an index page names, in page order, leaving out the
-    /// ones that are gone or do not decode, and showing each comment only at
-    /// the index row that lists it ([`IndexEntry::lists`]; stale rows are
-    /// skipped and counted as `stale_index`), once per page.
+    /// ones the page's rows do not show ([`listing`]: gone, stale, another
+    /// owner's, or shown by an earlier row), each counted where it is bad data.
     pub async fn comments_of(&self, page: &IndexPage) -> Result<Vec<Comment>> {
-        let keys: Vec<CommentKey> = page.entries.iter().map(|entry| entry.comment).collect();
+        self.shown_comments(&page.entries, &mut listing::Listing::default()).await
+    }
+
+    /// The comments `entries` show, in order, read in one multi-get (none when
+    /// `entries` is empty) and judged by `listing`, which a walk across pages
+    /// keeps from page to page. Rows left out as stale or another owner's are
+    /// counted in `reviews_skipped_rows_total` and logged.
+    pub(crate) async fn shown_comments(
+        &self,
+        entries: &[IndexEntry],
+        listing: &mut listing::Listing,
+    ) -> Result<Vec<Comment>> {
+        if entries.is_empty() {
+            return Ok(Vec::new());
+        }
+        let keys: Vec<CommentKey> = entries.iter().map(|entry| entry.comment).collect();
         let comments = self.get_comments(&keys).await?;
-        let mut shown = std::collections::HashSet::new();
-        Ok(page
-            .entries
+        Ok(entries
             .iter()
             .zip(comments)
-            .filter_map(|(entry, comment)| {
-                let comment = comment?;
-                if !entry.lists(&comment) {
-                    skip_row(
-                        &self.tables,
-                        &self.tables.comment,
-                        SkipReason::StaleIndex,
-                        &entry.index_key,
-                        &format_args!("the comment's timestamp is {}", comment.timestamp),
-                    );
-                    return None;
+            .filter_map(|(entry, comment)| match listing.judge(entry, comment.as_ref()) {
+                listing::Verdict::Shown => comment,
+                verdict => {
+                    self.count_left_out(entry, verdict, comment.as_ref());
+                    None
                 }
-                shown.insert(entry.comment).then_some(comment)
             })
             .collect())
+    }
+
+    /// Counts and logs an index row a walk left out as bad data: a stale row
+    /// (against the comment table, as its comment's timestamp says) or a row
+    /// naming another owner's comment (against the index table). Repeats and
+    /// gone comments are not counted here: a repeat is no bad data, and a gone
+    /// comment was counted by the multi-get that missed it.
+    fn count_left_out(&self, entry: &IndexEntry, verdict: listing::Verdict, comment: Option<&Comment>) {
+        let Some(comment) = comment else { return };
+        match verdict {
+            listing::Verdict::Stale => skip_row(
+                &self.tables,
+                &self.tables.comment,
+                SkipReason::StaleIndex,
+                &entry.index_key,
+                &format_args!("the comment's timestamp is {}", comment.timestamp),
+            ),
+            listing::Verdict::OtherOwner => {
+                let (table, reason, owner) = match entry.kind {
+                    IndexKind::Product => (&self.tables.product_comment, SkipReason::OtherProduct, comment.product_id),
+                    IndexKind::User => (&self.tables.user_comment, SkipReason::OtherUser, comment.user_id),
+                };
+                skip_row(
+                    &self.tables,
+                    table,
+                    reason,
+                    &entry.index_key,
+                    &format_args!("the row is {}'s, the comment {}'s", entry.owner, owner),
+                );
+            }
+            listing::Verdict::Shown | listing::Verdict::Repeat | listing::Verdict::Gone => {}
+        }
     }
 }
 
@@ -396,16 +439,23 @@ pub(crate) fn index_entry(tables: &Tables, table: &str, kind: IndexKind, row: &R
 }
 
 /// An index row as an entry, or the skip reason and detail when it is not one.
-fn parse_index_entry(kind: IndexKind, row: &Row) -> std::result::Result<IndexEntry, (SkipReason, String)> {
+pub(super) fn parse_index_entry(kind: IndexKind, row: &Row) -> std::result::Result<IndexEntry, (SkipReason, String)> {
     let layout = match kind {
-        IndexKind::User => keys::parse_user_comment_key(&row.key).map(|parsed| parsed.timestamp_ms),
-        IndexKind::Product => keys::parse_product_comment_key(&row.key).map(|parsed| parsed.timestamp_ms),
+        IndexKind::User => keys::parse_user_comment_key(&row.key).map(|parsed| (parsed.user, parsed.timestamp_ms)),
+        IndexKind::Product => {
+            keys::parse_product_comment_key(&row.key).map(|parsed| (parsed.product, parsed.timestamp_ms))
+        }
     };
-    let timestamp_ms = layout.map_err(|error| (SkipReason::BadKey, error.to_string()))?;
+    let (owner, timestamp_ms) = layout.map_err(|error| (SkipReason::BadKey, error.to_string()))?;
     let value = row.value(COLUMN_VALUE).ok_or((SkipReason::NoValue, "the row has no cf:q".to_owned()))?;
     let comment = CommentKey::parse(value).map_err(|error| (SkipReason::BadValue, error.to_string()))?;
     let star_mark = row.value(COLUMN_STARS).and_then(stars::parse_star_mark);
-    Ok(IndexEntry { index_key: row.key.clone(), timestamp_ms, comment, star_mark })
+    Ok(IndexEntry { kind, owner, index_key: row.key.clone(), timestamp_ms, comment, star_mark })
+}
+
+/// A Thrift2 row as a Thrift1 one: its key and its cells' values.
+pub(super) fn untimed(row: crate::hbase::TimedRow) -> Row {
+    Row { key: row.key, cells: row.cells.into_iter().map(|cell| (cell.column, cell.value)).collect() }
 }
 
 /// Matches multi-get results to `keys` by row key (Thrift1 drops missing rows,

@@ -22,8 +22,8 @@ use crate::ids::Id;
 use crate::keys::{self, CommentKey, MAX_RANK};
 use crate::summary::ReviewSummary;
 
-/// The most rows one read of a product's ranking takes: its ten slots, its
-/// record, and room for a few rows of a bad write between them.
+/// The most rows one read of a product's slots takes: its ten, and room for
+/// a few rows of a bad write between them.
 const RANKING_READ_ROWS: usize = 2 * MAX_RANK as usize + 1;
 
 /// One filled rank slot.
@@ -154,32 +154,28 @@ fn decode_record(product: &Id, value: &[u8]) -> std::result::Result<StoredRankin
 }
 
 impl Store {
-    /// Reads `product`'s ranking: the ranking record when the product has one,
-    /// else its slots, each comment kept at its best rank only (slots of two
-    /// rankings seen at once). One scan, over the slots and the record.
+    /// Reads `product`'s ranking: the ranking record when the product has one
+    /// (one get, the common case: every product this project ranked), else
+    /// its slots (one scan), each comment kept at its best rank only (slots
+    /// of two rankings seen at once).
     pub async fn ranking(&self, product: &Id) -> Result<StoredRanking> {
+        if let Some(record) = self.ranking_records(std::slice::from_ref(product)).await?.remove(0) {
+            return Ok(record);
+        }
         let table = self.tables().product_comment_rank.clone();
-        let record_key = keys::ranking_record_key(product);
+        let prefix = keys::rank_prefix(product);
         let spec = ScanSpec {
-            start: keys::rank_prefix(product),
-            stop: keys::prefix_successor(&record_key),
+            start: prefix.clone(),
+            stop: keys::prefix_successor(&prefix),
             limit: RANKING_READ_ROWS,
             page_size: RANKING_READ_ROWS,
             columns: vec![COLUMN_VALUE.to_vec(), COLUMN_SCORE.to_vec()],
             cache_blocks: true,
         };
-        let mut rows = {
+        let rows = {
             let table = table.clone();
             self.hbase().run(Retry::Idempotent, move |connection| connection.scan(&table, &spec)).await?
         };
-        if let Some(record) = rows.last().filter(|row| row.key == record_key) {
-            match record.value(COLUMN_VALUE).map(|value| decode_record(product, value)) {
-                Some(Ok(ranking)) => return Ok(ranking),
-                Some(Err(reason)) => skip_row(self.tables(), &table, SkipReason::BadJson, &record.key, &reason),
-                None => skip_row(self.tables(), &table, SkipReason::NoValue, &record.key, &"the record has no cf:q"),
-            }
-            rows.pop();
-        }
         let mut slots: Vec<RankSlot> = Vec::with_capacity(rows.len());
         for slot in self.decode_slots(&table, rows) {
             if slots.iter().any(|kept| kept.comment == slot.comment) {

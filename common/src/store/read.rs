@@ -4,8 +4,10 @@
 //! service's state holds a `ReadStore`, which wraps a [`Store`] it never hands
 //! out, so a write cannot be called from the service even by mistake.
 
-use super::stars::{ListedSummary, StarPage, StarSet};
-use super::{IndexKind, IndexPage, SkipReason, Store, StoredRanking};
+use super::stars::{StarList, StarListPage};
+use super::summaries::ListedSummary;
+use super::{SkipReason, Store, StoredRanking, WalkPage, WalkRequest};
+use crate::cursor::ViewPosition;
 use crate::error::Result;
 use crate::hbase::Hbase;
 use crate::ids::Id;
@@ -61,20 +63,9 @@ impl ReadStore {
         self.store.hbase().check_ready().await
     }
 
-    /// A page of an index ([`Store::index_page`]).
-    pub async fn index_page(
-        &self,
-        kind: IndexKind,
-        prefix: Vec<u8>,
-        start: Option<Vec<u8>>,
-        limit: usize,
-    ) -> Result<IndexPage> {
-        self.store.index_page(kind, prefix, start, limit).await
-    }
-
-    /// The comments an index page lists ([`Store::comments_of`]).
-    pub async fn comments_of(&self, page: &IndexPage) -> Result<Vec<Comment>> {
-        self.store.comments_of(page).await
+    /// One page of a walk of an index ([`Store::walk`]).
+    pub async fn walk(&self, request: WalkRequest) -> Result<WalkPage> {
+        self.store.walk(request).await
     }
 
     /// Comments by key in one multi-get ([`Store::get_comments`]).
@@ -87,17 +78,17 @@ impl ReadStore {
         self.store.ranking(product).await
     }
 
-    /// Up to `limit` of a product's reviews of `stars`, newest first, within
-    /// a budget of index rows ([`Store::star_page`]).
-    pub async fn star_page(
+    /// A page of a star-filtered or rating-ordered list of a product's
+    /// reviews ([`Store::star_list_page`]).
+    pub async fn star_list_page(
         &self,
         product: &Id,
-        stars: StarSet,
-        start: Option<Vec<u8>>,
+        list: StarList,
+        position: ViewPosition,
         limit: usize,
         budget_rows: usize,
-    ) -> Result<StarPage> {
-        self.store.star_page(product, stars, start, limit, budget_rows).await
+    ) -> Result<StarListPage> {
+        self.store.star_list_page(product, list, position, limit, budget_rows).await
     }
 
     /// `product`'s reviews newer than `as_of_ms`, counted now

@@ -15,19 +15,26 @@
 //! a rating after the last run hides that review from its new star until the
 //! next run marks it again.
 //!
-//! Each request reads at most a budget of index rows (the caller's), so a
-//! product whose rows are unmarked cannot make one request read its whole
-//! index: the page comes back short, with a cursor where the budget ran out.
+//! Each request examines at most a budget of index rows (the caller's,
+//! counted by the region server, see [`walk`](super::walk)), so neither a rare
+//! star nor a product whose rows are unmarked can make one request read its
+//! whole index: the page comes back short, with a cursor where the budget ran
+//! out.
+//!
+//! A list of a product's reviews filtered by star or ordered by rating is a
+//! sequence of such walks ([`StarList::passes`]): one for a filter in newest
+//! order, one per star for a rating order. [`Store::star_list_page`] runs them
+//! in turn within one budget, and its cursor names the list
+//! ([`StarList::view`]) so no other list accepts it.
 
-use std::collections::{HashMap, HashSet};
-
-use super::{index_entry, IndexEntry, IndexKind, Store};
+use super::walk::WalkRequest;
+use super::{IndexEntry, IndexKind, Store};
+use crate::cursor::ViewPosition;
 use crate::error::Result;
-use crate::hbase::{Retry, Row, RowMutation, ScanSpec, TimedRow, COLUMN_STARS, COLUMN_VALUE};
+use crate::hbase::{Retry, RowMutation, COLUMN_STARS};
 use crate::ids::Id;
-use crate::keys::{self, CommentKey, KeyRange};
+use crate::keys;
 use crate::model::Comment;
-use crate::summary::ReviewSummary;
 
 /// The star a review counts under, as its summary counts it: 1 to 5, or 0 for
 /// unrated (no rating, or one that is not an integer from 1 to 5).
@@ -76,185 +83,130 @@ impl StarSet {
         (0..=5).filter(move |star| self.contains(*star))
     }
 
-    /// The region server's filter for the rows a walk of this set reads: a
-    /// mark naming one of its stars, or no mark at all (`filterIfMissing`
-    /// false), which the walk then checks against the comment itself.
-    fn hbase_filter(self) -> String {
+    /// Whether the set holds no star.
+    pub fn is_empty(self) -> bool {
+        self.0 == 0
+    }
+
+    /// The region server's filter for a walk of this (non-empty) set that
+    /// examines at most `budget_rows` rows: `PageFilter` first, which counts
+    /// every row the region server reaches and ends the scan after that
+    /// many; then a mark naming one of the set's stars, or no mark at all
+    /// (`filterIfMissing` false), which the walk checks against the comment.
+    pub(super) fn hbase_filter(self, budget_rows: usize) -> String {
         let class: String = self.stars().map(|star| char::from(b'0' + star)).collect();
-        format!("SingleColumnValueFilter('cf', 'r', =, 'regexstring:^[{class}]$', false, true)")
+        format!(
+            "PageFilter ({budget_rows}) AND SingleColumnValueFilter('cf', 'r', =, 'regexstring:^[{class}]$', false, true)"
+        )
     }
 }
 
-/// A page of a filtered walk: the reviews kept, newest first, and where the
-/// walk goes on.
-#[derive(Debug, Clone, PartialEq, Default)]
-pub struct StarPage {
-    /// The reviews of the page, each once, newest first.
-    pub comments: Vec<Comment>,
-    /// The index key where the walk goes on; `None` when the product's index
-    /// has no row left after this page.
-    pub next: Option<Vec<u8>>,
-    /// The index rows read (those the region server's filter passed): what
-    /// the page cost, counted against the caller's budget.
-    pub rows_read: usize,
+/// The order of a list of a product's reviews.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+pub enum CommentOrder {
+    /// Newest first (the default).
+    #[default]
+    Newest,
+    /// Most stars first, newest first within a star, unrated last.
+    RatingDesc,
+    /// Fewest stars first, newest first within a star, unrated last.
+    RatingAsc,
 }
 
-/// The reviews of a product listed after a time, counted at read time.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
-pub struct ListedSummary {
-    /// The reviews counted.
-    pub summary: ReviewSummary,
-    /// Whether every such review was counted: `false` when there were more
-    /// index rows than the read's bound, and only the newest were counted.
-    pub complete: bool,
+/// A list of a product's reviews other than the plain newest-first one: some
+/// stars only, or ordered by rating, or both.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct StarList {
+    /// Only the reviews of these stars; `None`: every review.
+    pub stars: Option<StarSet>,
+    /// The list's order.
+    pub order: CommentOrder,
+}
+
+impl StarList {
+    /// The walks the list is made of, in turn, each newest first keeping one
+    /// set of stars. A star filter in newest order is one walk; a rating
+    /// order is one per star, best (or worst) first, then the unrated reviews
+    /// when no filter excludes them.
+    pub fn passes(self) -> Vec<StarSet> {
+        let asked = |star: &u8| self.stars.is_none_or(|stars| stars.contains(*star));
+        let by_star =
+            |order: [u8; 6]| order.iter().filter(|star| asked(star)).map(|star| StarSet::of([*star])).collect();
+        match self.order {
+            CommentOrder::Newest => vec![self.stars.unwrap_or(StarSet::ALL)],
+            CommentOrder::RatingDesc => by_star([5, 4, 3, 2, 1, 0]),
+            CommentOrder::RatingAsc => by_star([1, 2, 3, 4, 5, 0]),
+        }
+    }
+
+    /// The two bytes a cursor of this list carries to name it, so that any
+    /// other list refuses the cursor.
+    pub fn view(self) -> [u8; 2] {
+        let order = match self.order {
+            CommentOrder::Newest => 0,
+            CommentOrder::RatingDesc => 1,
+            CommentOrder::RatingAsc => 2,
+        };
+        [self.stars.map_or(0, StarSet::bits), order]
+    }
+}
+
+/// A page of a [`StarList`]: its reviews and where the list goes on.
+#[derive(Debug, Clone, PartialEq, Default)]
+pub struct StarListPage {
+    /// The reviews, in the list's order, each once.
+    pub comments: Vec<Comment>,
+    /// Where the list goes on; `None` after its last review.
+    pub next: Option<ViewPosition>,
+    /// The index rows the page examined (see [`super::WalkPage::rows_examined`]).
+    pub rows_examined: usize,
 }
 
 impl Store {
-    /// Counts `product`'s reviews newer than `as_of_ms` (all of them for
-    /// `None`) as a walk of its latest pages lists them, reading at most
-    /// `max_rows` index rows (one scan, then one multi-get when it found any).
-    /// What a summary adds, at read time, to the count of the run as of
-    /// `as_of_ms`.
-    pub async fn summary_after(&self, product: &Id, as_of_ms: Option<i64>, max_rows: usize) -> Result<ListedSummary> {
-        let table = self.tables().product_comment.clone();
-        let range = keys::product_comments_after(product, as_of_ms);
-        // Through Thrift2, whose scan is one call (open, read, close), where a
-        // Thrift1 scan is three: this read comes with every summary.
-        let ranges = vec![(range.start, range.stop.unwrap_or_default())];
-        let timed = self
-            .hbase()
-            .scan_row_ranges(&table, ranges, vec![COLUMN_VALUE.to_vec()], max_rows.saturating_add(1))
-            .await?;
-        let mut rows: Vec<Row> = timed.into_iter().map(untimed).collect();
-        let complete = rows.len() <= max_rows;
-        rows.truncate(max_rows);
-        let entries: Vec<IndexEntry> =
-            rows.iter().filter_map(|row| index_entry(self.tables(), &table, IndexKind::Product, row)).collect();
-        let mut listed = ListedSummary { complete, ..ListedSummary::default() };
-        if !entries.is_empty() {
-            let page = super::IndexPage { entries, next: None };
-            for comment in self.comments_of(&page).await? {
-                listed.summary.add(&comment);
-            }
-        }
-        Ok(listed)
-    }
-
-    /// [`Store::summary_after`] for many products at once (each named once,
-    /// with the as-of time of the run that counted it, if any), lined up with
-    /// `asked`: one scan of all their newest index rows through the Thrift2
-    /// gateway (the region server seeks from one product's rows to the next),
-    /// then one multi-get of the reviews found. When more than `max_rows`
-    /// rows are found in all, the products the scan did not finish are
-    /// counted one by one, each within `max_rows`.
-    pub async fn summaries_after(&self, asked: &[(Id, Option<i64>)], max_rows: usize) -> Result<Vec<ListedSummary>> {
-        let table = self.tables().product_comment.clone();
-        let mut by_key: Vec<(usize, KeyRange)> = asked
-            .iter()
-            .enumerate()
-            .map(|(position, (product, as_of_ms))| (position, keys::product_comments_after(product, *as_of_ms)))
-            .collect();
-        by_key.sort_by(|left, right| left.1.start.cmp(&right.1.start));
-        let ranges: Vec<(Vec<u8>, Vec<u8>)> =
-            by_key.iter().map(|(_, range)| (range.start.clone(), range.stop.clone().unwrap_or_default())).collect();
-        let columns = vec![COLUMN_VALUE.to_vec()];
-        let mut rows = self.hbase().scan_row_ranges(&table, ranges, columns, max_rows.saturating_add(1)).await?;
-        // Past the bound: the last row's product and those after it were not read whole.
-        let unfinished_from = (rows.len() > max_rows).then(|| {
-            rows.truncate(max_rows);
-            rows.last().map(|row| row.key.clone()).unwrap_or_default()
-        });
-        let entries: Vec<IndexEntry> = rows
-            .into_iter()
-            .map(|timed| Row {
-                key: timed.key,
-                cells: timed.cells.into_iter().map(|cell| (cell.column, cell.value)).collect(),
-            })
-            .filter_map(|row| index_entry(self.tables(), &table, IndexKind::Product, &row))
-            .collect();
-        let mut counted: HashMap<Id, ReviewSummary> = HashMap::new();
-        if !entries.is_empty() {
-            for comment in self.comments_of(&super::IndexPage { entries, next: None }).await? {
-                counted.entry(comment.product_id).or_default().add(&comment);
-            }
-        }
-        let mut listed = vec![ListedSummary::default(); asked.len()];
-        for (position, range) in by_key {
-            let (product, as_of_ms) = &asked[position];
-            let unfinished =
-                unfinished_from.as_ref().is_some_and(|last| range.stop.as_ref().is_none_or(|stop| stop > last));
-            listed[position] = if unfinished {
-                self.summary_after(product, *as_of_ms, max_rows).await?
-            } else {
-                ListedSummary { summary: counted.get(product).copied().unwrap_or_default(), complete: true }
-            };
-        }
-        Ok(listed)
-    }
-
-    /// Up to `limit` of `product`'s reviews whose star is in `stars`, newest
-    /// first, from `start` (an index key inside the product's prefix, or its
-    /// first row), reading at most about `budget_rows` index rows: the walk
-    /// stops early when the budget runs out, and the page is then shorter than
-    /// `limit` while `next` is set.
-    ///
-    /// Walking from the first row, each page from the last page's `next`, lists
-    /// exactly the reviews of the product's unfiltered walk whose star is in
-    /// `stars`, in the same order, each once.
-    pub async fn star_page(
+    /// A page of `list` of `product`'s reviews from `position` (the list's
+    /// first review for phase 0 and no key): the list's walks in turn, each
+    /// from where the last ended, until `limit` reviews are found or
+    /// `budget_rows` index rows are examined. The page is short, with a
+    /// `next`, when the budget runs out first. A position whose phase the
+    /// list does not have is [`crate::Error::InvalidInput`].
+    pub async fn star_list_page(
         &self,
         product: &Id,
-        stars: StarSet,
-        start: Option<Vec<u8>>,
+        list: StarList,
+        mut position: ViewPosition,
         limit: usize,
         budget_rows: usize,
-    ) -> Result<StarPage> {
-        let table = self.tables().product_comment.clone();
-        let prefix = keys::product_comment_prefix(product);
-        let stop = keys::prefix_successor(&prefix);
-        let filter = stars.hbase_filter();
-        let mut start = start.unwrap_or_else(|| prefix.clone());
-        let mut page = StarPage::default();
-        let mut shown: HashSet<CommentKey> = HashSet::new();
+    ) -> Result<StarListPage> {
+        let passes = list.passes();
+        if usize::from(position.phase) >= passes.len() {
+            return Err(crate::Error::InvalidInput(format!(
+                "the list has {} walks, the position names walk {}",
+                passes.len(),
+                position.phase
+            )));
+        }
+        let mut page = StarListPage { comments: Vec::with_capacity(limit), next: None, rows_examined: 0 };
         loop {
-            let wanted = limit.saturating_sub(page.comments.len()).max(1);
-            let spec = ScanSpec {
-                start: start.clone(),
-                stop: stop.clone(),
-                // One row more than asked: its key is where the walk goes on.
-                limit: wanted + 1,
-                page_size: wanted + 1,
-                columns: vec![COLUMN_VALUE.to_vec(), COLUMN_STARS.to_vec()],
-                cache_blocks: true,
-            };
-            let mut rows = {
-                let (table, filter) = (table.clone(), filter.clone());
-                self.hbase()
-                    .run(Retry::Idempotent, move |connection| connection.scan_with_filter(&table, &spec, &filter))
-                    .await?
-            };
-            let lookahead = (rows.len() > wanted).then(|| rows.swap_remove(wanted));
-            rows.truncate(wanted);
-            page.rows_read += rows.len();
-            let entries: Vec<IndexEntry> =
-                rows.iter().filter_map(|row| index_entry(self.tables(), &table, IndexKind::Product, row)).collect();
-            let keys: Vec<CommentKey> = entries.iter().map(|entry| entry.comment).collect();
-            let comments = if keys.is_empty() { Vec::new() } else { self.get_comments(&keys).await? };
-            for (entry, comment) in entries.iter().zip(comments) {
-                let Some(comment) = comment else { continue };
-                if entry.lists(&comment) && stars.contains(star_of(&comment)) && shown.insert(entry.comment) {
-                    page.comments.push(comment);
-                }
+            let walk = self
+                .walk(WalkRequest {
+                    kind: IndexKind::Product,
+                    prefix: keys::product_comment_prefix(product),
+                    start: position.key.take(),
+                    stars: Some(passes[usize::from(position.phase)]),
+                    limit: limit - page.comments.len(),
+                    budget_rows: budget_rows - page.rows_examined,
+                })
+                .await?;
+            page.rows_examined += walk.rows_examined;
+            page.comments.extend(walk.comments);
+            match walk.next {
+                Some(next) => position.key = Some(next),
+                None if usize::from(position.phase) + 1 == passes.len() => return Ok(page),
+                None => position = ViewPosition { phase: position.phase + 1, key: None },
             }
-            page.next = match (lookahead, entries.last()) {
-                (Some(lookahead), Some(last)) => {
-                    self.next_listing_start(&table, IndexKind::Product, lookahead, last, stop.clone()).await?
-                }
-                (lookahead, _) => lookahead.map(|row| row.key),
-            };
-            match &page.next {
-                Some(next) if page.comments.len() < limit && page.rows_read < budget_rows => start = next.clone(),
-                _ => return Ok(page),
+            if page.comments.len() >= limit || page.rows_examined >= budget_rows {
+                page.next = Some(position);
+                return Ok(page);
             }
         }
     }
@@ -276,22 +228,17 @@ impl Store {
     }
 }
 
-/// A Thrift2 row as a Thrift1 one: its key and its cells' values.
-fn untimed(row: TimedRow) -> Row {
-    Row { key: row.key, cells: row.cells.into_iter().map(|cell| (cell.column, cell.value)).collect() }
-}
-
-/// The rows of `product`'s index `entries` whose mark differs from the star of
-/// the comment they list (`comments` lines up with `entries`; `None` where a
-/// comment is gone), with the star each should carry. Rows that list no
-/// comment of `product` (gone, a stale row, another product's) are left as
-/// they are.
-pub fn marks_to_fix(product: &Id, entries: &[IndexEntry], comments: &[Option<Comment>]) -> Vec<(Vec<u8>, u8)> {
+/// The rows among `entries` (a product's index rows) whose mark differs from
+/// the star of the comment they list (`comments` lines up with `entries`;
+/// `None` where a comment is gone), with the star each should carry. Rows
+/// that list no comment of their product (gone, a stale row, another
+/// product's: see [`super::listing`]) are left as they are.
+pub fn marks_to_fix(entries: &[IndexEntry], comments: &[Option<Comment>]) -> Vec<(Vec<u8>, u8)> {
     entries
         .iter()
         .zip(comments)
         .filter_map(|(entry, comment)| {
-            let comment = comment.as_ref().filter(|comment| entry.lists(comment) && comment.product_id == *product)?;
+            let comment = comment.as_ref().filter(|comment| entry.lists(comment) && entry.owns(comment))?;
             let star = star_of(comment);
             (entry.star_mark != Some(star)).then(|| (entry.index_key.clone(), star))
         })
@@ -314,11 +261,32 @@ mod tests {
     }
 
     #[test]
-    fn the_filter_keeps_the_marked_stars_and_unmarked_rows() {
+    fn the_filter_counts_every_row_first_then_keeps_the_marked_stars_and_unmarked_rows() {
         assert_eq!(
-            StarSet::of([0, 4, 5]).hbase_filter(),
-            "SingleColumnValueFilter('cf', 'r', =, 'regexstring:^[045]$', false, true)"
+            StarSet::of([0, 4, 5]).hbase_filter(300),
+            "PageFilter (300) AND SingleColumnValueFilter('cf', 'r', =, 'regexstring:^[045]$', false, true)"
         );
+        assert!(StarSet::of([]).is_empty() && !StarSet::of([0]).is_empty());
+    }
+
+    #[test]
+    fn a_rating_order_walks_each_star_then_the_unrated_and_a_filter_keeps_its_stars() {
+        let stars =
+            |list: StarList| list.passes().into_iter().map(|set| set.stars().collect::<Vec<_>>()).collect::<Vec<_>>();
+        let list = |stars: Option<StarSet>, order| StarList { stars, order };
+        assert_eq!(
+            stars(list(None, CommentOrder::RatingDesc)),
+            vec![vec![5], vec![4], vec![3], vec![2], vec![1], vec![0]]
+        );
+        assert_eq!(
+            stars(list(None, CommentOrder::RatingAsc)),
+            vec![vec![1], vec![2], vec![3], vec![4], vec![5], vec![0]]
+        );
+        assert_eq!(stars(list(Some(StarSet::of([2, 4])), CommentOrder::RatingAsc)), vec![vec![2], vec![4]]);
+        assert_eq!(stars(list(Some(StarSet::of([2, 4])), CommentOrder::Newest)), vec![vec![2, 4]]);
+        let view = |stars, order| list(stars, order).view();
+        assert_ne!(view(Some(StarSet::of([1])), CommentOrder::Newest), view(None, CommentOrder::Newest));
+        assert_ne!(view(None, CommentOrder::RatingAsc), view(None, CommentOrder::RatingDesc));
     }
 
     #[test]

@@ -1,12 +1,10 @@
 //! The handlers, one module per audience: [`v1`] for frontends, [`seed`] for
 //! clients of the original Java service, [`ops`] for operators (health,
-//! readiness, metrics); here what they share and the fallbacks.
+//! readiness, metrics); here what they share (answering a kept read, stale
+//! when HBase fails) and the fallbacks.
 //!
-//! Every page read is one index scan (one row more than asked, whose key says
-//! where the next page starts) followed by one multi-get of the comments it
-//! names, whatever the page size. Ranked and summary reads are one scan of the
-//! product's ranking (its ranking record, or the slots of a product without
-//! one) and one multi-get, served from the cache when it holds them.
+//! A handler parses its request (with [`crate::extract`]), calls one function
+//! of [`crate::pages`] or [`crate::summaries`], and renders the answer.
 
 pub mod ops;
 pub mod seed;
@@ -18,28 +16,12 @@ use std::time::{Duration, Instant};
 use axum::body::Bytes;
 use axum::http::{header, HeaderValue, Method, Uri};
 use axum::response::{IntoResponse, Response};
-use common::model::Comment;
-use common::store::{IndexKind, IndexPage};
 use utoipa::IntoResponses;
 
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::last_good::{Answer, PageRead};
 use crate::state::AppState;
 use crate::telemetry::{self, ServedStale};
-
-/// Reads one page of an index and, in one multi-get, the comments it names.
-pub(crate) async fn read_page(
-    state: &AppState,
-    kind: IndexKind,
-    prefix: Vec<u8>,
-    start: Option<Vec<u8>>,
-    limit: usize,
-) -> Result<(IndexPage, Vec<Comment>), ApiError> {
-    let page = state.store().index_page(kind, prefix, start, limit).await?;
-    // An empty page needs no multi-get (and must not fail on one when HBase is flaky).
-    let comments = if page.entries.is_empty() { Vec::new() } else { state.store().comments_of(&page).await? };
-    Ok((page, comments))
-}
 
 /// The `Cache-Control` of ranked reads: they change only when the ranker runs,
 /// so clients and proxies may keep them as long as this service's cache does.
@@ -125,15 +107,6 @@ fn stale_response(kept: &Answer, keep_for: Duration) -> Response {
     let mut response = (headers, kept.body.clone()).into_response();
     response.extensions_mut().insert(ServedStale);
     response
-}
-
-/// A page as JSON, for an answer that is kept.
-pub(crate) fn render(value: &impl serde::Serialize) -> Result<Bytes, ApiError> {
-    serde_json::to_vec(value).map(Bytes::from).map_err(render_error)
-}
-
-pub(crate) fn render_error(error: serde_json::Error) -> ApiError {
-    ApiError::new(ErrorCode::Internal, format!("cannot render an answer: {error}"))
 }
 
 /// Any path no route has.

@@ -4,7 +4,6 @@
 
 use std::time::Instant;
 
-use axum::body::Bytes;
 use axum::extract::State;
 use axum::response::Response;
 use axum::routing::{post, MethodRouter};
@@ -16,12 +15,14 @@ use common::store::IndexKind;
 use utoipa::openapi::{HttpMethod, OpenApi};
 use utoipa::Modify;
 
-use super::{answer_kept, json_response, ranked_answer, read_page, render, render_error, Unavailable};
+use super::{answer_kept, json_response, ranked_answer, Unavailable};
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{JsonBody, LimitQuery, ProductId, RawLimitQuery, UserId};
 use crate::last_good::{Answer, PageRead};
+use crate::pages::seed_page;
 use crate::state::AppState;
-use crate::views::{SeedCommentsPage, SeedPageRequest};
+use crate::summaries;
+use crate::views::{render_error, SeedCommentsPage, SeedPageRequest};
 
 /// Standard base64 as Jackson writes `byte[]`, accepting input with or without
 /// the trailing `=` padding (clients that strip it are common).
@@ -160,23 +161,11 @@ pub async fn seed_ranked(
 ) -> Result<Response, ApiError> {
     let limit = limit.get();
     answer_kept(&state, PageRead::SeedRanked { product, limit }, async {
-        let ranking = state.ranking(product).await?;
+        let ranking = summaries::ranking(&state, product).await?;
         let body = ranking.seed_body(limit).map_err(render_error)?;
         Ok(ranked_answer(&state, body, ranking.read_at()))
     })
     .await
-}
-
-/// A seed page's JSON: one page of an index and the comments it names.
-async fn seed_page(
-    state: &AppState,
-    kind: IndexKind,
-    prefix: Vec<u8>,
-    start: Option<Vec<u8>>,
-    limit: usize,
-) -> Result<Bytes, ApiError> {
-    let (page, comments) = read_page(state, kind, prefix, start, limit).await?;
-    render(&SeedCommentsPage::new(&comments, page.next.as_deref()))
 }
 
 /// Decodes a seed `startIndexKey` (standard base64).

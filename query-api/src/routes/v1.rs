@@ -3,146 +3,26 @@
 //! with their rank and score, its review summary, and the summaries of a
 //! listing page's products in one call.
 
-use std::collections::HashMap;
 use std::time::Instant;
 
 use axum::extract::State;
 use axum::response::{IntoResponse, Response};
 use axum::Json;
-use common::cursor::{self, ViewPosition};
 use common::keys;
-use common::model::Comment;
-use common::store::stars::StarSet;
+use common::store::stars::StarList;
 use common::store::IndexKind;
-use common::Id;
 
-use super::{answer_kept, ranked_answer, read_page, render, render_error, Unavailable};
+use super::{answer_kept, ranked_answer, Unavailable};
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{
     CommentOrder, PageQuery, ProductId, ProductPageQuery, RankedQuery, RawPageQuery, RawProductPageQuery,
     RawRankedQuery, RawSummariesQuery, SummariesQuery, UserId,
 };
 use crate::last_good::{Answer, PageRead};
+use crate::pages;
 use crate::state::AppState;
-use crate::views::{Author, CommentView, CommentsPage, RankedPage, ReviewSummaryView, SummariesPage};
-
-/// A `/v1` page: the cursor must lie inside `prefix`.
-async fn v1_page(
-    state: &AppState,
-    kind: IndexKind,
-    prefix: Vec<u8>,
-    query: PageQuery,
-) -> Result<Json<CommentsPage>, ApiError> {
-    let start = query.cursor.as_deref().map(|cursor| cursor::decode(cursor, &prefix)).transpose()?;
-    let (page, comments) = read_page(state, kind, prefix, start, query.limit.get()).await?;
-    let next_cursor = page.next.as_deref().map(cursor::encode);
-    comments_page(state, comments, next_cursor, query.include_author).await
-}
-
-/// The answer holding `comments`, with their authors when asked for.
-async fn comments_page(
-    state: &AppState,
-    comments: Vec<Comment>,
-    next_cursor: Option<String>,
-    include_author: bool,
-) -> Result<Json<CommentsPage>, ApiError> {
-    let comments = if include_author {
-        let authors = authors_of(state, comments.iter().map(|comment| comment.user_id)).await?;
-        comments
-            .into_iter()
-            .map(|comment| {
-                let author = authors.get(&comment.user_id).cloned().flatten();
-                CommentView { comment, author: Some(author) }
-            })
-            .collect()
-    } else {
-        comments.into_iter().map(CommentView::plain).collect()
-    };
-    Ok(Json(CommentsPage { comments, next_cursor }))
-}
-
-/// The authors of `users`, by id, in one multi-get of the `user` table: `None`
-/// for a user whose record is missing or does not decode (skipped and counted).
-pub(crate) async fn authors_of(
-    state: &AppState,
-    users: impl IntoIterator<Item = Id>,
-) -> Result<HashMap<Id, Option<Author>>, ApiError> {
-    let mut ids: Vec<Id> = users.into_iter().collect();
-    ids.sort_unstable();
-    ids.dedup();
-    if ids.is_empty() {
-        return Ok(HashMap::new());
-    }
-    let users = state.store().users(&ids).await?;
-    Ok(ids.into_iter().zip(users).map(|(id, user)| (id, user.map(|user| Author { nickname: user.nickname }))).collect())
-}
-
-/// The passes of a filtered or rating-ordered list of a product's comments:
-/// each pass walks the product's index newest first keeping one set of stars.
-/// A star filter in newest order is one pass; a rating order is one pass per
-/// star, best (or worst) first, then the unrated comments when no filter
-/// excludes them.
-fn passes(stars: Option<StarSet>, order: CommentOrder) -> Vec<StarSet> {
-    let asked = |star: &u8| stars.is_none_or(|stars| stars.contains(*star));
-    match order {
-        CommentOrder::Newest => vec![stars.unwrap_or(StarSet::ALL)],
-        CommentOrder::RatingDesc => {
-            [5, 4, 3, 2, 1, 0].iter().filter(|star| asked(star)).map(|star| StarSet::of([*star])).collect()
-        }
-        CommentOrder::RatingAsc => {
-            [1, 2, 3, 4, 5, 0].iter().filter(|star| asked(star)).map(|star| StarSet::of([*star])).collect()
-        }
-    }
-}
-
-/// The two bytes a filtered list's cursor carries to name its filter and
-/// order, so it is refused by any other list.
-fn view_bytes(stars: Option<StarSet>, order: CommentOrder) -> [u8; 2] {
-    let order = match order {
-        CommentOrder::Newest => 0,
-        CommentOrder::RatingDesc => 1,
-        CommentOrder::RatingAsc => 2,
-    };
-    [stars.map_or(0, StarSet::bits), order]
-}
-
-/// A page of a product's comments filtered by star or ordered by rating:
-/// the list's passes in turn, from the cursor's, until the page is full or
-/// the request's budget of index rows is spent.
-async fn star_list_page(
-    state: &AppState,
-    product: &Id,
-    query: &ProductPageQuery,
-) -> Result<(Vec<Comment>, Option<String>), ApiError> {
-    let prefix = keys::product_comment_prefix(product);
-    let view = view_bytes(query.stars, query.order);
-    let passes = passes(query.stars, query.order);
-    let mut position = match &query.page.cursor {
-        Some(text) => cursor::decode_view(text, view, &prefix)?,
-        None => ViewPosition { phase: 0, key: None },
-    };
-    if usize::from(position.phase) >= passes.len() {
-        return Err(cursor::CursorError::OutsidePrefix.into());
-    }
-    let limit = query.page.limit.get();
-    let mut budget = state.settings().star_budget_rows;
-    let mut comments = Vec::with_capacity(limit);
-    loop {
-        let stars = passes[usize::from(position.phase)];
-        let wanted = limit - comments.len();
-        let page = state.store().star_page(product, stars, position.key.take(), wanted, budget).await?;
-        budget = budget.saturating_sub(page.rows_read);
-        comments.extend(page.comments);
-        match page.next {
-            Some(next) => position.key = Some(next),
-            None if usize::from(position.phase) + 1 == passes.len() => return Ok((comments, None)),
-            None => position = ViewPosition { phase: position.phase + 1, key: None },
-        }
-        if comments.len() >= limit || budget == 0 {
-            return Ok((comments, Some(cursor::encode_view(view, &position))));
-        }
-    }
-}
+use crate::summaries;
+use crate::views::{render, render_error, CommentsPage, RankedPage, ReviewSummaryView, SummariesPage};
 
 /// A product's comments, newest first, page by page; or only those of some
 /// stars (`rating`), or by star (`sort`).
@@ -166,19 +46,22 @@ pub async fn v1_product_comments(
     ProductId(product): ProductId,
     query: ProductPageQuery,
 ) -> Result<Response, ApiError> {
-    let prefix = keys::product_comment_prefix(&product);
-    if query.stars.is_some() || query.order != CommentOrder::Newest {
-        let (comments, next_cursor) = star_list_page(&state, &product, &query).await?;
-        return Ok(comments_page(&state, comments, next_cursor, query.page.include_author).await?.into_response());
+    let ProductPageQuery { page, stars, order } = query;
+    let (limit, authors) = (page.limit.get(), page.include_author);
+    if stars.is_some() || order != CommentOrder::Newest {
+        let list = StarList { stars, order };
+        let page = pages::star_list_page(&state, &product, list, page.cursor.as_deref(), limit, authors).await?;
+        return Ok(Json(page).into_response());
     }
-    if query.page.cursor.is_some() {
-        return Ok(v1_page(&state, IndexKind::Product, prefix, query.page).await?.into_response());
+    let prefix = keys::product_comment_prefix(&product);
+    if page.cursor.is_some() {
+        let page = pages::v1_page(&state, IndexKind::Product, prefix, page.cursor.as_deref(), limit, authors).await?;
+        return Ok(Json(page).into_response());
     }
     // The first page a product page shows: kept, to be served stale when HBase fails.
-    let read = PageRead::Latest { product, limit: query.page.limit.get(), authors: query.page.include_author };
-    answer_kept(&state, read, async {
+    answer_kept(&state, PageRead::Latest { product, limit, authors }, async {
         let read_at = Instant::now();
-        let Json(page) = v1_page(&state, IndexKind::Product, prefix, query.page).await?;
+        let page = pages::v1_page(&state, IndexKind::Product, prefix, None, limit, authors).await?;
         Ok(Answer { body: render(&page)?, cache_control: None, read_at })
     })
     .await
@@ -201,7 +84,9 @@ pub async fn v1_user_comments(
     UserId(user): UserId,
     query: PageQuery,
 ) -> Result<Json<CommentsPage>, ApiError> {
-    v1_page(&state, IndexKind::User, keys::user_comment_prefix(&user), query).await
+    let prefix = keys::user_comment_prefix(&user);
+    let (cursor, limit) = (query.cursor.as_deref(), query.limit.get());
+    Ok(Json(pages::v1_page(&state, IndexKind::User, prefix, cursor, limit, query.include_author).await?))
 }
 
 /// A product's best comments, rank 1 first, with their rank and score.
@@ -226,24 +111,14 @@ pub async fn v1_ranked_comments(
     let limit = query.limit.get();
     let read = PageRead::Ranked { product, limit, authors: query.include_author };
     answer_kept(&state, read, async {
-        let read_at = Instant::now();
-        let ranking = state.ranking(product).await?;
-        if !query.include_author {
-            let body = ranking.v1_body(limit).map_err(render_error)?;
-            return Ok(ranked_answer(&state, body, ranking.read_at()));
-        }
-        let shown = &ranking.comments()[..limit.min(ranking.comments().len())];
-        let authors = authors_of(&state, shown.iter().map(|ranked| ranked.comment.user_id)).await?;
-        let with_authors: Vec<_> = shown
-            .iter()
-            .map(|ranked| {
-                let mut ranked = ranked.clone();
-                ranked.author = Some(authors.get(&ranked.comment.user_id).cloned().flatten());
-                ranked
-            })
-            .collect();
-        let body = render(&RankedPage::of(&with_authors, ranking.summary()))?;
-        Ok(ranked_answer(&state, body, read_at))
+        let ranking = summaries::ranking(&state, product).await?;
+        let body = if query.include_author {
+            pages::ranked_with_authors(&state, &ranking, limit).await?
+        } else {
+            ranking.v1_body(limit).map_err(render_error)?
+        };
+        // The answer is as old as the ranking it shows, however recently its authors were read.
+        Ok(ranked_answer(&state, body, ranking.read_at()))
     })
     .await
 }
@@ -270,7 +145,7 @@ pub async fn v1_review_summary(
     ProductId(product): ProductId,
 ) -> Result<Response, ApiError> {
     answer_kept(&state, PageRead::Summary { product }, async {
-        let ranking = state.ranking(product).await?;
+        let ranking = summaries::ranking(&state, product).await?;
         let Some(body) = ranking.summary_body() else {
             return Err(ApiError::new(ErrorCode::NoSummary, format!("product {product} has no review to summarise")));
         };
@@ -301,32 +176,9 @@ pub async fn v1_summaries(
 ) -> Result<Response, ApiError> {
     let read = PageRead::Summaries { products: products.clone().into() };
     answer_kept(&state, read, async {
-        let read_at = Instant::now();
-        let summaries = state.summaries(&products).await?;
+        // As old as the oldest cached summary it shows.
+        let (summaries, read_at) = summaries::listing_summaries(&state, &products).await?;
         Ok(ranked_answer(&state, render(&SummariesPage { summaries })?, read_at))
     })
     .await
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn a_rating_order_walks_each_star_then_the_unrated_and_a_filter_keeps_its_stars() {
-        let stars =
-            |passes: Vec<StarSet>| passes.into_iter().map(|set| set.stars().collect::<Vec<_>>()).collect::<Vec<_>>();
-        assert_eq!(
-            stars(passes(None, CommentOrder::RatingDesc)),
-            vec![vec![5], vec![4], vec![3], vec![2], vec![1], vec![0]]
-        );
-        assert_eq!(
-            stars(passes(None, CommentOrder::RatingAsc)),
-            vec![vec![1], vec![2], vec![3], vec![4], vec![5], vec![0]]
-        );
-        assert_eq!(stars(passes(Some(StarSet::of([2, 4])), CommentOrder::RatingAsc)), vec![vec![2], vec![4]]);
-        assert_eq!(stars(passes(Some(StarSet::of([2, 4])), CommentOrder::Newest)), vec![vec![2, 4]]);
-        assert_ne!(view_bytes(Some(StarSet::of([1])), CommentOrder::Newest), view_bytes(None, CommentOrder::Newest));
-        assert_ne!(view_bytes(None, CommentOrder::RatingAsc), view_bytes(None, CommentOrder::RatingDesc));
-    }
 }

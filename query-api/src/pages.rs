@@ -1,0 +1,188 @@
+//! Pages of comments as the routes answer them: a product's or a user's
+//! newest first by cursor, a product's filtered by star or ordered by rating,
+//! the seed's pages by index key, and the authors a page shows on request.
+//!
+//! Every page is one walk of an index ([`common::store::Store::walk`]):
+//! one index scan (one row more than asked, whose key says where the next
+//! page starts) and one multi-get of the comments it names. A filtered or
+//! rating-ordered page is the walks of its [`StarList`] in turn within the
+//! service's budget of rows examined; a page that the product's summary
+//! already says is empty is answered without one.
+
+use std::collections::HashMap;
+
+use axum::body::Bytes;
+use common::cursor::{self, ViewPosition};
+use common::keys;
+use common::model::Comment;
+use common::store::stars::{StarList, StarSet};
+use common::store::{IndexKind, WalkRequest};
+use common::Id;
+
+use crate::error::ApiError;
+use crate::ranked_cache::Ranking;
+use crate::state::AppState;
+use crate::views::{render, Author, CommentView, CommentsPage, RankedPage, SeedCommentsPage};
+
+/// A `/v1` page of `kind`'s index under `prefix` (a product's or a user's),
+/// from `cursor` (which must lie inside `prefix`), with the comments' authors
+/// when asked for.
+pub async fn v1_page(
+    state: &AppState,
+    kind: IndexKind,
+    prefix: Vec<u8>,
+    cursor: Option<&str>,
+    limit: usize,
+    include_author: bool,
+) -> Result<CommentsPage, ApiError> {
+    let start = cursor.map(|cursor| cursor::decode(cursor, &prefix)).transpose()?;
+    let page = plain_walk(state, kind, prefix, start, limit).await?;
+    let next_cursor = page.next.as_deref().map(cursor::encode);
+    with_authors(state, page.comments, next_cursor, include_author).await
+}
+
+/// The seed's JSON of one page of `kind`'s index under `prefix`, from `start`.
+pub async fn seed_page(
+    state: &AppState,
+    kind: IndexKind,
+    prefix: Vec<u8>,
+    start: Option<Vec<u8>>,
+    limit: usize,
+) -> Result<Bytes, ApiError> {
+    let page = plain_walk(state, kind, prefix, start, limit).await?;
+    render(&SeedCommentsPage::new(&page.comments, page.next.as_deref()))
+}
+
+async fn plain_walk(
+    state: &AppState,
+    kind: IndexKind,
+    prefix: Vec<u8>,
+    start: Option<Vec<u8>>,
+    limit: usize,
+) -> Result<common::store::WalkPage, ApiError> {
+    let request = WalkRequest { kind, prefix, start, stars: None, limit, budget_rows: limit + 1 };
+    Ok(state.store().walk(request).await?)
+}
+
+/// A page of `list` of `product`'s reviews from `cursor`, with authors when
+/// asked for. Empty at once, without a walk, when the product's summary in
+/// the ranked-read cache (fresh, and counting every review) has no review of
+/// the stars the list shows.
+pub async fn star_list_page(
+    state: &AppState,
+    product: &Id,
+    list: StarList,
+    cursor: Option<&str>,
+    limit: usize,
+    include_author: bool,
+) -> Result<CommentsPage, ApiError> {
+    let prefix = keys::product_comment_prefix(product);
+    let position = match cursor {
+        Some(text) => cursor::decode_view(text, list.view(), &prefix)?,
+        None => ViewPosition { phase: 0, key: None },
+    };
+    if usize::from(position.phase) >= list.passes().len() {
+        return Err(cursor::CursorError::OutsidePrefix.into());
+    }
+    if let Some(ranking) = state.ranked_cache().fresh(product).await {
+        if shows_none(&ranking, list.stars.unwrap_or(StarSet::ALL)) {
+            return Ok(CommentsPage { comments: Vec::new(), next_cursor: None });
+        }
+    }
+    let budget = state.settings().star_budget_rows;
+    let page = state.store().star_list_page(product, list, position, limit, budget).await?;
+    let next_cursor = page.next.map(|position| cursor::encode_view(list.view(), &position));
+    with_authors(state, page.comments, next_cursor, include_author).await
+}
+
+/// Whether `ranking`'s summary says the product has no review of `stars`:
+/// a summary that counted every review and none of those stars, or no
+/// summary at all (no review).
+fn shows_none(ranking: &Ranking, stars: StarSet) -> bool {
+    match ranking.summary() {
+        Some(summary) => summary.complete && stars.stars().all(|star| summary.reviews_of(star) == 0),
+        None => true,
+    }
+}
+
+/// The ranked answer showing `ranking`'s best `limit` comments with their
+/// authors' nicknames.
+pub async fn ranked_with_authors(state: &AppState, ranking: &Ranking, limit: usize) -> Result<Bytes, ApiError> {
+    let shown = &ranking.comments()[..limit.min(ranking.comments().len())];
+    let authors = authors_of(state, shown.iter().map(|ranked| ranked.comment.user_id)).await?;
+    let with_authors: Vec<_> = shown
+        .iter()
+        .map(|ranked| {
+            let mut ranked = ranked.clone();
+            ranked.author = Some(authors.get(&ranked.comment.user_id).cloned().flatten());
+            ranked
+        })
+        .collect();
+    render(&RankedPage::of(&with_authors, ranking.summary()))
+}
+
+/// The answer holding `comments`, with their authors when asked for.
+async fn with_authors(
+    state: &AppState,
+    comments: Vec<Comment>,
+    next_cursor: Option<String>,
+    include_author: bool,
+) -> Result<CommentsPage, ApiError> {
+    let comments = if include_author {
+        let authors = authors_of(state, comments.iter().map(|comment| comment.user_id)).await?;
+        comments
+            .into_iter()
+            .map(|comment| {
+                let author = authors.get(&comment.user_id).cloned().flatten();
+                CommentView { comment, author: Some(author) }
+            })
+            .collect()
+    } else {
+        comments.into_iter().map(CommentView::plain).collect()
+    };
+    Ok(CommentsPage { comments, next_cursor })
+}
+
+/// The authors of `users`, by id, in one multi-get of the `user` table: `None`
+/// for a user whose record is missing or does not decode (skipped and counted).
+async fn authors_of(
+    state: &AppState,
+    users: impl IntoIterator<Item = Id>,
+) -> Result<HashMap<Id, Option<Author>>, ApiError> {
+    let mut ids: Vec<Id> = users.into_iter().collect();
+    ids.sort_unstable();
+    ids.dedup();
+    if ids.is_empty() {
+        return Ok(HashMap::new());
+    }
+    let users = state.store().users(&ids).await?;
+    Ok(ids.into_iter().zip(users).map(|(id, user)| (id, user.map(|user| Author { nickname: user.nickname }))).collect())
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use common::summary::ReviewSummary;
+
+    use super::*;
+    use crate::views::ReviewSummaryView;
+
+    fn ranking(summary: Option<ReviewSummary>, complete: bool) -> Ranking {
+        let product = Id::parse("productId", "PRODUCT001").expect("id");
+        let view = summary.map(|summary| ReviewSummaryView::new(&product, &summary, 1, complete));
+        Ranking::new(Vec::new(), view, Instant::now())
+    }
+
+    #[test]
+    fn a_list_is_known_empty_only_from_a_complete_summary_without_its_stars() {
+        let fives_and_unrated = ReviewSummary { rated: [0, 0, 0, 0, 3], unrated: 1, with_photos: 0 };
+        let counted = ranking(Some(fives_and_unrated), true);
+        assert!(shows_none(&counted, StarSet::of([1, 2])));
+        assert!(!shows_none(&counted, StarSet::of([1, 5])));
+        assert!(!shows_none(&counted, StarSet::of([0])), "the unrated reviews are star 0");
+        assert!(!shows_none(&counted, StarSet::ALL));
+        assert!(!shows_none(&ranking(Some(fives_and_unrated), false), StarSet::of([1])), "newer reviews uncounted");
+        assert!(shows_none(&ranking(None, true), StarSet::ALL), "no summary: no review at all");
+    }
+}
