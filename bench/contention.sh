@@ -33,8 +33,7 @@
 # in on this one machine for the batch host's own CPU (in production the ranker
 # and its gateway run on hosts of their own; what stays shared is the region
 # server). Both unset by default: the setup, one gateway, one priority.
-# CONTENTION_RANKER_FLAGS adds flags to every ranker run (for experiments;
-# the figures of BENCHMARKS.md say when they used any). CONTENTION_WARM_RANKER=0
+# CONTENTION_RANKER_FLAGS adds flags to every ranker run, for experiments. CONTENTION_WARM_RANKER=0
 # skips the unpaced warm-up run (see below). CONTENTION_RANKER=PATH runs that
 # ranker binary instead of the release build, to compare two builds of it on
 # one HBase in one sitting (keep a copy of the older build's target/release/ranker).

@@ -212,8 +212,9 @@ fn parse_order(text: Option<&str>) -> Result<CommentOrder, ApiError> {
 #[into_params(parameter_in = Query)]
 pub struct RawProductPageQuery {
     /// Page size, 1 to 100 (default 20). A filtered or rating-ordered page
-    /// may hold fewer comments while `nextCursor` is set: each request reads
-    /// a bounded number of index rows, and the next page goes on from there.
+    /// may hold fewer comments while `nextCursor` is set: each request
+    /// examines a bounded number of index rows (the service's budget, 10,000
+    /// by default, matching or not), and the next page goes on from there.
     #[param(value_type = Option<u32>, minimum = 1, maximum = 100)]
     pub limit: Option<String>,
     /// `nextCursor` of the previous page of this same list (base64url, no

@@ -177,4 +177,36 @@ mod tests {
     fn zero_keeps_nothing() {
         assert!(LastGood::new(Duration::ZERO, 1 << 20).is_none());
     }
+
+    #[test]
+    fn an_answer_is_kept_no_longer_than_stale_if_error_secs_after_it_was_last_replaced() {
+        let keep_for = Duration::from_millis(200);
+        let kept = LastGood::new(keep_for, 1 << 20).expect("on");
+        let read = PageRead::Summary { product: product() };
+        kept.remember(read.clone(), &answer("kept", Instant::now()));
+        assert!(kept.recall(&read).is_some());
+        std::thread::sleep(keep_for * 2);
+        assert!(kept.recall(&read).is_none(), "gone once --stale-if-error-secs has passed");
+    }
+
+    #[test]
+    fn the_answers_kept_weigh_no_more_than_the_byte_bound() {
+        let large = Answer { body: Bytes::from(vec![b'x'; 10_000]), cache_control: None, read_at: Instant::now() };
+        let max_bytes = 50_000;
+        let kept = LastGood::new(Duration::from_secs(60), max_bytes).expect("on");
+        let reads: Vec<PageRead> = (1..=20)
+            .map(|number| PageRead::Latest {
+                product: Id::parse("productId", &format!("PRODUCT{number:03}")).expect("id"),
+                limit: 20,
+                authors: false,
+            })
+            .collect();
+        for read in &reads {
+            kept.remember(read.clone(), &large);
+        }
+        kept.answers.run_pending_tasks();
+        assert!(kept.weighted_bytes() <= max_bytes, "{} bytes kept", kept.weighted_bytes());
+        let still_kept = reads.iter().filter(|read| kept.recall(read).is_some()).count();
+        assert!((1..=4).contains(&still_kept), "about four answers of 10 KB fit in 50 KB, {still_kept} kept");
+    }
 }

@@ -13,9 +13,9 @@
 //! answered the last: when readers make HBase slower, the run's calls take
 //! longer and it asks for less, with no control law to tune. A rate cap
 //! alone does not do this, HBase's own quota throttle included: the calls
-//! under the cap still arrive together. BENCHMARKS.md ("Readers while the
-//! ranker runs") compares it with that throttle and with a latency-driven
-//! law. The ceiling is for an operator who wants a run slower still, say on
+//! under the cap still arrive together. docs/pacing.md says why, and where
+//! the measurements against that throttle and a latency-driven law are
+//! kept. The ceiling is for an operator who wants a run slower still, say on
 //! a shared cluster by day.
 //!
 //! Invariants: at most `max_in_flight` calls made through [`Pacer::call`]

@@ -225,6 +225,7 @@ pub enum ProxyMode {
 pub struct FaultyProxy {
     address: String,
     mode: std::sync::Arc<std::sync::Mutex<ProxyMode>>,
+    answer_chunks: std::sync::Arc<std::sync::atomic::AtomicU64>,
     task: tokio::task::JoinHandle<()>,
 }
 
@@ -234,11 +235,12 @@ impl FaultyProxy {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the proxy");
         let address = listener.local_addr().expect("proxy address").to_string();
         let mode = std::sync::Arc::new(std::sync::Mutex::new(ProxyMode::Pass));
+        let answer_chunks = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         let upstream = upstream.to_owned();
-        let shared_mode = mode.clone();
+        let (shared_mode, shared_chunks) = (mode.clone(), answer_chunks.clone());
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                let (upstream, mode) = (upstream.clone(), shared_mode.clone());
+                let (upstream, mode, chunks) = (upstream.clone(), shared_mode.clone(), shared_chunks.clone());
                 tokio::spawn(async move {
                     let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else {
                         return;
@@ -248,12 +250,12 @@ impl FaultyProxy {
                     // Calls go through untouched; answers take the mode.
                     tokio::join!(
                         forward(client_read, server_write, None),
-                        forward(server_read, client_write, Some(mode))
+                        forward(server_read, client_write, Some((mode, chunks)))
                     );
                 });
             }
         });
-        FaultyProxy { address, mode, task }
+        FaultyProxy { address, mode, answer_chunks, task }
     }
 
     /// The proxy's `host:port`, to give callers instead of the gateway's.
@@ -264,6 +266,13 @@ impl FaultyProxy {
     /// Changes what happens to answers from now on.
     pub fn set_mode(&self, mode: ProxyMode) {
         *self.mode.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = mode;
+    }
+
+    /// How many chunks of answers the gateway has sent through the proxy so
+    /// far, counted as they arrive (before a delay holds them): a test waits
+    /// on it to know that a call has reached the gateway and been answered.
+    pub fn answer_chunks(&self) -> u64 {
+        self.answer_chunks.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     fn mode(mode: &std::sync::Mutex<ProxyMode>) -> ProxyMode {
@@ -277,12 +286,15 @@ impl Drop for FaultyProxy {
     }
 }
 
-/// Copies `from` into `to` until either side closes, applying `mode` (when
-/// given) to each chunk.
+/// The mode applied to answers, and the count of answer chunks seen.
+type AnswerControl = (std::sync::Arc<std::sync::Mutex<ProxyMode>>, std::sync::Arc<std::sync::atomic::AtomicU64>);
+
+/// Copies `from` into `to` until either side closes; for answers (`answers`
+/// given), counts each chunk and applies the mode to it.
 async fn forward(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
-    mode: Option<std::sync::Arc<std::sync::Mutex<ProxyMode>>>,
+    answers: Option<AnswerControl>,
 ) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut buffer = vec![0u8; 64 * 1024];
@@ -291,7 +303,10 @@ async fn forward(
             Ok(0) | Err(_) => return,
             Ok(read) => read,
         };
-        match mode.as_deref().map(FaultyProxy::mode) {
+        if let Some((_, chunks)) = &answers {
+            chunks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+        match answers.as_ref().map(|(mode, _)| FaultyProxy::mode(mode)) {
             None | Some(ProxyMode::Pass) => {}
             Some(ProxyMode::Delay(delay)) => tokio::time::sleep(delay).await,
             Some(ProxyMode::BlackHole) => continue,

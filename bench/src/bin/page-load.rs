@@ -1,6 +1,6 @@
 //! `page-load`: a product page's reads at a fixed rate, every answer recorded,
 //! for the fault scripts that restart HBase under a running query service
-//! (`scripts/fault-hbase-restart.sh`, `bench/cold-start.sh`).
+//! (`scripts/fault-hbase-restart.sh`, which also measures a cold start).
 //!
 //! The mix is what shoppers' pages ask: a product's ranked reviews, its
 //! summary and its first latest page (the reads query-api keeps a last good

@@ -176,3 +176,43 @@ impl Store {
         (entries, lookahead)
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use std::time::Duration;
+
+    use super::*;
+    use crate::hbase::{Hbase, HbaseConfig};
+    use crate::ids::Id;
+    use crate::tables::Tables;
+
+    /// A store whose gateways refuse every connection: any read fails.
+    fn offline_store() -> Store {
+        let hbase = Hbase::new(HbaseConfig {
+            address: "127.0.0.1:1".to_owned(),
+            thrift2_address: "127.0.0.1:1".to_owned(),
+            connect_timeout: Duration::from_millis(100),
+            operation_timeout: Duration::from_millis(500),
+            retries: 0,
+            ..HbaseConfig::default()
+        });
+        Store::new(hbase, Tables::with_prefix("offline_").expect("prefix"))
+    }
+
+    #[tokio::test]
+    async fn a_walk_of_no_star_is_empty_without_reading_hbase() {
+        let product = Id::parse("productId", "PRODUCT001").expect("id");
+        let request = |stars| WalkRequest {
+            kind: IndexKind::Product,
+            prefix: keys::product_comment_prefix(&product),
+            start: None,
+            stars: Some(stars),
+            limit: 20,
+            budget_rows: 100,
+        };
+        let store = offline_store();
+        let page = store.walk(request(StarSet::of([]))).await.expect("no read, no failure");
+        assert_eq!(page, WalkPage::default());
+        assert!(store.walk(request(StarSet::of([5]))).await.is_err(), "a walk of a star reads HBase");
+    }
+}

@@ -33,9 +33,12 @@ use crate::views::{render, render_error, CommentsPage, RankedPage, ReviewSummary
     params(ProductId, RawProductPageQuery),
     responses(
         (status = 200, description = "A page of comments, newest first (or in the order asked for). A filtered or \
-                                      rating-ordered page may hold fewer than `limit` comments while `nextCursor` \
-                                      is set. When HBase fails, a first page (no cursor, filter or order) that \
-                                      was served before is answered again, stale, with `Age`.", body = CommentsPage,
+                                      rating-ordered page examines at most the service's row budget \
+                                      (`--star-budget-rows`, 10,000 by default: every index row passed over \
+                                      counts, matching or not), so it may hold fewer than `limit` comments while \
+                                      `nextCursor` is set. When HBase fails, a first page (no cursor, filter or \
+                                      order) that was served before is answered again, stale, with `Age`.",
+         body = CommentsPage,
          headers(("Age" = u64, description = "Only on a stale answer: seconds since the read behind it."))),
         (status = 400, description = "Bad id, limit, cursor, rating, sort or include.", body = ErrorBody),
         Unavailable,

@@ -14,10 +14,16 @@ pub struct BenchReadArgs {
     pub pass: PassArgs,
 }
 
+impl BenchReadArgs {
+    /// The pass's options: the raw baseline, unpaced unless `--pace` says otherwise.
+    pub fn options(&self, config: &crate::RankerConfig, as_of_ms: i64) -> RunOptions {
+        self.pass.options(config, as_of_ms, Some(PaceMode::Off))
+    }
+}
+
 pub async fn execute(args: BenchReadArgs) -> Result<ExitStatus> {
     let config = args.pass.tuning.load_config().context("loading the configuration")?;
-    // The raw baseline: unpaced unless --pace says otherwise.
-    let options = args.pass.options(&config, super::now_ms(), Some(PaceMode::Off));
+    let options = args.options(&config, super::now_ms());
     let store = args.pass.hbase.store().context("configuring HBase access")?;
     // A read pass uses the run's stored shard plan if there is one, else a fresh one it does not store.
     let prepare = async |options: &mut RunOptions| args.pass.scope.narrow_to_shard(&store, options, None, false).await;

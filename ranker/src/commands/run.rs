@@ -223,11 +223,12 @@ mod tests {
         assert_eq!((pages.page_rows, pages.pacing.page_rows), (40, 40), "the flag sets the page of both modes");
         let defaults = run_args(&[]).pass.options(&config, 0, None);
         assert_eq!((defaults.page_rows, defaults.pacing.page_rows, defaults.pacing.mode), (1_000, 250, PaceMode::On));
-        let bench_read = match parse(&["bench-read"]).expect("parses").command {
-            Command::BenchRead(args) => args,
+        let bench_read = |flags: &[&str]| match parse(&[&["bench-read"], flags].concat()).expect("parses").command {
+            Command::BenchRead(args) => args.options(&config, 0).pacing.mode,
             other => panic!("unexpected {other:?}"),
         };
-        assert_eq!(bench_read.pass.options(&config, 0, Some(PaceMode::Off)).pacing.mode, PaceMode::Off);
+        assert_eq!(bench_read(&[]), PaceMode::Off, "bench-read reads unpaced by default");
+        assert_eq!(bench_read(&["--pace", "on"]), PaceMode::On, "unless --pace says otherwise");
         assert!(parse(&["run", "--page-rows", "5001"]).is_err());
     }
 }

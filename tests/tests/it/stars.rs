@@ -5,19 +5,25 @@
 //! only the list it came from; the summaries of a listing page in one call;
 //! and the authors of comments.
 
-use common::hbase::COLUMN_STARS;
-use common::keys::CommentKey;
-use common::model::{Extra, User};
+use std::collections::{BTreeMap, HashMap};
+use std::time::{Duration, Instant};
+
+use common::hbase::{Row, COLUMN_STARS};
+use common::keys::{self, CommentKey};
+use common::model::{Comment, Extra, User};
+use common::store::Store;
 use common::Id;
-use integration_tests::app::{uncached_settings, TestApp};
+use integration_tests::app::{service_store_via, uncached_settings, TestApp};
 use integration_tests::fixtures::{new_comment, post_all, put_orders, AS_OF_MS};
-use integration_tests::{fresh_store, test_id};
+use integration_tests::{fresh_store, test_id, thrift2_addr, thrift_addr, wait_for, FaultyProxy, ProxyMode};
 use query_api::Settings;
+use ranker::{Incremental, RunOptions, Scope};
 use reqwest::StatusCode;
 use serde_json::Value;
+use tokio_util::sync::CancellationToken;
 
-use crate::rows::{drop_tables, put_value, raw_rows};
-use crate::summaries::{count_as_shown, mixed_reviews, rank};
+use crate::rows::{drop_tables, put_rows, put_value, raw_rows};
+use crate::summaries::{count_as_shown, mixed_reviews, post_reviews, rank};
 
 /// The star of a comment as shown, by the rule the API documents and apart
 /// from the service's code: a number that is an integer from 1 to 5, or such
@@ -76,6 +82,12 @@ async fn star_filters_and_rating_orders_list_exactly_the_matching_reviews_of_the
                     assert_eq!(expected.len() as u64, summary.rated_with(star), "ratings[{star}] of the summary");
                 }
             }
+            if budget == 2 {
+                // Two rows examined give at most two reviews: a short page that says where to go on.
+                let short = service.get(&format!("{base}?rating=5&limit=7")).await;
+                assert!(short.comment_values().len() <= 2, "{}", short.raw);
+                assert!(short.body["nextCursor"].is_string(), "{}", short.raw);
+            }
             let four_or_five: Vec<Value> =
                 all.iter().filter(|comment| matches!(shown_star(comment), 4 | 5)).cloned().collect();
             assert_eq!(service.walk_v1(&format!("{base}?rating=5,4"), 3).await, four_or_five);
@@ -94,25 +106,169 @@ async fn star_filters_and_rating_orders_list_exactly_the_matching_reviews_of_the
         }
     }
 
-    // The run marked every row that lists a review with that review's star.
-    let listed: std::collections::HashMap<String, u8> = TestApp::spawn(store.clone(), uncached_settings())
+    // The run marked every row that lists a review with that review's star,
+    // and no other row: 14 reviews' rows, and the second row of the review
+    // posted twice in one millisecond (it lists the review too).
+    let listed: HashMap<String, (u8, i64)> = TestApp::spawn(store.clone(), uncached_settings())
         .await
         .walk_v1(&base, 100)
         .await
         .iter()
-        .map(|comment| (comment["orderId"].as_str().expect("orderId").to_owned(), shown_star(comment)))
+        .map(|comment| {
+            let order = comment["orderId"].as_str().expect("orderId").to_owned();
+            (order, (shown_star(comment), comment["timestamp"].as_i64().expect("timestamp")))
+        })
         .collect();
     let mut marked = 0;
     for row in raw_rows(&store, &store.tables().product_comment).await {
-        let Some(comment) = row.value(b"cf:q").and_then(|value| CommentKey::parse(value).ok()) else { continue };
-        let Some(star) = listed.get(comment.order_id().as_str()) else { continue };
+        let Ok(index) = keys::parse_product_comment_key(&row.key) else { continue };
+        let comment = row.value(b"cf:q").and_then(|value| CommentKey::parse(value).ok()).expect("a comment key");
         let mark = row.value(COLUMN_STARS).map(<[u8]>::to_vec);
-        if mark.is_some() {
-            marked += 1;
+        match listed.get(comment.order_id().as_str()) {
+            Some((star, at)) if *at == index.timestamp_ms => {
+                assert_eq!(mark, Some(vec![b'0' + star]), "{comment}: the row listing a {star}-star review");
+                marked += 1;
+            }
+            _ => assert_eq!(mark, None, "{comment}: a row that lists no review at its time is left unmarked"),
         }
-        assert!(mark.is_none() || mark == Some(vec![b'0' + star]), "{comment}: {mark:?} for {star} stars");
     }
-    assert!(marked >= 14, "every review's listing row is marked ({marked})");
+    assert_eq!(marked, 15, "every listing row is marked");
+    drop_tables(&[&store]).await;
+}
+
+/// The star mark of the index row that lists `comment` (posted through the write path).
+async fn mark_of(store: &Store, comment: &Comment) -> Option<u8> {
+    let row = listing_row(store, comment).await;
+    row.value(COLUMN_STARS).map(|mark| mark[0])
+}
+
+/// The `product-comment` row that lists `comment`.
+async fn listing_row(store: &Store, comment: &Comment) -> Row {
+    raw_rows(store, &store.tables().product_comment)
+        .await
+        .into_iter()
+        .find(|row| {
+            row.value(b"cf:q") == Some(comment.row_key().as_bytes().as_slice())
+                && keys::parse_product_comment_key(&row.key).is_ok_and(|key| key.timestamp_ms == comment.timestamp)
+        })
+        .expect("the review's listing row")
+}
+
+/// Marks the row listing `comment` with `star`, as a writer that changed the
+/// rating behind the ranker's back leaves it.
+async fn put_mark(store: &Store, comment: &Comment, star: u8) {
+    let key = listing_row(store, comment).await.key;
+    let row = Row { key, cells: BTreeMap::from([(COLUMN_STARS.to_vec(), vec![b'0' + star])]) };
+    put_rows(store, &store.tables().product_comment, vec![row]).await;
+}
+
+#[tokio::test]
+async fn a_wrong_star_mark_never_shows_a_review_under_another_star_and_full_and_incremental_runs_fix_it() {
+    let store = fresh_store("stars_wrong_mark").await;
+    let product = test_id("ST", 20);
+    let posted =
+        post_reviews(&store, &product, "WM", &[(Some(5), None), (Some(5), None), (Some(3), None)], AS_OF_MS - 60_000)
+            .await;
+    rank(&store, &product).await;
+    let service = TestApp::spawn(store.clone(), uncached_settings()).await;
+    let base = format!("/v1/products/{product}/comments");
+    let fives = || async { order_ids(&service.walk_v1(&format!("{base}?rating=5"), 10).await) };
+    let both = vec![posted[0].order_id.to_string(), posted[1].order_id.to_string()];
+    assert_eq!(fives().await, both);
+
+    // The first five-star review's row marked one star, behind the ranker's back.
+    put_mark(&store, &posted[0], 1).await;
+    assert!(service.walk_v1(&format!("{base}?rating=1"), 10).await.is_empty(), "the comment's rating is the truth");
+    assert_eq!(fives().await, [posted[1].order_id.to_string()], "hidden from its own star until a run marks it");
+    assert_eq!(service.walk_v1(&base, 10).await.len(), 3, "and shown unfiltered");
+
+    rank(&store, &product).await;
+    assert_eq!(mark_of(&store, &posted[0]).await, Some(b'5'), "a full run marks it again");
+    assert_eq!(fives().await, both);
+
+    // An incremental run marks the rows of every product it ranks too.
+    put_mark(&store, &posted[0], 1).await;
+    let since_ms = i64::try_from(
+        std::time::SystemTime::now().duration_since(std::time::UNIX_EPOCH).expect("after the epoch").as_millis(),
+    )
+    .expect("fits")
+        - 1_000;
+    let (order, user) = (test_id("WMN", 1), test_id("WMNU", 1));
+    put_orders(&store, &[(order, user)]).await;
+    post_all(&store, vec![new_comment(&order, &product, &user, "A change for the night", AS_OF_MS - 1_000)]).await;
+    let mut options = RunOptions::new(Scope::All, AS_OF_MS);
+    options.incremental = Some(Incremental { since_ms, refresh_days: None, refreshed_until_ms: None });
+    let report = ranker::run(&store, &options, CancellationToken::new()).await.expect("an incremental run");
+    assert!(report.failures.is_empty(), "{report:?}");
+    assert_eq!(mark_of(&store, &posted[0]).await, Some(b'5'), "the incremental run marks it again");
+    assert_eq!(fives().await, both);
+    service.shut_down().await;
+    drop_tables(&[&store]).await;
+}
+
+#[tokio::test]
+async fn a_filtered_page_examines_at_most_its_budget_of_rows_matching_or_not() {
+    let store = fresh_store("stars_budget").await;
+    let product = test_id("ST", 21);
+    let shapes = vec![(Some(5), None); 30];
+    post_reviews(&store, &product, "BU", &shapes, AS_OF_MS - 60_000).await;
+    let settings = Settings { star_budget_rows: 10, ..uncached_settings() };
+    let service = TestApp::spawn(store.clone(), settings).await;
+    let base = format!("/v1/products/{product}/comments?limit=5");
+
+    // No one-star review among 30 rows, 10 examined a request: three empty
+    // pages, each ending where its budget did, the last one where the index does.
+    let mut url = format!("{base}&rating=1");
+    let mut requests = 0;
+    loop {
+        let page = service.get(&url).await;
+        assert_eq!(page.status, StatusCode::OK, "{url}: {}", page.raw);
+        assert!(page.comment_values().is_empty(), "{url}");
+        requests += 1;
+        match page.body["nextCursor"].as_str() {
+            Some(cursor) if requests < 10 => url = format!("{base}&rating=1&cursor={cursor}"),
+            Some(_) => panic!("the walk did not end"),
+            None => break,
+        }
+    }
+    assert_eq!(requests, 3, "30 rows, at most 10 examined a request");
+
+    // A star every row has fills its page well within the budget.
+    let fives = service.get(&format!("{base}&rating=5")).await;
+    assert_eq!(fives.comment_values().len(), 5);
+    assert!(fives.body["nextCursor"].is_string());
+    assert_eq!(service.walk_v1(&format!("/v1/products/{product}/comments?rating=5"), 7).await.len(), 30);
+    service.shut_down().await;
+    drop_tables(&[&store]).await;
+}
+
+#[tokio::test]
+async fn a_star_the_cached_summary_has_no_review_of_is_answered_empty_without_reading_hbase() {
+    let store = fresh_store("stars_known_empty").await;
+    let product = test_id("ST", 22);
+    post_reviews(&store, &product, "KE", &[(Some(5), None), (Some(4), None), (Some(4), None)], AS_OF_MS - 60_000).await;
+    rank(&store, &product).await;
+    let (thrift1, thrift2) = (FaultyProxy::start(&thrift_addr()).await, FaultyProxy::start(&thrift2_addr()).await);
+    let settings = Settings { ranked_cache_ttl: Duration::from_secs(120), ..Settings::default() };
+    let service =
+        TestApp::spawn(service_store_via(&thrift1.address(), &thrift2.address(), &store, &[]), settings).await;
+    let summary = service.get(&format!("/v1/products/{product}/comments/summary")).await;
+    assert_eq!(summary.status, StatusCode::OK, "{}", summary.raw);
+    assert_eq!((summary.body["ratings"]["1"].as_u64(), summary.body["complete"].as_bool()), (Some(0), Some(true)));
+
+    // HBase silent: the stars the summary says no review has are answered at
+    // once, from the summary; a star with reviews needs HBase and fails.
+    thrift1.set_mode(ProxyMode::BlackHole);
+    thrift2.set_mode(ProxyMode::BlackHole);
+    let base = format!("/v1/products/{product}/comments");
+    for query in ["rating=1", "rating=1,2,3", "rating=2&sort=rating_asc"] {
+        let page = service.get(&format!("{base}?{query}")).await;
+        assert_eq!(page.status, StatusCode::OK, "{query}: {}", page.raw);
+        assert!(page.comment_values().is_empty() && page.body["nextCursor"].is_null(), "{query}: {}", page.raw);
+    }
+    let fours = service.get(&format!("{base}?rating=4")).await;
+    assert_eq!(fours.status, StatusCode::SERVICE_UNAVAILABLE, "{}", fours.raw);
+    service.shut_down().await;
     drop_tables(&[&store]).await;
 }
 
@@ -196,6 +352,46 @@ async fn a_review_posted_after_the_run_is_in_the_filter_the_order_and_the_summar
     assert_eq!(summary["ratings"]["1"], after.len(), "walking rating=1 gives ratings[1] of the same moment");
     let all = service.walk_v1(&base, 100).await;
     assert_eq!(serde_json::to_value(count_as_shown(&all)).expect("json")["ratings"], summary["ratings"]);
+    service.shut_down().await;
+    drop_tables(&[&store]).await;
+}
+
+#[tokio::test]
+async fn under_the_ranked_cache_a_summary_is_as_old_as_its_ranking_while_the_filter_is_live() {
+    let store = fresh_store("stars_cached_summary").await;
+    let product = test_id("ST", 8);
+    mixed_reviews(&store, &product).await;
+    rank(&store, &product).await;
+    let ttl = Duration::from_secs(5);
+    let service = TestApp::spawn(store.clone(), Settings { ranked_cache_ttl: ttl, ..Settings::default() }).await;
+    let base = format!("/v1/products/{product}/comments");
+    let summary_path = format!("{base}/summary");
+    let cached_at = Instant::now();
+    let before = service.get(&summary_path).await;
+    assert_eq!(before.body["count"], 14, "{}", before.raw);
+    let ones_before = service.walk_v1(&format!("{base}?rating=1"), 100).await.len();
+
+    let (order, user) = (test_id("CSO", 1), test_id("CSU", 1));
+    put_orders(&store, &[(order, user)]).await;
+    let mut draft = new_comment(&order, &product, &user, "Posted while the summary is cached", AS_OF_MS + 1);
+    draft.rating = Some(1);
+    post_all(&store, vec![draft]).await;
+
+    // The filter walks the index as it is now; the summary is the cached one.
+    let ones = service.walk_v1(&format!("{base}?rating=1"), 100).await;
+    assert_eq!(ones.len(), ones_before + 1, "the filter shows the new review at once");
+    let cached = service.get(&summary_path).await;
+    if cached_at.elapsed() < ttl {
+        assert_eq!(cached.raw, before.raw, "within the TTL the summary is the cached one");
+    }
+    // Once the TTL has passed, one reload counts the new review.
+    let fresh = wait_for(ttl * 4, "the summary to count the new review", async || {
+        let summary = service.get(&summary_path).await;
+        (summary.body["count"] == 15).then_some(summary)
+    })
+    .await;
+    assert!(cached_at.elapsed() >= ttl, "not before the cached ranking expired");
+    assert_eq!(fresh.body["ratings"]["1"], ones.len(), "and then agrees with the filter");
     service.shut_down().await;
     drop_tables(&[&store]).await;
 }
@@ -379,7 +575,7 @@ async fn include_author_names_each_comment_s_author_from_the_user_table() {
 }
 
 #[tokio::test]
-async fn many_products_newer_reviews_are_counted_in_one_scan_as_one_by_one_and_past_the_bound_say_so() {
+async fn many_products_newer_reviews_are_counted_in_one_scan_as_one_by_one_and_those_past_the_bound_say_so() {
     let store = fresh_store("stars_batch_tail").await;
     let products: Vec<Id> = (30..33).map(|n| test_id("ST", n)).collect();
     for product in &products {
@@ -400,12 +596,16 @@ async fn many_products_newer_reviews_are_counted_in_one_scan_as_one_by_one_and_p
     assert_eq!(together[0].summary.count(), 14);
     assert!(together[1].summary.count() > 0 && together[1].summary.count() < 14);
     assert_eq!(together[3].summary.count(), 0, "a product with no review");
-    // Past a bound of 5 rows, the products the scan did not finish are counted
-    // one by one within it, and say they are not complete.
+    // Past a bound of 5 rows in all, the one scan stops: the first product in
+    // key order (ST30, with 14 rows) is counted as far as it was read, the
+    // products after it not at all, and every one of them says so. No read
+    // per product follows: the calls do not grow with the products named.
     let bounded = reader.summaries_after(&asked, 5).await.expect("bounded");
-    for ((product, as_of_ms), listed) in asked.iter().zip(&bounded) {
-        assert_eq!(*listed, reader.summary_after(product, *as_of_ms, 5).await.expect("one product"), "{product}");
+    assert_eq!(bounded[2], reader.summary_after(&products[0], None, 5).await.expect("alone"), "the same five rows");
+    assert_eq!(bounded[2].summary.count(), 5);
+    for later in [0, 1, 3] {
+        assert_eq!(bounded[later].summary.count(), 0, "{}: not reached", asked[later].0);
     }
-    assert!(!bounded[0].complete && bounded[3].complete);
+    assert!(bounded.iter().all(|listed| !listed.complete), "{bounded:?}");
     drop_tables(&[&store]).await;
 }

@@ -36,7 +36,7 @@ async fn stored_summary(store: &Store, product: &Id) -> ReviewSummary {
 /// Posts one review of `product` through the write path per (rating,
 /// photos) shape, each on its own order (ids from `order_prefix`) by its own
 /// user, with its own text, a minute apart from `newest_at` back.
-async fn post_reviews(
+pub(crate) async fn post_reviews(
     store: &Store,
     product: &Id,
     order_prefix: &str,
@@ -278,5 +278,30 @@ async fn the_summary_route_answers_the_stored_summary_cached_and_conditionally_l
             .assert_error(reqwest::StatusCode::BAD_REQUEST, "invalid_id");
         service.shut_down().await;
     }
+    drop_tables(&[&store]).await;
+}
+
+#[tokio::test]
+async fn a_review_the_java_service_posts_again_after_a_run_counts_twice_until_the_next_run() {
+    // The documented gap (common::store::summaries): the run counted the
+    // first post, the read counts the second, and the next run counts it once.
+    let store = fresh_store("summary_repost").await;
+    let product = test_id("S", 9);
+    let first = java_review("JREPOST001", &product, AS_OF_MS - DAY_MS, json!({"rating": 5}));
+    java_post(&store, &first).await;
+    java_post(&store, &java_review("JOTHER0001", &product, AS_OF_MS - DAY_MS + 60_000, json!({"rating": 3}))).await;
+    rank(&store, &product).await;
+    let service = TestApp::spawn(store.clone(), uncached_settings()).await;
+    let path = format!("/v1/products/{product}/comments/summary");
+    assert_eq!(service.get(&path).await.body["count"], 2);
+
+    java_post(&store, &java_review("JREPOST001", &product, AS_OF_MS + 1_000, json!({"rating": 5}))).await;
+    assert_eq!(service.walk_v1(&format!("/v1/products/{product}/comments"), 10).await.len(), 2, "shown once");
+    assert_eq!(service.get(&path).await.body["count"], 3, "counted twice until the next run");
+
+    let next_night = RunOptions::new(Scope::Product(product), AS_OF_MS + 2_000);
+    ranker::run(&store, &next_night, CancellationToken::new()).await.expect("the next run");
+    assert_eq!(service.get(&path).await.body["count"], 2, "once after it");
+    service.shut_down().await;
     drop_tables(&[&store]).await;
 }

@@ -10,7 +10,7 @@
 //! - an expired ranking is reloaded by one request while the others are
 //!   answered from the expiring copy (stale-while-revalidate).
 
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use common::store::Store;
 use integration_tests::app::{service_store_via, Answer, TestApp};
@@ -66,13 +66,16 @@ fn header<'a>(answer: &'a Answer, name: &str) -> Option<&'a str> {
     answer.headers.get(name).and_then(|value| value.to_str().ok())
 }
 
-/// Asserts that `answer` is `served` again, marked stale.
-fn assert_stale_copy(path: &str, answer: &Answer, served: &Answer) {
+/// Asserts that `answer` is `served` again, marked stale, with an `Age` no
+/// larger than the time since `read_before` (a moment before the read behind
+/// `served` began).
+fn assert_stale_copy(path: &str, answer: &Answer, served: &Answer, read_before: Instant) {
     assert_eq!(answer.status, StatusCode::OK, "{path} while HBase is silent: {}", answer.raw);
     assert_eq!(answer.raw, served.raw, "{path}: the stale answer is the last good one, byte for byte");
     assert_eq!(header(answer, "etag"), header(served, "etag"), "{path}");
     let age: u64 = header(answer, "age").and_then(|age| age.parse().ok()).unwrap_or_else(|| panic!("{path}: no Age"));
-    assert!(age < 600, "{path}: Age {age}");
+    let bound = read_before.elapsed().as_secs();
+    assert!(age <= bound, "{path}: Age {age}, but its read began less than {bound} s ago");
     let cache_control = header(answer, "cache-control").unwrap_or_default();
     assert!(cache_control.contains("stale-if-error=3600"), "{path}: Cache-Control {cache_control}");
     assert!(cache_control.contains("max-age=0"), "{path}: Cache-Control {cache_control}");
@@ -96,6 +99,7 @@ async fn a_served_product_page_is_answered_stale_while_hbase_is_silent_and_user_
         format!("/product/{product}/comments/ranked"),
     ];
     let mut served = Vec::new();
+    let read_before = Instant::now();
     for path in &kept_paths {
         let answer = service.get(path).await;
         assert_eq!(answer.status, StatusCode::OK, "{path}: {}", answer.raw);
@@ -115,7 +119,7 @@ async fn a_served_product_page_is_answered_stale_while_hbase_is_silent_and_user_
     gateways.set_mode(ProxyMode::BlackHole);
     let kept = futures_util::future::join_all(kept_paths.iter().map(|path| service.get(path))).await;
     for ((path, answer), served) in kept_paths.iter().zip(&kept).zip(&served) {
-        assert_stale_copy(path, answer, served);
+        assert_stale_copy(path, answer, served, read_before);
     }
     let refused = futures_util::future::join_all(not_kept.iter().map(|path| service.get(path))).await;
     for (path, answer) in not_kept.iter().zip(refused) {
@@ -168,13 +172,19 @@ async fn a_stale_copy_is_never_an_answer_older_than_the_newest_served() {
     // An early read takes the ranking through Thrift1 at once, then waits on
     // its summary's answer through a slowed Thrift2 while a new ranking is
     // written and a later read is answered at once: the early read finishes
-    // last, with the older ranking.
-    gateways.thrift2.set_mode(ProxyMode::Delay(Duration::from_millis(1_500)));
+    // last, with the older ranking. Its Thrift2 call comes after its ranking
+    // read, so once Thrift2 has answered it, the ranking has been read.
+    gateways.thrift2.set_mode(ProxyMode::Delay(Duration::from_millis(3_000)));
+    let answered_before = gateways.thrift2.answer_chunks();
     let early = tokio::spawn({
         let request = service.client.get(format!("{}{path}", service.base));
         async move { Answer::from_response(request.send().await.expect("GET")).await }
     });
-    tokio::time::sleep(Duration::from_millis(400)).await;
+    wait_for(Duration::from_secs(5), "the early read's call to Thrift2", async || {
+        (gateways.thrift2.answer_chunks() > answered_before).then_some(())
+    })
+    .await;
+    let read_before = Instant::now();
     let best = first.comment_keys()[1];
     write_ranking(&tables, &product, &[(best, 0.99)]).await;
     gateways.thrift2.set_mode(ProxyMode::Pass);
@@ -187,7 +197,7 @@ async fn a_stale_copy_is_never_an_answer_older_than_the_newest_served() {
 
     gateways.set_mode(ProxyMode::BlackHole);
     let stale = service.get(&path).await;
-    assert_stale_copy(&path, &stale, &later);
+    assert_stale_copy(&path, &stale, &later, read_before);
     service.shut_down().await;
     drop_tables(&[&tables]).await;
 }
@@ -209,9 +219,10 @@ async fn an_expired_ranking_is_reloaded_by_one_request_while_fifty_are_answered_
     write_ranking(&tables, &product, &[(best, 0.99)]).await;
     tokio::time::sleep(ttl + Duration::from_millis(200)).await;
 
-    // Every answer of the gateway now takes 700 ms, so the reload (two round
-    // trips at least) is still running while the fifty requests arrive.
-    gateways.set_mode(ProxyMode::Delay(Duration::from_millis(700)));
+    // Every answer of the gateway now takes 1.5 s, so the reload (two round
+    // trips at least: three seconds) is still running while the fifty
+    // requests, sent together, arrive.
+    gateways.set_mode(ProxyMode::Delay(Duration::from_millis(1_500)));
     let answers = futures_util::future::join_all((0..50).map(|_| service.get(&path))).await;
     gateways.set_mode(ProxyMode::Pass);
     let (reloaded, expiring): (Vec<&Answer>, Vec<&Answer>) =
@@ -223,6 +234,41 @@ async fn an_expired_ranking_is_reloaded_by_one_request_while_fifty_are_answered_
     let after = service.get(&path).await;
     assert_eq!(after.comment_keys(), [best], "the reloaded ranking is cached");
     assert_eq!(after.raw, reloaded[0].raw);
+    service.shut_down().await;
+    drop_tables(&[&tables]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_kept_answer_is_as_old_as_the_ranking_it_shows_however_recently_it_was_served() {
+    let (tables, catalogue) = ranked_catalogue("stale_age_of_ranking").await;
+    let gateways = Gateways::start().await;
+    let settings = Settings { ranked_cache_ttl: Duration::from_secs(120), ..Settings::default() };
+    let service = TestApp::spawn(gateways.store(&tables, &[]), settings).await;
+    let product = catalogue.product(0);
+    let read_before = Instant::now();
+    let cached = service.get(&format!("/v1/products/{product}/comments/ranked")).await;
+    assert_eq!(cached.status, StatusCode::OK, "{}", cached.raw);
+
+    // Served later from the cached ranking: with authors (read now), and in
+    // a listing's summaries beside a product not cached (read now).
+    tokio::time::sleep(Duration::from_millis(2_100)).await;
+    let paths = [
+        format!("/v1/products/{product}/comments/ranked?include=author"),
+        format!("/v1/summaries?productIds={product},{}", catalogue.product(1)),
+    ];
+    let mut served = Vec::new();
+    for path in &paths {
+        let answer = service.get(path).await;
+        assert_eq!(answer.status, StatusCode::OK, "{path}: {}", answer.raw);
+        served.push(answer);
+    }
+    gateways.set_mode(ProxyMode::BlackHole);
+    for (path, served) in paths.iter().zip(&served) {
+        let stale = service.get(path).await;
+        assert_stale_copy(path, &stale, served, read_before);
+        let age: u64 = header(&stale, "age").and_then(|age| age.parse().ok()).expect("an Age");
+        assert!(age >= 2, "{path}: Age {age}, though the ranking it shows was read over two seconds before");
+    }
     service.shut_down().await;
     drop_tables(&[&tables]).await;
 }
