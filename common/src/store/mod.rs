@@ -439,7 +439,7 @@ pub(crate) fn index_entry(tables: &Tables, table: &str, kind: IndexKind, row: &R
 }
 
 /// An index row as an entry, or the skip reason and detail when it is not one.
-pub(super) fn parse_index_entry(kind: IndexKind, row: &Row) -> std::result::Result<IndexEntry, (SkipReason, String)> {
+fn parse_index_entry(kind: IndexKind, row: &Row) -> std::result::Result<IndexEntry, (SkipReason, String)> {
     let layout = match kind {
         IndexKind::User => keys::parse_user_comment_key(&row.key).map(|parsed| (parsed.user, parsed.timestamp_ms)),
         IndexKind::Product => {

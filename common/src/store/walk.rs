@@ -15,7 +15,8 @@
 //! not (`PageFilter` first in the filter list, counting every row it sees).
 //! When the page comes back short, the walk cannot tell from the rows alone
 //! whether the index ended or the budget did, so it reads the keys it passed
-//! over (one more call, only then) to learn where the next page starts.
+//! over (one more call, keys only, only then) to learn where the next page
+//! starts.
 
 use super::listing::Listing;
 use super::stars::{star_of, StarSet};
@@ -124,25 +125,24 @@ impl Store {
             stop: stop.clone(),
             time_range: None,
             page_size: budget + 1,
-            cells: ScanCells::Columns(vec![COLUMN_VALUE.to_vec()]),
+            cells: ScanCells::KeysOnly,
         };
-        let passed: Vec<Row> = match self.hbase().range_scanner(&table, probe)?.next_page().await? {
-            Some(rows) => rows.into_iter().map(super::untimed).collect(),
+        let mut passed: Vec<Vec<u8>> = match self.hbase().range_scanner(&table, probe)?.next_page().await? {
+            Some(rows) => rows.into_iter().map(|row| row.key).collect(),
             None => Vec::new(),
         };
         if passed.len() <= budget {
             return Ok(WalkPage { comments, next: None, rows_examined: passed.len() });
         }
-        let mut passed = passed;
         let first_unexamined = passed.swap_remove(budget);
-        let last_examined = passed.last().and_then(|row| super::parse_index_entry(request.kind, row).ok());
-        let next = match last_examined {
-            // The last row examined showed a review: its twin (a double post
-            // within one millisecond) must not start the next page.
-            Some(last) if last_returned.as_ref() == Some(&last.index_key) => {
-                self.next_listing_start(&table, request.kind, first_unexamined, &last, stop).await?
+        let next = match passed.pop() {
+            // The last row examined showed a review: the next page must not
+            // start at its twin (a double post within one millisecond), which
+            // the page of that one row knows how to pass.
+            Some(last_examined) if last_returned.as_ref() == Some(&last_examined) => {
+                self.index_page(request.kind, request.prefix, Some(last_examined), 1).await?.next
             }
-            _ => Some(first_unexamined.key),
+            _ => Some(first_unexamined),
         };
         // A review written between the two reads shifts the keys passed over
         // by one; the next page still starts after every row this one returned.
