@@ -14,7 +14,10 @@
 //!   (`--hot-product`) first page unfiltered, filtered to its rarest star (by
 //!   its summary), and ordered worst star first, on the uncached service;
 //! - `summaries-48`: `/v1/summaries` for 48 random ranked products (a listing
-//!   page), on the uncached service.
+//!   page), on the uncached service;
+//! - `absent-star`: the first page of a star a ranked product has no review
+//!   of (by its summary), on the cached service with those rankings cached:
+//!   what a star filter costs when the summary already says it is empty.
 //!
 //! Products are drawn uniformly at random from the tables. It starts the two
 //! services itself (the `query-api` binary beside this one, on loopback ports)
@@ -65,7 +68,8 @@ struct BenchArgs {
     products: usize,
 
     /// Scenarios to run, comma-separated: raw, http, ranked-uncached, ranked-cached,
-    /// summary-uncached, summary-cached, hot-latest, hot-rarest, hot-rating-asc, summaries-48.
+    /// summary-uncached, summary-cached, hot-latest, hot-rarest, hot-rating-asc, summaries-48,
+    /// absent-star.
     #[arg(
         long,
         value_delimiter = ',',
@@ -118,6 +122,8 @@ enum Scenario {
     /// The summaries of 48 ranked products in one call.
     #[value(name = "summaries-48")]
     Summaries48,
+    /// A product's first page of a star it has no review of, its ranking cached.
+    AbsentStar,
 }
 
 /// Products a `summaries-48` request names: a listing page of 48.
@@ -136,12 +142,13 @@ impl Scenario {
             Scenario::HotRarest => "hot-rarest",
             Scenario::HotRatingAsc => "hot-rating-asc",
             Scenario::Summaries48 => "summaries-48",
+            Scenario::AbsentStar => "absent-star",
         }
     }
 
     /// Whether the scenario reads from the service whose ranked-read cache is on.
     fn uses_cache(self) -> bool {
-        matches!(self, Scenario::Http | Scenario::RankedCached | Scenario::SummaryCached)
+        matches!(self, Scenario::Http | Scenario::RankedCached | Scenario::SummaryCached | Scenario::AbsentStar)
     }
 
     /// Whether the scenario reads ranked products (their rankings or summaries).
@@ -179,6 +186,9 @@ struct Workload {
     hot_product: Id,
     /// The hottest product's rarest star, by its summary.
     rarest_star: u8,
+    /// Ranked products with a star each has no review of, by its summary
+    /// (read only when `absent-star` runs).
+    absent_stars: Vec<(Id, u8)>,
 }
 
 #[tokio::main]
@@ -227,8 +237,14 @@ async fn main() -> anyhow::Result<()> {
         None => 1,
     };
     println!("hot product {hot_product}: its rarest star is {rarest_star}");
+    let absent_stars = if args.scenarios.contains(&Scenario::AbsentStar) {
+        absent_stars(&store, &ranked_products).await?
+    } else {
+        Vec::new()
+    };
     let client = http_client(args.connections)?;
-    let workload = Arc::new(Workload { store, client, products, ranked_products, hot_product, rarest_star });
+    let workload =
+        Arc::new(Workload { store, client, products, ranked_products, hot_product, rarest_star, absent_stars });
 
     let mut outcomes = Vec::new();
     for scenario in &args.scenarios {
@@ -239,7 +255,10 @@ async fn main() -> anyhow::Result<()> {
         };
         let base = service.map(|service| service.base.clone()).unwrap_or_default();
         if matches!(scenario, Scenario::RankedCached | Scenario::SummaryCached) {
-            warm_ranked_cache(&workload, &base).await?;
+            warm_ranked_cache(&workload, workload.ranked_products.iter(), &base).await?;
+        }
+        if *scenario == Scenario::AbsentStar {
+            warm_ranked_cache(&workload, workload.absent_stars.iter().map(|(product, _)| product), &base).await?;
         }
         let warmup = Duration::from_secs(args.warmup_secs);
         if !warmup.is_zero() {
@@ -337,9 +356,27 @@ async fn start_service(args: &BenchArgs, name: &str, ranked_cache_ttl_ms: u64) -
     }
 }
 
-/// Reads every ranked product once, so the cached scenario starts warm.
-async fn warm_ranked_cache(workload: &Workload, base: &str) -> anyhow::Result<()> {
-    for product in &workload.ranked_products {
+/// The ranked products among `ranked` (the first 2,000) whose summary has no
+/// review of some star, each with the first such star.
+async fn absent_stars(store: &Store, ranked: &[Id]) -> anyhow::Result<Vec<(Id, u8)>> {
+    let mut found = Vec::new();
+    for product in ranked.iter().take(2_000) {
+        let ranking = store.ranking(product).await.context("cannot read a ranking")?;
+        let absent = ranking.summary.and_then(|summary| (1..=5).find(|star| summary.rated_with(*star) == 0));
+        if let Some(star) = absent {
+            found.push((*product, star));
+        }
+    }
+    if found.is_empty() {
+        bail!("absent-star: no ranked product lacks a star");
+    }
+    println!("absent-star: {} ranked products with a star they have no review of", found.len());
+    Ok(found)
+}
+
+/// Reads each of `products`' rankings once, so a cached scenario starts warm.
+async fn warm_ranked_cache(workload: &Workload, products: impl Iterator<Item = &Id>, base: &str) -> anyhow::Result<()> {
+    for product in products {
         let url = format!("{base}/v1/products/{product}/comments/ranked");
         let response = workload.client.get(&url).send().await.context("warming the ranked cache")?;
         if !response.status().is_success() {
@@ -361,9 +398,16 @@ async fn run_scenario(
     let workload = Arc::clone(workload);
     let base: Arc<str> = Arc::from(base);
     let measured = closed_loop(connections, duration, seed, move |random| {
-        let pool = if scenario.reads_rankings() { &workload.ranked_products } else { &workload.products };
         let count = if scenario == Scenario::Summaries48 { LISTING_PAGE_PRODUCTS } else { 1 };
-        let products: Vec<Id> = (0..count).map(|_| pool[random.random_range(0..pool.len())]).collect();
+        let products: Vec<Id> = match scenario {
+            Scenario::AbsentStar => {
+                vec![workload.absent_stars[random.random_range(0..workload.absent_stars.len())].0]
+            }
+            _ if scenario.reads_rankings() => (0..count)
+                .map(|_| workload.ranked_products[random.random_range(0..workload.ranked_products.len())])
+                .collect(),
+            _ => (0..count).map(|_| workload.products[random.random_range(0..workload.products.len())]).collect(),
+        };
         let (workload, base) = (Arc::clone(&workload), Arc::clone(&base));
         async move { one_request(&workload, scenario, &base, &products).await }
     })
@@ -403,6 +447,10 @@ async fn one_request(workload: &Workload, scenario: Scenario, base: &str, produc
         Scenario::Summaries48 => {
             let ids: Vec<&str> = products.iter().map(Id::as_str).collect();
             http_ok(workload, &format!("{base}/v1/summaries?productIds={}", ids.join(","))).await
+        }
+        Scenario::AbsentStar => {
+            let star = workload.absent_stars.iter().find(|(absent, _)| absent == product).map_or(1, |(_, star)| *star);
+            http_ok(workload, &format!("{base}/v1/products/{product}/comments?limit={PAGE_SIZE}&rating={star}")).await
         }
     }
 }
@@ -456,6 +504,9 @@ fn print_ratios(outcomes: &[Outcome]) {
                 rps / base_rps
             );
         }
+    }
+    if let (Some(absent), Some(page)) = (p99_of(outcomes, Scenario::AbsentStar), p99_of(outcomes, Scenario::Http)) {
+        println!("absent-star / http p99: {:.2}x (target <= 1)", absent / page);
     }
     if let (Some(batch), Some(single)) =
         (p99_of(outcomes, Scenario::Summaries48), p99_of(outcomes, Scenario::SummaryUncached))
