@@ -16,7 +16,8 @@
 //!   that holds the answer.
 //! - [`pages`] reads pages of comments (plain, star-filtered, by rating,
 //!   with authors); [`summaries`] loads a product's ranking with its summary
-//!   as of now, and a listing page's summaries.
+//!   as of now, and a listing page's summaries; [`loads`] shares the reads of
+//!   concurrent ranking loads.
 //! - [`state`] is what requests share (fields and accessors only);
 //!   [`ranked_cache`] the ranked-read cache, its refresh protocol and the
 //!   prepared rankings it holds; [`last_good`] the last good answers a
@@ -30,6 +31,7 @@ pub mod error;
 pub mod etag;
 pub mod extract;
 pub mod last_good;
+pub mod loads;
 pub mod openapi;
 pub mod pages;
 pub mod ranked_cache;

@@ -1,5 +1,5 @@
-//! What every request shares: the store, the settings, the ranked-read
-//! cache, the last good answers and the metrics handle. Fields and accessors
+//! What every request shares: the store, the settings, the batched ranking
+//! loads, the ranked-read cache, the last good answers and the metrics handle. Fields and accessors
 //! only: what requests do with them lives in [`crate::pages`] and
 //! [`crate::summaries`].
 
@@ -10,6 +10,7 @@ use metrics_exporter_prometheus::PrometheusHandle;
 
 use crate::config::Settings;
 use crate::last_good::{self, LastGood};
+use crate::loads::SharedLoads;
 use crate::ranked_cache::RankedCache;
 use crate::telemetry;
 
@@ -18,6 +19,7 @@ use crate::telemetry;
 pub struct AppState {
     store: ReadStore,
     settings: Arc<Settings>,
+    loads: SharedLoads,
     ranked_cache: RankedCache,
     last_good: Option<LastGood>,
     metrics: PrometheusHandle,
@@ -26,9 +28,11 @@ pub struct AppState {
 impl AppState {
     /// The state of a service reading `store` with `settings`. Installs the
     /// process's Prometheus recorder on first use. The store is read-only by
-    /// type: nothing the routes reach can write.
+    /// type: nothing the routes reach can write. Must be called within a
+    /// Tokio runtime: it starts the task that batches ranking loads.
     pub fn new(store: ReadStore, settings: Settings) -> AppState {
         let metrics = telemetry::prometheus_handle();
+        let loads = SharedLoads::start(store.clone());
         let ranked_cache = RankedCache::new(&settings);
         let last_good = LastGood::new(settings.stale_if_error, settings.stale_cache_max_bytes);
         if last_good.is_some() {
@@ -37,7 +41,7 @@ impl AppState {
                 metrics::counter!(telemetry::STALE_ANSWERS, "route" => route).increment(0);
             }
         }
-        AppState { store, settings: Arc::new(settings), ranked_cache, last_good, metrics }
+        AppState { store, settings: Arc::new(settings), loads, ranked_cache, last_good, metrics }
     }
 
     /// The store the routes read.
@@ -48,6 +52,11 @@ impl AppState {
     /// The service's settings.
     pub fn settings(&self) -> &Settings {
         &self.settings
+    }
+
+    /// The reads of ranking loads, shared by concurrent loads.
+    pub fn loads(&self) -> &SharedLoads {
+        &self.loads
     }
 
     /// The ranked-read cache (off when `--ranked-cache-ttl-ms` is 0).

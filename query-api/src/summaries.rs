@@ -13,25 +13,22 @@ use std::collections::HashMap;
 use std::sync::Arc;
 use std::time::Instant;
 
-use common::keys::{self, CommentKey};
+use common::keys;
 use common::store::summaries::ListedSummary;
-use common::store::{ReadStore, SkipReason};
+use common::store::SkipReason;
 use common::summary::ReviewSummary;
 use common::Id;
 
 use crate::error::ApiError;
+use crate::loads::{LoadedReads, LIVE_SUMMARY_MAX_ROWS};
 use crate::ranked_cache::Ranking;
 use crate::state::AppState;
 use crate::views::{RankedComment, ReviewSummaryView};
 
-/// Index rows one summary read counts past its run's as-of time at most, and
-/// one listing page's summaries in all.
-pub const LIVE_SUMMARY_MAX_ROWS: usize = 1_000;
-
 /// `product`'s ranked comments and summary, from the ranked-read cache when
 /// it holds them fresh (see [`crate::ranked_cache::RankedCache::get_or_load`]).
 pub async fn ranking(state: &AppState, product: Id) -> Result<Arc<Ranking>, ApiError> {
-    state.ranked_cache().get_or_load(product, || load_ranking(state.store(), product)).await
+    state.ranked_cache().get_or_load(product, || load_ranking(state, product)).await
 }
 
 /// The review summaries of `products`, lined up with them (`None` for a
@@ -75,28 +72,17 @@ pub async fn listing_summaries(
     Ok((summaries, read_at))
 }
 
-/// Reads `product`'s ranking (its record, or its slots without one), then
-/// beside each other its summary as of now and its ranked comments in one
-/// multi-get; slots whose comment is gone (or belongs to another product)
-/// are left out.
-pub async fn load_ranking(store: &ReadStore, product: Id) -> common::Result<Arc<Ranking>> {
+/// Loads `product`'s ranking: its record (or its slots without one), its
+/// reviews newer than the record, and its ranked comments, read with the
+/// loads of other products asking at the same moment ([`crate::loads`]);
+/// slots whose comment is gone (or belongs to another product) are left out.
+pub async fn load_ranking(state: &AppState, product: Id) -> common::Result<Arc<Ranking>> {
     let read_at = Instant::now();
-    let stored = store.ranking(&product).await?;
-    let slots = stored.slots;
-    let counted = stored.summary.zip(stored.as_of_ms);
-    let keys: Vec<CommentKey> = slots.iter().map(|slot| slot.comment).collect();
-    // The newer reviews and the ranked comments are independent reads.
-    let (newer, comments) = tokio::try_join!(
-        store.summary_after(&product, counted.map(|(_, as_of_ms)| as_of_ms), LIVE_SUMMARY_MAX_ROWS),
-        async {
-            if keys.is_empty() {
-                Ok(Vec::new())
-            } else {
-                store.get_comments(&keys).await
-            }
-        },
-    )?;
-    let ranked = slots
+    let LoadedReads { ranking, newer, comments } = state.loads().load(product).await?;
+    let counted = ranking.summary.zip(ranking.as_of_ms);
+    let store = state.store();
+    let ranked = ranking
+        .slots
         .into_iter()
         .zip(comments)
         .filter_map(|(slot, comment)| {

@@ -162,6 +162,13 @@ impl Store {
         if let Some(record) = self.ranking_records(std::slice::from_ref(product)).await?.remove(0) {
             return Ok(record);
         }
+        self.ranking_from_slots(product).await
+    }
+
+    /// Reads `product`'s ranking from its slots alone (one scan), for a
+    /// product without a ranking record: each comment kept at its best rank
+    /// (slots of two rankings seen at once).
+    pub async fn ranking_from_slots(&self, product: &Id) -> Result<StoredRanking> {
         let table = self.tables().product_comment_rank.clone();
         let prefix = keys::rank_prefix(product);
         let spec = ScanSpec {

@@ -78,6 +78,12 @@ impl ReadStore {
         self.store.ranking(product).await
     }
 
+    /// `product`'s ranking from its slots, for a product without a ranking
+    /// record ([`Store::ranking_from_slots`]).
+    pub async fn ranking_from_slots(&self, product: &Id) -> Result<StoredRanking> {
+        self.store.ranking_from_slots(product).await
+    }
+
     /// A page of a star-filtered or rating-ordered list of a product's
     /// reviews ([`Store::star_list_page`]).
     pub async fn star_list_page(

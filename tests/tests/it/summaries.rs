@@ -5,14 +5,17 @@
 //! walking every latest page, shown by `explain`, kept for a product whose
 //! reviews are all gone, and not written by a dry run.
 
+use std::time::Duration;
+
 use common::keys::{self, CommentKey};
 use common::model::Comment;
 use common::store::Store;
 use common::summary::ReviewSummary;
 use common::Id;
-use integration_tests::app::{uncached_settings, TestApp};
+use integration_tests::app::{service_store_via, uncached_settings, TestApp};
 use integration_tests::fixtures::{new_comment, post_all, put_orders, AS_OF_MS};
-use integration_tests::{fresh_store, test_id};
+use integration_tests::{fresh_store, test_id, thrift2_addr, thrift_addr, FaultyProxy, ProxyMode};
+use query_api::Settings;
 use ranker::{RunOptions, Scope};
 use serde_json::{json, Value};
 use tokio_util::sync::CancellationToken;
@@ -302,6 +305,56 @@ async fn a_review_the_java_service_posts_again_after_a_run_counts_twice_until_th
     let next_night = RunOptions::new(Scope::Product(product), AS_OF_MS + 2_000);
     ranker::run(&store, &next_night, CancellationToken::new()).await.expect("the next run");
     assert_eq!(service.get(&path).await.body["count"], 2, "once after it");
+    service.shut_down().await;
+    drop_tables(&[&store]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn concurrent_uncached_loads_of_one_and_of_many_products_each_get_their_own_ranking() {
+    // Loads asking at once share their reads (query_api::loads): the same
+    // product twice in a batch, and products with and without newer reviews,
+    // each get exactly what a load alone gets.
+    let store = fresh_store("summary_shared_loads").await;
+    let products: Vec<Id> = (20..24).map(|n| test_id("S", n)).collect();
+    for product in &products {
+        mixed_reviews(&store, product).await;
+    }
+    for product in &products[..3] {
+        rank(&store, product).await;
+    }
+    let (thrift1, thrift2) = (FaultyProxy::start(&thrift_addr()).await, FaultyProxy::start(&thrift2_addr()).await);
+    let patient = ["--hbase-timeout-ms", "6000", "--request-timeout-ms", "8000"];
+    let store_via_proxies = service_store_via(&thrift1.address(), &thrift2.address(), &store, &patient);
+    // No last good copies: a failed load must show, not be answered from a copy.
+    let settings =
+        Settings { request_timeout: Duration::from_secs(8), stale_if_error: Duration::ZERO, ..uncached_settings() };
+    let service = TestApp::spawn(store_via_proxies, settings).await;
+    let alone: Vec<(String, String)> = {
+        let mut answers = Vec::new();
+        for product in &products {
+            let ranked = service.get(&format!("/v1/products/{product}/comments/ranked")).await;
+            let summary = service.get(&format!("/v1/products/{product}/comments/summary")).await;
+            assert_eq!((ranked.status, summary.status), (reqwest::StatusCode::OK, reqwest::StatusCode::OK));
+            answers.push((ranked.raw, summary.raw));
+        }
+        answers
+    };
+    // Slow answers keep the first batches in flight while the rest of the
+    // requests queue, so the next batch holds every product, most of them twice.
+    thrift1.set_mode(ProxyMode::Delay(Duration::from_millis(100)));
+    thrift2.set_mode(ProxyMode::Delay(Duration::from_millis(100)));
+    let requests = (0..64).map(|turn| {
+        let (index, ranked) = (turn % products.len(), turn % 3 == 0);
+        let route = if ranked { "ranked" } else { "summary" };
+        let path = format!("/v1/products/{}/comments/{route}", products[index]);
+        let service = &service;
+        async move { (index, ranked, service.get(&path).await) }
+    });
+    for (index, ranked, answer) in futures_util::future::join_all(requests).await {
+        assert_eq!(answer.status, reqwest::StatusCode::OK, "{}", answer.raw);
+        let expected = if ranked { &alone[index].0 } else { &alone[index].1 };
+        assert_eq!(&answer.raw, expected, "product {} read with others", products[index]);
+    }
     service.shut_down().await;
     drop_tables(&[&store]).await;
 }

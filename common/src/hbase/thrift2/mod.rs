@@ -563,7 +563,9 @@ impl Thrift2Connection {
             limit: Some(rows),
             consistency: None,
             target_replica_id: None,
-            filter_bytes: Some(multi_row_range_filter(ranges)),
+            // One range is the scan's own start and stop: no filter for the
+            // region server to build and consult on every row.
+            filter_bytes: (ranges.len() > 1).then(|| multi_row_range_filter(ranges)),
         };
         let results = self.call("thrift2_scan_row_ranges", |client| {
             client.get_scanner_results(table.as_bytes().to_vec(), request, rows)
