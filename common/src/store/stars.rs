@@ -16,7 +16,7 @@
 //! next run marks it again.
 //!
 //! Each request examines at most a budget of index rows (the caller's,
-//! counted by the region server, see [`walk`](super::walk)), so neither a rare
+//! counted by the region server, see `store::walk`), so neither a rare
 //! star nor a product whose rows are unmarked can make one request read its
 //! whole index: the page comes back short, with a cursor where the budget ran
 //! out.

@@ -61,7 +61,7 @@ pub struct WalkPage {
 }
 
 impl Store {
-    /// One page of `request`'s walk; see the [module docs](self).
+    /// One page of `request`'s walk, as this module's docs describe it.
     ///
     /// Walking from the first row, each page from the last page's `next`,
     /// lists exactly the reviews of the unfiltered walk whose star is asked,
