@@ -43,8 +43,9 @@ const MAX_BATCH_PRODUCTS: usize = 32;
 /// making HBase any faster.
 const MAX_BATCHES_IN_FLIGHT: usize = 4;
 
-/// Loads that may wait for a batch before a new one waits to be queued.
-const MAX_QUEUED_LOADS: usize = 4_096;
+/// Loads that may wait for a batch; one more is refused at once, as the
+/// service refuses rather than queues (docs/pacing.md): eight full batches.
+const MAX_QUEUED_LOADS: usize = 256;
 
 /// What a ranking load reads from HBase.
 #[derive(Debug, Clone)]
@@ -81,11 +82,20 @@ impl SharedLoads {
     }
 
     /// What loading `product`'s ranking reads, read with the loads asking
-    /// at the same moment.
+    /// at the same moment. [`common::Error::Overloaded`] (counted as
+    /// `reviews_hbase_overloaded_total{reason="queue_full"}`) when
+    /// [`MAX_QUEUED_LOADS`] loads already wait.
     pub async fn load(&self, product: Id) -> common::Result<LoadedReads> {
         let (reply, answer) = oneshot::channel();
         let stopped = || common::Error::Unavailable("the service is stopping".to_owned());
-        self.asks.send(Ask { product, reply }).await.map_err(|_| stopped())?;
+        match self.asks.try_send(Ask { product, reply }) {
+            Ok(()) => {}
+            Err(mpsc::error::TrySendError::Full(_)) => {
+                metrics::counter!(common::telemetry::HBASE_OVERLOADED, "reason" => "queue_full").increment(1);
+                return Err(common::Error::Overloaded(format!("{MAX_QUEUED_LOADS} ranking loads already wait")));
+            }
+            Err(mpsc::error::TrySendError::Closed(_)) => return Err(stopped()),
+        }
         answer.await.map_err(|_| stopped())?
     }
 }
