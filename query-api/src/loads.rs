@@ -15,7 +15,7 @@
 //! shrink with them.
 //!
 //! Batching never changes an answer. A product without a record has its
-//! slots scanned on its own, as before; and when the batch's shared scan
+//! slots scanned on its own; and when the batch's shared scan
 //! stops at its bound of rows before a product's newer reviews are all read,
 //! that product is read again alone, within a bound of its own, so its
 //! summary is exactly what a load of it alone would count.
@@ -150,19 +150,12 @@ async fn answer_batch(store: &ReadStore, batch: Vec<Ask>) {
 
 /// The reads of loading each of `products` (sorted, distinct), by product.
 async fn read_together(store: &ReadStore, products: &[Id]) -> common::Result<BTreeMap<Id, LoadedReads>> {
-    let records = store.ranking_records(products).await?;
-    let rankings: Vec<StoredRanking> = try_join_all(products.iter().zip(records).map(|(product, record)| async move {
-        match record {
-            Some(record) => Ok(record),
-            None => store.ranking_from_slots(product).await,
-        }
-    }))
-    .await?;
+    let rankings = store.rankings(products).await?;
     // A run's count goes with its as-of time; without one, every review is counted now.
     let asked: Vec<(Id, Option<i64>)> = products
         .iter()
         .zip(&rankings)
-        .map(|(product, ranking)| (*product, ranking.summary.and(ranking.as_of_ms)))
+        .map(|(product, ranking)| (*product, ranking.counted().map(|(_, as_of_ms)| as_of_ms)))
         .collect();
     let keys: Vec<CommentKey> =
         rankings.iter().flat_map(|ranking| ranking.slots.iter().map(|slot| slot.comment)).collect();

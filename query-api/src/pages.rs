@@ -81,9 +81,6 @@ pub async fn star_list_page(
         Some(text) => cursor::decode_view(text, list.view(), &prefix)?,
         None => ViewPosition { phase: 0, key: None },
     };
-    if usize::from(position.phase) >= list.passes().len() {
-        return Err(cursor::CursorError::OutsidePrefix.into());
-    }
     if let Some(ranking) = state.ranked_cache().fresh(product).await {
         if shows_none(&ranking, list.stars.unwrap_or(StarSet::ALL)) {
             return Ok(CommentsPage { comments: Vec::new(), next_cursor: None });

@@ -57,7 +57,7 @@ pub async fn listing_summaries(
     if !missing.is_empty() {
         let records = state.store().ranking_records(&missing).await?;
         let counted: Vec<Option<(ReviewSummary, i64)>> =
-            records.into_iter().map(|record| record.and_then(|record| record.summary.zip(record.as_of_ms))).collect();
+            records.into_iter().map(|record| record.and_then(|record| record.counted())).collect();
         let asked: Vec<(Id, Option<i64>)> = missing
             .iter()
             .zip(&counted)
@@ -79,7 +79,7 @@ pub async fn listing_summaries(
 pub async fn load_ranking(state: &AppState, product: Id) -> common::Result<Arc<Ranking>> {
     let read_at = Instant::now();
     let LoadedReads { ranking, newer, comments } = state.loads().load(product).await?;
-    let counted = ranking.summary.zip(ranking.as_of_ms);
+    let counted = ranking.counted();
     let store = state.store();
     let ranked = ranking
         .slots

@@ -317,6 +317,29 @@ impl Store {
         Ok(IndexPage { entries, next })
     }
 
+    /// The index table of `kind`.
+    fn index_table(&self, kind: IndexKind) -> &str {
+        match kind {
+            IndexKind::User => &self.tables().user_comment,
+            IndexKind::Product => &self.tables().product_comment,
+        }
+    }
+
+    /// The entries of the first `limit` of `rows` (rows that are not index
+    /// rows skipped and counted) and the row after them, if there is one.
+    fn entries_and_lookahead(
+        &self,
+        table: &str,
+        kind: IndexKind,
+        mut rows: Vec<Row>,
+        limit: usize,
+    ) -> (Vec<IndexEntry>, Option<Row>) {
+        let lookahead = (rows.len() > limit).then(|| rows.swap_remove(limit));
+        rows.truncate(limit);
+        let entries = rows.iter().filter_map(|row| index_entry(self.tables(), table, kind, row)).collect();
+        (entries, lookahead)
+    }
+
     /// Where the page after one ending at `last` starts: at `lookahead` (the
     /// row after the page), unless that row lists the same comment at the same
     /// millisecond as `last` (a same-millisecond double post); then past every

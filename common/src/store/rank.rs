@@ -63,6 +63,15 @@ pub struct StoredRanking {
     pub summary: Option<ReviewSummary>,
 }
 
+impl StoredRanking {
+    /// The run's count of the product's reviews and that run's as-of time,
+    /// when a ranking record carries both: what a summary as of now adds the
+    /// newer reviews to.
+    pub fn counted(&self) -> Option<(ReviewSummary, i64)> {
+        self.summary.zip(self.as_of_ms)
+    }
+}
+
 /// The ranking record's JSON, as a client of HBase other than this project
 /// can read it: `{"productId", "asOf", "slots": [{"rank", "comment", "score"}],
 /// "summary"}`, `comment` being the comment's 20-byte row key (ids are
@@ -159,16 +168,27 @@ impl Store {
     /// its slots (one scan), each comment kept at its best rank only (slots
     /// of two rankings seen at once).
     pub async fn ranking(&self, product: &Id) -> Result<StoredRanking> {
-        if let Some(record) = self.ranking_records(std::slice::from_ref(product)).await?.remove(0) {
-            return Ok(record);
-        }
-        self.ranking_from_slots(product).await
+        Ok(self.rankings(std::slice::from_ref(product)).await?.remove(0))
+    }
+
+    /// [`Store::ranking`] for many products, lined up with `products`: their
+    /// records in one multi-get, then the slots of each product without one
+    /// (one scan each, side by side).
+    pub async fn rankings(&self, products: &[Id]) -> Result<Vec<StoredRanking>> {
+        let records = self.ranking_records(products).await?;
+        futures_util::future::try_join_all(products.iter().zip(records).map(|(product, record)| async move {
+            match record {
+                Some(record) => Ok(record),
+                None => self.ranking_from_slots(product).await,
+            }
+        }))
+        .await
     }
 
     /// Reads `product`'s ranking from its slots alone (one scan), for a
     /// product without a ranking record: each comment kept at its best rank
     /// (slots of two rankings seen at once).
-    pub async fn ranking_from_slots(&self, product: &Id) -> Result<StoredRanking> {
+    async fn ranking_from_slots(&self, product: &Id) -> Result<StoredRanking> {
         let table = self.tables().product_comment_rank.clone();
         let prefix = keys::rank_prefix(product);
         let spec = ScanSpec {

@@ -78,10 +78,9 @@ impl ReadStore {
         self.store.ranking(product).await
     }
 
-    /// `product`'s ranking from its slots, for a product without a ranking
-    /// record ([`Store::ranking_from_slots`]).
-    pub async fn ranking_from_slots(&self, product: &Id) -> Result<StoredRanking> {
-        self.store.ranking_from_slots(product).await
+    /// The rankings of `products`, records in one multi-get ([`Store::rankings`]).
+    pub async fn rankings(&self, products: &[Id]) -> Result<Vec<StoredRanking>> {
+        self.store.rankings(products).await
     }
 
     /// A page of a star-filtered or rating-ordered list of a product's

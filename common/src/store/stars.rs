@@ -168,7 +168,8 @@ impl Store {
     /// from where the last ended, until `limit` reviews are found or
     /// `budget_rows` index rows are examined. The page is short, with a
     /// `next`, when the budget runs out first. A position whose phase the
-    /// list does not have is [`crate::Error::InvalidInput`].
+    /// list does not have (a cursor of another list) is
+    /// [`crate::Error::InvalidCursor`].
     pub async fn star_list_page(
         &self,
         product: &Id,
@@ -179,11 +180,7 @@ impl Store {
     ) -> Result<StarListPage> {
         let passes = list.passes();
         if usize::from(position.phase) >= passes.len() {
-            return Err(crate::Error::InvalidInput(format!(
-                "the list has {} walks, the position names walk {}",
-                passes.len(),
-                position.phase
-            )));
+            return Err(crate::cursor::CursorError::OutsidePrefix.into());
         }
         let mut page = StarListPage { comments: Vec::with_capacity(limit), next: None, rows_examined: 0 };
         loop {

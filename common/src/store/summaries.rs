@@ -56,8 +56,9 @@ impl Store {
             return Ok(Vec::new());
         }
         let table = self.tables().product_comment.clone();
-        let mut ranges: Vec<(Vec<u8>, Vec<u8>)> =
+        let asked_ranges: Vec<(Vec<u8>, Vec<u8>)> =
             asked.iter().map(|(product, as_of_ms)| keys::product_comments_after(product, *as_of_ms)).collect();
+        let mut ranges = asked_ranges.clone();
         ranges.sort();
         ranges.dedup();
         let mut rows = self
@@ -81,12 +82,10 @@ impl Store {
         }
         Ok(asked
             .iter()
-            .map(|(product, as_of_ms)| {
-                let (_, stop) = keys::product_comments_after(product, *as_of_ms);
-                ListedSummary {
-                    summary: counted.get(product).copied().unwrap_or_default(),
-                    complete: unfinished_from.as_ref().is_none_or(|last| stop <= *last),
-                }
+            .zip(asked_ranges)
+            .map(|((product, _), (_, stop))| ListedSummary {
+                summary: counted.get(product).copied().unwrap_or_default(),
+                complete: unfinished_from.as_ref().is_none_or(|last| stop <= *last),
             })
             .collect())
     }

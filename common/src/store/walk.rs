@@ -20,9 +20,9 @@
 
 use super::listing::Listing;
 use super::stars::{star_of, StarSet};
-use super::{index_entry, IndexEntry, IndexKind, Store};
+use super::{IndexKind, Store};
 use crate::error::Result;
-use crate::hbase::{RangeScan, Retry, Row, ScanCells, ScanSpec, COLUMN_STARS, COLUMN_VALUE};
+use crate::hbase::{RangeScan, Retry, ScanCells, ScanSpec, COLUMN_STARS, COLUMN_VALUE};
 use crate::keys;
 use crate::model::Comment;
 
@@ -151,29 +151,6 @@ impl Store {
             (next, _) => next,
         };
         Ok(WalkPage { comments, next, rows_examined: budget })
-    }
-
-    /// The index table of `kind`.
-    pub(super) fn index_table(&self, kind: IndexKind) -> &str {
-        match kind {
-            IndexKind::User => &self.tables().user_comment,
-            IndexKind::Product => &self.tables().product_comment,
-        }
-    }
-
-    /// The entries of the first `limit` of `rows` (rows that are not index
-    /// rows skipped and counted) and the row after them, if there is one.
-    pub(super) fn entries_and_lookahead(
-        &self,
-        table: &str,
-        kind: IndexKind,
-        mut rows: Vec<Row>,
-        limit: usize,
-    ) -> (Vec<IndexEntry>, Option<Row>) {
-        let lookahead = (rows.len() > limit).then(|| rows.swap_remove(limit));
-        rows.truncate(limit);
-        let entries = rows.iter().filter_map(|row| index_entry(self.tables(), table, kind, row)).collect();
-        (entries, lookahead)
     }
 }
 
