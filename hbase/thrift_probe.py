@@ -15,6 +15,11 @@ Usage:
   thrift_probe.py [...] tables2
       The same readiness check against the Thrift2 gateway: one
       getTableNamesByPattern() call (Thrift2 has no getTableNames()).
+  thrift_probe.py [...] regions
+      Against the Thrift2 gateway: where every region of every table,
+      hbase:meta included, is served, one "PORT TABLE REPLICA_ID" line per
+      region replica (REPLICA_ID 0 is the primary). What `hbasectl status`
+      counts per region server of a cluster.
   thrift_probe.py [...] smoke [TABLE]
       createTable (if missing), mutateRow, getRow, and check the value read
       back; exit 0 on success. Used to check a fresh install end to end.
@@ -198,6 +203,20 @@ def get_table_names_thrift2(conn):
     return [n.get(2, b"").decode(errors="replace") for n in names]
 
 
+def region_locations(conn):
+    """(port, table, replica id) of every region replica, system tables included."""
+    located = []
+    # getTableNamesByPattern(1: regex (left out), 2: includeSysTables) -> TTableName {1: ns, 2: qualifier}
+    for name in conn.call("getTableNamesByPattern", f_bool(2, True)) or []:
+        namespace, qualifier = name.get(1, b"default"), name.get(2, b"")
+        table = qualifier if namespace == b"default" else namespace + b":" + qualifier
+        # getAllRegionLocations(1: table) -> THRegionLocation {1: TServerName {2: port}, 2: THRegionInfo {7: replicaId}}
+        for location in conn.call("getAllRegionLocations", f_bin(1, table)) or []:
+            port = location.get(1, {}).get(2, 0)
+            located.append((port, table.decode(errors="replace"), location.get(2, {}).get(7, 0)))
+    return located
+
+
 def get_row(conn, table, row):
     results = conn.call("getRow", f_bin(1, table) + f_bin(2, row) + f_empty_map(3)) or []
     cells = {}
@@ -254,7 +273,7 @@ def main():
     ap.add_argument("--host", default="127.0.0.1")
     ap.add_argument("--port", type=int, default=9090)
     ap.add_argument("--timeout", type=float, default=10.0, help="socket timeout per call, seconds")
-    ap.add_argument("cmd", choices=["tables", "tables2", "smoke", "get", "warm"])
+    ap.add_argument("cmd", choices=["tables", "tables2", "regions", "smoke", "get", "warm"])
     ap.add_argument("rest", nargs="*")
     a = ap.parse_args()
 
@@ -268,6 +287,9 @@ def main():
             names = get_table_names(conn) if a.cmd == "tables" else get_table_names_thrift2(conn)
             shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
             print("%d tables%s" % (len(names), ": " + shown if names else ""))
+        elif a.cmd == "regions":
+            for port, table, replica in region_locations(conn):
+                print("%d %s %d" % (port, table, replica))
         elif a.cmd == "warm":
             started = time.monotonic()
             thrift2_conn = Conn(a.host, int(a.rest[1]), a.timeout) if len(a.rest) > 1 else None

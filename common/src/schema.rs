@@ -20,8 +20,13 @@
 //! 57"). Tables created before keep their layout until [`upgrade_tables`]
 //! gives them the index.
 //!
-//! Only the Thrift2 gateway can set (or read) a family's block encoding and
-//! split keys, so every table is created through it.
+//! The tables a product page reads ([`read_tables`]) can be created with
+//! [`RegionReplication`]: each of their regions then has secondary replicas
+//! on other region servers, which serve timeline-consistent reads while the
+//! primary's server is down (`docs/what-it-survives.md` measures it).
+//!
+//! Only the Thrift2 gateway can set (or read) a family's block encoding,
+//! split keys and region replication, so every table is created through it.
 
 use crate::error::{Error, Result};
 use crate::hbase::{FamilyEncodings, Hbase, Retry, FAMILY, ROW_INDEX_NAME};
@@ -53,6 +58,36 @@ impl Regions {
     }
 }
 
+/// How many replicas each region of the [`read_tables`] has: 1 is the
+/// primary alone, 2 adds one secondary replica on another region server.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub struct RegionReplication(u32);
+
+impl RegionReplication {
+    /// The most replicas a region may be given: each needs a region server
+    /// of its own to be of use, and every write is shipped to each.
+    pub const MAX: u32 = 5;
+    /// The primary alone: HBase's default.
+    pub const PRIMARY_ONLY: RegionReplication = RegionReplication(1);
+
+    /// `count` replicas, refused unless it lies in `1..=MAX`.
+    pub fn new(count: u32) -> Result<RegionReplication> {
+        if (1..=Self::MAX).contains(&count) {
+            Ok(RegionReplication(count))
+        } else {
+            Err(Error::InvalidInput(format!(
+                "a region can have 1 to {} replicas (1: the primary alone), not {count}",
+                Self::MAX
+            )))
+        }
+    }
+
+    /// The number of replicas, the primary included.
+    pub fn count(self) -> u32 {
+        self.0
+    }
+}
+
 /// What [`create_tables`] did to one table.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct TableOutcome {
@@ -62,6 +97,8 @@ pub struct TableOutcome {
     pub created: bool,
     /// How many regions the table has now (an existing table keeps its own).
     pub regions: usize,
+    /// How many replicas each of its regions has (an existing table keeps its own).
+    pub region_replication: u32,
     /// Each column family with its data-block encoding (`ROW_INDEX_V1` for a
     /// table created here; an existing table's may differ until
     /// [`upgrade_tables`]).
@@ -81,12 +118,26 @@ pub fn split_tables(tables: &Tables) -> [&str; 4] {
     [&tables.comment, &tables.user_comment, &tables.product_comment, &tables.product_comment_rank]
 }
 
+/// The tables a product page reads (users, comments and the three indexes
+/// of them), which [`create_tables`] gives their [`RegionReplication`]. The
+/// others are written and read by batch work, which waits for a region to
+/// come back instead.
+pub fn read_tables(tables: &Tables) -> [&str; 5] {
+    [&tables.user, &tables.comment, &tables.user_comment, &tables.product_comment, &tables.product_comment_rank]
+}
+
 /// Creates every missing table with family `cf` (one version, block cache on,
 /// row bloom filter, a row index in each data block), the [`split_tables`]
-/// split into `regions` regions. Idempotent: existing tables are left as they
-/// are (whatever their regions and settings), and losing a creation race to
-/// another process counts as existing.
-pub async fn create_tables(hbase: &Hbase, tables: &Tables, regions: Regions) -> Result<Vec<TableOutcome>> {
+/// split into `regions` regions, the [`read_tables`] in `replication`
+/// replicas. Idempotent: existing tables are left as they are (whatever
+/// their regions and settings), and losing a creation race to another
+/// process counts as existing.
+pub async fn create_tables(
+    hbase: &Hbase,
+    tables: &Tables,
+    regions: Regions,
+    replication: RegionReplication,
+) -> Result<Vec<TableOutcome>> {
     let existing = table_names(hbase).await?;
     let mut outcomes = Vec::with_capacity(tables.all().len());
     for name in tables.all() {
@@ -98,18 +149,24 @@ pub async fn create_tables(hbase: &Hbase, tables: &Tables, regions: Regions) -> 
             } else {
                 Vec::new()
             };
-            match hbase.create_table_with_splits(name, FAMILY, split_keys).await {
+            let replicas = if read_tables(tables).contains(&name) { replication.count() } else { 1 };
+            match hbase.create_table_with_splits(name, FAMILY, split_keys, replicas).await {
                 Ok(()) => true,
                 Err(Error::Conflict(_)) => false,
                 Err(error) => return Err(error),
             }
         };
         let table = name.to_owned();
-        let regions = hbase.run(Retry::Idempotent, move |connection| connection.table_regions(&table)).await?.len();
+        let (block_encodings, region_replication) = hbase
+            .run_thrift2(Retry::Idempotent, move |connection| {
+                Ok((connection.family_encodings(&table)?, connection.region_replication(&table)?))
+            })
+            .await?;
         let table = name.to_owned();
-        let block_encodings =
-            hbase.run_thrift2(Retry::Idempotent, move |connection| connection.family_encodings(&table)).await?;
-        outcomes.push(TableOutcome { name: name.to_owned(), created, regions, block_encodings });
+        // Thrift1 lists each replica of a region as a region of its own.
+        let regions = hbase.run(Retry::Idempotent, move |connection| connection.table_regions(&table)).await?.len()
+            / region_replication.max(1) as usize;
+        outcomes.push(TableOutcome { name: name.to_owned(), created, regions, region_replication, block_encodings });
     }
     Ok(outcomes)
 }
@@ -125,6 +182,8 @@ pub struct UpgradeOutcome {
     pub encodings_before: FamilyEncodings,
     /// The families given a row index in each data block.
     pub families_changed: Vec<String>,
+    /// The table's region replication before and after, when this call changed it.
+    pub replication_changed: Option<(u32, u32)>,
 }
 
 /// Gives the existing tables of `tables` the settings [`create_tables`] gives
@@ -135,8 +194,15 @@ pub struct UpgradeOutcome {
 /// operator can force with the HBase shell's `major_compact` (no Thrift
 /// gateway can: HBase 2.6's Thrift1 `majorCompact` runs a minor compaction,
 /// which leaves a region's single file alone, and Thrift2 has no such call).
-/// Idempotent: a table that has the settings is left alone.
-pub async fn upgrade_tables(hbase: &Hbase, tables: &Tables) -> Result<Vec<UpgradeOutcome>> {
+/// With `replication`, the [`read_tables`] are given that many replicas
+/// each; HBase changes it only on a disabled table, so each such table
+/// refuses reads and writes for the seconds of its change. Idempotent: a
+/// table that has the settings is left alone.
+pub async fn upgrade_tables(
+    hbase: &Hbase,
+    tables: &Tables,
+    replication: Option<RegionReplication>,
+) -> Result<Vec<UpgradeOutcome>> {
     let existing = table_names(hbase).await?;
     let mut outcomes = Vec::with_capacity(tables.all().len());
     for name in tables.all() {
@@ -146,13 +212,34 @@ pub async fn upgrade_tables(hbase: &Hbase, tables: &Tables) -> Result<Vec<Upgrad
                 exists: false,
                 encodings_before: Vec::new(),
                 families_changed: Vec::new(),
+                replication_changed: None,
             });
             continue;
         }
         let table = name.to_owned();
         let (encodings_before, families_changed) =
             hbase.run_thrift2(Retry::Idempotent, move |connection| connection.index_rows_in_blocks(&table)).await?;
-        outcomes.push(UpgradeOutcome { name: name.to_owned(), exists: true, encodings_before, families_changed });
+        let replication_changed = match replication {
+            Some(wanted) if read_tables(tables).contains(&name) => {
+                let table = name.to_owned();
+                // Once: a lost reply may hide a change made, and the retry
+                // would then find it made and report nothing changed.
+                let before = hbase
+                    .run_thrift2(Retry::Once, move |connection| {
+                        connection.set_region_replication(&table, wanted.count())
+                    })
+                    .await?;
+                (before != wanted.count()).then_some((before, wanted.count()))
+            }
+            _ => None,
+        };
+        outcomes.push(UpgradeOutcome {
+            name: name.to_owned(),
+            exists: true,
+            encodings_before,
+            families_changed,
+            replication_changed,
+        });
     }
     Ok(outcomes)
 }

@@ -13,6 +13,8 @@ pub const HBASE_CALL_ERRORS: &str = "reviews_hbase_call_errors_total";
 pub const HBASE_CONNECT_ERRORS: &str = "reviews_hbase_connect_errors_total";
 /// Retries after a transient HBase failure.
 pub const HBASE_RETRIES: &str = "reviews_hbase_retries_total";
+/// Timeline reads answered (in part) by a secondary region replica.
+pub const HBASE_REPLICA_READS: &str = "reviews_hbase_replica_reads_total";
 /// Rows skipped because they do not decode, by table (without prefix) and reason.
 pub const SKIPPED_ROWS: &str = "reviews_skipped_rows_total";
 /// Operations refused at once because HBase was saturated, by reason (`queue_full`, `queue_timeout`).
@@ -45,7 +47,7 @@ pub fn prometheus_builder() -> PrometheusBuilder {
 /// `increase()` cannot see a counter's first value, so an alert would miss
 /// the first connect error of a process). Call it once the recorder is installed.
 pub fn describe_shared_metrics() {
-    for counter in [HBASE_CONNECT_ERRORS, HBASE_RETRIES, HBASE_ABANDONED] {
+    for counter in [HBASE_CONNECT_ERRORS, HBASE_RETRIES, HBASE_ABANDONED, HBASE_REPLICA_READS] {
         metrics::counter!(counter).absolute(0);
     }
     for reason in ["queue_full", "queue_timeout"] {
@@ -62,6 +64,10 @@ pub fn describe_shared_metrics() {
         "Thrift connections to the HBase gateway that could not be opened"
     );
     metrics::describe_counter!(HBASE_RETRIES, "Retries after a transient HBase failure");
+    metrics::describe_counter!(
+        HBASE_REPLICA_READS,
+        "Timeline-consistent HBase reads answered, in part or whole, by a secondary region replica (its primary was slow or down)"
+    );
     metrics::describe_counter!(
         HBASE_OVERLOADED,
         "HBase operations refused at once because too many waited or the wait ran out, by reason"

@@ -7,7 +7,7 @@ use std::time::Duration;
 
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use common::config::HbaseArgs;
-use common::hbase::HbaseConfig;
+use common::hbase::{HbaseConfig, ReadConsistency};
 
 use crate::connections::ConnectionLimits;
 
@@ -110,6 +110,16 @@ pub struct Args {
     #[arg(long, env = "REVIEWS_API_METRICS_LISTEN", value_name = "ADDRESS")]
     pub metrics_listen: Option<SocketAddr>,
 
+    /// How page reads ask HBase for rows: `strong` reads each region's
+    /// primary through the Thrift1 gateway; `timeline` reads through the
+    /// Thrift2 gateway, and a secondary region replica answers when the
+    /// primary has not within HBase's primary call timeout (a dead region
+    /// server's regions stay readable), the answer then carrying
+    /// `X-Replica-Read: stale`. `timeline` pays off only on tables created
+    /// with `reviews-admin schema create --region-replication 2` or more.
+    #[arg(long, env = "REVIEWS_API_READ_CONSISTENCY", value_enum, default_value_t = ReadConsistency::Strong)]
+    pub read_consistency: ReadConsistency,
+
     /// Where HBase is and which tables to read.
     #[command(flatten)]
     pub hbase: HbaseArgs,
@@ -175,6 +185,7 @@ impl Args {
         let config = HbaseConfig {
             queue_timeout: Some(Duration::from_millis(self.hbase_queue_timeout_ms)),
             max_queued: Some(self.hbase_max_queued),
+            read_consistency: self.read_consistency,
             ..self.hbase.hbase_config()
         };
         service_hbase_config(config, self.settings().request_timeout)

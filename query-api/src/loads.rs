@@ -57,6 +57,9 @@ pub struct LoadedReads {
     pub newer: ListedSummary,
     /// The ranked comments, lined up with `ranking.slots`: `None` where one is gone.
     pub comments: Vec<Option<Comment>>,
+    /// Whether a secondary region replica answered any read of the batch
+    /// these came from (a timeline read whose primary was slow or down).
+    pub from_replica: bool,
 }
 
 /// One load waiting for its batch.
@@ -123,13 +126,18 @@ async fn batch_loads(store: ReadStore, mut waiting: mpsc::Receiver<Ask>) {
 }
 
 /// Reads `batch`'s products together and answers each load; a failed read
-/// fails every load of the batch.
+/// fails every load of the batch. When a secondary replica answered any of
+/// the batch's reads, every load of it is marked so (the reads are shared,
+/// so which product's rows came from it is not known).
 async fn answer_batch(store: &ReadStore, batch: Vec<Ask>) {
     let mut products: Vec<Id> = batch.iter().map(|ask| ask.product).collect();
     products.sort_unstable();
     products.dedup();
-    match read_together(store, &products).await {
-        Ok(read) => {
+    match common::hbase::noting_replica_reads(read_together(store, &products)).await {
+        (Ok(mut read), from_replica) => {
+            for reads in read.values_mut() {
+                reads.from_replica = from_replica;
+            }
             for ask in batch {
                 // Two loads of one product in a batch share its reads.
                 let reads = read
@@ -140,7 +148,7 @@ async fn answer_batch(store: &ReadStore, batch: Vec<Ask>) {
                 let _ = ask.reply.send(reads);
             }
         }
-        Err(error) => {
+        (Err(error), _) => {
             for ask in batch {
                 let _ = ask.reply.send(Err(error.clone()));
             }
@@ -173,7 +181,7 @@ async fn read_together(store: &ReadStore, products: &[Id]) -> common::Result<BTr
         .zip(newer)
         .map(|((product, ranking), newer)| {
             let comments = ranking.slots.iter().map(|slot| by_key.get(&slot.comment).cloned().flatten()).collect();
-            (*product, LoadedReads { ranking, newer, comments })
+            (*product, LoadedReads { ranking, newer, comments, from_replica: false })
         })
         .collect())
 }

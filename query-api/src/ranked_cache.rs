@@ -175,6 +175,7 @@ pub struct Ranking {
     seed_body: Option<Bytes>,
     summary_body: Option<Bytes>,
     read_at: Instant,
+    from_replica: bool,
 }
 
 impl Ranking {
@@ -186,7 +187,22 @@ impl Ranking {
         let v1_body = render(&RankedPage::of(&comments, summary.as_ref())).ok();
         let seed_body = render(&SeedCommentsPage::of_ranked(&comments)).ok();
         let summary_body = summary.as_ref().and_then(|summary| render(summary).ok());
-        Ranking { comments, summary, v1_body, seed_body, summary_body, read_at }
+        Ranking { comments, summary, v1_body, seed_body, summary_body, read_at, from_replica: false }
+    }
+
+    /// The same ranking, marked as read (in part) from a secondary region
+    /// replica when `from_replica`: every answer served from it says so
+    /// ([`Ranking::note_origin`]), for as long as it is cached.
+    pub fn read_from_replica(self, from_replica: bool) -> Ranking {
+        Ranking { from_replica, ..self }
+    }
+
+    /// Marks the request serving this ranking as served from a secondary
+    /// replica when the ranking was read from one (`common::hbase::note_replica_read`).
+    pub fn note_origin(&self) {
+        if self.from_replica {
+            common::hbase::note_replica_read();
+        }
     }
 
     /// When the HBase read of this ranking began: its age is counted from here.

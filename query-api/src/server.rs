@@ -129,14 +129,29 @@ fn cors_layer(origins: &[String]) -> CorsLayer {
 /// ([`common::hbase::with_deadline`]): the second read of a request gets what
 /// is left of it, not a fresh operation timeout, and once the request has
 /// given up its HBase work is not started.
+///
+/// An answer any part of which a secondary region replica served (a
+/// timeline read, `--read-consistency timeline`) says so in
+/// [`REPLICA_READ_HEADER`], and is counted by route
+/// ([`telemetry::ServedFromReplica`]).
 async fn enforce_deadline(State(deadline): State<Duration>, request: Request, next: Next) -> Response {
     let request_deadline = std::time::Instant::now() + deadline;
-    let work = common::hbase::with_deadline(request_deadline, next.run(request));
+    let work = common::hbase::with_deadline(request_deadline, common::hbase::noting_replica_reads(next.run(request)));
     match tokio::time::timeout(deadline, work).await {
-        Ok(response) => response,
+        Ok((mut response, from_replica)) => {
+            if from_replica {
+                response.headers_mut().insert(REPLICA_READ_HEADER, HeaderValue::from_static("stale"));
+                response.extensions_mut().insert(telemetry::ServedFromReplica);
+            }
+            response
+        }
         Err(_) => ApiError::timeout(deadline).into_response(),
     }
 }
+
+/// The header of an answer read (in part) from a secondary region replica,
+/// whose rows may lag the primary's by about a second: `X-Replica-Read: stale`.
+pub const REPLICA_READ_HEADER: &str = "x-replica-read";
 
 /// The answer when a handler panicked: a generic 500; the panic goes to the log.
 pub(crate) fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {

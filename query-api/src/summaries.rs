@@ -28,7 +28,9 @@ use crate::views::{RankedComment, ReviewSummaryView};
 /// `product`'s ranked comments and summary, from the ranked-read cache when
 /// it holds them fresh (see [`crate::ranked_cache::RankedCache::get_or_load`]).
 pub async fn ranking(state: &AppState, product: Id) -> Result<Arc<Ranking>, ApiError> {
-    state.ranked_cache().get_or_load(product, || load_ranking(state, product)).await
+    let ranking = state.ranked_cache().get_or_load(product, || load_ranking(state, product)).await?;
+    ranking.note_origin();
+    Ok(ranking)
 }
 
 /// The review summaries of `products`, lined up with them (`None` for a
@@ -47,6 +49,7 @@ pub async fn listing_summaries(
     let mut found: HashMap<Id, Option<ReviewSummaryView>> = HashMap::new();
     for product in products {
         if let Some(ranking) = state.ranked_cache().fresh(product).await {
+            ranking.note_origin();
             read_at = read_at.min(ranking.read_at());
             found.insert(*product, ranking.summary().cloned());
         }
@@ -78,7 +81,7 @@ pub async fn listing_summaries(
 /// slots whose comment is gone (or belongs to another product) are left out.
 pub async fn load_ranking(state: &AppState, product: Id) -> common::Result<Arc<Ranking>> {
     let read_at = Instant::now();
-    let LoadedReads { ranking, newer, comments } = state.loads().load(product).await?;
+    let LoadedReads { ranking, newer, comments, from_replica } = state.loads().load(product).await?;
     let counted = ranking.counted();
     let store = state.store();
     let ranked = ranking
@@ -101,7 +104,7 @@ pub async fn load_ranking(state: &AppState, product: Id) -> common::Result<Arc<R
             comment.map(|comment| RankedComment { comment, rank: slot.rank, score: slot.score, author: None })
         })
         .collect();
-    Ok(Arc::new(Ranking::new(ranked, with_newer(&product, counted, newer), read_at)))
+    Ok(Arc::new(Ranking::new(ranked, with_newer(&product, counted, newer), read_at).read_from_replica(from_replica)))
 }
 
 /// The run's count (`counted`: the summary and the run's as-of time, when a

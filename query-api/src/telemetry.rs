@@ -26,6 +26,8 @@ pub const RANKED_CACHE_MAX_BYTES: &str = "reviews_api_ranked_cache_max_bytes";
 
 /// Answers served from the last good copy because HBase failed, by route template.
 pub const STALE_ANSWERS: &str = "reviews_api_stale_answers_total";
+/// Answers read (in part) from a secondary region replica, by route template.
+pub const REPLICA_ANSWERS: &str = "reviews_api_replica_reads_total";
 /// The bytes the last good answers weigh (bounded by `--stale-cache-max-bytes`).
 pub const LAST_GOOD_BYTES: &str = "reviews_api_last_good_bytes";
 
@@ -99,6 +101,10 @@ fn describe_metrics() {
         STALE_ANSWERS,
         "Answers served from the last good copy (Age, stale-if-error) because HBase failed, by route template"
     );
+    metrics::describe_counter!(
+        REPLICA_ANSWERS,
+        "Answers read in part or whole from a secondary region replica (X-Replica-Read: stale), by route template"
+    );
     metrics::describe_gauge!(
         LAST_GOOD_BYTES,
         metrics::Unit::Bytes,
@@ -114,6 +120,11 @@ fn describe_metrics() {
 /// Marks an answer served from the last good copy, for [`record_request`] to count by route.
 #[derive(Debug, Clone, Copy)]
 pub struct ServedStale;
+
+/// Marks an answer read (in part) from a secondary region replica, for
+/// [`record_request`] to count by route.
+#[derive(Debug, Clone, Copy)]
+pub struct ServedFromReplica;
 
 /// Counts each request and records its latency, by route template (never the
 /// raw path, whose ids would make one series per product) and status.
@@ -141,6 +152,9 @@ pub async fn record_request(request: Request, next: Next) -> Response {
     }
     if response.extensions().get::<ServedStale>().is_some() {
         metrics::counter!(STALE_ANSWERS, "route" => route.clone()).increment(1);
+    }
+    if response.extensions().get::<ServedFromReplica>().is_some() {
+        metrics::counter!(REPLICA_ANSWERS, "route" => route.clone()).increment(1);
     }
     metrics::counter!(HTTP_REQUESTS, "method" => method, "route" => route, "status" => status).increment(1);
     response

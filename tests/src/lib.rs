@@ -4,6 +4,7 @@
 //!
 //! - [`app`]: the query service started on an ephemeral port ([`app::TestApp`])
 //!   and its HTTP answers ([`app::Answer`]).
+//! - [`cluster`]: a multi-server HBase of a test's own ([`cluster::TestCluster`]).
 //! - [`fixtures`]: review data written through the store's write path.
 //! - Here: fresh stores, test ids, the binaries process tests spawn, and a
 //!   private gateway and a faulty proxy for outage tests.
@@ -19,11 +20,12 @@ use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
 use common::hbase::{Hbase, HbaseConfig};
-use common::schema::{self, Regions};
+use common::schema::{self, RegionReplication, Regions};
 use common::store::Store;
 use common::tables::Tables;
 
 pub mod app;
+pub mod cluster;
 pub mod fixtures;
 
 /// The Thrift gateway the tests use: `REVIEWS_THRIFT_ADDR`, else the local default.
@@ -78,7 +80,7 @@ pub fn test_regions() -> Regions {
 pub async fn fresh_store_at(test_name: &str, address: &str) -> Store {
     let tables = Tables::with_prefix(&unique_prefix(test_name)).expect("valid prefix");
     let hbase = Hbase::new(hbase_config(address));
-    if let Err(error) = schema::create_tables(&hbase, &tables, test_regions()).await {
+    if let Err(error) = schema::create_tables(&hbase, &tables, test_regions(), RegionReplication::PRIMARY_ONLY).await {
         panic!("cannot create test tables at {address} ({error}); start HBase with `hbase/hbasectl start`");
     }
     Store::new(hbase, tables)

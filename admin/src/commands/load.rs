@@ -7,7 +7,7 @@ use anyhow::Context;
 use clap::Args;
 use common::config::HbaseArgs;
 use common::hbase::Hbase;
-use common::schema;
+use common::schema::{self, RegionReplication};
 use common::store::Store;
 use indicatif::HumanCount;
 use serde::Serialize;
@@ -87,12 +87,16 @@ pub async fn load_demo(args: &LoadArgs) -> anyhow::Result<()> {
     let hbase = Hbase::new(args.hbase.hbase_config());
     let tables = args.hbase.tables()?;
     // A fresh HBase has no tables yet; creating the missing ones lets one command set up a demo.
-    let outcomes = schema::create_tables(&hbase, &tables, args.regions.regions()?).await.with_context(|| {
-        format!(
-            "creating tables through the Thrift gateways at {} and {}",
-            args.hbase.thrift_addr, args.hbase.thrift2_addr
-        )
-    })?;
+    // Replicas are a production setting an operator chooses (`schema create
+    // --region-replication`), not a demo's.
+    let outcomes = schema::create_tables(&hbase, &tables, args.regions.regions()?, RegionReplication::PRIMARY_ONLY)
+        .await
+        .with_context(|| {
+            format!(
+                "creating tables through the Thrift gateways at {} and {}",
+                args.hbase.thrift_addr, args.hbase.thrift2_addr
+            )
+        })?;
     for outcome in outcomes.iter().filter(|outcome| outcome.created) {
         tracing::info!(table = %outcome.name, regions = outcome.regions, "created a missing table");
     }

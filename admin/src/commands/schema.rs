@@ -5,7 +5,7 @@ use anyhow::{bail, Context};
 use clap::{Args, Subcommand};
 use common::config::HbaseArgs;
 use common::hbase::Hbase;
-use common::schema::{self, Regions};
+use common::schema::{self, RegionReplication, Regions};
 
 #[derive(Debug, Subcommand)]
 pub enum SchemaCommand {
@@ -15,6 +15,16 @@ pub enum SchemaCommand {
         hbase: HbaseArgs,
         #[command(flatten)]
         regions: RegionsArg,
+        /// Give each region of the tables a product page reads (`user`,
+        /// `comment`, `user-comment`, `product-comment`,
+        /// `product-comment-rank`) this many replicas, the primary included:
+        /// 2 adds a secondary on another region server, which serves
+        /// query-api's timeline reads while the primary's server is down.
+        /// Needs a cluster with at least as many region servers to be of use.
+        /// Applies only to tables this command creates.
+        #[arg(long, env = "REVIEWS_SCHEMA_REGION_REPLICATION", default_value_t = 1,
+              value_parser = clap::value_parser!(u32).range(1..=i64::from(RegionReplication::MAX)))]
+        region_replication: u32,
     },
     /// Give existing tables the settings `create` gives new ones (today: a
     /// row index in each data block, HBase's ROW_INDEX_V1), keeping every
@@ -22,6 +32,12 @@ pub enum SchemaCommand {
     Upgrade {
         #[command(flatten)]
         hbase: HbaseArgs,
+        /// Also change the region replication of the tables a product page
+        /// reads to this many replicas (as `create --region-replication`).
+        /// HBase changes it only on a disabled table: each table changed
+        /// refuses reads and writes for the few seconds of its change.
+        #[arg(long, value_parser = clap::value_parser!(u32).range(1..=i64::from(RegionReplication::MAX)))]
+        region_replication: Option<u32>,
     },
     /// Drop every table under a prefix (for test and benchmark prefixes).
     Drop {
@@ -55,8 +71,12 @@ impl SchemaCommand {
     /// Runs the command and prints what became of each table.
     pub async fn run(self) -> anyhow::Result<()> {
         match self {
-            SchemaCommand::Create { hbase, regions } => create_schema(&hbase, &regions).await,
-            SchemaCommand::Upgrade { hbase } => upgrade_schema(&hbase).await,
+            SchemaCommand::Create { hbase, regions, region_replication } => {
+                create_schema(&hbase, &regions, RegionReplication::new(region_replication)?).await
+            }
+            SchemaCommand::Upgrade { hbase, region_replication } => {
+                upgrade_schema(&hbase, region_replication.map(RegionReplication::new).transpose()?).await
+            }
             SchemaCommand::Drop { hbase, i_mean_the_production_tables } => {
                 drop_schema(&hbase, i_mean_the_production_tables).await
             }
@@ -64,17 +84,22 @@ impl SchemaCommand {
     }
 }
 
-async fn create_schema(args: &HbaseArgs, regions: &RegionsArg) -> anyhow::Result<()> {
+async fn create_schema(args: &HbaseArgs, regions: &RegionsArg, replication: RegionReplication) -> anyhow::Result<()> {
     let hbase = Hbase::new(args.hbase_config());
     let tables = args.tables()?;
-    let outcomes = schema::create_tables(&hbase, &tables, regions.regions()?).await.with_context(|| {
-        format!("creating tables through the Thrift gateways at {} and {}", args.thrift_addr, args.thrift2_addr)
-    })?;
+    let outcomes =
+        schema::create_tables(&hbase, &tables, regions.regions()?, replication).await.with_context(|| {
+            format!("creating tables through the Thrift gateways at {} and {}", args.thrift_addr, args.thrift2_addr)
+        })?;
     for outcome in &outcomes {
         let what = if outcome.created { "created" } else { "already exists" };
         let plural = if outcome.regions == 1 { "" } else { "s" };
+        let replicas = match outcome.region_replication {
+            1 => String::new(),
+            count => format!(", {count} replicas each"),
+        };
         let encodings = family_list(&outcome.block_encodings);
-        println!("{:<48} {what} ({} region{plural}; {encodings})", outcome.name, outcome.regions);
+        println!("{:<48} {what} ({} region{plural}{replicas}; {encodings})", outcome.name, outcome.regions);
     }
     let created = outcomes.iter().filter(|outcome| outcome.created).count();
     println!("{created} created, {} already existed", outcomes.len() - created);
@@ -88,14 +113,14 @@ async fn create_schema(args: &HbaseArgs, regions: &RegionsArg) -> anyhow::Result
     Ok(())
 }
 
-async fn upgrade_schema(args: &HbaseArgs) -> anyhow::Result<()> {
+async fn upgrade_schema(args: &HbaseArgs, replication: Option<RegionReplication>) -> anyhow::Result<()> {
     let hbase = Hbase::new(args.hbase_config());
     let tables = args.tables()?;
-    let outcomes = schema::upgrade_tables(&hbase, &tables).await.with_context(|| {
+    let outcomes = schema::upgrade_tables(&hbase, &tables, replication).await.with_context(|| {
         format!("upgrading tables through the Thrift gateways at {} and {}", args.thrift_addr, args.thrift2_addr)
     })?;
     for outcome in &outcomes {
-        let what = if !outcome.exists {
+        let mut what = if !outcome.exists {
             "does not exist (`reviews-admin schema create` creates it)".to_owned()
         } else if outcome.families_changed.is_empty() {
             format!("up to date ({})", family_list(&outcome.encodings_before))
@@ -106,15 +131,19 @@ async fn upgrade_schema(args: &HbaseArgs) -> anyhow::Result<()> {
                 family_list(&outcome.encodings_before)
             )
         };
+        if let Some((before, after)) = outcome.replication_changed {
+            what.push_str(&format!("; region replication {before} -> {after}"));
+        }
         println!("{:<48} {what}", outcome.name);
     }
     let upgraded: Vec<&str> = outcomes
         .iter()
-        .filter(|outcome| !outcome.families_changed.is_empty())
+        .filter(|outcome| !outcome.families_changed.is_empty() || outcome.replication_changed.is_some())
         .map(|outcome| outcome.name.as_str())
         .collect();
     println!("{} upgraded", upgraded.len());
-    if let Some(first) = upgraded.first() {
+    let reindexed = outcomes.iter().find(|outcome| !outcome.families_changed.is_empty());
+    if let Some(first) = reindexed.map(|outcome| outcome.name.as_str()) {
         // No Thrift gateway can ask for a major compaction (schema::upgrade_tables says why).
         println!(
             "files written before keep their layout until HBase compacts them; to rewrite them now, \

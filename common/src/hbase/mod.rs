@@ -35,6 +35,7 @@
 mod connection;
 mod gateway;
 mod thrift2;
+mod timeline;
 
 use std::future::Future;
 use std::sync::atomic::{AtomicBool, AtomicUsize, Ordering};
@@ -51,6 +52,7 @@ use thrift2::Thrift2Client;
 pub(crate) use thrift2::Thrift2Connection;
 pub(crate) use thrift2::ROW_INDEX_NAME;
 pub use thrift2::{FamilyEncodings, RangeScan, RangeScanner, ScanCells, TimedCell, TimedRow};
+pub use timeline::{note_replica_read, noting_replica_reads, ReadConsistency};
 
 use crate::error::{Error, Result};
 use crate::retry::Backoff;
@@ -99,6 +101,11 @@ pub struct HbaseConfig {
     /// with [`Error::Overloaded`] at once, so a backlog cannot grow memory.
     /// `None`: no bound.
     pub max_queued: Option<usize>,
+    /// How the page reads of this pool ask for their rows: strong (from each
+    /// region's primary, through Thrift1) or timeline (from a secondary
+    /// replica when the primary does not answer in time, through Thrift2; see
+    /// `hbase::timeline`). Batch work keeps the default, strong.
+    pub read_consistency: ReadConsistency,
 }
 
 impl Default for HbaseConfig {
@@ -114,6 +121,7 @@ impl Default for HbaseConfig {
             retry_backoff: Duration::from_millis(100),
             queue_timeout: None,
             max_queued: None,
+            read_consistency: ReadConsistency::Strong,
         }
     }
 }

@@ -225,11 +225,7 @@ impl Store {
     /// writer means to write (a post's check for an existing review, the demo
     /// loader's check of an earlier load).
     pub async fn stored_values(&self, table: &str, keys: Vec<Vec<u8>>) -> Result<HashMap<Vec<u8>, Vec<u8>>> {
-        let table = table.to_owned();
-        let rows = self
-            .hbase
-            .run(Retry::Idempotent, move |connection| connection.get_rows(&table, &keys, &[COLUMN_VALUE.to_vec()]))
-            .await?;
+        let rows = self.hbase.read_rows(table, keys, vec![COLUMN_VALUE.to_vec()]).await?;
         Ok(rows
             .into_iter()
             .filter_map(|row| {
@@ -273,14 +269,7 @@ impl Store {
     pub async fn get_comments(&self, keys: &[CommentKey]) -> Result<Vec<Option<Comment>>> {
         let table = self.tables.comment.clone();
         let row_keys: Vec<Vec<u8>> = keys.iter().map(|key| key.as_bytes().to_vec()).collect();
-        let rows = {
-            let table = table.clone();
-            self.hbase
-                .run(Retry::Idempotent, move |connection| {
-                    connection.get_rows(&table, &row_keys, &[COLUMN_VALUE.to_vec()])
-                })
-                .await?
-        };
+        let rows = self.hbase.read_rows(&table, row_keys, vec![COLUMN_VALUE.to_vec()]).await?;
         Ok(decode_comments(&self.tables, &table, keys, rows))
     }
 
@@ -305,10 +294,7 @@ impl Store {
             columns: vec![COLUMN_VALUE.to_vec()],
             cache_blocks: true,
         };
-        let rows = {
-            let table = table.clone();
-            self.hbase.run(Retry::Idempotent, move |connection| connection.scan(&table, &spec)).await?
-        };
+        let rows = self.hbase.read_scan(&table, spec, None).await?;
         let (entries, lookahead) = self.entries_and_lookahead(&table, kind, rows, limit);
         let next = match (lookahead, entries.last()) {
             (Some(lookahead), Some(last)) => self.next_listing_start(&table, kind, lookahead, last, stop).await?,
@@ -363,8 +349,7 @@ impl Store {
                 // A reader's page: the same blocks its own scan just cached.
                 cache_blocks: true,
             };
-            let table = table.to_owned();
-            let rows = self.hbase.run(Retry::Idempotent, move |connection| connection.scan(&table, &spec)).await?;
+            let rows = self.hbase.read_scan(table, spec, None).await?;
             match rows.into_iter().next() {
                 Some(row) => lookahead = row,
                 None => return Ok(None),

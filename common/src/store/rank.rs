@@ -199,10 +199,7 @@ impl Store {
             columns: vec![COLUMN_VALUE.to_vec(), COLUMN_SCORE.to_vec()],
             cache_blocks: true,
         };
-        let rows = {
-            let table = table.clone();
-            self.hbase().run(Retry::Idempotent, move |connection| connection.scan(&table, &spec)).await?
-        };
+        let rows = self.hbase().read_scan(&table, spec, None).await?;
         let mut slots: Vec<RankSlot> = Vec::with_capacity(rows.len());
         for slot in self.decode_slots(&table, rows) {
             if slots.iter().any(|kept| kept.comment == slot.comment) {
@@ -248,10 +245,7 @@ impl Store {
             columns: vec![COLUMN_VALUE.to_vec(), COLUMN_SCORE.to_vec()],
             cache_blocks: true,
         };
-        let rows = {
-            let table = table.clone();
-            self.hbase().run(Retry::Idempotent, move |connection| connection.scan(&table, &spec)).await?
-        };
+        let rows = self.hbase().read_scan(&table, spec, None).await?;
         Ok(self.decode_slots(&table, rows).collect())
     }
 

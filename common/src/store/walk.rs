@@ -22,7 +22,7 @@ use super::listing::Listing;
 use super::stars::{star_of, StarSet};
 use super::{IndexKind, Store};
 use crate::error::Result;
-use crate::hbase::{RangeScan, Retry, ScanCells, ScanSpec, COLUMN_STARS, COLUMN_VALUE};
+use crate::hbase::{RangeScan, ScanCells, ScanSpec, COLUMN_STARS, COLUMN_VALUE};
 use crate::keys;
 use crate::model::Comment;
 
@@ -97,12 +97,7 @@ impl Store {
             cache_blocks: true,
         };
         let filter = stars.hbase_filter(budget);
-        let rows = {
-            let table = table.clone();
-            self.hbase()
-                .run(Retry::Idempotent, move |connection| connection.scan_with_filter(&table, &spec, &filter))
-                .await?
-        };
+        let rows = self.hbase().read_scan(&table, spec, Some(filter)).await?;
         let (entries, lookahead) = self.entries_and_lookahead(&table, request.kind, rows, limit);
         let last_returned = entries.last().map(|entry| entry.index_key.clone());
         let comments: Vec<Comment> = self

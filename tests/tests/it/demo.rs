@@ -12,7 +12,7 @@ use std::collections::HashMap;
 use admin::demo::{self, DemoError, DemoPlan, DemoSpec, LoadOptions, LoadReport, Phase, Progress};
 use common::hbase::{Hbase, Retry, Row};
 use common::model::{Comment, Order, Product, Record, Seller, User};
-use common::schema::{self, Regions};
+use common::schema::{self, RegionReplication, Regions};
 use common::store::Store;
 use common::tables::Tables;
 use integration_tests::{fresh_store, hbase_config, thrift_addr, unique_prefix};
@@ -47,7 +47,10 @@ async fn load(store: &Store, plan: &DemoPlan, options: LoadOptions) -> (LoadRepo
 async fn creating_the_schema_twice_creates_nothing_the_second_time() {
     let tables = Tables::with_prefix(&unique_prefix("schema")).expect("prefix");
     let hbase = Hbase::new(hbase_config(&thrift_addr()));
-    let first = schema::create_tables(&hbase, &tables, Regions::new(3).expect("regions")).await.expect("first create");
+    let first =
+        schema::create_tables(&hbase, &tables, Regions::new(3).expect("regions"), RegionReplication::PRIMARY_ONLY)
+            .await
+            .expect("first create");
     let names: Vec<&str> = first.iter().map(|outcome| outcome.name.as_str()).collect();
     assert_eq!(names, tables.all().to_vec());
     assert!(first.iter().all(|outcome| outcome.created), "{first:?}");
@@ -55,7 +58,9 @@ async fn creating_the_schema_twice_creates_nothing_the_second_time() {
     assert!(first.iter().all(|outcome| outcome.block_encodings == row_index), "{first:?}");
 
     // Existing tables keep their regions, whatever this call asks for.
-    let second = schema::create_tables(&hbase, &tables, Regions::ONE).await.expect("second create");
+    let second = schema::create_tables(&hbase, &tables, Regions::ONE, RegionReplication::PRIMARY_ONLY)
+        .await
+        .expect("second create");
     assert_eq!(second.len(), first.len());
     assert!(second.iter().all(|outcome| !outcome.created), "{second:?}");
     let split = schema::split_tables(&tables);
@@ -87,7 +92,9 @@ async fn an_upgrade_gives_old_tables_a_row_index_and_keeps_their_other_settings_
         .run_thrift2(Retry::Idempotent, move |connection| connection.unindex_with_time_to_live(&comment, day_secs))
         .await
         .expect("make the comment table old");
-    let before = schema::create_tables(&hbase, &tables, Regions::ONE).await.expect("report the tables");
+    let before = schema::create_tables(&hbase, &tables, Regions::ONE, RegionReplication::PRIMARY_ONLY)
+        .await
+        .expect("report the tables");
     let unindexed: Vec<&str> =
         before.iter().filter(|outcome| outcome.lacks_row_index()).map(|outcome| outcome.name.as_str()).collect();
     assert_eq!(unindexed, vec![tables.comment.as_str()], "{before:?}");
@@ -117,7 +124,7 @@ async fn an_upgrade_gives_old_tables_a_row_index_and_keeps_their_other_settings_
     };
     assert_eq!(read_keys().await, vec!["fresh"], "the day's TTL hides the older cell");
 
-    let outcomes = schema::upgrade_tables(&hbase, &tables).await.expect("upgrade");
+    let outcomes = schema::upgrade_tables(&hbase, &tables, None).await.expect("upgrade");
     assert_eq!(outcomes.len(), tables.all().len());
     for outcome in &outcomes {
         assert!(outcome.exists, "{outcome:?}");
@@ -129,14 +136,16 @@ async fn an_upgrade_gives_old_tables_a_row_index_and_keeps_their_other_settings_
             assert!(outcome.families_changed.is_empty(), "{outcome:?}");
         }
     }
-    let now = schema::create_tables(&hbase, &tables, Regions::ONE).await.expect("report the tables");
+    let now = schema::create_tables(&hbase, &tables, Regions::ONE, RegionReplication::PRIMARY_ONLY)
+        .await
+        .expect("report the tables");
     let row_index = vec![("cf".to_owned(), "ROW_INDEX_V1".to_owned())];
     assert!(now.iter().all(|outcome| !outcome.created && outcome.block_encodings == row_index), "{now:?}");
     // Had the upgrade sent the family back without its TTL, the expired cell
     // would be readable again (no compaction ran, so it is still on disk).
     assert_eq!(read_keys().await, vec!["fresh"], "the TTL outlived the upgrade");
 
-    let again = schema::upgrade_tables(&hbase, &tables).await.expect("a second upgrade");
+    let again = schema::upgrade_tables(&hbase, &tables, None).await.expect("a second upgrade");
     assert!(again.iter().all(|outcome| outcome.families_changed.is_empty()), "{again:?}");
     drop_tables(&[&store]).await;
 }

@@ -11,6 +11,7 @@ mod java_rows;
 mod monitoring;
 mod ranker;
 mod reliability;
+mod replicas;
 mod rows;
 mod shards;
 mod stars;

@@ -6,7 +6,7 @@
 //! use and show that plan.
 
 use common::hbase::Hbase;
-use common::schema::{self, Regions};
+use common::schema::{self, RegionReplication, Regions};
 use common::store::Store;
 use common::tables::Tables;
 use common::Id;
@@ -75,7 +75,9 @@ fn assert_every_product_once(read: &[(KeyRange, u64, u64)], products: &[Id], wha
 async fn unsplit_store(test_name: &str) -> Store {
     let tables = Tables::with_prefix(&unique_prefix(test_name)).expect("valid prefix");
     let hbase = Hbase::new(hbase_config(&thrift_addr()));
-    schema::create_tables(&hbase, &tables, Regions::ONE).await.expect("create the tables");
+    schema::create_tables(&hbase, &tables, Regions::ONE, RegionReplication::PRIMARY_ONLY)
+        .await
+        .expect("create the tables");
     Store::new(hbase, tables)
 }
 

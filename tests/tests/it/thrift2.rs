@@ -134,7 +134,7 @@ async fn a_table_created_with_split_keys_has_those_regions_and_scans_across_them
     let hbase = Hbase::new(hbase_config(&thrift_addr()));
     let table = format!("{}split", unique_prefix("thrift2_split"));
     let splits: Vec<Vec<u8>> = ["4", "8", "c"].iter().map(|key| key.as_bytes().to_vec()).collect();
-    hbase.create_table_with_splits(&table, "cf", splits.clone()).await.expect("create a pre-split table");
+    hbase.create_table_with_splits(&table, "cf", splits.clone(), 1).await.expect("create a pre-split table");
 
     let name = table.clone();
     let regions: Vec<Region> =
@@ -154,7 +154,7 @@ async fn a_table_created_with_split_keys_has_those_regions_and_scans_across_them
     assert_eq!(keys(&rows), written);
 
     // The table exists now: a second creation is a conflict, not a silent success.
-    let again = hbase.create_table_with_splits(&table, "cf", splits).await;
+    let again = hbase.create_table_with_splits(&table, "cf", splits, 1).await;
     assert!(matches!(again, Err(Error::Conflict(_))), "{again:?}");
     hbase.run(Retry::Idempotent, move |connection| connection.drop_table(&table)).await.expect("drop the table");
 }

@@ -41,7 +41,9 @@
 )]
 #[rustfmt::skip]
 mod generated;
+mod timeline;
 
+use std::collections::BTreeMap;
 use std::ops::Range;
 
 use generated::{
@@ -143,8 +145,9 @@ impl RangeScan {
         Ok(())
     }
 
-    /// The Thrift2 scan of the rows from `start` on, at most `rows` of them.
-    fn to_thrift(&self, start: &[u8], rows: i32) -> Result<TScan> {
+    /// The Thrift2 scan of the rows from `start` on, at most `rows` of them,
+    /// timeline-consistent when `timeline` (see `hbase::timeline`).
+    fn to_thrift(&self, start: &[u8], rows: i32, timeline: bool) -> Result<TScan> {
         let (columns, filter) = match &self.cells {
             ScanCells::All => (None, None),
             ScanCells::Columns(columns) => (Some(thrift_columns(columns)?), None),
@@ -173,7 +176,7 @@ impl RangeScan {
             col_fam_time_range_map: None,
             read_type: None,
             limit: Some(rows),
-            consistency: None,
+            consistency: timeline::consistency(timeline),
             target_replica_id: None,
             filter_bytes: None,
         })
@@ -251,13 +254,26 @@ impl Thrift2Connection {
     /// page is a plain read, retried like any other, and a scan survives a
     /// gateway restart between its pages (the next page simply starts after
     /// the last key read).
-    pub fn scan_page(&mut self, table: &str, scan: &RangeScan, start: &[u8], rows: usize) -> Result<Vec<TimedRow>> {
+    ///
+    /// With `timeline`, a secondary replica may answer; the flag returned says
+    /// whether one did.
+    pub fn scan_page(
+        &mut self,
+        table: &str,
+        scan: &RangeScan,
+        start: &[u8],
+        rows: usize,
+        timeline: bool,
+    ) -> Result<(Vec<TimedRow>, bool)> {
         let rows = i32::try_from(rows.max(1)).unwrap_or(i32::MAX);
-        let request = scan.to_thrift(start, rows)?;
+        let request = scan.to_thrift(start, rows, timeline)?;
         let results = self
             .call("thrift2_scan_page", |client| client.get_scanner_results(table.as_bytes().to_vec(), request, rows));
         match results {
-            Ok(results) => Ok(results.into_iter().map(TimedRow::from_thrift).collect()),
+            Ok(results) => {
+                let stale = timeline::any_stale(&results);
+                Ok((results.into_iter().map(TimedRow::from_thrift).collect(), stale))
+            }
             // Thrift2 reports a missing table by its bare name, no exception
             // class to tell it from any other failure: ask.
             Err(Error::Hbase(message)) if !self.is_broken() && !self.table_exists(table)? => {
@@ -307,8 +323,15 @@ impl Thrift2Connection {
 
     /// Creates `table` with one column family `family` (one version, block
     /// cache on, row bloom filter, no compression, a row index in each data
-    /// block), split into regions at `split_keys` (none: one region).
-    pub fn create_table(&mut self, table: &str, family: &str, split_keys: &[Vec<u8>]) -> Result<()> {
+    /// block), split into regions at `split_keys` (none: one region), each
+    /// region in `region_replication` replicas (1: the primary alone).
+    pub fn create_table(
+        &mut self,
+        table: &str,
+        family: &str,
+        split_keys: &[Vec<u8>],
+        region_replication: u32,
+    ) -> Result<()> {
         let family = TColumnFamilyDescriptor {
             name: family.as_bytes().to_vec(),
             attributes: None,
@@ -331,10 +354,14 @@ impl Thrift2Connection {
             evict_blocks_on_close: None,
             in_memory: Some(false),
         };
+        // Left out when 1 (HBase's default), so a table created without
+        // replicas is described exactly as before.
+        let attributes = (region_replication > 1)
+            .then(|| BTreeMap::from([(REGION_REPLICATION_KEY.to_vec(), region_replication.to_string().into_bytes())]));
         let descriptor = TTableDescriptor {
             table_name: table_name(table),
             columns: Some(vec![family]),
-            attributes: None,
+            attributes,
             durability: None,
         };
         self.call("thrift2_create_table", |client| client.create_table(descriptor, split_keys.to_vec()))
@@ -396,6 +423,44 @@ impl Thrift2Connection {
         self.call("thrift2_modify_column_family", |client| client.modify_column_family(table_name(table), family))
     }
 
+    /// How many replicas each region of `table` has (1: the primary alone).
+    pub fn region_replication(&mut self, table: &str) -> Result<u32> {
+        let descriptor =
+            self.call("thrift2_get_table_descriptor", |client| client.get_table_descriptor(table_name(table)))?;
+        Ok(replication_of(&descriptor))
+    }
+
+    /// Gives each region of `table` `replicas` replicas, keeping every other
+    /// setting of the table (the gateway builds the descriptor anew from what
+    /// it is sent, so the one HBase holds goes back with the count changed).
+    /// HBase 2 changes the count only of a disabled table, so the table is
+    /// disabled for the change and enabled again: for those seconds its reads
+    /// and writes fail. Returns the count before; a table that has `replicas`
+    /// already is left alone.
+    pub fn set_region_replication(&mut self, table: &str, replicas: u32) -> Result<u32> {
+        let mut descriptor =
+            self.call("thrift2_get_table_descriptor", |client| client.get_table_descriptor(table_name(table)))?;
+        let before = replication_of(&descriptor);
+        if before == replicas {
+            return Ok(before);
+        }
+        descriptor
+            .attributes
+            .get_or_insert_with(BTreeMap::new)
+            .insert(REGION_REPLICATION_KEY.to_vec(), replicas.to_string().into_bytes());
+        let enabled = self.call("thrift2_is_table_enabled", |client| client.is_table_enabled(table_name(table)))?;
+        if enabled {
+            self.call("thrift2_disable_table", |client| client.disable_table(table_name(table)))?;
+        }
+        let modified = self.call("thrift2_modify_table", |client| client.modify_table(descriptor));
+        // Enabled again even when the change failed: a table left disabled
+        // would refuse every read.
+        if enabled {
+            self.call("thrift2_enable_table", |client| client.enable_table(table_name(table)))?;
+        }
+        modified.map(|()| before)
+    }
+
     /// The column families of `table` as HBase holds them.
     fn families(&mut self, table: &str) -> Result<Vec<TColumnFamilyDescriptor>> {
         let descriptor =
@@ -414,6 +479,20 @@ pub(crate) const ROW_INDEX_NAME: &str = "ROW_INDEX_V1";
 
 /// The key under which a family's raw values hold its encoding.
 const DATA_BLOCK_ENCODING_KEY: &[u8] = b"DATA_BLOCK_ENCODING";
+
+/// The key under which a table's raw values hold its region replication.
+const REGION_REPLICATION_KEY: &[u8] = b"REGION_REPLICATION";
+
+/// A table's region replication as its descriptor holds it: 1 when unset
+/// (HBase's default) or unreadable.
+fn replication_of(descriptor: &TTableDescriptor) -> u32 {
+    descriptor
+        .attributes
+        .as_ref()
+        .and_then(|values| values.get(REGION_REPLICATION_KEY))
+        .and_then(|value| std::str::from_utf8(value).ok()?.parse().ok())
+        .unwrap_or(1)
+}
 
 fn table_name(table: &str) -> TTableName {
     TTableName { ns: None, qualifier: table.as_bytes().to_vec() }
@@ -458,11 +537,15 @@ impl RangeScanner {
         };
         let page_size = self.scan.page_size.max(1);
         let (table, scan) = (self.table.clone(), self.scan.clone());
+        let timeline = self.hbase.read_consistency() == super::ReadConsistency::Timeline;
         // On an error `next_start` stays: a caller that tries again gets the same page.
         let page = self
             .hbase
-            .run_thrift2(Retry::Idempotent, move |connection| connection.scan_page(&table, &scan, &start, page_size))
-            .await?;
+            .run_thrift2(Retry::Idempotent, move |connection| {
+                connection.scan_page(&table, &scan, &start, page_size, timeline)
+            })
+            .await
+            .map(super::timeline::noted)?;
         // A short page is the range's last.
         self.next_start = if page.len() >= page_size { page.last().map(|row| key_after(&row.key)) } else { None };
         Ok((!page.is_empty()).then_some(page))
@@ -539,9 +622,10 @@ impl Thrift2Connection {
         ranges: &[(Vec<u8>, Vec<u8>)],
         columns: &[Vec<u8>],
         rows: usize,
-    ) -> Result<Vec<TimedRow>> {
+        timeline: bool,
+    ) -> Result<(Vec<TimedRow>, bool)> {
         let (Some((first, _)), Some((_, last))) = (ranges.first(), ranges.last()) else {
-            return Ok(Vec::new());
+            return Ok((Vec::new(), false));
         };
         let rows = i32::try_from(rows.max(1)).unwrap_or(i32::MAX);
         let columns = thrift_columns(columns)?;
@@ -561,7 +645,7 @@ impl Thrift2Connection {
             col_fam_time_range_map: None,
             read_type: None,
             limit: Some(rows),
-            consistency: None,
+            consistency: timeline::consistency(timeline),
             target_replica_id: None,
             // One range is the scan's own start and stop: no filter for the
             // region server to build and consult on every row.
@@ -570,7 +654,8 @@ impl Thrift2Connection {
         let results = self.call("thrift2_scan_row_ranges", |client| {
             client.get_scanner_results(table.as_bytes().to_vec(), request, rows)
         })?;
-        Ok(results.into_iter().map(TimedRow::from_thrift).collect())
+        let stale = timeline::any_stale(&results);
+        Ok((results.into_iter().map(TimedRow::from_thrift).collect(), stale))
     }
 }
 
@@ -585,10 +670,12 @@ impl Hbase {
         rows: usize,
     ) -> Result<Vec<TimedRow>> {
         let table = table.to_owned();
+        let timeline = self.read_consistency() == super::ReadConsistency::Timeline;
         self.run_thrift2(Retry::Idempotent, move |connection| {
-            connection.scan_row_ranges(&table, &ranges, &columns, rows)
+            connection.scan_row_ranges(&table, &ranges, &columns, rows, timeline)
         })
         .await
+        .map(super::timeline::noted)
     }
 
     /// Which of `keys` are rows of `table`, in order, through the Thrift2
@@ -628,11 +715,15 @@ impl Hbase {
         table: &str,
         family: &str,
         split_keys: Vec<Vec<u8>>,
+        region_replication: u32,
     ) -> Result<()> {
         let (table, family) = (table.to_owned(), family.to_owned());
         // Once: a creation whose reply was lost may have created the table,
         // and a retry would then report a conflict for our own success.
-        self.run_thrift2(Retry::Once, move |connection| connection.create_table(&table, &family, &split_keys)).await
+        self.run_thrift2(Retry::Once, move |connection| {
+            connection.create_table(&table, &family, &split_keys, region_replication)
+        })
+        .await
     }
 }
 
@@ -677,7 +768,7 @@ mod tests {
     fn scans_are_built_without_empty_optional_fields() {
         let scan =
             RangeScan { time_range: Some(5..9), cells: ScanCells::KeysOnly, ..RangeScan::new(b"a".to_vec(), None) };
-        let thrift = scan.to_thrift(b"b", 10).expect("valid scan");
+        let thrift = scan.to_thrift(b"b", 10, false).expect("valid scan");
         assert_eq!(thrift.start_row.as_deref(), Some(b"b".as_slice()));
         assert_eq!(thrift.stop_row, None);
         assert_eq!(thrift.time_range, Some(TTimeRange { min_stamp: 5, max_stamp: 9 }));
@@ -686,7 +777,7 @@ mod tests {
         assert_eq!(thrift.filter_string.as_deref(), Some(b"FirstKeyOnlyFilter() AND KeyOnlyFilter()".as_slice()));
         assert_eq!((thrift.columns, thrift.attributes, thrift.filter_bytes), (None, None, None));
         let columns = RangeScan { cells: ScanCells::Columns(vec![b"cf:q".to_vec()]), ..scan };
-        let thrift = columns.to_thrift(b"b", 10).expect("valid scan");
+        let thrift = columns.to_thrift(b"b", 10, false).expect("valid scan");
         assert_eq!(thrift.filter_string, None);
         assert_eq!(
             thrift.columns,

@@ -1,0 +1,127 @@
+//! A multi-server HBase of a test's own: ZooKeeper, the master and N region
+//! servers in JVMs of their own, with both Thrift gateways
+//! (`hbase/hbasectl start --regionservers N`), in a run dir of its own in
+//! the temporary directory and on free ports, so it runs beside the test command's
+//! standalone HBase. What only a cluster can show (a region server killed
+//! while the others serve on) is tested against it. Discarded (every JVM
+//! killed, the data deleted) when dropped, a failed test's too.
+
+use std::path::PathBuf;
+use std::process::Command;
+
+use common::hbase::HbaseConfig;
+
+use crate::free_port;
+
+/// A running cluster; see the module's docs.
+#[derive(Debug)]
+pub struct TestCluster {
+    run_dir: PathBuf,
+    thrift_port: u16,
+    thrift2_port: u16,
+    zk_port: u16,
+}
+
+impl TestCluster {
+    /// Starts a cluster of `regionservers` region servers and waits until
+    /// every one has reported for duty and both gateways answer. Blocking:
+    /// call it from `spawn_blocking` in an async test.
+    pub fn start(regionservers: u32) -> TestCluster {
+        let run_dir = std::env::temp_dir().join(format!("reviews-test-cluster-{}", std::process::id()));
+        let cluster =
+            TestCluster { run_dir, thrift_port: free_port(), thrift2_port: free_port(), zk_port: free_port() };
+        cluster.hbasectl(&["start", "--regionservers", &regionservers.to_string()]);
+        cluster
+    }
+
+    /// A pool configuration reaching this cluster's gateways, patient like
+    /// [`crate::hbase_config`].
+    pub fn hbase_config(&self) -> HbaseConfig {
+        HbaseConfig {
+            address: self.thrift_address(),
+            thrift2_address: self.thrift2_address(),
+            ..crate::hbase_config(&self.thrift_address())
+        }
+    }
+
+    /// The Thrift1 gateway's `host:port`.
+    pub fn thrift_address(&self) -> String {
+        format!("127.0.0.1:{}", self.thrift_port)
+    }
+
+    /// The Thrift2 gateway's `host:port`.
+    pub fn thrift2_address(&self) -> String {
+        format!("127.0.0.1:{}", self.thrift2_port)
+    }
+
+    /// The region server (its number, 1..N) serving the primary of `table`'s
+    /// first region, as `hbasectl regions` reports it.
+    pub fn primary_server_of(&self, table: &str) -> u32 {
+        let regions = self.hbasectl(&["regions"]);
+        regions
+            .lines()
+            .find_map(|line| match line.split_whitespace().collect::<Vec<_>>()[..] {
+                [server, name, "0"] if name == table => server.strip_prefix("rs-")?.parse().ok(),
+                _ => None,
+            })
+            .unwrap_or_else(|| panic!("no region server holds the primary of {table}:\n{regions}"))
+    }
+
+    /// Kills region server `number` with SIGKILL: a crash, nothing flushed.
+    pub fn kill_regionserver(&self, number: u32) {
+        self.hbasectl(&["kill-rs", &number.to_string()]);
+    }
+
+    /// Runs `hbase/hbasectl` on this cluster and returns what it printed;
+    /// panics, with its output, when it fails.
+    fn hbasectl(&self, arguments: &[&str]) -> String {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../hbase/hbasectl");
+        let output = Command::new(script)
+            .args(arguments)
+            .env("HBASE_RUN_DIR", &self.run_dir)
+            .env("HBASE_THRIFT_PORT", self.thrift_port.to_string())
+            .env("HBASE_THRIFT2_PORT", self.thrift2_port.to_string())
+            .env("HBASE_ZK_PORT", self.zk_port.to_string())
+            // Small heaps: a test writes a few hundred rows, and the machine
+            // runs the standalone HBase of the other tests beside it.
+            .env("HBASE_MASTER_HEAP", "512m")
+            .env("HBASE_RS_HEAP", "512m")
+            .env("HBASE_THRIFT_HEAP", "256m")
+            .env("HBASE_WARM_SECS", "0")
+            .env_remove("HBASE_MASTER_OPTS")
+            .env_remove("HBASE_REGIONSERVERS")
+            .output()
+            .expect("run hbase/hbasectl");
+        let printed = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "hbase/hbasectl {arguments:?} failed with {}:\n{printed}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        printed
+    }
+}
+
+impl Drop for TestCluster {
+    fn drop(&mut self) {
+        // Not hbasectl(): a panic inside a drop during a failed test's unwind
+        // would abort the whole test binary.
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../hbase/hbasectl");
+        let discarded = Command::new(script)
+            .arg("discard")
+            .env("HBASE_RUN_DIR", &self.run_dir)
+            .env("HBASE_THRIFT_PORT", self.thrift_port.to_string())
+            .env("HBASE_THRIFT2_PORT", self.thrift2_port.to_string())
+            .env("HBASE_ZK_PORT", self.zk_port.to_string())
+            .output();
+        match discarded {
+            // A failed test leaves the cluster's logs behind to read.
+            Ok(output) if output.status.success() && !std::thread::panicking() => {
+                let _ = std::fs::remove_dir_all(&self.run_dir);
+            }
+            Ok(_) => eprintln!("the test cluster's logs are in {}", self.run_dir.join("logs").display()),
+            Err(error) => eprintln!("could not discard the test cluster in {}: {error}", self.run_dir.display()),
+        }
+    }
+}
