@@ -2,19 +2,28 @@
 //! for the fault scripts that restart HBase under a running query service
 //! (`scripts/fault-hbase-restart.sh`, which also measures a cold start).
 //!
-//! The mix is what shoppers' pages ask: a product's ranked reviews, its
-//! summary and its first latest page (the reads query-api keeps a last good
-//! copy of), a user's timeline and a product's second page (which it does
-//! not), a fifth each, over products `P000000001..=P<n>` and users
-//! `U000000001..=U<n>` drawn at random. With `--warm` it first reads every
-//! product's three kept pages once, as the scripts' "every page served
-//! before" needs.
+//! The mix is what shoppers' pages ask: by default a product's ranked
+//! reviews, its summary and its first latest page (the reads query-api keeps
+//! a last good copy of), a user's timeline and a product's second page
+//! (which it does not), a fifth each, over products `P000000001..=P<n>` and
+//! users `U000000001..=U<n>` drawn at random. `--routes` adds the other kinds
+//! a frontend makes: a page deep in the hottest product (`P000000001`), a
+//! product's one-star reviews, and a listing page's summaries of twelve
+//! products. With `--warm` it first reads every product's three kept pages
+//! once, as the scripts' "every page served before" needs, and walks the
+//! hottest product to collect its deep cursors.
 //!
 //! The load is open-loop (requests go out on schedule whatever the answers'
 //! latency). Each answer is one JSON line in `--out`: when its request was
 //! due (Unix milliseconds), its route, status, latency, error code, whether it
-//! was a stale copy (it had an `Age`), and for a stale copy whether its body
+//! was a stale copy (it had an `Age`), whether it was read from a secondary
+//! region replica (`X-Replica-Read`), and for a stale copy whether its body
 //! equals, byte for byte, the last fresh answer this tool saw for that URL.
+//!
+//! With `--snapshot FILE` it instead reads every product's ranked reviews,
+//! summary and whole latest list (walked with its cursors) once, and writes
+//! them as one JSON object by path: two snapshots compare a catalog's
+//! answers before and after a fault.
 
 use std::collections::HashMap;
 use std::io::Write;
@@ -63,21 +72,31 @@ struct PageLoadArgs {
     /// Seed of the random choice of routes and ids.
     #[arg(long, default_value_t = 11)]
     seed: u64,
+
+    /// The kinds of reads in the mix, comma-separated, in equal shares:
+    /// ranked, summary, latest, user, next-page, deep-page, star, summaries.
+    #[arg(long, value_enum, value_delimiter = ',', default_value = "ranked,summary,latest,user,next-page")]
+    routes: Vec<Route>,
+
+    /// Read every product's answers once into this file instead of a timed load.
+    #[arg(long)]
+    snapshot: bool,
 }
 
 /// The routes of the mix.
-#[derive(Debug, Clone, Copy)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
 enum Route {
     Ranked,
     Summary,
     Latest,
     User,
     NextPage,
+    DeepPage,
+    Star,
+    Summaries,
 }
 
 impl Route {
-    const ALL: [Route; 5] = [Route::Ranked, Route::Summary, Route::Latest, Route::User, Route::NextPage];
-
     fn name(self) -> &'static str {
         match self {
             Route::Ranked => "ranked",
@@ -85,17 +104,30 @@ impl Route {
             Route::Latest => "latest",
             Route::User => "user",
             Route::NextPage => "next-page",
+            Route::DeepPage => "deep-page",
+            Route::Star => "star",
+            Route::Summaries => "summaries",
         }
     }
 }
+
+/// The product whose deep pages `deep-page` reads: the demo's hottest.
+const HOT_PRODUCT: u64 = 1;
+
+/// Products a listing page's `/v1/summaries` names.
+const LISTING_PRODUCTS: u64 = 12;
 
 /// What the requests share: the client, the last fresh body of each URL, and
 /// the second-page cursors of the products' first pages.
 struct Pages {
     client: reqwest::Client,
     base: String,
+    /// Products P000000001..=P<products> exist.
+    products: u64,
     last_fresh: Mutex<HashMap<String, Vec<u8>>>,
     cursors: Mutex<HashMap<u64, String>>,
+    /// Cursors of the hottest product's pages past its first ten, from `--warm`.
+    deep_cursors: Vec<String>,
 }
 
 /// One answer, as recorded.
@@ -103,12 +135,16 @@ struct Seen {
     status: u16,
     code: Option<String>,
     stale: bool,
+    /// Whether it was read (in part) from a secondary region replica.
+    replica: bool,
     /// For a stale copy: whether it equals the last fresh answer to the same URL.
     same_as_last_fresh: Option<bool>,
 }
 
 impl Pages {
-    fn path(&self, route: Route, product: u64, user: u64) -> anyhow::Result<String> {
+    /// The path of `route` for `product` and `user`; `pick` chooses among
+    /// the deep cursors and the listing's products.
+    fn path(&self, route: Route, product: u64, user: u64, pick: u64) -> anyhow::Result<String> {
         let product_id = demo::product_id(product)?;
         Ok(match route {
             Route::Ranked => format!("/v1/products/{product_id}/comments/ranked"),
@@ -122,6 +158,23 @@ impl Pages {
                     None => format!("/v1/products/{product_id}/comments?limit=20"),
                 }
             }
+            Route::DeepPage => {
+                let hot = demo::product_id(HOT_PRODUCT)?;
+                match self.deep_cursors.len() {
+                    0 => format!("/v1/products/{hot}/comments?limit=20"),
+                    count => {
+                        let cursor = &self.deep_cursors[usize::try_from(pick).unwrap_or(0) % count];
+                        format!("/v1/products/{hot}/comments?limit=20&cursor={cursor}")
+                    }
+                }
+            }
+            Route::Star => format!("/v1/products/{product_id}/comments?rating=1&limit=20"),
+            Route::Summaries => {
+                let ids: Vec<String> = (0..LISTING_PRODUCTS)
+                    .map(|offset| demo::product_id((product + offset * 7) % self.products + 1).map(|id| id.to_string()))
+                    .collect::<Result<_, _>>()?;
+                format!("/v1/summaries?productIds={}", ids.join(","))
+            }
         })
     }
 
@@ -130,6 +183,7 @@ impl Pages {
             self.client.get(format!("{}{path}", self.base)).send().await.map_err(|error| error.to_string())?;
         let status = response.status().as_u16();
         let stale = response.headers().contains_key("age");
+        let replica = response.headers().contains_key("x-replica-read");
         let body = response.bytes().await.map_err(|error| error.to_string())?.to_vec();
         let parsed: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
         let code = parsed.as_ref().and_then(|value| value["error"]["code"].as_str().map(str::to_owned));
@@ -149,7 +203,48 @@ impl Pages {
                 cursors.insert(product, cursor);
             }
         }
-        Ok(Seen { status, code, stale, same_as_last_fresh })
+        Ok(Seen { status, code, stale, replica, same_as_last_fresh })
+    }
+
+    /// GETs `path` and returns its status and JSON body.
+    async fn get_json(&self, path: &str) -> anyhow::Result<(u16, serde_json::Value)> {
+        let response = self.client.get(format!("{}{path}", self.base)).send().await?;
+        let status = response.status().as_u16();
+        Ok((status, response.json().await.unwrap_or(serde_json::Value::Null)))
+    }
+
+    /// Walks `product`'s latest list with its cursors, `limit` a page:
+    /// every comment, and the cursor of each page after the first.
+    async fn walk(&self, product: u64, limit: usize) -> anyhow::Result<(Vec<serde_json::Value>, Vec<String>)> {
+        let first = format!("/v1/products/{}/comments?limit={limit}", demo::product_id(product)?);
+        let (mut comments, mut cursors, mut path) = (Vec::new(), Vec::new(), first.clone());
+        loop {
+            let (status, page) = self.get_json(&path).await?;
+            anyhow::ensure!(status == 200, "{path} answered {status}: {page}");
+            comments.extend(page["comments"].as_array().cloned().unwrap_or_default());
+            match page["nextCursor"].as_str() {
+                Some(cursor) => {
+                    cursors.push(cursor.to_owned());
+                    path = format!("{first}&cursor={cursor}");
+                }
+                None => return Ok((comments, cursors)),
+            }
+        }
+    }
+
+    /// Every product's ranked reviews, summary and whole latest list, by path.
+    async fn snapshot(&self) -> anyhow::Result<serde_json::Map<String, serde_json::Value>> {
+        let mut answers = serde_json::Map::new();
+        for product in 1..=self.products {
+            let id = demo::product_id(product)?;
+            for path in [format!("/v1/products/{id}/comments/ranked"), format!("/v1/products/{id}/comments/summary")] {
+                let (status, body) = self.get_json(&path).await?;
+                answers.insert(path, json!({ "status": status, "body": body }));
+            }
+            let (comments, _) = self.walk(product, 100).await?;
+            answers.insert(format!("/v1/products/{id}/comments (walked)"), serde_json::Value::Array(comments));
+        }
+        Ok(answers)
     }
 }
 
@@ -162,18 +257,34 @@ async fn main() -> anyhow::Result<()> {
     let args = PageLoadArgs::parse();
     anyhow::ensure!(args.rate.is_finite() && args.rate > 0.0, "--rate must be positive");
     anyhow::ensure!(args.products > 0 && args.users > 0, "--products and --users must be positive");
-    let pages = Arc::new(Pages {
+    anyhow::ensure!(!args.routes.is_empty(), "--routes names no route");
+    let mut pages = Pages {
         client: http_client(512)?,
         base: args.base.trim_end_matches('/').to_owned(),
+        products: args.products,
         last_fresh: Mutex::new(HashMap::new()),
         cursors: Mutex::new(HashMap::new()),
-    });
+        deep_cursors: Vec::new(),
+    };
+    if args.snapshot {
+        let answers = pages.snapshot().await?;
+        std::fs::write(&args.out, serde_json::to_vec(&answers)?)
+            .with_context(|| format!("writing {}", args.out.display()))?;
+        eprintln!("page-load: {} answers written to {}", answers.len(), args.out.display());
+        return Ok(());
+    }
+    if args.warm && args.routes.contains(&Route::DeepPage) {
+        let (_, cursors) = pages.walk(HOT_PRODUCT, 20).await?;
+        pages.deep_cursors = cursors.into_iter().skip(10).collect();
+        eprintln!("page-load: {} deep cursors of product {HOT_PRODUCT}", pages.deep_cursors.len());
+    }
+    let pages = Arc::new(pages);
     if args.warm {
         let started = Instant::now();
         let mut failed = 0;
         for product in 1..=args.products {
             for route in [Route::Ranked, Route::Summary, Route::Latest] {
-                let path = pages.path(route, product, 1)?;
+                let path = pages.path(route, product, 1, 0)?;
                 if !matches!(pages.read(route, product, &path).await, Ok(Seen { status: 200, .. })) {
                     failed += 1;
                 }
@@ -199,10 +310,10 @@ async fn main() -> anyhow::Result<()> {
         tokio::select! {
             Some(line) = receiver.recv() => writeln!(out, "{line}")?,
             due = ticker.tick() => {
-                let route = Route::ALL[random.random_range(0..Route::ALL.len())];
+                let route = args.routes[random.random_range(0..args.routes.len())];
                 let product = random.random_range(1..=args.products);
                 let user = random.random_range(1..=args.users);
-                let path = pages.path(route, product, user)?;
+                let path = pages.path(route, product, user, random.random_range(0..u64::MAX))?;
                 let (pages, sender) = (Arc::clone(&pages), sender.clone());
                 let due_unix_ms = unix_ms();
                 tasks.spawn(async move {
@@ -212,11 +323,11 @@ async fn main() -> anyhow::Result<()> {
                         Ok(seen) => json!({
                             "due_ms": due_unix_ms, "route": route.name(), "status": seen.status,
                             "latency_ms": latency_ms, "code": seen.code, "stale": seen.stale,
-                            "same_as_last_fresh": seen.same_as_last_fresh,
+                            "replica": seen.replica, "same_as_last_fresh": seen.same_as_last_fresh,
                         }),
                         Err(error) => json!({
                             "due_ms": due_unix_ms, "route": route.name(), "status": 0,
-                            "latency_ms": latency_ms, "code": error, "stale": false,
+                            "latency_ms": latency_ms, "code": error, "stale": false, "replica": false,
                         }),
                     };
                     let _ = sender.send(line);

@@ -39,7 +39,10 @@ use crate::views::{render, render_error, CommentsPage, RankedPage, ReviewSummary
                                       `nextCursor` is set. When HBase fails, a first page (no cursor, filter or \
                                       order) that was served before is answered again, stale, with `Age`.",
          body = CommentsPage,
-         headers(("Age" = u64, description = "Only on a stale answer: seconds since the read behind it."))),
+         headers(
+             ("Age" = u64, description = "Only on a stale answer: seconds since the read behind it."),
+             ("X-Replica-Read" = String, description = "Only on an answer read in part from a secondary region replica (`--read-consistency timeline`, while a primary is slow or down): `stale`."),
+         )),
         (status = 400, description = "Bad id, limit, cursor, rating, sort or include.", body = ErrorBody),
         Unavailable,
     )
@@ -77,7 +80,8 @@ pub async fn v1_product_comments(
     tag = "v1",
     params(UserId, RawPageQuery),
     responses(
-        (status = 200, description = "A page of comments, newest first.", body = CommentsPage),
+        (status = 200, description = "A page of comments, newest first.", body = CommentsPage,
+         headers(("X-Replica-Read" = String, description = "Only on an answer read in part from a secondary region replica (`--read-consistency timeline`, while a primary is slow or down): `stale`."))),
         (status = 400, description = "Bad id, limit, cursor or include.", body = ErrorBody),
         Unavailable,
     )
@@ -101,7 +105,10 @@ pub async fn v1_user_comments(
     responses(
         (status = 200, description = "The ranked comments, best first; when HBase fails, the last good answer, \
                                       stale, with `Age`.", body = RankedPage,
-         headers(("Age" = u64, description = "Only on a stale answer: seconds since the read behind it."))),
+         headers(
+             ("Age" = u64, description = "Only on a stale answer: seconds since the read behind it."),
+             ("X-Replica-Read" = String, description = "Only on an answer read in part from a secondary region replica (`--read-consistency timeline`, while a primary is slow or down): `stale`."),
+         )),
         (status = 400, description = "Bad id, limit or include.", body = ErrorBody),
         Unavailable,
     )
@@ -137,7 +144,10 @@ pub async fn v1_ranked_comments(
     responses(
         (status = 200, description = "The product's review summary; when HBase fails, the last good answer, \
                                       stale, with `Age`.", body = ReviewSummaryView,
-         headers(("Age" = u64, description = "Only on a stale answer: seconds since the read behind it."))),
+         headers(
+             ("Age" = u64, description = "Only on a stale answer: seconds since the read behind it."),
+             ("X-Replica-Read" = String, description = "Only on an answer read in part from a secondary region replica (`--read-consistency timeline`, while a primary is slow or down): `stale`."),
+         )),
         (status = 400, description = "Bad id.", body = ErrorBody),
         (status = 404, description = "The product has no review: no run has counted one and none is listed (`no_summary`).", body = ErrorBody),
         Unavailable,
@@ -168,7 +178,10 @@ pub async fn v1_review_summary(
         (status = 200, description = "One entry per product asked, in that order: its summary, or `null` when the \
                                       product has no review. When HBase fails, the last good answer for the same \
                                       list, stale, with `Age`.", body = SummariesPage,
-         headers(("Age" = u64, description = "Only on a stale answer: seconds since the read behind it."))),
+         headers(
+             ("Age" = u64, description = "Only on a stale answer: seconds since the read behind it."),
+             ("X-Replica-Read" = String, description = "Only on an answer read in part from a secondary region replica (`--read-consistency timeline`, while a primary is slow or down): `stale`."),
+         )),
         (status = 400, description = "productIds missing, with a bad id, or naming more than 100 products.", body = ErrorBody),
         Unavailable,
     )
