@@ -6,9 +6,9 @@
 //! replica, so no secondary outlives a primary there. This test starts a
 //! cluster of its own (ZooKeeper, a master and two region servers, see
 //! [`TestCluster`]), creates the tables a page reads with two replicas per
-//! region, kills -9 the region server serving the ranking table's primary,
-//! and reads the page at once, long before HBase has noticed the death and
-//! reopened the region elsewhere.
+//! region, kills -9 the region server serving the ranking table's primary
+//! (one that does not serve hbase:meta), and reads the page at once, long
+//! before HBase has noticed the death and reopened the region elsewhere.
 
 use std::time::Duration;
 
@@ -34,15 +34,8 @@ const REPLICATION_CATCH_UP: Duration = Duration::from_secs(3);
 #[tokio::test]
 async fn a_page_whose_primary_region_server_was_killed_is_served_from_a_secondary_and_marked_stale() {
     let cluster = tokio::task::spawn_blocking(|| TestCluster::start(2)).await.expect("start the cluster");
-    let tables = Tables::with_prefix(&unique_prefix("replicas")).expect("prefix");
     let hbase = Hbase::new(cluster.hbase_config());
-    let replicated = RegionReplication::new(2).expect("two replicas");
-    let created = schema::create_tables(&hbase, &tables, Regions::ONE, replicated).await.expect("create the tables");
-    for outcome in &created {
-        let wanted = if schema::read_tables(&tables).contains(&outcome.name.as_str()) { 2 } else { 1 };
-        assert_eq!(outcome.region_replication, wanted, "{}: replicas as created", outcome.name);
-        assert_eq!(outcome.regions, 1, "{}: replicas are not counted as regions", outcome.name);
-    }
+    let (tables, victim) = tables_ranked_away_from_meta(&cluster, &hbase).await;
     let store = Store::new(hbase, tables.clone());
     let catalogue = Catalogue { products: 2, comments_per_product: 25, users: 7 };
     post_all(&store, catalogue.new_comments(1)).await;
@@ -66,7 +59,7 @@ async fn a_page_whose_primary_region_server_was_killed_is_served_from_a_secondar
     assert_eq!(walked_before.len(), 25, "every review of the product, walked in pages of 7");
 
     // A short blocking call: the service waits on this runtime meanwhile, but nothing asks it anything.
-    cluster.kill_regionserver(cluster.primary_server_of(&tables.product_comment_rank));
+    cluster.kill_regionserver(victim);
 
     let during = app.get(&ranked_path).await;
     assert_eq!(during.status, StatusCode::OK, "served through the crash: {}", during.raw);
@@ -88,4 +81,29 @@ async fn a_page_whose_primary_region_server_was_killed_is_served_from_a_secondar
     );
     app.shut_down().await;
     tokio::task::spawn_blocking(move || drop(cluster)).await.expect("discard the cluster");
+}
+
+/// Creates the tables, with two replicas for those a page reads, under fresh
+/// prefixes until the region server serving the ranking table's primary
+/// does not also serve hbase:meta, and returns them with that server. The
+/// crash of meta's server stalls every lookup of a moved region until meta
+/// is reopened elsewhere, replicas of the tables or not (hbase/README.md):
+/// not what this test shows. Where HBase puts a new table is its own choice,
+/// so a few tries may be needed.
+async fn tables_ranked_away_from_meta(cluster: &TestCluster, hbase: &Hbase) -> (Tables, u32) {
+    let replicated = RegionReplication::new(2).expect("two replicas");
+    for _ in 0..8 {
+        let tables = Tables::with_prefix(&unique_prefix("replicas")).expect("prefix");
+        let created = schema::create_tables(hbase, &tables, Regions::ONE, replicated).await.expect("create the tables");
+        for outcome in &created {
+            let wanted = if schema::read_tables(&tables).contains(&outcome.name.as_str()) { 2 } else { 1 };
+            assert_eq!(outcome.region_replication, wanted, "{}: replicas as created", outcome.name);
+            assert_eq!(outcome.regions, 1, "{}: replicas are not counted as regions", outcome.name);
+        }
+        let ranking_server = cluster.primary_server_of(&tables.product_comment_rank);
+        if ranking_server != cluster.primary_server_of("hbase:meta") {
+            return (tables, ranking_server);
+        }
+    }
+    panic!("eight sets of tables all put their ranking table's primary beside hbase:meta");
 }
