@@ -6,7 +6,7 @@
 use std::collections::BTreeMap;
 
 use super::generated::{TConsistency, TGet, TResult, TScan, TTHBaseServiceSyncClient};
-use super::{thrift_columns, Thrift2Connection};
+use super::{thrift_columns, Thrift2Connection, TimedRow};
 use crate::error::Result;
 use crate::hbase::connection::{Column, Row, ScanSpec};
 
@@ -23,17 +23,9 @@ pub(super) fn any_stale(results: &[TResult]) -> bool {
 
 /// A Thrift2 result as the Thrift1 reads return rows: cells by `cf:q`.
 fn row_of(result: TResult) -> Row {
-    let cells = result
-        .column_values
-        .into_iter()
-        .map(|cell| {
-            let mut column = cell.family;
-            column.push(b':');
-            column.extend_from_slice(&cell.qualifier);
-            (column, cell.value)
-        })
-        .collect::<BTreeMap<Column, Vec<u8>>>();
-    Row { key: result.row.unwrap_or_default(), cells }
+    let timed = TimedRow::from_thrift(result);
+    let cells = timed.cells.into_iter().map(|cell| (cell.column, cell.value)).collect::<BTreeMap<Column, Vec<u8>>>();
+    Row { key: timed.key, cells }
 }
 
 /// Rows as Thrift1 returns them (empty results, missing rows, left out), and
