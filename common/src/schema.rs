@@ -163,9 +163,7 @@ pub async fn create_tables(
             })
             .await?;
         let table = name.to_owned();
-        // Thrift1 lists each replica of a region as a region of its own.
-        let regions = hbase.run(Retry::Idempotent, move |connection| connection.table_regions(&table)).await?.len()
-            / region_replication.max(1) as usize;
+        let regions = hbase.run(Retry::Idempotent, move |connection| connection.table_regions(&table)).await?.len();
         outcomes.push(TableOutcome { name: name.to_owned(), created, regions, region_replication, block_encodings });
     }
     Ok(outcomes)

@@ -83,6 +83,7 @@ pub async fn star_list_page(
     };
     if let Some(ranking) = state.ranked_cache().fresh(product).await {
         if shows_none(&ranking, list.stars.unwrap_or(StarSet::ALL)) {
+            ranking.note_origin();
             return Ok(CommentsPage { comments: Vec::new(), next_cursor: None });
         }
     }

@@ -4,7 +4,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{header, HeaderValue, Method};
+use axum::http::{header, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -130,16 +130,19 @@ fn cors_layer(origins: &[String]) -> CorsLayer {
 /// is left of it, not a fresh operation timeout, and once the request has
 /// given up its HBase work is not started.
 ///
-/// An answer any part of which a secondary region replica served (a
-/// timeline read, `--read-consistency timeline`) says so in
-/// [`REPLICA_READ_HEADER`], and is counted by route
-/// ([`telemetry::ServedFromReplica`]).
+/// A fresh answer (2xx or 304, not a last good copy) any part of which a
+/// secondary region replica served (a timeline read, `--read-consistency
+/// timeline`) says so in [`REPLICA_READ_HEADER`], and is counted by route
+/// ([`telemetry::ServedFromReplica`]). An error or a kept copy says nothing
+/// of the reads that did not make it.
 async fn enforce_deadline(State(deadline): State<Duration>, request: Request, next: Next) -> Response {
     let request_deadline = std::time::Instant::now() + deadline;
     let work = common::hbase::with_deadline(request_deadline, common::hbase::noting_replica_reads(next.run(request)));
     match tokio::time::timeout(deadline, work).await {
         Ok((mut response, from_replica)) => {
-            if from_replica {
+            let fresh = (response.status().is_success() || response.status() == StatusCode::NOT_MODIFIED)
+                && response.extensions().get::<telemetry::ServedStale>().is_none();
+            if from_replica && fresh {
                 response.headers_mut().insert(REPLICA_READ_HEADER, HeaderValue::from_static("stale"));
                 response.extensions_mut().insert(telemetry::ServedFromReplica);
             }

@@ -88,8 +88,13 @@ impl TestCluster {
             .env("HBASE_RS_HEAP", "512m")
             .env("HBASE_THRIFT_HEAP", "256m")
             .env("HBASE_WARM_SECS", "0")
+            // Whatever else the caller's environment sets for its own HBase
+            // (the test command's) must not shape this one.
             .env_remove("HBASE_MASTER_OPTS")
             .env_remove("HBASE_REGIONSERVERS")
+            .env_remove("HBASE_RS_PORT")
+            .env_remove("HBASE_MASTER_PORT")
+            .env_remove("HBASE_META_REPLICAS")
             .output()
             .expect("run hbase/hbasectl");
         let printed = String::from_utf8_lossy(&output.stdout).into_owned();

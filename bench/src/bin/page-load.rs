@@ -20,9 +20,9 @@
 //! region replica (`X-Replica-Read`), and for a stale copy whether its body
 //! equals, byte for byte, the last fresh answer this tool saw for that URL.
 //!
-//! With `--snapshot FILE` it instead reads every product's ranked reviews,
+//! With `--snapshot` it instead reads every product's ranked reviews,
 //! summary and whole latest list (walked with its cursors) once, and writes
-//! them as one JSON object by path: two snapshots compare a catalog's
+//! them to `--out` as one JSON object by path: two snapshots compare a catalog's
 //! answers before and after a fault.
 
 use std::collections::HashMap;

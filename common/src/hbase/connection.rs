@@ -154,7 +154,9 @@ impl Connection {
         self.call("delete_table", |client| client.delete_table(table.as_bytes().to_vec()))
     }
 
-    /// The regions of `table`, in key order (one for a table never split).
+    /// The regions of `table`, in key order (one for a table never split),
+    /// each once: Thrift1 lists every replica of a region as a region of
+    /// its own, with the same keys.
     pub fn table_regions(&mut self, table: &str) -> Result<Vec<Region>> {
         let regions = self.call("table_regions", |client| client.get_table_regions(table.as_bytes().to_vec()))?;
         let mut regions: Vec<Region> = regions
@@ -165,6 +167,7 @@ impl Connection {
             })
             .collect();
         regions.sort_by(|left, right| left.start_key.cmp(&right.start_key));
+        regions.dedup();
         Ok(regions)
     }
 

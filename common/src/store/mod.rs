@@ -224,15 +224,21 @@ impl Store {
     /// stored, by row key; in one multi-get. For comparing rows with what a
     /// writer means to write (a post's check for an existing review, the demo
     /// loader's check of an earlier load).
+    /// Always from the primaries (strong), whatever the pool's page reads
+    /// ask for: a writer's check must see what was written.
     pub async fn stored_values(&self, table: &str, keys: Vec<Vec<u8>>) -> Result<HashMap<Vec<u8>, Vec<u8>>> {
-        let rows = self.hbase.read_rows(table, keys, vec![COLUMN_VALUE.to_vec()]).await?;
-        Ok(rows
-            .into_iter()
-            .filter_map(|row| {
-                let value = row.value(COLUMN_VALUE)?.to_vec();
-                Some((row.key, value))
-            })
-            .collect())
+        let table = table.to_owned();
+        let rows = self
+            .hbase
+            .run(Retry::Idempotent, move |connection| connection.get_rows(&table, &keys, &[COLUMN_VALUE.to_vec()]))
+            .await?;
+        Ok(values_by_key(rows))
+    }
+
+    /// [`Store::stored_values`] as a page reads them: with the pool's read
+    /// consistency, so a secondary replica may answer.
+    pub(crate) async fn page_values(&self, table: &str, keys: Vec<Vec<u8>>) -> Result<HashMap<Vec<u8>, Vec<u8>>> {
+        Ok(values_by_key(self.hbase.read_rows(table, keys, vec![COLUMN_VALUE.to_vec()]).await?))
     }
 
     /// Reads records by key in one multi-get. The result lines up with `keys`:
@@ -240,7 +246,7 @@ impl Store {
     /// counted, as `missing` and `bad_json`).
     pub async fn get_records<R: Record>(&self, keys: Vec<Vec<u8>>) -> Result<Vec<Option<R>>> {
         let table = R::table(&self.tables).to_owned();
-        let values = self.stored_values(&table, keys.clone()).await?;
+        let values = self.page_values(&table, keys.clone()).await?;
         Ok(keys
             .iter()
             .map(|key| {
@@ -467,6 +473,16 @@ pub(super) fn untimed(row: crate::hbase::TimedRow) -> Row {
 }
 
 /// Matches multi-get results to `keys` by row key (Thrift1 drops missing rows,
+/// The `cf:q` value of each row that has one, by row key.
+fn values_by_key(rows: Vec<Row>) -> HashMap<Vec<u8>, Vec<u8>> {
+    rows.into_iter()
+        .filter_map(|row| {
+            let value = row.value(COLUMN_VALUE)?.to_vec();
+            Some((row.key, value))
+        })
+        .collect()
+}
+
 /// so positions do not line up) and decodes each comment.
 pub(crate) fn decode_comments(
     tables: &Tables,

@@ -219,7 +219,7 @@ impl Store {
     pub async fn ranking_records(&self, products: &[Id]) -> Result<Vec<Option<StoredRanking>>> {
         let table = self.tables().product_comment_rank.clone();
         let keys: Vec<Vec<u8>> = products.iter().map(keys::ranking_record_key).collect();
-        let values = self.stored_values(&table, keys.clone()).await?;
+        let values = self.page_values(&table, keys.clone()).await?;
         Ok(products
             .iter()
             .zip(&keys)

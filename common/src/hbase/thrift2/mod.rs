@@ -269,17 +269,22 @@ impl Thrift2Connection {
         let request = scan.to_thrift(start, rows, timeline)?;
         let results = self
             .call("thrift2_scan_page", |client| client.get_scanner_results(table.as_bytes().to_vec(), request, rows));
-        match results {
-            Ok(results) => {
-                let stale = timeline::any_stale(&results);
-                Ok((results.into_iter().map(TimedRow::from_thrift).collect(), stale))
-            }
-            // Thrift2 reports a missing table by its bare name, no exception
-            // class to tell it from any other failure: ask.
-            Err(Error::Hbase(message)) if !self.is_broken() && !self.table_exists(table)? => {
-                Err(Error::NotFound(format!("table {table} ({message})")))
-            }
-            Err(error) => Err(error),
+        let results = results.map_err(|error| self.naming_a_missing_table(table, error))?;
+        let stale = timeline::any_stale(&results);
+        Ok((results.into_iter().map(TimedRow::from_thrift).collect(), stale))
+    }
+
+    /// `error` of a call on `table`, or [`Error::NotFound`] when the table
+    /// does not exist: Thrift2 reports a missing table by its bare name, no
+    /// exception class to tell it from any other failure, so this asks.
+    fn naming_a_missing_table(&mut self, table: &str, error: Error) -> Error {
+        match error {
+            Error::Hbase(message) if !self.is_broken() => match self.table_exists(table) {
+                Ok(false) => Error::NotFound(format!("table {table} ({message})")),
+                Ok(true) => Error::Hbase(message),
+                Err(asking) => asking,
+            },
+            error => error,
         }
     }
 

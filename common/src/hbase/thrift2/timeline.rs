@@ -40,6 +40,9 @@ impl Thrift2Connection {
     /// The rows of `keys` in `table` that exist, with `columns`, in one
     /// timeline-consistent multi-get; and whether a secondary answered.
     pub fn get_rows_timeline(&mut self, table: &str, keys: &[Vec<u8>], columns: &[Column]) -> Result<(Vec<Row>, bool)> {
+        if keys.is_empty() {
+            return Ok((Vec::new(), false));
+        }
         let columns = thrift_columns(columns)?;
         let gets = keys
             .iter()
@@ -61,8 +64,9 @@ impl Thrift2Connection {
                 filter_bytes: None,
             })
             .collect();
-        let results =
-            self.call("thrift2_get_multiple", |client| client.get_multiple(table.as_bytes().to_vec(), gets))?;
+        let results = self
+            .call("thrift2_get_multiple", |client| client.get_multiple(table.as_bytes().to_vec(), gets))
+            .map_err(|error| self.naming_a_missing_table(table, error))?;
         Ok(rows_of(results))
     }
 
@@ -95,9 +99,11 @@ impl Thrift2Connection {
             target_replica_id: None,
             filter_bytes: None,
         };
-        let results = self.call("thrift2_scan_timeline", |client| {
-            client.get_scanner_results(table.as_bytes().to_vec(), request, rows)
-        })?;
+        let results = self
+            .call("thrift2_scan_timeline", |client| {
+                client.get_scanner_results(table.as_bytes().to_vec(), request, rows)
+            })
+            .map_err(|error| self.naming_a_missing_table(table, error))?;
         Ok(rows_of(results))
     }
 }
