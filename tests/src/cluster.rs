@@ -67,6 +67,23 @@ impl TestCluster {
             .unwrap_or_else(|| panic!("no region server holds the primary of {table}:\n{regions}"))
     }
 
+    /// The region servers (their numbers) serving each replica of `table`'s
+    /// first region, by replica id: the primary first.
+    pub fn servers_of(&self, table: &str) -> Vec<u32> {
+        let regions = self.hbasectl(&["regions"]);
+        let mut replicas: Vec<(u32, u32)> = regions
+            .lines()
+            .filter_map(|line| match line.split_whitespace().collect::<Vec<_>>()[..] {
+                [server, name, replica] if name == table => {
+                    Some((replica.parse().ok()?, server.strip_prefix("rs-")?.parse().ok()?))
+                }
+                _ => None,
+            })
+            .collect();
+        replicas.sort_unstable();
+        replicas.into_iter().map(|(_, server)| server).collect()
+    }
+
     /// Kills region server `number` with SIGKILL: a crash, nothing flushed.
     pub fn kill_regionserver(&self, number: u32) {
         self.hbasectl(&["kill-rs", &number.to_string()]);

@@ -9,6 +9,8 @@
 //! region, kills -9 the region server serving the ranking table's primary
 //! (one that does not serve hbase:meta), and reads the page at once, long
 //! before HBase has noticed the death and reopened the region elsewhere.
+//! First, on the same cluster, `schema upgrade` gives tables created without
+//! replicas theirs.
 
 use std::time::Duration;
 
@@ -35,6 +37,7 @@ const REPLICATION_CATCH_UP: Duration = Duration::from_secs(3);
 async fn a_page_whose_primary_region_server_was_killed_is_served_from_a_secondary_and_marked_stale() {
     let cluster = tokio::task::spawn_blocking(|| TestCluster::start(2)).await.expect("start the cluster");
     let hbase = Hbase::new(cluster.hbase_config());
+    upgrading_gives_existing_tables_their_replicas(&cluster, &hbase).await;
     let (tables, victim) = tables_ranked_away_from_meta(&cluster, &hbase).await;
     let store = Store::new(hbase, tables.clone());
     let catalogue = Catalogue { products: 2, comments_per_product: 25, users: 7 };
@@ -106,4 +109,24 @@ async fn tables_ranked_away_from_meta(cluster: &TestCluster, hbase: &Hbase) -> (
         }
     }
     panic!("eight sets of tables all put their ranking table's primary beside hbase:meta");
+}
+
+/// `schema upgrade --region-replication 2` on tables created without
+/// replicas: the tables a page reads get a secondary of each region, served
+/// by the other region server; the others, and a second upgrade, change
+/// nothing.
+async fn upgrading_gives_existing_tables_their_replicas(cluster: &TestCluster, hbase: &Hbase) {
+    let tables = Tables::with_prefix(&unique_prefix("upgrade")).expect("prefix");
+    schema::create_tables(hbase, &tables, Regions::ONE, RegionReplication::PRIMARY_ONLY).await.expect("create");
+    let replicated = RegionReplication::new(2).expect("two replicas");
+    let upgraded = schema::upgrade_tables(hbase, &tables, Some(replicated)).await.expect("upgrade");
+    for outcome in &upgraded {
+        let wanted = schema::read_tables(&tables).contains(&outcome.name.as_str()).then_some((1, 2));
+        assert_eq!(outcome.replication_changed, wanted, "{}: replication changed", outcome.name);
+    }
+    let comment_replicas = cluster.servers_of(&tables.comment);
+    assert_eq!(comment_replicas.len(), 2, "a primary and a secondary: {comment_replicas:?}");
+    assert_ne!(comment_replicas[0], comment_replicas[1], "on two servers: {comment_replicas:?}");
+    let again = schema::upgrade_tables(hbase, &tables, Some(replicated)).await.expect("upgrade again");
+    assert!(again.iter().all(|outcome| outcome.replication_changed.is_none()), "a second upgrade changes nothing");
 }
