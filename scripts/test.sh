@@ -11,6 +11,8 @@
 # TEST_THRIFT_PORT, TEST_THRIFT2_PORT and TEST_ZK_PORT move them), so they never touch
 # the data of the HBase that scripts/demo.sh runs, and tables left by earlier
 # runs cannot pile up. It is killed and its data deleted when the script ends.
+# One test (replicas) starts a small cluster of its own beside it (two region
+# servers, free ports, tests/src/cluster.rs) and discards it when it ends.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
