@@ -34,10 +34,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib.sh
 
-export HBASE_RUN_DIR="${FAULT_RUN_DIR:-$PWD/target/fault-restart-hbase}"
-export HBASE_THRIFT_PORT="${FAULT_THRIFT_PORT:-9490}"
-export HBASE_THRIFT2_PORT="$((HBASE_THRIFT_PORT + 1))"
-export HBASE_ZK_PORT="${FAULT_ZK_PORT:-22090}"
+use_fault_hbase "$PWD/target/fault-restart-hbase" 9490 22090
 API_PORT="${FAULT_API_PORT:-18190}"
 read -r -a api_flags <<<"${FAULT_API_FLAGS:-}"
 RATE="${FAULT_RATE:-250}"

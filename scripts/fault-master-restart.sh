@@ -26,9 +26,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib.sh
 
-export HBASE_RUN_DIR="${FAULT_RUN_DIR:-$PWD/target/fault-master-hbase}"
-export HBASE_THRIFT_PORT="${FAULT_THRIFT_PORT:-9390}"
-export HBASE_ZK_PORT="${FAULT_ZK_PORT:-21990}"
+use_fault_hbase "$PWD/target/fault-master-hbase" 9390 21990
 API_PORT="${FAULT_API_PORT:-18090}"
 OUTAGE_SECS="${FAULT_OUTAGE_SECS:-5}"
 THRIFT_ADDR="127.0.0.1:$HBASE_THRIFT_PORT"

@@ -47,10 +47,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib.sh
 
-export HBASE_RUN_DIR="${FAULT_RUN_DIR:-$PWD/target/fault-rs-kill-hbase}"
-export HBASE_THRIFT_PORT="${FAULT_THRIFT_PORT:-9590}"
-export HBASE_THRIFT2_PORT="$((HBASE_THRIFT_PORT + 1))"
-export HBASE_ZK_PORT="${FAULT_ZK_PORT:-22290}"
+use_fault_hbase "$PWD/target/fault-rs-kill-hbase" 9590 22290
 unset HBASE_MASTER_HEAP HBASE_REGIONSERVERS
 API_PORT="${FAULT_API_PORT:-18390}"
 RATE="${FAULT_RATE:-250}"

@@ -3,6 +3,17 @@
 # bench/ranker.sh, bench/api.sh). Sourced, never run: `source scripts/lib.sh`
 # from the repository root, after `set -euo pipefail`.
 
+# use_fault_hbase RUN_DIR THRIFT_PORT ZK_PORT: points hbasectl, and the
+# fault script that calls it, at an HBase of the script's own, never the
+# shared one: FAULT_RUN_DIR, FAULT_THRIFT_PORT (Thrift2 on the next port)
+# and FAULT_ZK_PORT override the defaults given.
+use_fault_hbase() {
+  export HBASE_RUN_DIR="${FAULT_RUN_DIR:-$1}"
+  export HBASE_THRIFT_PORT="${FAULT_THRIFT_PORT:-$2}"
+  export HBASE_THRIFT2_PORT="$((HBASE_THRIFT_PORT + 1))"
+  export HBASE_ZK_PORT="${FAULT_ZK_PORT:-$3}"
+}
+
 # Where the release binaries land.
 BIN=target/release
 
