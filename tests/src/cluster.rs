@@ -92,8 +92,21 @@ impl TestCluster {
     /// Runs `hbase/hbasectl` on this cluster and returns what it printed;
     /// panics, with its output, when it fails.
     fn hbasectl(&self, arguments: &[&str]) -> String {
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../hbase/hbasectl");
-        let output = Command::new(script)
+        let output = self.command(arguments).output().expect("run hbase/hbasectl");
+        let printed = String::from_utf8_lossy(&output.stdout).into_owned();
+        assert!(
+            output.status.success(),
+            "hbase/hbasectl {arguments:?} failed with {}:\n{printed}\n{}",
+            output.status,
+            String::from_utf8_lossy(&output.stderr)
+        );
+        printed
+    }
+
+    /// `hbase/hbasectl` with `arguments`, aimed at this cluster.
+    fn command(&self, arguments: &[&str]) -> Command {
+        let mut command = Command::new(concat!(env!("CARGO_MANIFEST_DIR"), "/../hbase/hbasectl"));
+        command
             .args(arguments)
             .env("HBASE_RUN_DIR", &self.run_dir)
             .env("HBASE_THRIFT_PORT", self.thrift_port.to_string())
@@ -111,17 +124,8 @@ impl TestCluster {
             .env_remove("HBASE_REGIONSERVERS")
             .env_remove("HBASE_RS_PORT")
             .env_remove("HBASE_MASTER_PORT")
-            .env_remove("HBASE_META_REPLICAS")
-            .output()
-            .expect("run hbase/hbasectl");
-        let printed = String::from_utf8_lossy(&output.stdout).into_owned();
-        assert!(
-            output.status.success(),
-            "hbase/hbasectl {arguments:?} failed with {}:\n{printed}\n{}",
-            output.status,
-            String::from_utf8_lossy(&output.stderr)
-        );
-        printed
+            .env_remove("HBASE_META_REPLICAS");
+        command
     }
 }
 
@@ -129,14 +133,7 @@ impl Drop for TestCluster {
     fn drop(&mut self) {
         // Not hbasectl(): a panic inside a drop during a failed test's unwind
         // would abort the whole test binary.
-        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../hbase/hbasectl");
-        let discarded = Command::new(script)
-            .arg("discard")
-            .env("HBASE_RUN_DIR", &self.run_dir)
-            .env("HBASE_THRIFT_PORT", self.thrift_port.to_string())
-            .env("HBASE_THRIFT2_PORT", self.thrift2_port.to_string())
-            .env("HBASE_ZK_PORT", self.zk_port.to_string())
-            .output();
+        let discarded = self.command(&["discard"]).output();
         match discarded {
             // A failed test leaves the cluster's logs behind to read.
             Ok(output) if output.status.success() && !std::thread::panicking() => {
