@@ -148,8 +148,8 @@ pub fn summary(report: &RunReport, read_only: bool) -> String {
     if let Some(changes) = &report.changes {
         let _ = writeln!(
             text,
-            "  changes:       {} products to rank, found in {:.1} s (cells written since {} ms: {} products; \
-             slots naming deleted comments: {} products; refresh slice of {}: {} products)",
+            "  changes:       {} products ranked, what changed found in {:.1} s (cells written since {} ms: {} \
+             products; slots naming deleted comments: {} products; refresh of {}: {} products in {})",
             changes.products_to_rank,
             changes.detection_ms as f64 / 1000.0,
             changes.since_ms,
@@ -157,11 +157,16 @@ pub fn summary(report: &RunReport, read_only: bool) -> String {
             changes.products_with_deleted_comments,
             changes.refresh_days.map_or_else(|| "none".to_owned(), |days| format!("1/{days}")),
             changes.products_refreshed,
+            if changes.refreshed_whole_range {
+                "the whole range".to_owned()
+            } else {
+                format!("{} key ranges", changes.refresh_ranges)
+            },
         );
         let _ = writeln!(
             text,
-            "  searched:      {} comment rows and {} index rows written since, {} rank slots ({} dangling)",
-            changes.comment_rows_written, changes.index_rows_written, changes.slots_read, changes.slots_dangling,
+            "  searched:      {} comment rows and {} index rows written since, {} rank slots checked ({} dangling)",
+            changes.comment_rows_written, changes.index_rows_written, changes.slots_checked, changes.slots_dangling,
         );
     }
     let _ = writeln!(text, "  failures:      {}", report.failures.len());

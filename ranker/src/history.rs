@@ -8,6 +8,7 @@ use common::store::runs::{completed_cover, RunKind, RunRecord, RunStatus};
 use common::store::Store;
 
 use crate::lease::StopCause;
+use crate::refresh::RefreshCuts;
 use crate::shard::KeyRange;
 use crate::{Incremental, RankerError, RunOptions, RunReport, Scope};
 
@@ -89,15 +90,32 @@ async fn last_watermark(
 async fn incremental_since_last(
     store: &Store,
     scope: &Scope,
-    refresh_days: u32,
-    skew_margin: Duration,
+    wanted: &ChangesWanted,
 ) -> Result<Option<Incremental>, RankerError> {
     let range = scope.key_range().unwrap_or_else(KeyRange::everything);
-    Ok(last_watermark(store, &range, skew_margin).await?.map(|watermark| Incremental {
+    Ok(last_watermark(store, &range, wanted.skew_margin).await?.map(|watermark| Incremental {
         since_ms: watermark.since_ms,
-        refresh_days: Some(refresh_days),
+        refresh_days: Some(wanted.refresh_days),
         refreshed_until_ms: Some(watermark.as_of_ms),
+        check_all_slots: wanted.check_all_slots,
     }))
+}
+
+/// The refresh cuts of the newest completed runs that recorded cuts and
+/// together cover `range`, newest first ([`completed_cover`] over those
+/// runs); `None` when no such runs are in the last [`WATERMARK_SEARCH`]
+/// records (then the refresh lists the whole range, which records cuts).
+pub(crate) async fn recorded_cuts(store: &Store, range: &KeyRange) -> Result<Option<Vec<RefreshCuts>>, RankerError> {
+    let runs: Vec<RunRecord> =
+        store.recent_runs(WATERMARK_SEARCH).await?.into_iter().filter(|run| run.refresh_cuts.is_some()).collect();
+    let Some(cover) = completed_cover(&runs, range) else { return Ok(None) };
+    // A record whose cuts do not decode would leave its range out of every
+    // night's slice: then no cuts count, and the refresh lists everything.
+    let cuts = cover.into_iter().map(|run| {
+        let cuts: Option<Vec<Vec<u8>>> = run.refresh_cuts.iter().flatten().map(|cut| hex::decode(cut).ok()).collect();
+        Some(RefreshCuts { range: run.key_range()?, cuts: cuts? })
+    });
+    Ok(cuts.collect())
 }
 
 /// How an incremental run finds what changed: since when, and its rolling refresh.
@@ -109,6 +127,8 @@ pub struct ChangesWanted {
     pub refresh_days: u32,
     /// With `since` `last`, subtracted from the last completed runs' start.
     pub skew_margin: Duration,
+    /// Also check every rank slot for a deleted comment ([`Incremental::check_all_slots`]).
+    pub check_all_slots: bool,
 }
 
 /// Makes `options` incremental as `wanted` says, reading the run history for
@@ -120,12 +140,13 @@ pub async fn make_incremental(
     wanted: &ChangesWanted,
 ) -> Result<(), RankerError> {
     options.incremental = match wanted.since {
-        ChangedSince::Time(since_ms) => {
-            Some(Incremental { since_ms, refresh_days: Some(wanted.refresh_days), refreshed_until_ms: None })
-        }
-        ChangedSince::Last => {
-            incremental_since_last(store, &options.scope, wanted.refresh_days, wanted.skew_margin).await?
-        }
+        ChangedSince::Time(since_ms) => Some(Incremental {
+            since_ms,
+            refresh_days: Some(wanted.refresh_days),
+            refreshed_until_ms: None,
+            check_all_slots: wanted.check_all_slots,
+        }),
+        ChangedSince::Last => incremental_since_last(store, &options.scope, wanted).await?,
     };
     if options.incremental.is_none() {
         tracing::warn!("no completed runs covering these products in the run history: ranking every product");
@@ -204,6 +225,10 @@ pub fn conclude(record: &mut RunRecord, result: &Result<RunReport, RankerError>,
         record.slots_written = report.slots_written;
         record.slots_deleted = report.slots_deleted;
         record.products_changed = report.changes.as_ref().map(|changes| changes.products_to_rank);
+        record.detection_ms = report.changes.as_ref().map(|changes| changes.detection_ms);
+        record.slots_checked = report.changes.as_ref().map(|changes| changes.slots_checked);
+        record.refresh_cuts =
+            report.refresh_cuts.as_ref().map(|cuts| cuts.iter().map(|cut| hex::encode(cut.as_bytes())).collect());
         record.failures = u64::try_from(report.failures.len()).unwrap_or(u64::MAX);
         record.failure_samples = report
             .failures
@@ -247,6 +272,7 @@ mod tests {
             duration_ms: 1_000,
             pacing: Pacer::new(&PacingSettings::default()).report(70, Duration::from_secs(1)),
             changes: None,
+            refresh_cuts: None,
         }
     }
 
@@ -271,8 +297,12 @@ mod tests {
         let shard = Shard::new(1, 4).expect("shard");
         let range = KeyRange { start: b"FV".to_vec(), stop: Some(b"V".to_vec()) };
         let mut options = RunOptions::new(Scope::Shard { shard, range: range.clone() }, SLOT_MS);
-        options.incremental =
-            Some(Incremental { since_ms: SLOT_MS - 86_400_000, refresh_days: Some(7), refreshed_until_ms: None });
+        options.incremental = Some(Incremental {
+            since_ms: SLOT_MS - 86_400_000,
+            refresh_days: Some(7),
+            refreshed_until_ms: None,
+            check_all_slots: false,
+        });
         let record = started_record("run".to_owned(), "me".to_owned(), SLOT_MS, 1, SLOT_MS + 5, &options);
         assert_eq!((record.kind, record.changed_since_ms), (RunKind::Incremental, Some(SLOT_MS - 86_400_000)));
         // The range in hex: `FV` to `V`.
@@ -293,7 +323,9 @@ mod tests {
     fn a_clean_run_succeeds_with_its_counts() {
         let mut record = started();
         let mut clean = report(0, false);
-        clean.changes = Some(ChangeReport { products_to_rank: 7, ..ChangeReport::default() });
+        clean.changes =
+            Some(ChangeReport { products_to_rank: 7, detection_ms: 41, slots_checked: 0, ..ChangeReport::default() });
+        clean.refresh_cuts = Some(vec![common::Id::parse("productId", "P000000042").expect("id")]);
         conclude(&mut record, &Ok(clean), None);
         assert_eq!(record.status, RunStatus::Succeeded);
         assert_eq!(
@@ -301,6 +333,8 @@ mod tests {
             (7, 70, 40, 3, 0)
         );
         assert_eq!((record.error, record.products_changed), (None, Some(7)));
+        assert_eq!((record.detection_ms, record.slots_checked), (Some(41), Some(0)));
+        assert_eq!(record.refresh_cuts, Some(vec!["50303030303030303432".to_owned()]), "the cut's key in hex");
     }
 
     #[test]

@@ -41,6 +41,7 @@ mod options;
 mod pace;
 mod product;
 pub mod recorded;
+pub mod refresh;
 mod report;
 mod run;
 pub mod score;

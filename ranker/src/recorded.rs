@@ -121,8 +121,9 @@ pub enum ByHandEnd {
     LeaseBusy(LeaseState),
     /// The run ran (or could not proceed).
     Ran {
-        /// The ranker's report, or why the run could not proceed.
-        result: Result<RunReport, RankerError>,
+        /// The ranker's report, or why the run could not proceed (boxed: a
+        /// report is large beside a lease's state).
+        result: Box<Result<RunReport, RankerError>>,
         /// How it ended ([`history::end_of`]), which its exit status follows.
         status: RunStatus,
         /// Why the lease was lost, when it was.
@@ -168,7 +169,7 @@ pub async fn run_by_hand(
         KeeperEnd::Lost(reason) => Some(reason),
         KeeperEnd::Kept => None,
     };
-    Ok(ByHandEnd::Ran { result, status, lease_lost })
+    Ok(ByHandEnd::Ran { result: Box::new(result), status, lease_lost })
 }
 
 /// The run of [`run_by_hand`] once the lease (if any) is held: recorded, or

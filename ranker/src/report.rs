@@ -44,6 +44,11 @@ pub struct RunReport {
     /// For an incremental run, what finding the changed products found and
     /// how long it took (included in `duration_ms`).
     pub changes: Option<ChangeReport>,
+    /// Product keys cutting the run's range into near-equal parts, when the
+    /// run listed every product of it and ranked each: recorded for the
+    /// rolling refresh ([`crate::refresh`]), not printed.
+    #[serde(skip)]
+    pub refresh_cuts: Option<Vec<common::Id>>,
 }
 
 impl RunReport {

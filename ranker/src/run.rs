@@ -1,7 +1,8 @@
 //! A whole run: discover the products in scope, rank them concurrently with
 //! retries, and report. Also the read-only pass the benchmark compares against.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::iter::Peekable;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -12,14 +13,15 @@ use common::Id;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::changes::{find_products, ChosenProduct};
+use crate::changes::{find_products, ChangeReport, ChosenProduct, Incremental};
 use crate::config::PaceMode;
-use crate::discovery::{Discovery, ListingRetry};
+use crate::discovery::{DiscoveredProduct, Discovery, ListingRetry};
 use crate::fetch::CommentFetcher;
 use crate::pace::Pacer;
 use crate::product::{
     existing_slot_mask, rank_product, stream_comments, IndexReader, ProductJob, ProductOutcome, StreamOptions,
 };
+use crate::refresh::{nights_due, refresh_ranges, CutSampler};
 use crate::shard::KeyRange;
 use crate::writer::SlotWriter;
 use crate::{ProductFailure, RankerError, RunOptions, RunProgress, RunReport, Scope};
@@ -68,7 +70,7 @@ async fn drive(
     let mut report = empty_report(options, pass, &pacer);
     let worker = Worker::new(store, options, pass, &pacer, &stop);
     let products = choose_products(store, options, &pacer, &stop, &mut report).await?;
-    rank_each(products, &worker, options.concurrency, &stop, &mut report).await;
+    report.refresh_cuts = rank_each(products, &worker, options.concurrency, &stop, &mut report).await;
     report.interrupted |= stop.is_cancelled();
     // Each ranked product's summary is written with its ranking, in the same call.
     report.summaries_written = if report.dry_run { 0 } else { report.products_ranked };
@@ -96,12 +98,14 @@ fn empty_report(options: &RunOptions, pass: Pass, pacer: &Pacer) -> RunReport {
         duration_ms: 0,
         pacing: pacer.report(0, Duration::ZERO),
         changes: None,
+        refresh_cuts: None,
     }
 }
 
-/// The products in `options.scope`, one at a time: the one product, those an
-/// incremental run finds changed (what it found goes in the report), or the
-/// listing of a key range.
+/// The products in `options.scope`, one at a time: the one product, the
+/// listing of a key range, or for an incremental run those it finds changed
+/// with the listing of the refresh slices due (what it found goes in the
+/// report).
 async fn choose_products(
     store: &Store,
     options: &RunOptions,
@@ -115,40 +119,87 @@ async fn choose_products(
         Scope::Shard { range, .. } if range.is_empty() => return Ok(Products::One(None)),
         scope => scope.key_range().unwrap_or_else(KeyRange::everything),
     };
+    let lister =
+        RangeLister { store: store.clone(), pacer: pacer.clone(), retry: listing_retry(options), stop: stop.clone() };
     let Some(incremental) = options.incremental else {
-        return Ok(Products::Listed(Discovery::start(store, pacer, &range, listing_retry(options), stop)));
+        let discovery = lister.start(&range);
+        return Ok(Products::Listed { discovery: Box::new(discovery), cuts: CutSampler::new() });
     };
-    let found = find_products(store, &range, incremental, options.as_of_ms, pacer, options.concurrency, stop).await?;
+    let started = Instant::now();
+    let mut changes = ChangeReport {
+        since_ms: incremental.since_ms,
+        refresh_days: incremental.refresh_days,
+        ..ChangeReport::default()
+    };
+    let found = find_products(store, &range, incremental, pacer, options.concurrency, stop, &mut changes).await?;
     // Stopped while searching: nothing ranked, reported as interrupted.
-    let Some((chosen, changes)) = found else { return Ok(Products::Chosen(Vec::new().into_iter())) };
+    let Some(chosen) = found else { return Ok(Products::One(None)) };
+    let refresh = refresh_plan(store, &range, incremental, options.as_of_ms).await?;
+    changes.refresh_ranges = refresh.len() as u64;
+    changes.refreshed_whole_range = refresh.first() == Some(&range);
+    changes.detection_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     tracing::info!(
         since_ms = changes.since_ms,
         refresh_days = changes.refresh_days,
         products_written = changes.products_written,
         products_with_deleted_comments = changes.products_with_deleted_comments,
-        products_refreshed = changes.products_refreshed,
-        products_to_rank = changes.products_to_rank,
+        slots_checked = changes.slots_checked,
+        refresh_ranges = changes.refresh_ranges,
+        refreshed_whole_range = changes.refreshed_whole_range,
         detection_ms = changes.detection_ms,
-        "found the products to rank"
+        "found what changed; ranking it with the refresh slices due"
     );
+    // A refresh of the whole range lists every product of it, as a full run does, and records cuts.
+    let cuts = changes.refreshed_whole_range.then(CutSampler::new);
     report.changes = Some(changes);
-    Ok(Products::Chosen(chosen.into_iter()))
+    Ok(Products::Incremental(Box::new(IncrementalProducts {
+        chosen: chosen.into_iter().peekable(),
+        refresh: RefreshListing { lister, ranges: refresh.into(), current: None, head: None },
+        cuts,
+    })))
+}
+
+/// The key ranges an incremental run over `range` refreshes whole: the
+/// slices of the nights due ([`nights_due`]) under the cuts recorded by the
+/// newest runs covering the range, or the whole range when no recorded cuts
+/// cover it.
+async fn refresh_plan(
+    store: &Store,
+    range: &KeyRange,
+    incremental: Incremental,
+    as_of_ms: i64,
+) -> Result<Vec<KeyRange>, RankerError> {
+    let Some(days) = incremental.refresh_days else { return Ok(Vec::new()) };
+    let nights = nights_due(incremental.refreshed_until_ms, as_of_ms);
+    if nights.is_empty() {
+        return Ok(Vec::new());
+    }
+    match crate::history::recorded_cuts(store, range).await? {
+        Some(cover) => Ok(refresh_ranges(&cover, range, days, nights)),
+        None => {
+            tracing::warn!("no completed run covering these products recorded refresh cuts: refreshing every product");
+            Ok(vec![range.clone()])
+        }
+    }
 }
 
 /// Ranks `products`, `concurrency` at a time, folding each outcome (and each
 /// listing failure) into `report`. When `stop` is cancelled no new product
 /// starts; those in flight finish.
+///
+/// Returns the refresh cuts of a listing of the whole range that reached its end.
 async fn rank_each(
     mut products: Products,
     worker: &Worker,
     concurrency: usize,
     stop: &CancellationToken,
     report: &mut RunReport,
-) {
+) -> Option<Vec<Id>> {
     let progress = &worker.job.progress;
     let mut in_flight: JoinSet<Result<ProductOutcome, String>> = JoinSet::new();
     // Which product each task ranks, so that even a task that panicked is reported by name.
     let mut task_products: HashMap<tokio::task::Id, Id> = HashMap::new();
+    let mut listed_all = false;
     loop {
         while in_flight.len() >= concurrency {
             if let Some(done) = in_flight.join_next_with_id().await {
@@ -164,8 +215,15 @@ async fn rank_each(
             next = products.next() => next,
         };
         match next {
-            None => break,
+            None => {
+                listed_all = true;
+                break;
+            }
             Some(Ok(product)) => {
+                if let Some(changes) = report.changes.as_mut() {
+                    changes.products_to_rank += 1;
+                    changes.products_refreshed += u64::from(product.refreshed);
+                }
                 let worker = worker.clone();
                 let id = product.product;
                 let task = in_flight.spawn(async move { worker.product(product).await });
@@ -177,11 +235,13 @@ async fn rank_each(
             }
         }
     }
+    let cuts = products.cuts().filter(|_| listed_all && report.failures.is_empty());
     // Stop discovery before waiting on the products in flight.
     drop(products);
     while let Some(done) = in_flight.join_next_with_id().await {
         record(report, &mut task_products, done, progress);
     }
+    cuts
 }
 
 fn log_finished(report: &RunReport) {
@@ -235,39 +295,150 @@ fn record(
 /// The products of a run, one at a time.
 enum Products {
     One(Option<Id>),
-    Listed(Discovery),
-    /// The products an incremental run found changed, with their slots.
-    Chosen(std::vec::IntoIter<ChosenProduct>),
+    /// A range's listing, sampled for the refresh cuts.
+    Listed {
+        discovery: Box<Discovery>,
+        cuts: CutSampler,
+    },
+    /// Boxed: it holds a listing and more.
+    Incremental(Box<IncrementalProducts>),
 }
 
 impl Products {
     async fn next(&mut self) -> Option<Result<ProductToRank, ProductFailure>> {
         match self {
             // A single product's slots are read by its worker, inside its retries.
-            Products::One(product) => {
-                product.take().map(|product| Ok(ProductToRank { product, slot_mask: None, whole_index: None }))
+            Products::One(product) => product.take().map(|product| Ok(ProductToRank::read_slots(product))),
+            Products::Listed { discovery, cuts } => {
+                let found = discovery.next().await?;
+                if let Ok(found) = &found {
+                    cuts.add(found.product);
+                }
+                Some(found.map(|found| ProductToRank::discovered(found, false)))
             }
-            Products::Chosen(chosen) => chosen.next().map(|chosen| {
-                Ok(ProductToRank { product: chosen.product, slot_mask: Some(chosen.slot_mask), whole_index: None })
-            }),
-            Products::Listed(discovery) => discovery.next().await.map(|found| {
-                found.map(|found| ProductToRank {
-                    product: found.product,
-                    slot_mask: Some(found.slot_mask),
-                    whole_index: found.whole_index,
-                })
-            }),
+            Products::Incremental(products) => products.next().await,
+        }
+    }
+
+    /// The cuts of the listing so far, when it is of the run's whole range.
+    fn cuts(&self) -> Option<Vec<Id>> {
+        match self {
+            Products::One(_) => None,
+            Products::Listed { cuts, .. } => Some(cuts.cuts()),
+            Products::Incremental(products) => products.cuts.as_ref().map(CutSampler::cuts),
         }
     }
 }
 
-/// A product to rank and, when discovery saw them, the slots it has now and
+/// An incremental run's products: those it found changed merged in key order
+/// with the listing of its refresh ranges, each product once.
+struct IncrementalProducts {
+    chosen: Peekable<std::vec::IntoIter<ChosenProduct>>,
+    refresh: RefreshListing,
+    /// Samples the refresh listing when it is of the run's whole range.
+    cuts: Option<CutSampler>,
+}
+
+impl IncrementalProducts {
+    async fn next(&mut self) -> Option<Result<ProductToRank, ProductFailure>> {
+        let listed = self.refresh.peek().await;
+        let take_listed = match (self.chosen.peek(), listed) {
+            (None, None) => return None,
+            // A listing failure goes first: it is reported, and that listing has stopped.
+            (_, Some(Err(_))) | (None, Some(Ok(_))) => true,
+            (Some(_), None) => false,
+            (Some(chosen), Some(Ok(listed))) => listed.product <= chosen.product,
+        };
+        if !take_listed {
+            return self.chosen.next().map(|chosen| Ok(ProductToRank::chosen(chosen)));
+        }
+        let listed = match self.refresh.head.take()? {
+            Ok(listed) => listed,
+            Err(failure) => return Some(Err(failure)),
+        };
+        // A changed product inside a refresh range is ranked once, with the slots the listing saw.
+        self.chosen.next_if(|chosen| chosen.product == listed.product);
+        if let Some(cuts) = self.cuts.as_mut() {
+            cuts.add(listed.product);
+        }
+        Some(Ok(ProductToRank::discovered(listed, true)))
+    }
+}
+/// The listing of an incremental run's refresh ranges, one range after the
+/// other (they are ascending and disjoint, so the products come in key order).
+struct RefreshListing {
+    lister: RangeLister,
+    ranges: VecDeque<KeyRange>,
+    current: Option<Discovery>,
+    /// The next product or listing failure, once peeked.
+    head: Option<Result<DiscoveredProduct, ProductFailure>>,
+}
+
+impl RefreshListing {
+    async fn peek(&mut self) -> Option<&Result<DiscoveredProduct, ProductFailure>> {
+        while self.head.is_none() {
+            match self.current.as_mut() {
+                Some(discovery) => {
+                    self.head = discovery.next().await;
+                    if self.head.is_none() {
+                        self.current = None;
+                    }
+                }
+                None => {
+                    let range = self.ranges.pop_front()?;
+                    self.current = Some(self.lister.start(&range));
+                }
+            }
+        }
+        self.head.as_ref()
+    }
+}
+
+/// What starting the listing of a key range needs.
+struct RangeLister {
+    store: Store,
+    pacer: Pacer,
+    retry: ListingRetry,
+    stop: CancellationToken,
+}
+
+impl RangeLister {
+    fn start(&self, range: &KeyRange) -> Discovery {
+        Discovery::start(&self.store, &self.pacer, range, self.retry, &self.stop)
+    }
+}
+
+/// A product to rank and, when a listing saw them, the slots it has now and
 /// its whole comment index.
 #[derive(Debug, Clone)]
 struct ProductToRank {
     product: Id,
     slot_mask: Option<u16>,
     whole_index: Option<CountedIndexPage>,
+    /// Listed by an incremental run's refresh.
+    refreshed: bool,
+}
+
+impl ProductToRank {
+    /// A product whose worker reads its slots.
+    fn read_slots(product: Id) -> ProductToRank {
+        ProductToRank { product, slot_mask: None, whole_index: None, refreshed: false }
+    }
+
+    /// A product an incremental run found changed.
+    fn chosen(chosen: ChosenProduct) -> ProductToRank {
+        ProductToRank { product: chosen.product, slot_mask: chosen.slot_mask, whole_index: None, refreshed: false }
+    }
+
+    /// A product a listing found.
+    fn discovered(found: DiscoveredProduct, refreshed: bool) -> ProductToRank {
+        ProductToRank {
+            product: found.product,
+            slot_mask: Some(found.slot_mask),
+            whole_index: found.whole_index,
+            refreshed,
+        }
+    }
 }
 
 /// Everything a product task needs; cheap to clone.

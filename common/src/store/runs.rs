@@ -136,6 +136,17 @@ pub struct RunRecord {
     /// For an incremental run, how many products it found changed.
     #[serde(default)]
     pub products_changed: Option<u64>,
+    /// For an incremental run, how long finding what changed took (ms).
+    #[serde(default)]
+    pub detection_ms: Option<u64>,
+    /// For an incremental run, how many rank slots it checked for deleted comments.
+    #[serde(default)]
+    pub slots_checked: Option<u64>,
+    /// For a run that listed every product of its range, product keys
+    /// (hex-encoded, ascending) cutting the range into near-equal parts: the
+    /// rolling refresh deals the parts out to its nights.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub refresh_cuts: Option<Vec<String>>,
 }
 
 impl RunRecord {
@@ -164,6 +175,9 @@ impl RunRecord {
             range_stop: None,
             changed_since_ms: None,
             products_changed: None,
+            detection_ms: None,
+            slots_checked: None,
+            refresh_cuts: None,
         }
     }
 
@@ -176,7 +190,7 @@ impl RunRecord {
 
     /// The run's product key range `[start, stop)` (`stop` `None`: to the
     /// table's end); `None` when the record's range does not decode.
-    fn range(&self) -> Option<KeyRange> {
+    pub fn key_range(&self) -> Option<KeyRange> {
         let start = hex::decode(&self.range_start).ok()?;
         let stop = match &self.range_stop {
             None => None,
@@ -220,7 +234,7 @@ pub fn completed_cover<'a>(runs: &'a [RunRecord], range: &KeyRange) -> Option<Ve
     let (start, stop) = (range.start.as_slice(), range.stop.as_deref());
     let mut chosen: Vec<(&RunRecord, KeyRange)> = Vec::new();
     for run in runs.iter().filter(|run| run.status == RunStatus::Succeeded) {
-        let Some(run_range) = run.range() else { continue };
+        let Some(run_range) = run.key_range() else { continue };
         let overlaps = stop.is_none_or(|stop| run_range.start.as_slice() < stop)
             && run_range.stop.as_deref().is_none_or(|run_stop| run_stop > start);
         if !overlaps {
@@ -359,6 +373,9 @@ mod tests {
             range_stop: None,
             changed_since_ms: Some(1_767_117_600_000),
             products_changed: Some(3),
+            detection_ms: Some(41),
+            slots_checked: Some(0),
+            refresh_cuts: Some(vec!["50303030".to_owned()]),
         }
     }
 

@@ -67,6 +67,9 @@ impl Daemon {
             since: ChangedSince::Last,
             refresh_days: nights.refresh_days,
             skew_margin: nights.skew_margin,
+            // The nights rely on the refresh for comments deleted directly;
+            // the walk of every slot is an operator's `ranker run --check-all-slots`.
+            check_all_slots: false,
         };
         ranker::history::make_incremental(&self.inner.store, options, &wanted).await
     }

@@ -23,8 +23,9 @@ const ABANDONED_RUN_SEARCH: usize = 50;
 /// What came of one slot.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub enum SlotOutcome {
-    /// The ranker ran; the record of the last attempt says how it ended.
-    Ran(RunRecord),
+    /// The ranker ran; the record of the last attempt says how it ended
+    /// (boxed: a record is large beside the other outcomes).
+    Ran(Box<RunRecord>),
     /// This daemon's previous run was still going, so the tick was skipped.
     Overlap,
     /// Another daemon holds the lease.
@@ -156,7 +157,7 @@ impl Daemon {
         if let KeeperEnd::Lost(_) = end {
             metrics::lease_lost();
         }
-        Ok(last.map_or(SlotOutcome::Stopped, SlotOutcome::Ran))
+        Ok(last.map_or(SlotOutcome::Stopped, |record| SlotOutcome::Ran(Box::new(record))))
     }
 
     /// Asks for the lease, retrying transient HBase failures per the retry
@@ -278,10 +279,10 @@ mod tests {
             completed_slot_ms: Some(0),
             completed_by: None,
         };
-        assert_eq!(SlotOutcome::Ran(record(RunStatus::Succeeded)).exit_status(), ExitStatus::Success);
-        assert_eq!(SlotOutcome::Ran(record(RunStatus::Failed)).exit_status(), ExitStatus::Failure);
-        assert_eq!(SlotOutcome::Ran(record(RunStatus::Interrupted)).exit_status(), ExitStatus::Interrupted);
-        assert_eq!(SlotOutcome::Ran(record(RunStatus::Lost)).exit_status(), ExitStatus::Failure);
+        assert_eq!(SlotOutcome::Ran(Box::new(record(RunStatus::Succeeded))).exit_status(), ExitStatus::Success);
+        assert_eq!(SlotOutcome::Ran(Box::new(record(RunStatus::Failed))).exit_status(), ExitStatus::Failure);
+        assert_eq!(SlotOutcome::Ran(Box::new(record(RunStatus::Interrupted))).exit_status(), ExitStatus::Interrupted);
+        assert_eq!(SlotOutcome::Ran(Box::new(record(RunStatus::Lost))).exit_status(), ExitStatus::Failure);
         assert_eq!(SlotOutcome::AlreadyCompleted(free.clone()).exit_status(), ExitStatus::Success);
         assert_eq!(SlotOutcome::LeaseHeld(free).exit_status(), ExitStatus::TryLater);
         assert_eq!(SlotOutcome::Overlap.exit_status(), ExitStatus::TryLater);

@@ -155,7 +155,7 @@ pub async fn run_pass(
                 Some(reason) => eprintln!("ranker: the lease was lost before it could be released: {reason}"),
                 None => {}
             }
-            (result, status)
+            (*result, status)
         }
     };
     let report = result.context("the run could not proceed")?;

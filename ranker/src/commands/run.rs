@@ -28,17 +28,17 @@ pub struct RunArgs {
 
     /// Rank only the products whose ranking may have changed since TIME: a
     /// comment or index row written since (by any writer: HBase's cell
-    /// times), or a rank slot naming a deleted comment; plus tonight's slice
-    /// of the rolling refresh. `last`: since the earliest start of the newest
-    /// completed runs that together cover the same products, less
-    /// --skew-margin-secs (every product when there are none). TIME: RFC 3339
-    /// or epoch milliseconds.
+    /// times); plus the slices of the rolling refresh due. `last`: since the
+    /// earliest start of the newest completed runs that together cover the
+    /// same products, less --skew-margin-secs (every product when there are
+    /// none). TIME: RFC 3339 or epoch milliseconds.
     #[arg(long, value_name = "TIME|last", conflicts_with = "product")]
     changed_since: Option<ChangedSince>,
 
     /// With --changed-since, every product is also re-ranked once in D nights
-    /// (each night the products whose id hashes to its bucket), because the
-    /// recency term drifts [default: incremental.refresh_days of the config, 7].
+    /// (each night a slice of the key range, cut where the products are),
+    /// because the recency term drifts and another writer may have deleted a
+    /// ranked comment [default: incremental.refresh_days of the config, 7].
     #[arg(long, value_name = "D", requires = "changed_since", value_parser = clap::value_parser!(u32).range(1..))]
     refresh_days: Option<u32>,
 
@@ -47,6 +47,14 @@ pub struct RunArgs {
     /// [default: incremental.skew_margin_secs of the config, 300].
     #[arg(long, value_name = "SECS", requires = "changed_since")]
     skew_margin_secs: Option<u64>,
+
+    /// With --changed-since, also read every rank slot of the range and rank
+    /// the products with a slot naming a comment that no longer exists: for
+    /// an operator who deleted or purged comment rows directly, which the
+    /// refresh would otherwise reach within D nights. Costs a walk of the
+    /// whole rank table.
+    #[arg(long, requires = "changed_since")]
+    check_all_slots: bool,
 
     /// Push the run's metrics to the Prometheus Pushgateway at URL: its
     /// progress every 15 s and its outcome at the end, in the group
@@ -100,6 +108,7 @@ pub async fn execute(args: RunArgs) -> Result<ExitStatus> {
         since,
         refresh_days: args.refresh_days.unwrap_or(config.incremental.refresh_days),
         skew_margin: args.skew_margin_secs.map_or_else(|| config.incremental.skew_margin(), Duration::from_secs),
+        check_all_slots: args.check_all_slots,
     });
     let store = args.pass.hbase.store().context("configuring HBase access")?;
     // Once the start is taken: a shard's range from the run's plan (only a

@@ -197,7 +197,8 @@ async fn a_wrong_star_mark_never_shows_a_review_under_another_star_and_full_and_
     put_orders(&store, &[(order, user)]).await;
     post_all(&store, vec![new_comment(&order, &product, &user, "A change for the night", AS_OF_MS - 1_000)]).await;
     let mut options = RunOptions::new(Scope::All, AS_OF_MS);
-    options.incremental = Some(Incremental { since_ms, refresh_days: None, refreshed_until_ms: None });
+    options.incremental =
+        Some(Incremental { since_ms, refresh_days: None, refreshed_until_ms: None, check_all_slots: false });
     let report = ranker::run(&store, &options, CancellationToken::new()).await.expect("an incremental run");
     assert!(report.failures.is_empty(), "{report:?}");
     assert_eq!(mark_of(&store, &posted[0]).await, Some(b'5'), "the incremental run marks it again");

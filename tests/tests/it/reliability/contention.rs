@@ -114,7 +114,7 @@ async fn a_paced_run_keeps_one_call_in_flight_through_a_slow_gateway() {
 async fn search_and_rank_everything(tables: &Store, mode: PaceMode) -> (ranker::RunReport, usize) {
     let hbase = Hbase::new(integration_tests::hbase_config(&thrift_addr()));
     let store = Store::new(hbase.clone(), tables.tables().clone());
-    let everything = Incremental { since_ms: 0, refresh_days: None, refreshed_until_ms: None };
+    let everything = Incremental { since_ms: 0, refresh_days: None, refreshed_until_ms: None, check_all_slots: true };
     let options = RunOptions { incremental: Some(everything), ..options(mode) };
     let (report, peak) = peak_in_flight(&hbase, ranker::run(&store, &options, CancellationToken::new())).await;
     (report.expect("the incremental run"), peak)
@@ -134,7 +134,7 @@ async fn a_paced_incremental_run_keeps_one_call_in_flight_while_it_searches() {
     for report in [paced, unpaced] {
         assert!(report.failures.is_empty(), "{:?}", report.failures);
         let changes = report.changes.expect("an incremental run reports its search");
-        assert_eq!((changes.products_to_rank, changes.slots_read), (catalogue.products, catalogue.products * 10));
+        assert_eq!((changes.products_to_rank, changes.slots_checked), (catalogue.products, catalogue.products * 10));
     }
     // The scans, the slot listing and the existence checks take turns too.
     assert_eq!(paced_peak, 1, "a paced incremental run had {paced_peak} operations in flight at once");
