@@ -23,10 +23,13 @@ pub const TICKS: &str = "reviews_ranker_cron_ticks_total";
 pub const RUN_IN_PROGRESS: &str = "reviews_ranker_cron_run_in_progress";
 /// Leases this daemon lost mid-run (it stopped the run each time).
 pub const LEASES_LOST: &str = "reviews_ranker_cron_leases_lost_total";
-/// Products this daemon's latest incremental run found to rank (changed, with a deleted comment, or refreshed).
+/// Products this daemon's latest incremental run ranked (written since its watermark, with a deleted comment, or refreshed).
 pub const LAST_PRODUCTS_CHANGED: &str = "reviews_ranker_cron_last_products_changed";
 /// How long this daemon's latest incremental run took to find them.
 pub const LAST_DETECTION: &str = "reviews_ranker_cron_last_change_detection_seconds";
+/// Rank slots this daemon's latest incremental run checked for deleted comments
+/// (0 unless it walked every slot: what changed is found by time alone).
+pub const LAST_SLOTS_CHECKED: &str = "reviews_ranker_cron_last_slots_checked";
 
 /// Serves `/metrics` on `address` and registers every metric's description.
 pub fn install_exporter(address: SocketAddr) -> Result<(), metrics_exporter_prometheus::BuildError> {
@@ -47,6 +50,10 @@ pub fn install_exporter(address: SocketAddr) -> Result<(), metrics_exporter_prom
         LAST_DETECTION,
         metrics::Unit::Seconds,
         "Time the latest incremental run took to find the products to rank"
+    );
+    metrics::describe_gauge!(
+        LAST_SLOTS_CHECKED,
+        "Rank slots the latest incremental run checked for deleted comments (0 unless it walked every slot)"
     );
     // Set by the ranker library as it runs: products (reviews_ranker_products_total) and comments.
     ranker::telemetry::describe_metrics();
@@ -100,4 +107,5 @@ pub(crate) fn changes_found(changes: &ranker::ChangeReport) {
         metrics::gauge!(LAST_PRODUCTS_CHANGED, "why" => why).set(count as f64);
     }
     metrics::gauge!(LAST_DETECTION).set(changes.detection_ms as f64 / 1_000.0);
+    metrics::gauge!(LAST_SLOTS_CHECKED).set(changes.slots_checked as f64);
 }
