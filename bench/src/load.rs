@@ -20,11 +20,15 @@ const MAX_REQUESTS_PER_LOOP: u64 = 50_000_000;
 const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 
 /// An HTTP client that keeps up to `connections` idle connections to one
-/// service, so a loop of that many connections never reconnects.
-pub fn http_client(connections: usize) -> anyhow::Result<reqwest::Client> {
+/// service, so a loop of that many connections never reconnects; its
+/// connections leave from `local_address` when given (the service tells
+/// clients apart by address: two load generators on one machine bind
+/// different loopback addresses, 127.0.0.1 and 127.0.0.2, to count as two).
+pub fn http_client(connections: usize, local_address: Option<std::net::IpAddr>) -> anyhow::Result<reqwest::Client> {
     reqwest::Client::builder()
         .timeout(REQUEST_TIMEOUT)
         .pool_max_idle_per_host(connections)
+        .local_address(local_address)
         .build()
         .context("building the HTTP client")
 }

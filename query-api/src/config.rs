@@ -3,12 +3,17 @@
 //! command line.
 
 use std::net::SocketAddr;
+use std::num::NonZeroU32;
 use std::time::Duration;
+
+use axum::http::HeaderName;
+use ipnet::IpNet;
 
 use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use common::config::HbaseArgs;
 use common::hbase::{HbaseConfig, ReadConsistency};
 
+use crate::clients::{parse_trusted_proxy, ApiKey, ClientPolicy};
 use crate::connections::ConnectionLimits;
 
 /// The HBase deadline this service uses unless told otherwise. A reader waiting
@@ -120,6 +125,47 @@ pub struct Args {
     #[arg(long, env = "REVIEWS_API_READ_CONSISTENCY", value_enum, default_value_t = ReadConsistency::Strong)]
     pub read_consistency: ReadConsistency,
 
+    /// While HBase calls wait for a connection, refuse (429, `Retry-After`)
+    /// the clients that already have their fair share of requests in flight
+    /// (the pool's connections over the clients with requests in flight), so
+    /// one client cannot take the service from the others. `false` sheds
+    /// whoever comes next (503 `overloaded` past the queue).
+    #[arg(long, env = "REVIEWS_API_FAIR_SHEDDING", default_value_t = true, action = clap::ArgAction::Set)]
+    pub fair_shedding: bool,
+
+    /// Most requests one client may have in flight at once, however idle the
+    /// service; one more answers 429 (0: no such limit).
+    #[arg(long, env = "REVIEWS_API_CLIENT_MAX_IN_FLIGHT", default_value_t = 0)]
+    pub client_max_in_flight: usize,
+
+    /// Most requests one client may make per second, in bursts of as many,
+    /// however idle the service; one more answers 429 (0: no such limit).
+    #[arg(long, env = "REVIEWS_API_CLIENT_RATE", default_value_t = 0)]
+    pub client_rate: u32,
+
+    /// Proxies (addresses or networks, comma-separated) whose
+    /// `X-Forwarded-For` or `Forwarded` header says which client a request
+    /// is from; from any other peer these headers are ignored and the client
+    /// is the peer's address.
+    #[arg(long, env = "REVIEWS_API_TRUSTED_PROXIES", value_delimiter = ',', value_parser = parse_trusted_proxy)]
+    pub trusted_proxies: Vec<IpNet>,
+
+    /// API keys, NAME=SECRET comma-separated (better in the environment): a
+    /// request carrying one in --api-key-header counts as the client NAME,
+    /// in the limits and the metrics, instead of by its address. A request
+    /// without a known key is still served.
+    #[arg(long, env = "REVIEWS_API_KEYS", value_delimiter = ',', hide_env_values = true)]
+    pub api_keys: Vec<ApiKey>,
+
+    /// The header an API key comes in.
+    #[arg(long, env = "REVIEWS_API_KEY_HEADER", default_value = "x-api-key", value_parser = parse_header_name)]
+    pub api_key_header: HeaderName,
+
+    /// Names of API keys never refused (comma-separated): a shop's own
+    /// server, say, whose load the operator answers for.
+    #[arg(long, env = "REVIEWS_API_EXEMPT_KEYS", value_delimiter = ',')]
+    pub exempt_keys: Vec<String>,
+
     /// Where HBase is and which tables to read.
     #[command(flatten)]
     pub hbase: HbaseArgs,
@@ -151,7 +197,24 @@ impl Args {
     }
 
     fn from_matches(matches: &ArgMatches) -> Result<Args, clap::Error> {
-        <Args as FromArgMatches>::from_arg_matches(matches)
+        let args = <Args as FromArgMatches>::from_arg_matches(matches)?;
+        args.check_keys().map_err(|message| Args::command().error(clap::error::ErrorKind::ValueValidation, message))?;
+        Ok(args)
+    }
+
+    /// Refuses two keys of one name or secret, and an exempt name no key has.
+    fn check_keys(&self) -> Result<(), String> {
+        let mut names = std::collections::HashSet::new();
+        let mut secrets = std::collections::HashSet::new();
+        for key in &self.api_keys {
+            if !names.insert(key.name.as_str()) || !secrets.insert(key.secret.as_str()) {
+                return Err(format!("--api-keys: two keys share the name or the secret of {:?}", key.name));
+            }
+        }
+        match self.exempt_keys.iter().find(|name| !names.contains(name.as_str())) {
+            Some(name) => Err(format!("--exempt-keys: no API key is named {name:?}")),
+            None => Ok(()),
+        }
     }
 
     /// The service settings these arguments describe.
@@ -175,6 +238,15 @@ impl Args {
                 header_read_timeout: Duration::from_millis(self.header_read_timeout_ms),
                 keep_alive_timeout: Duration::from_millis(self.keep_alive_timeout_ms),
                 max_connections: usize::try_from(self.max_connections).unwrap_or(usize::MAX),
+            },
+            clients: ClientPolicy {
+                trusted_proxies: self.trusted_proxies.clone(),
+                api_key_header: self.api_key_header.clone(),
+                api_keys: self.api_keys.clone(),
+                exempt_keys: self.exempt_keys.clone(),
+                max_in_flight: (self.client_max_in_flight > 0).then_some(self.client_max_in_flight),
+                rate_per_second: NonZeroU32::new(self.client_rate),
+                fair_shedding: self.fair_shedding,
             },
         }
     }
@@ -238,6 +310,8 @@ pub struct Settings {
     pub metrics_on_main_listener: bool,
     /// The bounds on connections: header read and keep-alive timeouts, and the cap.
     pub connections: ConnectionLimits,
+    /// How clients are told apart and limited.
+    pub clients: ClientPolicy,
 }
 
 impl Default for Settings {
@@ -257,8 +331,14 @@ impl Default for Settings {
                 keep_alive_timeout: Duration::from_secs(75),
                 max_connections: 10_000,
             },
+            clients: ClientPolicy::default(),
         }
     }
+}
+
+/// Parses a header name (`--api-key-header`).
+fn parse_header_name(text: &str) -> Result<HeaderName, String> {
+    HeaderName::from_bytes(text.trim().as_bytes()).map_err(|_| format!("not a header name: {text:?}"))
 }
 
 #[cfg(test)]
@@ -307,5 +387,38 @@ mod tests {
         assert!(Args::try_parse_from(["query-api", "--request-timeout-ms", "soon"]).is_err());
         assert!(Args::try_parse_from(["query-api", "--max-connections", "0"]).is_err());
         assert!(Args::try_parse_from(["query-api", "--header-read-timeout-ms", "0"]).is_err());
+        assert!(Args::try_parse_from(["query-api", "--trusted-proxies", "10.0.0.0/8,proxy.example"]).is_err());
+        assert!(Args::try_parse_from(["query-api", "--api-keys", "web=0123456789abcdef", "--exempt-keys", "batch"])
+            .is_err());
+        let twice = ["query-api", "--api-keys", "web=0123456789abcdef,web=fedcba9876543210"];
+        assert!(Args::try_parse_from(twice).is_err());
+    }
+
+    #[test]
+    fn client_limits_are_off_but_fair_shedding_is_on_by_default() {
+        let defaults = Args::try_parse_from(["query-api"]).expect("defaults").settings().clients;
+        assert_eq!(defaults, ClientPolicy::default());
+        assert!(defaults.fair_shedding && defaults.max_in_flight.is_none() && defaults.rate_per_second.is_none());
+        let args = Args::try_parse_from([
+            "query-api",
+            "--trusted-proxies",
+            "10.0.0.0/8, 192.0.2.1",
+            "--api-keys",
+            "shop-web=0123456789abcdef,batch=fedcba9876543210",
+            "--exempt-keys",
+            "batch",
+            "--client-max-in-flight",
+            "8",
+            "--client-rate",
+            "50",
+            "--fair-shedding",
+            "false",
+        ])
+        .expect("flags parse");
+        let clients = args.settings().clients;
+        assert_eq!(clients.trusted_proxies.len(), 2);
+        assert_eq!(clients.classes(), ["shop-web", "batch", "address", "other"]);
+        assert_eq!((clients.max_in_flight, clients.rate_per_second), (Some(8), NonZeroU32::new(50)));
+        assert!(!clients.fair_shedding);
     }
 }

@@ -307,6 +307,9 @@ async fn serve_one(
 ) {
     // Answers are small and written whole: do not hold them back for Nagle.
     let _ = stream.set_nodelay(true);
+    // Who is at the other end, for every request of the connection: the
+    // fair shedding tells clients apart by it (`crate::clients`).
+    let peer = stream.peer_addr().ok().map(axum::extract::ConnectInfo);
     let open = metrics::gauge!(telemetry::CONNECTIONS_OPEN);
     open.increment(1.0);
     let activity = Arc::new(Activity::new());
@@ -315,8 +318,12 @@ async fn serve_one(
         hyper::service::service_fn(move |request: hyper::Request<hyper::body::Incoming>| {
             activity.request_started();
             let (router, activity) = (router.clone(), Arc::clone(&activity));
+            let mut request = request.map(axum::body::Body::new);
+            if let Some(peer) = peer {
+                request.extensions_mut().insert(peer);
+            }
             async move {
-                let response = router.oneshot(request.map(axum::body::Body::new)).await;
+                let response = router.oneshot(request).await;
                 activity.request_answered();
                 response
             }

@@ -39,6 +39,9 @@ pub enum ErrorCode {
     NoSummary,
     /// The route exists but not for this method.
     MethodNotAllowed,
+    /// This client is over its rate, its requests in flight, or (while the
+    /// service sheds load) its fair share: try again after `Retry-After`.
+    TooManyRequests,
     /// HBase or its Thrift gateway did not answer in time.
     Unavailable,
     /// Every HBase connection was busy: the request was refused at once
@@ -70,6 +73,7 @@ impl ErrorCode {
             ErrorCode::NotFound => "not_found",
             ErrorCode::NoSummary => "no_summary",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
+            ErrorCode::TooManyRequests => "too_many_requests",
             ErrorCode::Unavailable => "unavailable",
             ErrorCode::Overloaded => "overloaded",
             ErrorCode::Timeout => "timeout",
@@ -89,6 +93,7 @@ impl ErrorCode {
             ErrorCode::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
             ErrorCode::NotFound | ErrorCode::NoSummary => StatusCode::NOT_FOUND,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
+            ErrorCode::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
             ErrorCode::Unavailable | ErrorCode::Overloaded | ErrorCode::Timeout => StatusCode::SERVICE_UNAVAILABLE,
             ErrorCode::Internal => StatusCode::INTERNAL_SERVER_ERROR,
         }

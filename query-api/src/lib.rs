@@ -8,7 +8,9 @@
 //!
 //! - [`server`] builds the router ([`app`]) with its middleware and serves it
 //!   with a bounded graceful shutdown ([`serve`]); [`connections`] accepts and
-//!   keeps connections within their timeouts and cap.
+//!   keeps connections within their timeouts and cap; [`clients`] tells
+//!   clients apart and, when the service must shed, refuses the ones over
+//!   their fair share first.
 //! - [`routes`] holds the handlers, by audience (`/v1`, seed, operations);
 //!   [`extract`] validates ids, limits and bodies at the edge; [`views`] is
 //!   the JSON they answer; [`error`] is the one error shape every failure
@@ -25,6 +27,7 @@
 //!   the flags; [`telemetry`] the metrics and request spans; [`openapi`] the
 //!   generated document and `/docs`.
 
+pub mod clients;
 pub mod config;
 pub mod connections;
 pub mod error;

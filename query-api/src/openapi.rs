@@ -80,7 +80,8 @@ pub struct ApiDoc;
 /// Completes each operation with what the middleware answers, not its handler:
 /// the comment reads' conditional GET (`If-None-Match`, `ETag`, 304) and the
 /// ranked and summary reads' `Cache-Control`; the 500 and the 503's
-/// `Retry-After` of every route that reads HBase; the 413 and 415 of a JSON body.
+/// `Retry-After` of every route that reads HBase; the 429 of every route a
+/// client's limits apply to; the 413 and 415 of a JSON body.
 #[derive(Debug)]
 pub struct MiddlewareDocs;
 
@@ -93,8 +94,13 @@ impl Modify for MiddlewareDocs {
                 let cached = path.ends_with("/ranked") || path.ends_with("/summary") || path.ends_with("/summaries");
                 document_conditional_get(get, cached);
             }
+            // The probes and `/metrics` are never limited (`crate::clients`).
+            let limited = !matches!(path.as_str(), "/healthz" | "/readyz" | "/metrics");
             for operation in [item.get.as_mut(), item.post.as_mut()].into_iter().flatten() {
                 document_server_errors(operation);
+                if limited {
+                    document_too_many_requests(operation);
+                }
             }
             if let Some(post) = item.post.as_mut() {
                 let responses = &mut post.responses.responses;
@@ -162,6 +168,18 @@ fn document_server_errors(operation: &mut Operation) {
         "500".to_owned(),
         error_response("Something went wrong that the client cannot fix (`internal`); the cause is logged."),
     );
+}
+
+/// A route a client's limits apply to answers 429 with `Retry-After`.
+fn document_too_many_requests(operation: &mut Operation) {
+    let mut refused = error_response(
+        "This client is over its request rate or requests in flight, or, while the service sheds load, over its \
+         fair share of it (`too_many_requests`); other clients are still served.",
+    );
+    if let RefOr::T(response) = &mut refused {
+        response.headers.insert("Retry-After".to_owned(), string_header("Whole seconds to wait before trying again."));
+    }
+    operation.responses.responses.insert("429".to_owned(), refused);
 }
 
 /// The routes serving `/openapi.json` and the Swagger UI under `/docs`.

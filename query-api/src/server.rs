@@ -19,6 +19,7 @@ use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::Level;
 use utoipa::OpenApi;
 
+use crate::clients;
 use crate::connections::serve_connections;
 use crate::error::{ApiError, ErrorCode};
 use crate::etag;
@@ -68,8 +69,8 @@ fn routes(metrics_on_main_listener: bool) -> Router<AppState> {
 }
 
 /// Wraps `routes` in the service's middleware, outermost first: request id,
-/// tracing, metrics, CORS, gzip, the body limit, the request deadline, and
-/// innermost the panic catcher. Tests wrap routes of their own in it to reach
+/// tracing, metrics, CORS, fair shedding, gzip, the body limit, the request
+/// deadline, and innermost the panic catcher. Tests wrap routes of their own in it to reach
 /// what no real route does (a handler that panics).
 pub(crate) fn with_middleware(routes: Router<AppState>, state: AppState) -> Router {
     let request_timeout = state.settings().request_timeout;
@@ -86,6 +87,9 @@ pub(crate) fn with_middleware(routes: Router<AppState>, state: AppState) -> Rout
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(middleware::from_fn(telemetry::record_request))
         .layer(cors)
+        // Inside CORS, so a browser can read a 429; outside the deadline, so
+        // a refusal costs no HBase work and no deadline.
+        .layer(middleware::from_fn_with_state(state.clone(), clients::shed_fairly))
         .layer(CompressionLayer::new())
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn_with_state(request_timeout, enforce_deadline))
@@ -177,12 +181,13 @@ pub async fn serve(
 ) -> std::io::Result<()> {
     let drain_deadline = state.settings().drain_deadline;
     let limits = state.settings().connections;
-    let metrics = state.metrics().clone();
+    let (metrics, clients) = (state.metrics().clone(), state.clients().clone());
     let upkeep = tokio::spawn(async move {
         let mut every = tokio::time::interval(METRICS_UPKEEP_EVERY);
         loop {
             every.tick().await;
             metrics.run_upkeep();
+            clients.forget_idle();
         }
     });
     serve_connections(listener, app(state), limits, drain_deadline, shutdown).await;

@@ -1,5 +1,6 @@
 //! What every request shares: the store, the settings, the batched ranking
-//! loads, the ranked-read cache, the last good answers and the metrics handle. Fields and accessors
+//! loads, the ranked-read cache, the last good answers, the clients' counts
+//! and the metrics handle. Fields and accessors
 //! only: what requests do with them lives in [`crate::pages`] and
 //! [`crate::summaries`].
 
@@ -8,6 +9,7 @@ use std::sync::Arc;
 use common::store::ReadStore;
 use metrics_exporter_prometheus::PrometheusHandle;
 
+use crate::clients::Clients;
 use crate::config::Settings;
 use crate::last_good::{self, LastGood};
 use crate::loads::SharedLoads;
@@ -22,6 +24,7 @@ pub struct AppState {
     loads: SharedLoads,
     ranked_cache: RankedCache,
     last_good: Option<LastGood>,
+    clients: Clients,
     metrics: PrometheusHandle,
 }
 
@@ -41,7 +44,16 @@ impl AppState {
                 metrics::counter!(telemetry::STALE_ANSWERS, "route" => route).increment(0);
             }
         }
-        AppState { store, settings: Arc::new(settings), loads, ranked_cache, last_good, metrics }
+        // Every class's counters from zero, so a rate over them exists before the first refusal.
+        for class in settings.clients.classes() {
+            metrics::counter!(telemetry::CLIENT_REQUESTS, "class" => class.clone()).increment(0);
+            for reason in crate::clients::REFUSAL_REASONS {
+                metrics::counter!(telemetry::CLIENT_REFUSALS, "class" => class.clone(), "reason" => reason)
+                    .increment(0);
+            }
+        }
+        let clients = Clients::new(settings.clients.clone());
+        AppState { store, settings: Arc::new(settings), loads, ranked_cache, last_good, clients, metrics }
     }
 
     /// The store the routes read.
@@ -62,6 +74,11 @@ impl AppState {
     /// The ranked-read cache (off when `--ranked-cache-ttl-ms` is 0).
     pub fn ranked_cache(&self) -> &RankedCache {
         &self.ranked_cache
+    }
+
+    /// The clients' requests in flight and limits.
+    pub fn clients(&self) -> &Clients {
+        &self.clients
     }
 
     /// The handle that renders `/metrics`.

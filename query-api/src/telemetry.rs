@@ -31,6 +31,11 @@ pub const REPLICA_ANSWERS: &str = "reviews_api_replica_reads_total";
 /// The bytes the last good answers weigh (bounded by `--stale-cache-max-bytes`).
 pub const LAST_GOOD_BYTES: &str = "reviews_api_last_good_bytes";
 
+/// Requests by client class: a configured API key's name, `address` or `other` (`crate::clients`).
+pub const CLIENT_REQUESTS: &str = "reviews_api_client_requests_total";
+/// Requests refused with 429, by client class and reason (`fair_share`, `in_flight`, `rate`).
+pub const CLIENT_REFUSALS: &str = "reviews_api_client_refusals_total";
+
 /// Connections open now.
 pub const CONNECTIONS_OPEN: &str = "reviews_api_connections_open";
 /// Connections refused at the cap (`--max-connections`).
@@ -114,6 +119,15 @@ fn describe_metrics() {
         RANKED_CACHE_BYTES,
         metrics::Unit::Bytes,
         "Bytes the ranked-read cache holds (comments and rendered answers), bounded by --ranked-cache-max-bytes"
+    );
+    metrics::describe_counter!(
+        CLIENT_REQUESTS,
+        "Requests by client class: a configured API key's name, address (by the client's address) or other"
+    );
+    metrics::describe_counter!(
+        CLIENT_REFUSALS,
+        "Requests refused with 429, by client class and reason: fair_share (over its share while HBase calls \
+         queue), in_flight (--client-max-in-flight) or rate (--client-rate)"
     );
 }
 

@@ -242,7 +242,7 @@ async fn main() -> anyhow::Result<()> {
     } else {
         Vec::new()
     };
-    let client = http_client(args.connections)?;
+    let client = http_client(args.connections, None)?;
     let workload =
         Arc::new(Workload { store, client, products, ranked_products, hot_product, rarest_star, absent_stars });
 

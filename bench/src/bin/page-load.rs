@@ -81,6 +81,10 @@ struct PageLoadArgs {
     /// Read every product's answers once into this file instead of a timed load.
     #[arg(long)]
     snapshot: bool,
+    /// The local address requests leave from (127.0.0.2, say, to count as
+    /// another client of a service on the same machine).
+    #[arg(long, value_name = "ADDRESS")]
+    local_address: Option<std::net::IpAddr>,
 }
 
 /// The routes of the mix.
@@ -259,7 +263,7 @@ async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(args.products > 0 && args.users > 0, "--products and --users must be positive");
     anyhow::ensure!(!args.routes.is_empty(), "--routes names no route");
     let mut pages = Pages {
-        client: http_client(512)?,
+        client: http_client(512, args.local_address)?,
         base: args.base.trim_end_matches('/').to_owned(),
         products: args.products,
         last_fresh: Mutex::new(HashMap::new()),

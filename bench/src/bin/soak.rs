@@ -102,6 +102,10 @@ struct SoakArgs {
     /// that measure how the service degrades rather than assert that it does not.
     #[arg(long)]
     report_only: bool,
+    /// The local address requests leave from (127.0.0.2, say, to count as
+    /// another client of a service on the same machine).
+    #[arg(long, value_name = "ADDRESS")]
+    local_address: Option<std::net::IpAddr>,
 }
 
 /// The routes of the mix.
@@ -226,6 +230,8 @@ struct Window {
     latency: Latency,
     ok: u64,
     client_errors: u64,
+    /// Of the client errors, 429s: refused as over this client's share.
+    too_many: u64,
     server_errors: u64,
     no_answer: u64,
     shed: u64,
@@ -233,14 +239,25 @@ struct Window {
 
 impl Window {
     fn new() -> anyhow::Result<Window> {
-        Ok(Window { latency: Latency::new()?, ok: 0, client_errors: 0, server_errors: 0, no_answer: 0, shed: 0 })
+        Ok(Window {
+            latency: Latency::new()?,
+            ok: 0,
+            client_errors: 0,
+            too_many: 0,
+            server_errors: 0,
+            no_answer: 0,
+            shed: 0,
+        })
     }
 
     fn record(&mut self, outcome: &Outcome, latency: Duration) {
         self.latency.record(latency);
         match outcome {
             Outcome::Status(status) if *status < 400 => self.ok += 1,
-            Outcome::Status(status) if *status < 500 => self.client_errors += 1,
+            Outcome::Status(status) if *status < 500 => {
+                self.client_errors += 1;
+                self.too_many += u64::from(*status == 429);
+            }
             Outcome::Status(_) => self.server_errors += 1,
             Outcome::NoAnswer => self.no_answer += 1,
         }
@@ -275,7 +292,7 @@ async fn main() -> anyhow::Result<()> {
     if args.window_secs == 0 || args.duration_secs < args.window_secs {
         bail!("--duration-secs must be at least one --window-secs (and windows longer than 0 s)");
     }
-    let client = http_client(args.max_in_flight)?;
+    let client = http_client(args.max_in_flight, args.local_address)?;
     let workload = Arc::new(Workload {
         client,
         base: args.base.trim_end_matches('/').to_owned(),
@@ -402,6 +419,7 @@ async fn main() -> anyhow::Result<()> {
                     "requests": requests,
                     "ok": window.ok,
                     "client_errors": window.client_errors,
+                    "too_many_requests": window.too_many,
                     "server_errors": window.server_errors,
                     "no_answer": window.no_answer,
                     "shed": window.shed,
@@ -415,6 +433,7 @@ async fn main() -> anyhow::Result<()> {
             totals.latency.merge(&window.latency)?;
             totals.ok += window.ok;
             totals.client_errors += window.client_errors;
+            totals.too_many += window.too_many;
             totals.server_errors += window.server_errors;
             totals.no_answer += window.no_answer;
             totals.shed += window.shed;
@@ -426,11 +445,12 @@ async fn main() -> anyhow::Result<()> {
     let answered = totals.latency.count();
     let latency = totals.latency.summary();
     println!(
-        "total: {answered} answered of {sent} due in {elapsed:.0} s ({:.0} req/s held, target {rate:.0}); 2xx/3xx {}, 4xx {}, \
-         5xx {}, no answer {}, shed {}; p50 {:.1} ms, p99 {:.1} ms, p99.9 {:.1} ms, max {:.1} ms",
+        "total: {answered} answered of {sent} due in {elapsed:.0} s ({:.0} req/s held, target {rate:.0}); 2xx/3xx {}, 4xx {} \
+         (429 {}), 5xx {}, no answer {}, shed {}; p50 {:.1} ms, p99 {:.1} ms, p99.9 {:.1} ms, max {:.1} ms",
         answered as f64 / elapsed,
         totals.ok,
         totals.client_errors,
+        totals.too_many,
         totals.server_errors,
         totals.no_answer,
         totals.shed,

@@ -57,6 +57,17 @@ impl ReadStore {
         self.store.tables()
     }
 
+    /// HBase operations waiting for a connection now: above zero, the
+    /// service is short of connections and must shed.
+    pub fn hbase_waiting(&self) -> usize {
+        self.store.hbase().queued()
+    }
+
+    /// The connections of a gateway's pool: how many HBase operations run at once.
+    pub fn hbase_connections(&self) -> usize {
+        usize::try_from(self.store.hbase().config().pool_size).unwrap_or(usize::MAX).max(1)
+    }
+
     /// Whether HBase answers: lists the tables (which reaches the master),
     /// retried like a read. Readiness of a service that reads these tables.
     pub async fn check_ready(&self) -> Result<()> {

@@ -10,7 +10,12 @@
 //!   once, and a ranked read in the cache is served while every connection is busy;
 //! - during an outage the operations in flight never exceed the pool, and right
 //!   after the gateway returns the service answers at once, with no backlog of
-//!   abandoned work to drain.
+//!   abandoned work to drain;
+//! - one client cannot take the service from the others (issue 44): while
+//!   HBase calls queue, a client over its fair share is refused with 429 and
+//!   another client is served; a forwarding header counts only from a trusted
+//!   proxy; an API key is a client of its own, and an exempt one is never
+//!   refused.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -20,6 +25,7 @@ use std::time::{Duration, Instant};
 use common::hbase::{Hbase, HbaseConfig};
 use common::store::Store;
 use integration_tests::{fresh_store, thrift2_addr, thrift_addr, wait_for, FaultyProxy, ProxyMode};
+use query_api::clients::ClientPolicy;
 use query_api::Settings;
 use ranker::{Incremental, PaceMode, PacingSettings, RunOptions, RunProgress, Scope};
 use reqwest::StatusCode;
@@ -182,7 +188,11 @@ async fn query_api_refuses_instead_of_queueing_when_every_connection_is_busy() {
     let proxy = FaultyProxy::start(&thrift_addr()).await;
     let queue_timeout = Duration::from_millis(1_000);
     let (store, hbase) = store_through(&proxy, &tables, small_pool(queue_timeout));
-    let service = TestApp::spawn(store, patient_settings()).await;
+    // Every request here is one client's: this is the queue's own bound, not
+    // the fair shedding in front of it (which would refuse that client sooner).
+    let settings =
+        Settings { clients: ClientPolicy { fair_shedding: false, ..ClientPolicy::default() }, ..patient_settings() };
+    let service = TestApp::spawn(store, settings).await;
     let product = integration_tests::test_id("P", 1);
 
     // The gateway goes silent; two requests take both connections and hang.
@@ -265,8 +275,10 @@ async fn an_outage_leaves_no_backlog_of_abandoned_work() {
     // The service's own settings (a 1.5-s HBase deadline inside a 2-s request
     // deadline, one retry), with a queue patient enough that requests do wait
     // for connections: what matters here is what becomes of the work of
-    // requests that have given up.
-    let settings = Settings::default();
+    // requests that have given up. Every request is one client's, so the fair
+    // shedding (which would refuse it its backlog) is off.
+    let settings =
+        Settings { clients: ClientPolicy { fair_shedding: false, ..ClientPolicy::default() }, ..Settings::default() };
     let operation_timeout = Duration::from_millis(1_500);
     let config = query_api::config::service_hbase_config(
         HbaseConfig {
@@ -325,4 +337,138 @@ async fn an_outage_leaves_no_backlog_of_abandoned_work() {
     proxy.set_mode(ProxyMode::Pass);
     let answer = service.get(&path).await;
     assert_eq!(answer.status, StatusCode::OK, "{}", answer.raw);
+}
+
+/// A client whose connections leave from `local`: the service tells clients
+/// apart by address, and the loopback network has many (127.0.0.1, .2, ...).
+fn client_from(local: &str) -> reqwest::Client {
+    let local: std::net::IpAddr = local.parse().expect("address");
+    reqwest::Client::builder().local_address(local).timeout(Duration::from_secs(20)).build().expect("client")
+}
+
+/// `GET {path}` by `client` with `headers`: the status, the `Retry-After`
+/// header and the error code, if any.
+async fn get_as(
+    client: &reqwest::Client,
+    service: &TestApp,
+    path: &str,
+    headers: &[(&str, &str)],
+) -> (StatusCode, Option<String>, Option<String>) {
+    let mut request = client.get(format!("{}{path}", service.base));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    let response = request.send().await.expect("GET");
+    let status = response.status();
+    let retry_after =
+        response.headers().get(reqwest::header::RETRY_AFTER).map(|value| value.to_str().expect("ascii").to_owned());
+    let body: serde_json::Value = response.json().await.unwrap_or_default();
+    (status, retry_after, body["error"]["code"].as_str().map(str::to_owned))
+}
+
+/// The value of the counter sample `series` (name and labels, as `/metrics` prints it).
+fn counter(metrics: &str, series: &str) -> u64 {
+    metrics
+        .lines()
+        .find_map(|line| line.strip_prefix(series)?.trim().parse::<f64>().ok())
+        .map_or(0, |value| value as u64)
+}
+
+const SHOP_KEY: &str = "shop-web-0123456789";
+const BATCH_KEY: &str = "batch-job-0123456789";
+
+fn keyed_policy() -> ClientPolicy {
+    ClientPolicy {
+        api_keys: vec![
+            format!("shop-web={SHOP_KEY}").parse().expect("key"),
+            format!("batch={BATCH_KEY}").parse().expect("key"),
+        ],
+        exempt_keys: vec!["batch".to_owned()],
+        ..ClientPolicy::default()
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_flooding_client_is_refused_with_429_while_another_is_served() {
+    let tables = fresh_store("fair_shedding").await;
+    let catalogue = Catalogue { products: 1, comments_per_product: 30, users: 30 };
+    post_all(&tables, catalogue.new_comments(0)).await;
+    ranker::run(&tables, &RunOptions::new(Scope::All, AS_OF_MS), CancellationToken::new()).await.expect("ranking");
+    let proxy = FaultyProxy::start(&thrift_addr()).await;
+    let (store, hbase) = store_through(&proxy, &tables, small_pool(Duration::from_secs(5)));
+    let service = TestApp::spawn(store, Settings { clients: keyed_policy(), ..patient_settings() }).await;
+    let (greedy, polite) = (client_from("127.0.0.1"), client_from("127.0.0.2"));
+    let ranked = format!("/v1/products/{}/comments/ranked", catalogue.product(0));
+    assert_eq!(get_as(&greedy, &service, &ranked, &[]).await.0, StatusCode::OK, "the ranking is cached");
+
+    // The gateway goes silent; the greedy client's reads take both
+    // connections, and one more waits for a connection: the service must shed.
+    proxy.set_mode(ProxyMode::BlackHole);
+    let latest = format!("{}/v1/products/{}/comments", service.base, catalogue.product(0));
+    let mut held = tokio::task::JoinSet::new();
+    for expected_in_flight in [1, 2] {
+        held.spawn(greedy.get(&latest).send());
+        until("the greedy client holds a connection more", || hbase.in_flight() == expected_in_flight).await;
+    }
+    held.spawn(greedy.get(&latest).send());
+    until("a request of the greedy client waits for a connection", || hbase.queued() == 1).await;
+
+    // Three in flight, over its share of two connections: refused at once,
+    // even for a page the cache holds; a forwarding header from it (an
+    // untrusted peer) changes nothing.
+    for headers in [&[][..], &[("x-forwarded-for", "203.0.113.77")][..], &[("forwarded", "for=198.51.100.1")][..]] {
+        let refused = get_as(&greedy, &service, &ranked, headers).await;
+        assert_eq!(
+            refused,
+            (StatusCode::TOO_MANY_REQUESTS, Some("1".to_owned()), Some("too_many_requests".to_owned()))
+        );
+    }
+    // Another client, with nothing in flight, is within its share: served.
+    assert_eq!(get_as(&polite, &service, &ranked, &[]).await.0, StatusCode::OK);
+    // So is a named key from the greedy client's own address: a client of its own.
+    assert_eq!(get_as(&greedy, &service, &ranked, &[("x-api-key", SHOP_KEY)]).await.0, StatusCode::OK);
+    assert_eq!(hbase.queued(), 1, "the refusals cost no HBase work");
+
+    let metrics = service.metrics().await;
+    assert_eq!(counter(&metrics, r#"reviews_api_client_refusals_total{class="address",reason="fair_share"}"#), 3);
+    assert_eq!(counter(&metrics, r#"reviews_api_client_requests_total{class="shop-web"}"#), 1);
+    assert_eq!(counter(&metrics, r#"reviews_api_client_refusals_total{class="shop-web",reason="fair_share"}"#), 0);
+    proxy.set_mode(ProxyMode::Pass);
+    held.abort_all();
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn only_a_trusted_proxy_says_which_client_a_request_is_from() {
+    let store = fresh_store("trusted_proxies").await;
+    // One request a second per client: the second within the second tells
+    // whether two requests counted as one client.
+    let policy = ClientPolicy {
+        trusted_proxies: vec![query_api::clients::parse_trusted_proxy("127.0.0.1").expect("proxy")],
+        rate_per_second: std::num::NonZeroU32::new(1),
+        ..keyed_policy()
+    };
+    let service = TestApp::spawn(store, Settings { clients: policy, ..patient_settings() }).await;
+    let path = format!("/v1/products/{}/comments", integration_tests::test_id("P", 1));
+    let (proxy, stranger) = (client_from("127.0.0.1"), client_from("127.0.0.2"));
+    let status =
+        async |client: &reqwest::Client, headers: &[(&str, &str)]| get_as(client, &service, &path, headers).await;
+
+    // Through the trusted proxy: two shoppers are two clients, the first one again is refused.
+    assert_eq!(status(&proxy, &[("x-forwarded-for", "203.0.113.1")]).await.0, StatusCode::OK);
+    assert_eq!(status(&proxy, &[("x-forwarded-for", "203.0.113.2")]).await.0, StatusCode::OK);
+    let again = status(&proxy, &[("x-forwarded-for", "198.51.100.9, 203.0.113.1")]).await;
+    assert_eq!((again.0, again.2.as_deref()), (StatusCode::TOO_MANY_REQUESTS, Some("too_many_requests")));
+    // From a peer nobody trusts, the same headers are ignored: one client.
+    assert_eq!(status(&stranger, &[("x-forwarded-for", "203.0.113.3")]).await.0, StatusCode::OK);
+    assert_eq!(status(&stranger, &[("x-forwarded-for", "203.0.113.4")]).await.0, StatusCode::TOO_MANY_REQUESTS);
+    // A named key is a client of its own; an exempt one is never refused.
+    assert_eq!(status(&stranger, &[("x-api-key", SHOP_KEY)]).await.0, StatusCode::OK);
+    assert_eq!(status(&stranger, &[("x-api-key", SHOP_KEY)]).await.0, StatusCode::TOO_MANY_REQUESTS);
+    for _ in 0..5 {
+        assert_eq!(status(&stranger, &[("x-api-key", BATCH_KEY)]).await.0, StatusCode::OK);
+    }
+    let metrics = service.metrics().await;
+    assert_eq!(counter(&metrics, r#"reviews_api_client_refusals_total{class="address",reason="rate"}"#), 2);
+    assert_eq!(counter(&metrics, r#"reviews_api_client_refusals_total{class="shop-web",reason="rate"}"#), 1);
+    assert_eq!(counter(&metrics, r#"reviews_api_client_requests_total{class="batch"}"#), 5);
 }
