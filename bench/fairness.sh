@@ -12,10 +12,15 @@
 #    127.0.0.2 (another client by address), and after FAIRNESS_WARMUP_SECS
 #    (10) the polite reader again, beside it.
 #
+# FAIRNESS_SETTINGS limits the settings run (`true`, say); FAIRNESS_API_FLAGS
+# adds query-api flags to both (`--client-rate 25`: the greedy client
+# refused nearly always, which leaves what serving its refusals and running
+# the load generator beside the service cost the polite reader).
+#
 # Prints, per setting, the polite reader's failures (answers other than 200
 # and 304) and p99 alone and beside the greedy client, their ratio, and the
 # share of the greedy client's requests refused with 429. Results land in
-# bench/out/fairness/.
+# bench/out/fairness/ (with each service's error and refusal counters).
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib.sh
@@ -39,8 +44,11 @@ polite() {
     --local-address 127.0.0.1 --out "$1" 2>/dev/null
 }
 
-for shedding in true false; do
-  start_query_api "$port" "$out/query-api-$shedding.log" --table-prefix bench_ --fair-shedding "$shedding"
+settings=${FAIRNESS_SETTINGS:-true false}
+for shedding in $settings; do
+  # shellcheck disable=SC2086 # FAIRNESS_API_FLAGS is a list of flags.
+  start_query_api "$port" "$out/query-api-$shedding.log" --table-prefix bench_ --fair-shedding "$shedding" \
+    ${FAIRNESS_API_FLAGS:-}
   polite "$out/polite-alone-$shedding.jsonl"
   "$BIN/soak" --base "$base" "${data[@]}" --rate "$greedy_rate" --duration-secs $((warmup + duration + 5)) \
     --window-secs $((warmup + duration + 5)) --local-address 127.0.0.2 --report-only \
@@ -49,13 +57,14 @@ for shedding in true false; do
   sleep "$warmup"
   polite "$out/polite-beside-$shedding.jsonl"
   wait "$greedy_pid" || true
+  curl -fsS "$base/metrics" | grep -E '^reviews_api_(http_errors|client_refusals)_total' >"$out/metrics-$shedding.txt" || true
   greedy_pid=""
   kill -TERM "$api_pid"
   wait "$api_pid" 2>/dev/null || true
   api_pid=""
 done
 
-python3 - "$out" <<'PY'
+python3 - "$out" "$settings" <<'PY'
 import json, re, sys
 out = sys.argv[1]
 
@@ -66,7 +75,7 @@ def polite(name):
     p99 = latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]
     return failed, len(lines), p99
 
-for shedding in ["true", "false"]:
+for shedding in sys.argv[2].split():
     alone_failed, alone_count, alone_p99 = polite(f"polite-alone-{shedding}")
     beside_failed, beside_count, beside_p99 = polite(f"polite-beside-{shedding}")
     total = open(f"{out}/greedy-{shedding}.txt").read()

@@ -7,15 +7,22 @@
 //! (`503 overloaded`). Without a notion of clients that refuses whoever comes
 //! next, so one client flooding the service takes every other client's
 //! product pages down with it. So each request is counted against its client
-//! while it runs, and while some HBase call waits for a connection a client
-//! that already has its **fair share** of requests in flight (the pool's
-//! connections over the clients with requests in flight, at least one) is
-//! refused with `429` and `Retry-After`, at once and at no cost to HBase. A
-//! client within its share is served as before. Without that pressure nobody
-//! is refused for volume, so a lone client (a benchmark, a backfill) keeps
-//! the whole service. Fixed limits per client (requests per second, with
-//! `governor`'s keyed GCRA; requests in flight) are there for operators who
-//! want them, and a named API key can be exempted from all of it.
+//! while it runs, and while HBase is busy (every connection in use, or a call
+//! waiting for one, within the last second) a client that already has its
+//! **fair share** of requests in flight is refused with `429` and
+//! `Retry-After`, at once and at no cost to HBase. The share is a limit over
+//! the clients seen in the last second or two, at least two requests. The
+//! limit starts at the pool's connections and adapts to how HBase keeps up:
+//! down by a fifth every tenth of a second while operations take one and a
+//! half times their usual time or more
+//! (`common::hbase::Hbase::latency_ratio`), up by one while they do not,
+//! because on a small machine a flood slows every operation long before it
+//! fills the pool. A client within its share is served as before. Without
+//! that pressure, or without another client, nobody is refused for volume,
+//! so a lone client (a benchmark, a backfill) keeps the whole service. Fixed
+//! limits per client (requests per second, with `governor`'s keyed GCRA;
+//! requests in flight) are there for operators who want them, and a named
+//! API key can be exempted from all of it.
 //!
 //! A client is its API key when it sends a configured one, otherwise its
 //! address: the peer's or, when the peer is a proxy the operator trusts, the
@@ -28,7 +35,7 @@ use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::num::NonZeroU32;
 use std::sync::{Arc, Mutex, PoisonError};
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue};
@@ -49,6 +56,34 @@ pub const ADDRESS_CLASS: &str = "address";
 pub const OTHER_CLASS: &str = "other";
 /// Why a request was refused, as metric labels.
 pub const REFUSAL_REASONS: [&str; 3] = ["fair_share", "in_flight", "rate"];
+/// How HBase is doing when a request arrives.
+#[derive(Debug, Clone, Copy, PartialEq)]
+pub struct Load {
+    /// Every connection of a pool is in use, or an operation waits for one.
+    pub busy: bool,
+    /// How long operations take lately over their usual time.
+    pub latency_ratio: f64,
+    /// The connections of a gateway's pool.
+    pub connections: usize,
+}
+
+/// How much slower than usual HBase operations must be for HBase to count as
+/// congested: while a flood is shed, the other clients' answers should take
+/// at most about twice their usual time, and their operations are only part
+/// of an answer's time.
+const CONGESTED_LATENCY: f64 = 1.5;
+/// How often the limit the fair shares divide may move.
+const ADAPT_EVERY: Duration = Duration::from_millis(100);
+/// The smallest fair share, in requests in flight: a product page asks for
+/// its reads in pairs, and a reader's next request may be due while one is
+/// slow, so a client within reason holds two at once. A flood is held to as
+/// much at the worst.
+const MIN_SHARE: usize = 2;
+/// How long the service counts as busy after HBase was last seen busy. A
+/// flood keeps HBase busy only while it is admitted: held to its share, it
+/// may leave connections free for a moment, and were its share lifted then,
+/// the requests let in would queue again before anyone noticed.
+const BUSY_FOR: Duration = Duration::from_secs(1);
 /// Paths never limited: the load balancer's and Prometheus' probes must see
 /// the service as it is, not as one of its clients.
 const UNLIMITED_PATHS: [&str; 3] = ["/healthz", "/readyz", "/metrics"];
@@ -115,7 +150,7 @@ pub struct ClientPolicy {
     pub max_in_flight: Option<usize>,
     /// Most requests one client may make per second (a burst of as many), whatever the load.
     pub rate_per_second: Option<NonZeroU32>,
-    /// Refuse the clients over their fair share while HBase calls queue.
+    /// Refuse the clients over their fair share while HBase is busy.
     pub fair_shedding: bool,
 }
 
@@ -198,9 +233,73 @@ struct Inner {
     /// Secret → key name.
     keys: HashMap<String, Arc<str>>,
     exempt: HashSet<Arc<str>>,
-    /// Requests in flight per client; a client leaves the map with its last one.
-    in_flight: Mutex<HashMap<ClientId, usize>>,
+    counts: Mutex<Counts>,
     limiter: Option<DefaultKeyedRateLimiter<ClientId>>,
+    /// Seconds of [`Counts::second`] and [`Counts::busy_until_ms`] are counted from here.
+    started: Instant,
+}
+
+/// Who is in flight and who was seen lately, under one lock.
+#[derive(Debug, Default)]
+struct Counts {
+    /// Requests in flight per client; a client leaves the map with its last one.
+    in_flight: HashMap<ClientId, usize>,
+    /// Clients seen in the current second and the one before: a client
+    /// between two requests (a shopper's page, a polite reader at 20 a
+    /// second) still counts as one the service is kept for.
+    seen_now: HashSet<ClientId>,
+    seen_before: HashSet<ClientId>,
+    /// The size of the union of the two.
+    seen: usize,
+    /// The current second, since [`Inner::started`].
+    second: u64,
+    /// Until when (ms since [`Inner::started`]) the service counts as busy:
+    /// [`BUSY_FOR`] after HBase was last seen busy.
+    busy_until_ms: u64,
+    /// The requests in flight the fair shares divide, adapted to how HBase
+    /// keeps up ([`Counts::adapt`]); zero until the first request.
+    limit: f64,
+    /// When (ms since [`Inner::started`]) the limit last moved.
+    adapted_ms: u64,
+}
+
+impl Counts {
+    /// Moves the limit the fair shares divide, at most every [`ADAPT_EVERY`]:
+    /// down by a fifth while HBase is congested (busy, or operations taking
+    /// [`CONGESTED_LATENCY`] times their usual time or more), up by one
+    /// request, to at most the pool's `connections`, while it keeps up. A
+    /// flood thus gets a smaller share until the operations of the others are
+    /// as quick as before it.
+    fn adapt(&mut self, now_ms: u64, load: &Load) {
+        let connections = load.connections.max(1) as f64;
+        if self.limit == 0.0 {
+            self.limit = connections;
+        }
+        if now_ms < self.adapted_ms.saturating_add(ADAPT_EVERY.as_millis() as u64) {
+            return;
+        }
+        self.adapted_ms = now_ms;
+        self.limit = if load.busy || load.latency_ratio >= CONGESTED_LATENCY {
+            (self.limit * 0.8).max(1.0)
+        } else {
+            (self.limit + 1.0).min(connections)
+        };
+    }
+
+    /// Marks `client` seen in `second`, moving the window on first.
+    fn see(&mut self, client: &ClientId, second: u64) {
+        if second != self.second {
+            self.seen_before =
+                if second == self.second + 1 { std::mem::take(&mut self.seen_now) } else { HashSet::new() };
+            self.seen_now.clear();
+            self.seen = self.seen_before.len();
+            self.second = second;
+        }
+        if !self.seen_now.contains(client) {
+            self.seen_now.insert(client.clone());
+            self.seen += usize::from(!self.seen_before.contains(client));
+        }
+    }
 }
 
 impl std::fmt::Debug for Clients {
@@ -216,7 +315,8 @@ impl Clients {
             policy.api_keys.iter().map(|key| (key.secret.clone(), Arc::<str>::from(key.name.as_str()))).collect();
         let exempt = policy.exempt_keys.iter().map(|name| Arc::<str>::from(name.as_str())).collect();
         let limiter = policy.rate_per_second.map(|rate| RateLimiter::keyed(Quota::per_second(rate)));
-        Clients { inner: Arc::new(Inner { policy, keys, exempt, in_flight: Mutex::new(HashMap::new()), limiter }) }
+        let counts = Mutex::new(Counts::default());
+        Clients { inner: Arc::new(Inner { policy, keys, exempt, counts, limiter, started: Instant::now() }) }
     }
 
     /// The policy the clients are held to.
@@ -252,10 +352,12 @@ impl Clients {
     }
 
     /// Admits a request of `client`, or says why not: over its rate, over
-    /// its fixed in-flight limit, or (`hbase_waiting` calls waiting for one
-    /// of `connections`) at or over its fair share. An exempt key is always
-    /// admitted. The admission counts the request until it is dropped.
-    pub fn admit(&self, client: &ClientId, hbase_waiting: bool, connections: usize) -> Result<Admission, Refusal> {
+    /// its fixed in-flight limit, or (HBase busy now or within [`BUSY_FOR`],
+    /// and other clients seen in the last second or two) at or over its fair
+    /// share: the adapted limit ([`Counts::adapt`]) over the clients seen, at
+    /// least [`MIN_SHARE`]. An exempt key is always admitted. The admission
+    /// counts the request until it is dropped.
+    pub fn admit(&self, client: &ClientId, load: &Load) -> Result<Admission, Refusal> {
         let exempt = matches!(client, ClientId::Key(name) if self.inner.exempt.contains(name));
         if !exempt {
             if let Some(limiter) = &self.inner.limiter {
@@ -270,22 +372,34 @@ impl Clients {
                 }
             }
         }
-        let mut in_flight = self.inner.in_flight.lock().unwrap_or_else(PoisonError::into_inner);
-        let mine = in_flight.get(client).copied().unwrap_or(0);
+        let mut counts = self.inner.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        let now = self.inner.started.elapsed();
+        counts.see(client, now.as_secs());
+        let now_ms = u64::try_from(now.as_millis()).unwrap_or(u64::MAX);
+        if load.busy {
+            counts.busy_until_ms = now_ms.saturating_add(BUSY_FOR.as_millis() as u64);
+        }
+        counts.adapt(now_ms, load);
+        let busy = now_ms < counts.busy_until_ms;
+        let mine = counts.in_flight.get(client).copied().unwrap_or(0);
         if !exempt {
             let policy = &self.inner.policy;
             if let Some(max) = policy.max_in_flight.filter(|max| mine >= *max) {
                 return Err(Refusal { reason: "in_flight", retry_after_secs: 1, in_flight: mine, allowed: max });
             }
-            if policy.fair_shedding && hbase_waiting {
-                let clients = in_flight.len() + usize::from(mine == 0);
-                let share = (connections / clients.max(1)).max(1);
+            // A lone client is never refused for its share: there is nobody to
+            // keep the service for, and its excess waits in HBase's queue as
+            // before (a load balancer whose address is not a trusted proxy is
+            // one client, the whole shop).
+            let clients = counts.seen.max(counts.in_flight.len());
+            if policy.fair_shedding && busy && clients > 1 {
+                let share = ((counts.limit / clients as f64) as usize).max(MIN_SHARE);
                 if mine >= share {
                     return Err(Refusal { reason: "fair_share", retry_after_secs: 1, in_flight: mine, allowed: share });
                 }
             }
         }
-        *in_flight.entry(client.clone()).or_insert(0) += 1;
+        *counts.in_flight.entry(client.clone()).or_insert(0) += 1;
         Ok(Admission { clients: self.clone(), client: client.clone() })
     }
 
@@ -299,15 +413,16 @@ impl Clients {
     }
 
     fn in_flight_of(&self, client: &ClientId) -> usize {
-        self.inner.in_flight.lock().unwrap_or_else(PoisonError::into_inner).get(client).copied().unwrap_or(0)
+        let counts = self.inner.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        counts.in_flight.get(client).copied().unwrap_or(0)
     }
 
     fn release(&self, client: &ClientId) {
-        let mut in_flight = self.inner.in_flight.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(count) = in_flight.get_mut(client) {
+        let mut counts = self.inner.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        if let Some(count) = counts.in_flight.get_mut(client) {
             *count -= 1;
             if *count == 0 {
-                in_flight.remove(client);
+                counts.in_flight.remove(client);
             }
         }
     }
@@ -338,7 +453,12 @@ pub(crate) async fn shed_fairly(State(state): State<AppState>, request: Request,
     let client = state.clients().identify(peer, request.headers());
     metrics::counter!(telemetry::CLIENT_REQUESTS, "class" => client.class().to_owned()).increment(1);
     let store = state.store();
-    match state.clients().admit(&client, store.hbase_waiting() > 0, store.hbase_connections()) {
+    let load = Load {
+        busy: store.hbase_busy(),
+        latency_ratio: store.hbase_latency_ratio(),
+        connections: store.hbase_connections(),
+    };
+    match state.clients().admit(&client, &load) {
         Ok(_admission) => next.run(request).await,
         Err(refusal) => {
             metrics::counter!(telemetry::CLIENT_REFUSALS, "class" => client.class().to_owned(), "reason" => refusal.reason)
@@ -442,6 +562,11 @@ mod tests {
         ClientId::Address(ip(text))
     }
 
+    /// HBase busy or not, operations at their usual speed, `connections` in the pool.
+    fn load(busy: bool, connections: usize) -> Load {
+        Load { busy, latency_ratio: 1.0, connections }
+    }
+
     #[test]
     fn a_client_is_its_peer_whatever_an_untrusted_peer_says_it_forwarded() {
         let clients = clients(ClientPolicy::default());
@@ -523,25 +648,30 @@ mod tests {
     }
 
     #[test]
-    fn only_while_hbase_calls_wait_is_a_client_at_its_fair_share_refused() {
+    fn while_hbase_is_busy_a_client_at_its_fair_share_is_refused() {
         let clients = clients(ClientPolicy::default());
         let (greedy, polite) = (address("192.0.2.1"), address("192.0.2.2"));
-        // No pressure: a lone client may have any number in flight.
-        let held: Vec<Admission> = (0..10).map(|_| clients.admit(&greedy, false, 4).expect("admitted")).collect();
-        // Pressure: four connections, one client: its share is four, and it has ten.
-        let refused = clients.admit(&greedy, true, 4).expect_err("over its share");
+        // HBase not busy: a client may have any number in flight.
+        let mut held: Vec<Admission> =
+            (0..10).map(|_| clients.admit(&greedy, &load(false, 4)).expect("admitted")).collect();
+        // Busy, but a lone client: nobody to keep the service for.
+        held.push(clients.admit(&greedy, &load(true, 4)).expect("alone"));
+        // Another client, with nothing in flight, is within its share (two of four connections)...
+        let first = clients.admit(&polite, &load(true, 4)).expect("within its share");
+        // ...and now the greedy client, with eleven in flight, is over its share.
+        let refused = clients.admit(&greedy, &load(true, 4)).expect_err("over its share");
         assert_eq!(
             (refused.reason, refused.in_flight, refused.allowed, refused.retry_after_secs),
-            ("fair_share", 10, 4, 1)
+            ("fair_share", 11, 2, 1)
         );
-        // Another client, with nothing in flight, is within its share (two of four).
-        let first = clients.admit(&polite, true, 4).expect("within its share");
-        let _second = clients.admit(&polite, true, 4).expect("still within");
-        assert_eq!(clients.admit(&polite, true, 4).expect_err("at its share").allowed, 2);
+        // HBase was busy less than a second ago: the share still holds.
+        assert!(clients.admit(&greedy, &load(false, 4)).is_err(), "busy a moment ago");
+        let _second = clients.admit(&polite, &load(true, 4)).expect("still within");
+        assert_eq!(clients.admit(&polite, &load(true, 4)).expect_err("at its share").allowed, 2);
         drop(first);
-        assert!(clients.admit(&polite, true, 4).is_ok(), "a finished request frees its place");
+        assert!(clients.admit(&polite, &load(true, 4)).is_ok(), "a finished request frees its place");
         drop(held);
-        assert!(clients.admit(&greedy, true, 4).is_ok(), "below its share again");
+        assert!(clients.admit(&greedy, &load(true, 4)).is_ok(), "below its share again");
     }
 
     #[test]
@@ -556,24 +686,83 @@ mod tests {
         };
         let clients = clients(policy);
         let client = address("192.0.2.1");
-        let held = [clients.admit(&client, true, 1).expect("1"), clients.admit(&client, true, 1).expect("2")];
-        assert_eq!(clients.admit(&client, false, 100).expect_err("in flight").reason, "in_flight");
+        let held =
+            [clients.admit(&client, &load(true, 1)).expect("1"), clients.admit(&client, &load(true, 1)).expect("2")];
+        assert_eq!(clients.admit(&client, &load(false, 100)).expect_err("in flight").reason, "in_flight");
         drop(held);
         // The third request of the second used the last of the burst of three.
-        let rate = clients.admit(&client, false, 100).expect_err("rate");
+        let rate = clients.admit(&client, &load(false, 100)).expect_err("rate");
         assert_eq!((rate.reason, rate.retry_after_secs), ("rate", 1));
         let exempt = ClientId::Key("batch".into());
-        let many: Vec<Admission> = (0..20).map(|_| clients.admit(&exempt, true, 1).expect("exempt")).collect();
+        let many: Vec<Admission> = (0..20).map(|_| clients.admit(&exempt, &load(true, 1)).expect("exempt")).collect();
         assert_eq!(many.len(), 20);
+    }
+
+    #[test]
+    fn the_shares_shrink_while_hbase_is_slow_and_grow_back_when_it_keeps_up() {
+        let mut counts = Counts::default();
+        let slow = Load { busy: false, latency_ratio: 3.0, connections: 16 };
+        let quick = Load { latency_ratio: 1.2, ..slow };
+        counts.adapt(0, &slow);
+        assert_eq!(counts.limit, 16.0, "the pool to start with");
+        counts.adapt(50, &slow);
+        assert_eq!(counts.limit, 16.0, "at most every 100 ms");
+        for step in 1..=20 {
+            counts.adapt(step * 100, &slow);
+        }
+        assert_eq!(counts.limit, 1.0, "down to one request");
+        counts.adapt(2_100, &Load { busy: true, ..quick });
+        assert_eq!(counts.limit, 1.0, "busy is congested too, and one is the floor");
+        for step in 22..=60 {
+            counts.adapt(step * 100, &quick);
+        }
+        assert_eq!(counts.limit, 16.0, "back up by one a step, to the pool");
+    }
+
+    #[test]
+    fn a_client_between_requests_counts_for_a_second_or_two() {
+        let clients = clients(ClientPolicy::default());
+        let (greedy, polite) = (address("192.0.2.1"), address("192.0.2.2"));
+        let _held: Vec<Admission> =
+            (0..3).map(|_| clients.admit(&greedy, &load(false, 4)).expect("admitted")).collect();
+        // The polite client's request came and went: it is not in flight, yet
+        // the greedy client is held to half the connections.
+        drop(clients.admit(&polite, &load(false, 4)).expect("admitted"));
+        assert_eq!(clients.admit(&greedy, &load(true, 4)).expect_err("over its share").allowed, 2);
+
+        let mut counts = Counts::default();
+        let (a, b) = (address("192.0.2.1"), address("192.0.2.2"));
+        counts.see(&a, 0);
+        counts.see(&b, 0);
+        counts.see(&a, 0);
+        assert_eq!(counts.seen, 2);
+        counts.see(&a, 1);
+        assert_eq!(counts.seen, 2, "b was seen in the second before");
+        counts.see(&a, 2);
+        assert_eq!(counts.seen, 1, "b is forgotten two seconds on");
+        counts.see(&b, 9);
+        assert_eq!(counts.seen, 1, "after a gap, only what is seen now");
+    }
+
+    #[test]
+    fn a_second_after_hbase_was_last_busy_nobody_is_held_to_a_share() {
+        let clients = clients(ClientPolicy::default());
+        let (greedy, polite) = (address("192.0.2.1"), address("192.0.2.2"));
+        let _held: Vec<Admission> =
+            (0..5).map(|_| clients.admit(&greedy, &load(false, 4)).expect("admitted")).collect();
+        let _polite = clients.admit(&polite, &load(true, 4)).expect("within its share");
+        assert!(clients.admit(&greedy, &load(false, 4)).is_err(), "busy a moment ago");
+        std::thread::sleep(BUSY_FOR + Duration::from_millis(50));
+        assert!(clients.admit(&greedy, &load(false, 4)).is_ok(), "not busy for a second");
     }
 
     #[test]
     fn a_client_leaves_the_count_with_its_last_request() {
         let clients = clients(ClientPolicy::default());
         let admissions: Vec<Admission> =
-            (0..50).map(|n| clients.admit(&address(&format!("192.0.2.{n}")), false, 4).expect("ok")).collect();
-        assert_eq!(clients.inner.in_flight.lock().expect("lock").len(), 50);
+            (0..50).map(|n| clients.admit(&address(&format!("192.0.2.{n}")), &load(false, 4)).expect("ok")).collect();
+        assert_eq!(clients.inner.counts.lock().expect("lock").in_flight.len(), 50);
         drop(admissions);
-        assert!(clients.inner.in_flight.lock().expect("lock").is_empty());
+        assert!(clients.inner.counts.lock().expect("lock").in_flight.is_empty());
     }
 }

@@ -126,8 +126,8 @@ fn describe_metrics() {
     );
     metrics::describe_counter!(
         CLIENT_REFUSALS,
-        "Requests refused with 429, by client class and reason: fair_share (over its share while HBase calls \
-         queue), in_flight (--client-max-in-flight) or rate (--client-rate)"
+        "Requests refused with 429, by client class and reason: fair_share (over its share while HBase is busy), \
+         in_flight (--client-max-in-flight) or rate (--client-rate)"
     );
 }
 

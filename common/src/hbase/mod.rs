@@ -34,6 +34,7 @@
 
 mod connection;
 mod gateway;
+mod latency;
 mod thrift2;
 mod timeline;
 
@@ -149,6 +150,8 @@ struct Inner {
     queued: AtomicUsize,
     /// Operations whose blocking work is running now (never more than the pools).
     in_flight: AtomicUsize,
+    /// How long operations hold their connection lately, against their usual time.
+    latency: latency::CallLatency,
     config: HbaseConfig,
 }
 
@@ -255,6 +258,7 @@ impl Hbase {
                 thrift2: Lane::new(&config.thrift2_address, &config),
                 queued: AtomicUsize::new(0),
                 in_flight: AtomicUsize::new(0),
+                latency: latency::CallLatency::new(),
                 config,
             }),
         }
@@ -379,7 +383,10 @@ impl Hbase {
             }
             hbase.inner.in_flight.fetch_add(1, Ordering::Relaxed);
             let _running = CountWhileAlive(&hbase.inner.in_flight);
-            hbase.blocking_until(deadline, retry, &abandoned, operation)
+            let started = Instant::now();
+            let outcome = hbase.blocking_until(deadline, retry, &abandoned, operation);
+            hbase.inner.latency.record(started.elapsed());
+            outcome
         });
         // Relative to now on tokio's clock, not `timeout_at` a std instant:
         // under tokio's paused time (the daemon's tests) the two clocks differ.
@@ -429,6 +436,13 @@ impl Hbase {
     /// Operations waiting for a pool slot now.
     pub fn queued(&self) -> usize {
         self.inner.queued.load(Ordering::Relaxed)
+    }
+
+    /// How long operations hold their connection lately over their usual
+    /// time (`latency.rs`): near 1 when HBase and the machine keep up, 2 when
+    /// every operation takes twice as long.
+    pub fn latency_ratio(&self) -> f64 {
+        self.inner.latency.ratio()
     }
 
     /// Whether HBase answers: lists tables (which reaches the master). Retried

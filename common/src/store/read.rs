@@ -57,10 +57,18 @@ impl ReadStore {
         self.store.tables()
     }
 
-    /// HBase operations waiting for a connection now: above zero, the
-    /// service is short of connections and must shed.
-    pub fn hbase_waiting(&self) -> usize {
-        self.store.hbase().queued()
+    /// Whether HBase is busy now: an operation waits for a connection, or
+    /// as many run as a gateway's pool has connections, so the next one would
+    /// wait. While it is, the service must shed.
+    pub fn hbase_busy(&self) -> bool {
+        let hbase = self.store.hbase();
+        hbase.queued() > 0 || hbase.in_flight() >= self.hbase_connections()
+    }
+
+    /// How long HBase operations take lately over their usual time
+    /// ([`Hbase::latency_ratio`]).
+    pub fn hbase_latency_ratio(&self) -> f64 {
+        self.store.hbase().latency_ratio()
     }
 
     /// The connections of a gateway's pool: how many HBase operations run at once.

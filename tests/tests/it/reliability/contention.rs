@@ -413,9 +413,14 @@ async fn a_flooding_client_is_refused_with_429_while_another_is_served() {
     held.spawn(greedy.get(&latest).send());
     until("a request of the greedy client waits for a connection", || hbase.queued() == 1).await;
 
-    // Three in flight, over its share of two connections: refused at once,
-    // even for a page the cache holds; a forwarding header from it (an
-    // untrusted peer) changes nothing.
+    // Alone, the greedy client is not refused: its read waits like any other.
+    let alone = tokio::spawn(greedy.get(&latest).send());
+    until("the greedy client's read waits too", || hbase.queued() == 2).await;
+    // Another client reads a page the cache holds: within its share, served.
+    assert_eq!(get_as(&polite, &service, &ranked, &[]).await.0, StatusCode::OK);
+    // Now the greedy client, four in flight, is over its share of two
+    // connections: refused at once, even for a page the cache holds; a
+    // forwarding header from it (an untrusted peer) changes nothing.
     for headers in [&[][..], &[("x-forwarded-for", "203.0.113.77")][..], &[("forwarded", "for=198.51.100.1")][..]] {
         let refused = get_as(&greedy, &service, &ranked, headers).await;
         assert_eq!(
@@ -423,11 +428,11 @@ async fn a_flooding_client_is_refused_with_429_while_another_is_served() {
             (StatusCode::TOO_MANY_REQUESTS, Some("1".to_owned()), Some("too_many_requests".to_owned()))
         );
     }
-    // Another client, with nothing in flight, is within its share: served.
+    // The other client is still within its share.
     assert_eq!(get_as(&polite, &service, &ranked, &[]).await.0, StatusCode::OK);
     // So is a named key from the greedy client's own address: a client of its own.
     assert_eq!(get_as(&greedy, &service, &ranked, &[("x-api-key", SHOP_KEY)]).await.0, StatusCode::OK);
-    assert_eq!(hbase.queued(), 1, "the refusals cost no HBase work");
+    assert_eq!(hbase.queued(), 2, "the refusals cost no HBase work");
 
     let metrics = service.metrics().await;
     assert_eq!(counter(&metrics, r#"reviews_api_client_refusals_total{class="address",reason="fair_share"}"#), 3);
@@ -435,6 +440,7 @@ async fn a_flooding_client_is_refused_with_429_while_another_is_served() {
     assert_eq!(counter(&metrics, r#"reviews_api_client_refusals_total{class="shop-web",reason="fair_share"}"#), 0);
     proxy.set_mode(ProxyMode::Pass);
     held.abort_all();
+    alone.abort();
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
