@@ -235,8 +235,17 @@ struct Inner {
     exempt: HashSet<Arc<str>>,
     counts: Mutex<Counts>,
     limiter: Option<DefaultKeyedRateLimiter<ClientId>>,
+    /// Each class's counters, registered once: a request only increments.
+    counters: HashMap<String, ClassCounters>,
     /// Seconds of [`Counts::second`] and [`Counts::busy_until_ms`] are counted from here.
     started: Instant,
+}
+
+/// The counters of one client class.
+struct ClassCounters {
+    requests: metrics::Counter,
+    /// By reason, in the order of [`REFUSAL_REASONS`].
+    refusals: [metrics::Counter; 3],
 }
 
 /// Who is in flight and who was seen lately, under one lock.
@@ -316,7 +325,23 @@ impl Clients {
         let exempt = policy.exempt_keys.iter().map(|name| Arc::<str>::from(name.as_str())).collect();
         let limiter = policy.rate_per_second.map(|rate| RateLimiter::keyed(Quota::per_second(rate)));
         let counts = Mutex::new(Counts::default());
-        Clients { inner: Arc::new(Inner { policy, keys, exempt, counts, limiter, started: Instant::now() }) }
+        // Every class's counters exist from zero, so a rate over them exists
+        // before the first refusal.
+        let counters = policy
+            .classes()
+            .into_iter()
+            .map(|class| {
+                let requests = metrics::counter!(telemetry::CLIENT_REQUESTS, "class" => class.clone());
+                let refusals = REFUSAL_REASONS.map(|reason| {
+                    metrics::counter!(telemetry::CLIENT_REFUSALS, "class" => class.clone(), "reason" => reason)
+                });
+                requests.increment(0);
+                refusals.iter().for_each(|counter| counter.increment(0));
+                (class, ClassCounters { requests, refusals })
+            })
+            .collect();
+        let started = Instant::now();
+        Clients { inner: Arc::new(Inner { policy, keys, exempt, counts, limiter, counters, started }) }
     }
 
     /// The policy the clients are held to.
@@ -412,6 +437,17 @@ impl Clients {
         }
     }
 
+    /// Counts a request of `client`, and its refusal when there is one.
+    fn count(&self, client: &ClientId, refusal: Option<&Refusal>) {
+        let Some(counters) = self.inner.counters.get(client.class()) else { return };
+        counters.requests.increment(1);
+        if let Some(index) =
+            refusal.and_then(|refusal| REFUSAL_REASONS.iter().position(|reason| *reason == refusal.reason))
+        {
+            counters.refusals[index].increment(1);
+        }
+    }
+
     fn in_flight_of(&self, client: &ClientId) -> usize {
         let counts = self.inner.counts.lock().unwrap_or_else(PoisonError::into_inner);
         counts.in_flight.get(client).copied().unwrap_or(0)
@@ -451,7 +487,6 @@ pub(crate) async fn shed_fairly(State(state): State<AppState>, request: Request,
     }
     let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(address)| address.ip());
     let client = state.clients().identify(peer, request.headers());
-    metrics::counter!(telemetry::CLIENT_REQUESTS, "class" => client.class().to_owned()).increment(1);
     let store = state.store();
     let load = Load {
         busy: store.hbase_busy(),
@@ -459,10 +494,12 @@ pub(crate) async fn shed_fairly(State(state): State<AppState>, request: Request,
         connections: store.hbase_connections(),
     };
     match state.clients().admit(&client, &load) {
-        Ok(_admission) => next.run(request).await,
+        Ok(_admission) => {
+            state.clients().count(&client, None);
+            next.run(request).await
+        }
         Err(refusal) => {
-            metrics::counter!(telemetry::CLIENT_REFUSALS, "class" => client.class().to_owned(), "reason" => refusal.reason)
-                .increment(1);
+            state.clients().count(&client, Some(&refusal));
             tracing::debug!(%client, reason = refusal.reason, in_flight = refusal.in_flight, "client refused");
             let detail = match refusal.reason {
                 "rate" => "this client is over its request rate".to_owned(),

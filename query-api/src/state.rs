@@ -44,14 +44,6 @@ impl AppState {
                 metrics::counter!(telemetry::STALE_ANSWERS, "route" => route).increment(0);
             }
         }
-        // Every class's counters from zero, so a rate over them exists before the first refusal.
-        for class in settings.clients.classes() {
-            metrics::counter!(telemetry::CLIENT_REQUESTS, "class" => class.clone()).increment(0);
-            for reason in crate::clients::REFUSAL_REASONS {
-                metrics::counter!(telemetry::CLIENT_REFUSALS, "class" => class.clone(), "reason" => reason)
-                    .increment(0);
-            }
-        }
         let clients = Clients::new(settings.clients.clone());
         AppState { store, settings: Arc::new(settings), loads, ranked_cache, last_good, clients, metrics }
     }
