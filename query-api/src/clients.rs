@@ -41,6 +41,7 @@ use axum::extract::{ConnectInfo, Request, State};
 use axum::http::{header, HeaderMap, HeaderName, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use common::store::ReadStore;
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use ipnet::IpNet;
@@ -477,29 +478,43 @@ impl Drop for Admission {
     }
 }
 
+/// What [`shed_fairly`] reads: the clients and how HBase is doing; smaller
+/// than the whole [`AppState`], since every request clones it.
+#[derive(Clone)]
+pub(crate) struct Shedding {
+    clients: Clients,
+    store: ReadStore,
+}
+
+impl Shedding {
+    pub(crate) fn of(state: &AppState) -> Shedding {
+        Shedding { clients: state.clients().clone(), store: state.store().clone() }
+    }
+}
+
 /// The middleware: counts every request by its client's class, refuses the
 /// one [`Clients::admit`] refuses with `429 too_many_requests` and
 /// `Retry-After`, and holds the admission of the others until their answer
 /// is ready. Probes and `/metrics` pass untouched.
-pub(crate) async fn shed_fairly(State(state): State<AppState>, request: Request, next: Next) -> Response {
+pub(crate) async fn shed_fairly(State(shedding): State<Shedding>, request: Request, next: Next) -> Response {
     if UNLIMITED_PATHS.contains(&request.uri().path()) {
         return next.run(request).await;
     }
     let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(address)| address.ip());
-    let client = state.clients().identify(peer, request.headers());
-    let store = state.store();
+    let Shedding { clients, store } = &shedding;
+    let client = clients.identify(peer, request.headers());
     let load = Load {
         busy: store.hbase_busy(),
         latency_ratio: store.hbase_latency_ratio(),
         connections: store.hbase_connections(),
     };
-    match state.clients().admit(&client, &load) {
+    match clients.admit(&client, &load) {
         Ok(_admission) => {
-            state.clients().count(&client, None);
+            clients.count(&client, None);
             next.run(request).await
         }
         Err(refusal) => {
-            state.clients().count(&client, Some(&refusal));
+            clients.count(&client, Some(&refusal));
             tracing::debug!(%client, reason = refusal.reason, in_flight = refusal.in_flight, "client refused");
             let detail = match refusal.reason {
                 "rate" => "this client is over its request rate".to_owned(),
