@@ -47,7 +47,6 @@ use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use ipnet::IpNet;
 
 use crate::error::{ApiError, ErrorCode};
-use crate::state::AppState;
 use crate::telemetry;
 
 /// The class of requests identified by their address, in metric labels.
@@ -479,7 +478,7 @@ impl Drop for Admission {
 }
 
 /// What [`shed_fairly`] reads: the clients and how HBase is doing; smaller
-/// than the whole [`AppState`], since every request clones it.
+/// than the whole `AppState`, since every request clones it.
 #[derive(Clone)]
 pub(crate) struct Shedding {
     clients: Clients,
@@ -487,8 +486,8 @@ pub(crate) struct Shedding {
 }
 
 impl Shedding {
-    pub(crate) fn of(state: &AppState) -> Shedding {
-        Shedding { clients: state.clients().clone(), store: state.store().clone() }
+    pub(crate) fn new(clients: Clients, store: ReadStore) -> Shedding {
+        Shedding { clients, store }
     }
 }
 

@@ -89,7 +89,10 @@ pub(crate) fn with_middleware(routes: Router<AppState>, state: AppState) -> Rout
         .layer(cors)
         // Inside CORS, so a browser can read a 429; outside the deadline, so
         // a refusal costs no HBase work and no deadline.
-        .layer(middleware::from_fn_with_state(clients::Shedding::of(&state), clients::shed_fairly))
+        .layer(middleware::from_fn_with_state(
+            clients::Shedding::new(state.clients().clone(), state.store().clone()),
+            clients::shed_fairly,
+        ))
         .layer(CompressionLayer::new())
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn_with_state(request_timeout, enforce_deadline))
