@@ -34,6 +34,7 @@
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
 use std::num::NonZeroU32;
+use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
@@ -218,7 +219,7 @@ pub struct Refusal {
     pub retry_after_secs: u64,
     /// Requests the client had in flight.
     pub in_flight: usize,
-    /// The most it may have at once now.
+    /// The most it may have at once now (for `fair_share` and `in_flight`).
     pub allowed: usize,
 }
 
@@ -251,8 +252,10 @@ struct ClassCounters {
 /// Who is in flight and who was seen lately, under one lock.
 #[derive(Debug, Default)]
 struct Counts {
-    /// Requests in flight per client; a client leaves the map with its last one.
-    in_flight: HashMap<ClientId, usize>,
+    /// Requests in flight per client. A finished request lowers its
+    /// client's count without the lock; [`Clients::forget_idle`] drops the
+    /// clients at zero.
+    in_flight: HashMap<ClientId, Arc<AtomicUsize>>,
     /// Clients seen in the current second and the one before: a client
     /// between two requests (a shopper's page, a polite reader at 20 a
     /// second) still counts as one the service is kept for.
@@ -392,7 +395,7 @@ impl Clients {
                         reason: "rate",
                         retry_after_secs: whole_seconds(wait),
                         in_flight: self.in_flight_of(client),
-                        allowed: self.in_flight_of(client),
+                        allowed: 0,
                     });
                 }
             }
@@ -406,7 +409,7 @@ impl Clients {
         }
         counts.adapt(now_ms, load);
         let busy = now_ms < counts.busy_until_ms;
-        let mine = counts.in_flight.get(client).copied().unwrap_or(0);
+        let mine = counts.in_flight.get(client).map_or(0, |count| count.load(Ordering::Relaxed));
         if !exempt {
             let policy = &self.inner.policy;
             if let Some(max) = policy.max_in_flight.filter(|max| mine >= *max) {
@@ -416,7 +419,7 @@ impl Clients {
             // keep the service for, and its excess waits in HBase's queue as
             // before (a load balancer whose address is not a trusted proxy is
             // one client, the whole shop).
-            let clients = counts.seen.max(counts.in_flight.len());
+            let clients = counts.seen;
             if policy.fair_shedding && busy && clients > 1 {
                 let share = ((counts.limit / clients as f64) as usize).max(MIN_SHARE);
                 if mine >= share {
@@ -424,13 +427,19 @@ impl Clients {
                 }
             }
         }
-        *counts.in_flight.entry(client.clone()).or_insert(0) += 1;
-        Ok(Admission { clients: self.clone(), client: client.clone() })
+        let count = Arc::clone(counts.in_flight.entry(client.clone()).or_default());
+        count.fetch_add(1, Ordering::Relaxed);
+        Ok(Admission { count })
     }
 
-    /// Forgets the rate-limit state of clients idle long enough that it no
-    /// longer limits them, so memory follows the clients of the last seconds.
+    /// Forgets the clients with nothing in flight, and the rate-limit state
+    /// of clients idle long enough that it no longer limits them, so memory
+    /// follows the clients of the last seconds.
     pub fn forget_idle(&self) {
+        let mut counts = self.inner.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        // A count that is zero can only rise again under the lock (in `admit`).
+        counts.in_flight.retain(|_, count| count.load(Ordering::Relaxed) > 0);
+        drop(counts);
         if let Some(limiter) = &self.inner.limiter {
             limiter.retain_recent();
             limiter.shrink_to_fit();
@@ -450,30 +459,20 @@ impl Clients {
 
     fn in_flight_of(&self, client: &ClientId) -> usize {
         let counts = self.inner.counts.lock().unwrap_or_else(PoisonError::into_inner);
-        counts.in_flight.get(client).copied().unwrap_or(0)
-    }
-
-    fn release(&self, client: &ClientId) {
-        let mut counts = self.inner.counts.lock().unwrap_or_else(PoisonError::into_inner);
-        if let Some(count) = counts.in_flight.get_mut(client) {
-            *count -= 1;
-            if *count == 0 {
-                counts.in_flight.remove(client);
-            }
-        }
+        counts.in_flight.get(client).map_or(0, |count| count.load(Ordering::Relaxed))
     }
 }
 
 /// A request counted against its client while it lives.
 #[derive(Debug)]
 pub struct Admission {
-    clients: Clients,
-    client: ClientId,
+    /// Its client's count of requests in flight.
+    count: Arc<AtomicUsize>,
 }
 
 impl Drop for Admission {
     fn drop(&mut self) {
-        self.clients.release(&self.client);
+        self.count.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -808,12 +807,17 @@ mod tests {
     }
 
     #[test]
-    fn a_client_leaves_the_count_with_its_last_request() {
+    fn a_client_with_nothing_in_flight_is_forgotten() {
         let clients = clients(ClientPolicy::default());
         let admissions: Vec<Admission> =
             (0..50).map(|n| clients.admit(&address(&format!("192.0.2.{n}")), &load(false, 4)).expect("ok")).collect();
-        assert_eq!(clients.inner.counts.lock().expect("lock").in_flight.len(), 50);
+        let still = clients.admit(&address("192.0.2.7"), &load(false, 4)).expect("ok");
         drop(admissions);
+        clients.forget_idle();
+        assert_eq!(clients.inner.counts.lock().expect("lock").in_flight.len(), 1, "192.0.2.7 has one in flight");
+        assert_eq!(clients.in_flight_of(&address("192.0.2.7")), 1);
+        drop(still);
+        clients.forget_idle();
         assert!(clients.inner.counts.lock().expect("lock").in_flight.is_empty());
     }
 }
