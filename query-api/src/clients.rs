@@ -13,9 +13,9 @@
 //! `Retry-After`, at once and at no cost to HBase. The share is a limit over
 //! the clients seen in the last second or two, at least two requests. The
 //! limit starts at the pool's connections and adapts to how HBase keeps up:
-//! down by a fifth every tenth of a second while operations take one and a
-//! half times their usual time or more
-//! (`common::hbase::Hbase::latency_ratio`), up by one while they do not,
+//! down by a fifth every tenth of a second while HBase is busy or its
+//! operations take one and a half times their usual time or more
+//! (`common::hbase::Hbase::latency_ratio`), up by one otherwise,
 //! because on a small machine a flood slows every operation long before it
 //! fills the pool. A client within its share is served as before. Without
 //! that pressure, or without another client, nobody is refused for volume,
@@ -26,10 +26,11 @@
 //!
 //! A client is its API key when it sends a configured one, otherwise its
 //! address: the peer's or, when the peer is a proxy the operator trusts, the
-//! address the proxies say they forwarded for (`X-Forwarded-For`, else
-//! `Forwarded`), read from the nearest proxy outwards. A forwarding header
-//! from any other peer is ignored, so a client cannot choose whom it counts
-//! as. An IPv6 address counts by its /64, the block one host is given.
+//! address the proxies say they forwarded for (in the one header they write,
+//! `X-Forwarded-For` or `Forwarded`), read from the nearest proxy outwards.
+//! The other header, and any from another peer, is ignored, so a client
+//! cannot choose whom it counts as. An IPv6 address counts by its /64, the
+//! block one host is given.
 
 use std::collections::{HashMap, HashSet};
 use std::net::{IpAddr, Ipv6Addr, SocketAddr};
@@ -109,7 +110,8 @@ impl std::str::FromStr for ApiKey {
 
     /// `NAME=SECRET`: a name of 1 to 32 lower-case letters, digits, `-` or
     /// `_` (not `address` or `other`, the other classes), and a secret of 16
-    /// to 256 visible ASCII characters.
+    /// to 256 visible ASCII characters but `,` (which separates keys). No
+    /// error repeats the secret.
     fn from_str(text: &str) -> Result<ApiKey, String> {
         let (name, secret) = text
             .split_once('=')
@@ -121,8 +123,8 @@ impl std::str::FromStr for ApiKey {
                 "an API key's name is 1 to 32 of a-z, 0-9, - and _, and not {ADDRESS_CLASS:?} or {OTHER_CLASS:?}; got {name:?}"
             ));
         }
-        if !(16..=256).contains(&secret.len()) || !secret.bytes().all(|byte| byte.is_ascii_graphic()) {
-            return Err(format!("the secret of API key {name:?} must be 16 to 256 visible ASCII characters"));
+        if !(16..=256).contains(&secret.len()) || !secret.bytes().all(|byte| byte.is_ascii_graphic() && byte != b',') {
+            return Err(format!("the secret of API key {name:?} must be 16 to 256 visible ASCII characters but ','"));
         }
         Ok(ApiKey { name: name.to_owned(), secret: secret.to_owned() })
     }
@@ -136,11 +138,23 @@ pub fn parse_trusted_proxy(text: &str) -> Result<IpNet, String> {
         .map_err(|_| format!("a trusted proxy is an address or a network (10.0.0.0/8), got {text:?}"))
 }
 
+/// The header trusted proxies say whom they forwarded for in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+pub enum ForwardedHeader {
+    /// `X-Forwarded-For: client, proxy1, proxy2`.
+    #[value(name = "x-forwarded-for")]
+    XForwardedFor,
+    /// RFC 7239: `Forwarded: for=client, for=proxy1`.
+    Forwarded,
+}
+
 /// How clients are told apart and limited.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientPolicy {
-    /// Peers whose forwarding headers are believed.
+    /// Peers whose forwarding header is believed.
     pub trusted_proxies: Vec<IpNet>,
+    /// The forwarding header the trusted proxies write.
+    pub forwarded_header: ForwardedHeader,
     /// The header a client's API key comes in.
     pub api_key_header: HeaderName,
     /// The configured API keys.
@@ -159,6 +173,7 @@ impl Default for ClientPolicy {
     fn default() -> Self {
         ClientPolicy {
             trusted_proxies: Vec::new(),
+            forwarded_header: ForwardedHeader::XForwardedFor,
             api_key_header: HeaderName::from_static("x-api-key"),
             api_keys: Vec::new(),
             exempt_keys: Vec::new(),
@@ -367,7 +382,7 @@ impl Clients {
         // From the nearest proxy outwards: the first address no trusted proxy
         // has; the farthest when every one is trusted; the peer itself when a
         // hop before the client's is not an address (nothing beyond it is believed).
-        let hops = forwarded_hops(headers);
+        let hops = forwarded_hops(headers, policy.forwarded_header);
         let mut client = peer;
         for hop in hops.iter().rev() {
             match hop {
@@ -387,19 +402,6 @@ impl Clients {
     /// counts the request until it is dropped.
     pub fn admit(&self, client: &ClientId, load: &Load) -> Result<Admission, Refusal> {
         let exempt = matches!(client, ClientId::Key(name) if self.inner.exempt.contains(name));
-        if !exempt {
-            if let Some(limiter) = &self.inner.limiter {
-                if let Err(not_until) = limiter.check_key(client) {
-                    let wait = not_until.wait_time_from(DefaultClock::default().now());
-                    return Err(Refusal {
-                        reason: "rate",
-                        retry_after_secs: whole_seconds(wait),
-                        in_flight: self.in_flight_of(client),
-                        allowed: 0,
-                    });
-                }
-            }
-        }
         let mut counts = self.inner.counts.lock().unwrap_or_else(PoisonError::into_inner);
         let now = self.inner.started.elapsed();
         counts.see(client, now.as_secs());
@@ -424,6 +426,15 @@ impl Clients {
                 let share = ((counts.limit / clients as f64) as usize).max(MIN_SHARE);
                 if mine >= share {
                     return Err(Refusal { reason: "fair_share", retry_after_secs: 1, in_flight: mine, allowed: share });
+                }
+            }
+            // Last, so a request refused for the above spends none of its
+            // client's rate.
+            if let Some(limiter) = &self.inner.limiter {
+                if let Err(not_until) = limiter.check_key(client) {
+                    let wait = not_until.wait_time_from(DefaultClock::default().now());
+                    let retry_after_secs = whole_seconds(wait);
+                    return Err(Refusal { reason: "rate", retry_after_secs, in_flight: mine, allowed: 0 });
                 }
             }
         }
@@ -457,6 +468,7 @@ impl Clients {
         }
     }
 
+    #[cfg(test)]
     fn in_flight_of(&self, client: &ClientId) -> usize {
         let counts = self.inner.counts.lock().unwrap_or_else(PoisonError::into_inner);
         counts.in_flight.get(client).map_or(0, |count| count.load(Ordering::Relaxed))
@@ -533,25 +545,39 @@ pub(crate) async fn shed_fairly(State(shedding): State<Shedding>, request: Reque
     }
 }
 
-/// The addresses `headers` say the request was forwarded for, farthest
-/// first: `X-Forwarded-For` when present, else `Forwarded`'s `for=`; `None`
-/// for a hop that is not an address (`unknown`, an obfuscated name).
-fn forwarded_hops(headers: &HeaderMap) -> Vec<Option<IpAddr>> {
-    let joined = |name: &HeaderName| -> Option<String> {
-        let values: Vec<&str> = headers.get_all(name).iter().filter_map(|value| value.to_str().ok()).collect();
-        (!values.is_empty()).then(|| values.join(","))
+/// The addresses the trusted proxies' header (`which`: the one they write;
+/// the other is never read, or a client could write it) says the request was
+/// forwarded for, farthest first; `None` for a hop that is not an address
+/// (`unknown`, an obfuscated name, bytes that are not text).
+fn forwarded_hops(headers: &HeaderMap, which: ForwardedHeader) -> Vec<Option<IpAddr>> {
+    let name = match which {
+        ForwardedHeader::XForwardedFor => HeaderName::from_static("x-forwarded-for"),
+        ForwardedHeader::Forwarded => header::FORWARDED,
     };
-    if let Some(list) = joined(&HeaderName::from_static("x-forwarded-for")) {
-        return list.split(',').map(|hop| parse_hop(hop.trim())).collect();
+    let mut hops = Vec::new();
+    for value in &headers.get_all(name) {
+        // A value that is not text is a hop nobody can read, never skipped:
+        // skipping it would let a client's own hops stand in for it.
+        let Ok(text) = value.to_str() else {
+            hops.push(None);
+            continue;
+        };
+        for element in text.split(',') {
+            hops.push(match which {
+                ForwardedHeader::XForwardedFor => parse_hop(element.trim()),
+                ForwardedHeader::Forwarded => forwarded_for(element).and_then(parse_hop),
+            });
+        }
     }
-    let Some(forwarded) = joined(&header::FORWARDED) else { return Vec::new() };
-    let hops = forwarded.split(',').filter_map(|element| {
-        element.split(';').find_map(|pair| {
-            let (name, value) = pair.trim().split_once('=')?;
-            name.trim().eq_ignore_ascii_case("for").then(|| value.trim().trim_matches('"'))
-        })
-    });
-    hops.map(parse_hop).collect()
+    hops
+}
+
+/// The `for=` of one element of a `Forwarded` header.
+fn forwarded_for(element: &str) -> Option<&str> {
+    element.split(';').find_map(|pair| {
+        let (name, value) = pair.trim().split_once('=')?;
+        name.trim().eq_ignore_ascii_case("for").then(|| value.trim().trim_matches('"'))
+    })
 }
 
 /// One hop of a forwarding header: an address, with or without a port
@@ -639,8 +665,9 @@ mod tests {
         // The client's own claim (198.51.100.1) lies beyond the first untrusted hop.
         let chain = headers(&[("x-forwarded-for", "198.51.100.1, 203.0.113.5"), ("x-forwarded-for", "10.9.9.9")]);
         assert_eq!(clients.identify(proxy, &chain), address("203.0.113.5"));
+        // The Forwarded header is not the one these proxies write: never read.
         let forwarded = headers(&[("forwarded", r#"for="[2001:db8:cafe::17]:4711";proto=https, for=192.0.2.1"#)]);
-        assert_eq!(clients.identify(proxy, &forwarded), address("2001:db8:cafe::"));
+        assert_eq!(clients.identify(proxy, &forwarded), address("10.1.2.3"));
         // Every hop trusted: the farthest. A hop that is no address: the proxy itself.
         assert_eq!(
             clients.identify(proxy, &headers(&[("x-forwarded-for", "10.0.0.1, 10.0.0.2")])),
@@ -656,6 +683,31 @@ mod tests {
         );
         assert_eq!(clients.identify(proxy, &HeaderMap::new()), address("10.1.2.3"));
         assert_eq!(clients.identify(Some(ip("::ffff:192.0.2.1")), &chain), address("203.0.113.5"), "mapped IPv4");
+    }
+
+    #[test]
+    fn only_the_header_the_proxies_write_is_read_and_an_unreadable_hop_stops_the_walk() {
+        let proxy = Some(ip("10.1.2.3"));
+        let trusted = vec![parse_trusted_proxy("10.0.0.0/8").expect("net")];
+        let rfc = clients(ClientPolicy {
+            trusted_proxies: trusted.clone(),
+            forwarded_header: ForwardedHeader::Forwarded,
+            ..ClientPolicy::default()
+        });
+        let forwarded = headers(&[
+            ("x-forwarded-for", "198.51.100.66"),
+            ("forwarded", r#"for="[2001:db8:cafe::17]:4711";proto=https, for=10.0.0.9"#),
+        ]);
+        assert_eq!(rfc.identify(proxy, &forwarded), address("2001:db8:cafe::"), "X-Forwarded-For is never read");
+        // A value that is not text (nginx appends its hop to the client's in
+        // one line) stops the walk at the proxy, whatever the other header says.
+        let xff = clients(ClientPolicy { trusted_proxies: trusted, ..ClientPolicy::default() });
+        let mut garbled = HeaderMap::new();
+        garbled.append("x-forwarded-for", HeaderValue::from_bytes(b"\xff, 203.0.113.5").expect("value"));
+        garbled.append("forwarded", "for=198.51.100.1".parse().expect("value"));
+        assert_eq!(xff.identify(proxy, &garbled), address("10.1.2.3"));
+        garbled.append("x-forwarded-for", "203.0.113.5".parse().expect("value"));
+        assert_eq!(xff.identify(proxy, &garbled), address("203.0.113.5"), "the hop after it, nearer, counts");
     }
 
     #[test]
@@ -740,7 +792,9 @@ mod tests {
             [clients.admit(&client, &load(true, 1)).expect("1"), clients.admit(&client, &load(true, 1)).expect("2")];
         assert_eq!(clients.admit(&client, &load(false, 100)).expect_err("in flight").reason, "in_flight");
         drop(held);
-        // The third request of the second used the last of the burst of three.
+        // The refusal spent none of the rate: the third of the burst of three is left.
+        let third = clients.admit(&client, &load(false, 100)).expect("the third");
+        drop(third);
         let rate = clients.admit(&client, &load(false, 100)).expect_err("rate");
         assert_eq!((rate.reason, rate.retry_after_secs), ("rate", 1));
         let exempt = ClientId::Key("batch".into());

@@ -13,7 +13,7 @@ use clap::{ArgMatches, CommandFactory, FromArgMatches};
 use common::config::HbaseArgs;
 use common::hbase::{HbaseConfig, ReadConsistency};
 
-use crate::clients::{parse_trusted_proxy, ApiKey, ClientPolicy};
+use crate::clients::{parse_trusted_proxy, ApiKey, ClientPolicy, ForwardedHeader};
 use crate::connections::ConnectionLimits;
 
 /// The HBase deadline this service uses unless told otherwise. A reader waiting
@@ -152,12 +152,18 @@ pub struct Args {
     #[arg(long, env = "REVIEWS_API_TRUSTED_PROXIES", value_delimiter = ',', value_parser = parse_trusted_proxy)]
     pub trusted_proxies: Vec<IpNet>,
 
+    /// The one forwarding header the trusted proxies write (the other is
+    /// never read: a client could write it).
+    #[arg(long, env = "REVIEWS_API_FORWARDED_HEADER", value_enum, default_value_t = ForwardedHeader::XForwardedFor)]
+    pub forwarded_header: ForwardedHeader,
+
     /// API keys, NAME=SECRET comma-separated (better in the environment): a
     /// request carrying one in --api-key-header counts as the client NAME,
     /// in the limits and the metrics, instead of by its address. A request
-    /// without a known key is still served.
+    /// without a known key is still served. Checked after parsing, so an
+    /// error names the key, never its secret.
     #[arg(long, env = "REVIEWS_API_KEYS", value_delimiter = ',', hide_env_values = true)]
-    pub api_keys: Vec<ApiKey>,
+    pub api_keys: Vec<String>,
 
     /// The header an API key comes in.
     #[arg(long, env = "REVIEWS_API_KEY_HEADER", default_value = "x-api-key", value_parser = parse_header_name)]
@@ -204,11 +210,22 @@ impl Args {
         Ok(args)
     }
 
-    /// Refuses two keys of one name or secret, and an exempt name no key has.
+    /// The API keys given, parsed; an error says which key is wrong without
+    /// its secret.
+    fn parsed_api_keys(&self) -> Result<Vec<ApiKey>, String> {
+        self.api_keys
+            .iter()
+            .map(|text| text.parse::<ApiKey>().map_err(|error| format!("--api-keys: {error}")))
+            .collect()
+    }
+
+    /// Refuses a key that does not parse, two keys of one name or secret,
+    /// and an exempt name no key has.
     fn check_keys(&self) -> Result<(), String> {
         let mut names = std::collections::HashSet::new();
         let mut secrets = std::collections::HashSet::new();
-        for key in &self.api_keys {
+        let keys = self.parsed_api_keys()?;
+        for key in &keys {
             if !names.insert(key.name.as_str()) || !secrets.insert(key.secret.as_str()) {
                 return Err(format!("--api-keys: two keys share the name or the secret of {:?}", key.name));
             }
@@ -243,8 +260,10 @@ impl Args {
             },
             clients: ClientPolicy {
                 trusted_proxies: self.trusted_proxies.clone(),
+                forwarded_header: self.forwarded_header,
                 api_key_header: self.api_key_header.clone(),
-                api_keys: self.api_keys.clone(),
+                // Checked when the arguments were parsed.
+                api_keys: self.parsed_api_keys().unwrap_or_default(),
                 exempt_keys: self.exempt_keys.clone(),
                 max_in_flight: (self.client_max_in_flight > 0).then_some(self.client_max_in_flight),
                 rate_per_second: NonZeroU32::new(self.client_rate),
@@ -394,6 +413,11 @@ mod tests {
             .is_err());
         let twice = ["query-api", "--api-keys", "web=0123456789abcdef,web=fedcba9876543210"];
         assert!(Args::try_parse_from(twice).is_err());
+        // A key that does not parse is named, its secret never shown.
+        let error = Args::try_parse_from(["query-api", "--api-keys", "web=short-secret"]).expect_err("too short");
+        assert!(error.to_string().contains("\"web\"") && !error.to_string().contains("short-secret"), "{error}");
+        let forwarded = Args::try_parse_from(["query-api", "--forwarded-header", "forwarded"]).expect("parses");
+        assert_eq!(forwarded.settings().clients.forwarded_header, ForwardedHeader::Forwarded);
     }
 
     #[test]

@@ -283,6 +283,9 @@ async fn cors_allows_only_configured_origins() {
     };
     let allowed = send(&app, preflight("https://shop.example")).await;
     assert_eq!(allowed.headers[header::ACCESS_CONTROL_ALLOW_ORIGIN], "https://shop.example");
+    // A frontend may send its API key.
+    let allowed_headers = allowed.headers[header::ACCESS_CONTROL_ALLOW_HEADERS].to_str().expect("ascii");
+    assert!(allowed_headers.contains("x-api-key"), "{allowed_headers}");
     let refused = send(&app, preflight("https://evil.example")).await;
     assert!(refused.headers.get(header::ACCESS_CONTROL_ALLOW_ORIGIN).is_none());
 }

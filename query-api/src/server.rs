@@ -74,7 +74,7 @@ fn routes(metrics_on_main_listener: bool) -> Router<AppState> {
 /// what no real route does (a handler that panics).
 pub(crate) fn with_middleware(routes: Router<AppState>, state: AppState) -> Router {
     let request_timeout = state.settings().request_timeout;
-    let cors = cors_layer(&state.settings().cors_origins);
+    let cors = cors_layer(&state.settings().cors_origins, &state.settings().clients.api_key_header);
     let middleware = ServiceBuilder::new()
         .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
         .layer(
@@ -107,8 +107,9 @@ pub fn metrics_app(state: AppState) -> Router {
     Router::new().route("/metrics", get(routes::ops::metrics)).fallback(routes::not_found).with_state(state)
 }
 
-/// CORS for browser frontends: only the configured origins, `*` for any, none when empty.
-fn cors_layer(origins: &[String]) -> CorsLayer {
+/// CORS for browser frontends: only the configured origins, `*` for any, none
+/// when empty. A frontend may send its API key (`api_key_header`).
+fn cors_layer(origins: &[String], api_key_header: &axum::http::HeaderName) -> CorsLayer {
     let allowed = if origins.iter().any(|origin| origin == "*") {
         AllowOrigin::any()
     } else {
@@ -127,7 +128,7 @@ fn cors_layer(origins: &[String]) -> CorsLayer {
     CorsLayer::new()
         .allow_origin(allowed)
         .allow_methods([Method::GET, Method::POST])
-        .allow_headers([header::CONTENT_TYPE])
+        .allow_headers([header::CONTENT_TYPE, api_key_header.clone()])
         .max_age(Duration::from_secs(3_600))
 }
 

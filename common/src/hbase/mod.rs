@@ -385,7 +385,11 @@ impl Hbase {
             let _running = CountWhileAlive(&hbase.inner.in_flight);
             let started = Instant::now();
             let outcome = hbase.blocking_until(deadline, retry, &abandoned, operation);
-            hbase.inner.latency.record(started.elapsed());
+            // Only answers: a failure is often quick, and its time (or the
+            // pauses of its retries) says nothing of how long answers take.
+            if outcome.is_ok() {
+                hbase.inner.latency.record(started.elapsed());
+            }
             outcome
         });
         // Relative to now on tokio's clock, not `timeout_at` a std instant:
@@ -436,6 +440,15 @@ impl Hbase {
     /// Operations waiting for a pool slot now.
     pub fn queued(&self) -> usize {
         self.inner.queued.load(Ordering::Relaxed)
+    }
+
+    /// Whether the next operation would wait: one waits already, or either
+    /// gateway's pool has every connection in use.
+    pub fn saturated(&self) -> bool {
+        let inner = &self.inner;
+        self.queued() > 0
+            || inner.thrift1.permits.available_permits() == 0
+            || inner.thrift2.permits.available_permits() == 0
     }
 
     /// How long operations hold their connection lately over their usual

@@ -57,12 +57,11 @@ impl ReadStore {
         self.store.tables()
     }
 
-    /// Whether HBase is busy now: an operation waits for a connection, or
-    /// as many run as a gateway's pool has connections, so the next one would
-    /// wait. While it is, the service must shed.
+    /// Whether HBase is busy now: an operation waits for a connection, or a
+    /// gateway's pool has every connection in use, so the next one would
+    /// wait ([`Hbase::saturated`]). While it is, the service must shed.
     pub fn hbase_busy(&self) -> bool {
-        let hbase = self.store.hbase();
-        hbase.queued() > 0 || hbase.in_flight() >= self.hbase_connections()
+        self.store.hbase().saturated()
     }
 
     /// How long HBase operations take lately over their usual time
