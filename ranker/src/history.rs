@@ -140,12 +140,19 @@ pub async fn make_incremental(
     wanted: &ChangesWanted,
 ) -> Result<(), RankerError> {
     options.incremental = match wanted.since {
-        ChangedSince::Time(since_ms) => Some(Incremental {
-            since_ms,
-            refresh_days: Some(wanted.refresh_days),
-            refreshed_until_ms: None,
-            check_all_slots: wanted.check_all_slots,
-        }),
+        ChangedSince::Time(since_ms) => {
+            // Changes from the time given, but the refresh still makes up the
+            // nights since the last completed runs covering these products:
+            // this run, recorded, becomes the next one's starting point.
+            let range = options.scope.key_range().unwrap_or_else(KeyRange::everything);
+            let last = last_watermark(store, &range, wanted.skew_margin).await?;
+            Some(Incremental {
+                since_ms,
+                refresh_days: Some(wanted.refresh_days),
+                refreshed_until_ms: last.map(|watermark| watermark.as_of_ms),
+                check_all_slots: wanted.check_all_slots,
+            })
+        }
         ChangedSince::Last => incremental_since_last(store, &options.scope, wanted).await?,
     };
     if options.incremental.is_none() {
