@@ -7,8 +7,9 @@
 //! (`503 overloaded`). Without a notion of clients that refuses whoever comes
 //! next, so one client flooding the service takes every other client's
 //! product pages down with it. So each request is counted against its client
-//! while it runs, and while HBase is busy (every connection in use, or a call
-//! waiting for one, within the last second) a client that already has its
+//! while it runs, and while HBase is busy (as many operations running as the
+//! pool has connections, or one waiting, within the last second:
+//! `common::hbase::Hbase::busy`) a client that already has its
 //! **fair share** of requests in flight is refused with `429` and
 //! `Retry-After`, at once and at no cost to HBase. The share is a limit over
 //! the clients seen in the last second or two, at least two requests. The
@@ -61,7 +62,7 @@ pub const REFUSAL_REASONS: [&str; 3] = ["fair_share", "in_flight", "rate"];
 /// How HBase is doing when a request arrives.
 #[derive(Debug, Clone, Copy, PartialEq)]
 pub struct Load {
-    /// Every connection of a pool is in use, or an operation waits for one.
+    /// As many operations run as the pool has connections, or one waits.
     pub busy: bool,
     /// How long operations take lately over their usual time.
     pub latency_ratio: f64,

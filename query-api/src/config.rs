@@ -125,13 +125,13 @@ pub struct Args {
     #[arg(long, env = "REVIEWS_API_READ_CONSISTENCY", value_enum, default_value_t = ReadConsistency::Strong)]
     pub read_consistency: ReadConsistency,
 
-    /// While HBase is busy (every connection in use, or a call waiting for
-    /// one), refuse (429, `Retry-After`) the clients that already have their
-    /// fair share of requests in flight (a limit adapted to how quickly HBase
-    /// answers, at most the pool's connections, over the clients seen in the
-    /// last second or two; at least two), so one client cannot take the
-    /// service from the others. `false` sheds whoever comes next (503
-    /// `overloaded` past the queue).
+    /// While HBase is busy (as many operations running as the pool has
+    /// connections, or one waiting), refuse (429, `Retry-After`) the clients
+    /// that already have their fair share of requests in flight (a limit
+    /// adapted to how quickly HBase answers, at most the pool's connections,
+    /// over the clients seen in the last second or two; at least two), so one
+    /// client cannot take the service from the others. `false` sheds whoever
+    /// comes next (503 `overloaded` past the queue).
     #[arg(long, env = "REVIEWS_API_FAIR_SHEDDING", default_value_t = true, action = clap::ArgAction::Set)]
     pub fair_shedding: bool,
 

@@ -57,11 +57,9 @@ impl ReadStore {
         self.store.tables()
     }
 
-    /// Whether HBase is busy now: an operation waits for a connection, or a
-    /// gateway's pool has every connection in use, so the next one would
-    /// wait ([`Hbase::saturated`]). While it is, the service must shed.
+    /// Whether HBase is busy now ([`Hbase::busy`]): while it is, the service must shed.
     pub fn hbase_busy(&self) -> bool {
-        self.store.hbase().saturated()
+        self.store.hbase().busy()
     }
 
     /// How long HBase operations take lately over their usual time
