@@ -444,10 +444,8 @@ impl Hbase {
 
     /// Whether HBase is busy: an operation waits for a connection, or as
     /// many run (on both gateways together) as one gateway's pool has
-    /// connections. The second is an early sign, before either pool is full:
-    /// a service shedding only once a pool is full sheds too late (measured
-    /// with `bench/fairness.sh`: a polite reader's p99 4.7 times its own
-    /// alone, against 1.6 to 2.1 times with the early sign).
+    /// connections. The second is an early sign, before either pool is full,
+    /// so a service that sheds on it sheds before its readers queue.
     pub fn busy(&self) -> bool {
         let pool = usize::try_from(self.inner.config.pool_size).unwrap_or(usize::MAX).max(1);
         self.queued() > 0 || self.in_flight() >= pool
