@@ -15,6 +15,9 @@
 //! parsers also accept the seed's shorter keys, because rows written by the
 //! original Java service have them.
 
+use base64::engine::general_purpose::URL_SAFE_NO_PAD;
+use base64::Engine;
+
 use crate::ids::{Id, ID_LEN};
 
 /// A range of row keys, `[start, stop)`: `stop` `None` runs to the end of
@@ -127,6 +130,23 @@ impl CommentKey {
     /// The key's bytes.
     pub fn as_bytes(&self) -> &[u8; COMMENT_KEY_LEN] {
         &self.0
+    }
+
+    /// The review's public id: the key in base64url without padding (27
+    /// characters). Clients treat it as opaque; it is stable for as long as
+    /// the comment's row is, and safe in a path segment or a DOM id.
+    pub fn review_id(&self) -> String {
+        URL_SAFE_NO_PAD.encode(self.0)
+    }
+
+    /// The key a [`CommentKey::review_id`] names; an error for any other text.
+    pub fn from_review_id(id: &str) -> Result<CommentKey, KeyError> {
+        let bytes = URL_SAFE_NO_PAD.decode(id).map_err(|_| KeyError {
+            table: "comment",
+            length: id.len(),
+            reason: "review id is not base64url",
+        })?;
+        CommentKey::parse(&bytes)
     }
 }
 
@@ -703,6 +723,31 @@ mod tests {
             }
             let share = 3_844.0 / f64::from(regions);
             assert!(counts.iter().all(|&count| (count as f64 - share).abs() <= 1.0), "{regions}: {counts:?}");
+        }
+    }
+
+    #[test]
+    fn a_review_id_is_the_comment_key_in_base64url_and_reads_back() {
+        let key = CommentKey::new(
+            &Id::parse("orderId", "ORDER00001").expect("id"),
+            &Id::parse("productId", "PRODUCT001").expect("id"),
+        );
+        assert_eq!(key.review_id(), "T1JERVIwMDAwMVBST0RVQ1QwMDE");
+        assert_eq!(CommentKey::from_review_id(&key.review_id()), Ok(key));
+        let url_unsafe = CommentKey::new(
+            &Id::parse("orderId", "~~~~~~~~~~").expect("id"),
+            &Id::parse("productId", "??????????").expect("id"),
+        );
+        assert!(url_unsafe.review_id().bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
+        assert_eq!(CommentKey::from_review_id(&url_unsafe.review_id()), Ok(url_unsafe));
+        for bad in [
+            "",
+            "T1JERVIwMDAwMVBST0RVQ1QwMDE=",
+            "T1JERVIwMDAwMVBST0RVQ1QwMD",
+            "not an id!",
+            "AAAAAAAAAAAAAAAAAAAAAAAAAAA",
+        ] {
+            assert!(CommentKey::from_review_id(bad).is_err(), "{bad}");
         }
     }
 

@@ -37,6 +37,8 @@ pub enum ErrorCode {
     NotFound,
     /// The product has no review summary: no run has counted a review of it and none is listed.
     NoSummary,
+    /// No review has this id: it never existed, or it was deleted.
+    NoReview,
     /// The route exists but not for this method.
     MethodNotAllowed,
     /// This client is over its rate, its requests in flight, or (while the
@@ -72,6 +74,7 @@ impl ErrorCode {
             ErrorCode::BodyTooLarge => "body_too_large",
             ErrorCode::NotFound => "not_found",
             ErrorCode::NoSummary => "no_summary",
+            ErrorCode::NoReview => "no_review",
             ErrorCode::MethodNotAllowed => "method_not_allowed",
             ErrorCode::TooManyRequests => "too_many_requests",
             ErrorCode::Unavailable => "unavailable",
@@ -91,7 +94,7 @@ impl ErrorCode {
             | ErrorCode::InvalidBody => StatusCode::BAD_REQUEST,
             ErrorCode::UnsupportedMediaType => StatusCode::UNSUPPORTED_MEDIA_TYPE,
             ErrorCode::BodyTooLarge => StatusCode::PAYLOAD_TOO_LARGE,
-            ErrorCode::NotFound | ErrorCode::NoSummary => StatusCode::NOT_FOUND,
+            ErrorCode::NotFound | ErrorCode::NoSummary | ErrorCode::NoReview => StatusCode::NOT_FOUND,
             ErrorCode::MethodNotAllowed => StatusCode::METHOD_NOT_ALLOWED,
             ErrorCode::TooManyRequests => StatusCode::TOO_MANY_REQUESTS,
             ErrorCode::Unavailable | ErrorCode::Overloaded | ErrorCode::Timeout => StatusCode::SERVICE_UNAVAILABLE,

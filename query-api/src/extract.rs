@@ -9,6 +9,7 @@ use axum::extract::{FromRequest, FromRequestParts, Path, Query, Request};
 use axum::http::request::Parts;
 use axum::http::StatusCode;
 use axum::Json;
+use common::keys::CommentKey;
 use common::store::stars::StarSet;
 use common::Id;
 use serde::de::DeserializeOwned;
@@ -136,6 +137,31 @@ impl<S: Send + Sync> FromRequestParts<S> for UserId {
     }
 }
 
+/// The `{reviewId}` of a route: a comment's key, from the id `/v1` answers carry.
+#[derive(Debug, Clone, Copy, IntoParams)]
+#[into_params(names("reviewId"), parameter_in = Path)]
+pub struct ReviewId(
+    /// A review's `id`, as a `/v1` answer carries it.
+    #[param(value_type = String, min_length = 27, max_length = 27, pattern = "^[A-Za-z0-9_-]{27}$", example = "T1JERVIwMDAwMVBST0RVQ1QwMDE")]
+    pub CommentKey,
+);
+
+impl<S: Send + Sync> FromRequestParts<S> for ReviewId {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Path(raw) = Path::<String>::from_request_parts(parts, state).await.map_err(|rejection| {
+            ApiError::new(
+                ErrorCode::InvalidId,
+                format!("reviewId is not a valid path segment: {}", rejection.body_text()),
+            )
+        })?;
+        CommentKey::from_review_id(&raw).map(ReviewId).map_err(|_| {
+            ApiError::new(ErrorCode::InvalidId, format!("reviewId {:?} is not a review id", shorten(&raw)))
+        })
+    }
+}
+
 /// The query parameters of a page request, as sent (validated by
 /// [`PageQuery`]); they document the page routes' parameters.
 #[derive(Debug, Deserialize, IntoParams)]
@@ -151,7 +177,7 @@ pub struct RawPageQuery {
     pub cursor: Option<String>,
     /// `author` adds each comment's `author` (`{"nickname"}` from the user's
     /// record, `null` when the user has none that reads).
-    #[param(value_type = Option<String>, pattern = "^author$")]
+    #[param(value_type = Option<String>)]
     pub include: Option<String>,
 }
 
@@ -226,15 +252,15 @@ pub struct RawProductPageQuery {
     /// comma-separated (`4,5`). A comment's star is its `rating` when that is
     /// an integer from 1 to 5 (`5.0` and `"5"` count as 5); unrated comments
     /// match no star. The same rule counts the summary's `ratings`.
-    #[param(value_type = Option<String>, pattern = "^[1-5](,[1-5])*$", example = "4,5")]
+    #[param(value_type = Option<String>)]
     pub rating: Option<String>,
     /// `newest` (default), `rating_desc` or `rating_asc`: by star, newest
     /// first within a star, unrated comments last in both.
-    #[param(value_type = Option<String>, pattern = "^(newest|rating_desc|rating_asc)$")]
+    #[param(value_type = Option<String>)]
     pub sort: Option<String>,
     /// `author` adds each comment's `author` (`{"nickname"}` from the user's
     /// record, `null` when the user has none that reads).
-    #[param(value_type = Option<String>, pattern = "^author$")]
+    #[param(value_type = Option<String>)]
     pub include: Option<String>,
 }
 
@@ -293,7 +319,7 @@ pub struct RawRankedQuery {
     pub limit: Option<String>,
     /// `author` adds each comment's `author` (`{"nickname"}` from the user's
     /// record, `null` when the user has none that reads).
-    #[param(value_type = Option<String>, pattern = "^author$")]
+    #[param(value_type = Option<String>)]
     pub include: Option<String>,
 }
 
@@ -318,6 +344,32 @@ impl<S: Send + Sync> FromRequestParts<S> for RankedQuery {
     }
 }
 
+/// The query parameters of a one-review read, as sent (validated by [`IncludeQuery`]).
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RawIncludeQuery {
+    /// `author` adds the comment's `author` (`{"nickname"}` from the user's
+    /// record, `null` when the user has none that reads).
+    #[param(value_type = Option<String>)]
+    pub include: Option<String>,
+}
+
+/// `?include=` alone, validated: whether the answer names the author.
+#[derive(Debug, Clone, Copy)]
+pub struct IncludeQuery {
+    /// Whether the comment names its author.
+    pub include_author: bool,
+}
+
+impl<S: Send + Sync> FromRequestParts<S> for IncludeQuery {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Query(raw) = Query::<RawIncludeQuery>::from_request_parts(parts, state).await.map_err(query_rejection)?;
+        Ok(IncludeQuery { include_author: include_author(raw.include.as_deref())? })
+    }
+}
+
 /// The most products one `/v1/summaries` request may name.
 pub const MAX_SUMMARY_PRODUCTS: usize = 100;
 
@@ -332,11 +384,7 @@ pub struct RawSummariesQuery {
     #[param(
         rename = "productIds",
         required = true,
-        value_type = String,
-        min_length = 10,
-        max_length = 1099,
-        pattern = "^[ -+.0-~-]{10}(,[ -+.0-~-]{10}){0,99}$",
-        example = "P000000001,P000000002"
+        value_type = String
     )]
     pub product_ids: Option<String>,
 }

@@ -94,6 +94,10 @@ async fn bad_ids_answer_400_before_any_hbase_call() {
         "/product/%C3%84BCDEFGHI/comments/latest",
         "/user/USER0%2F0000/comments/latest",
         "/product/x/comments/ranked",
+        "/v1/reviews/T1JERVIwMDAwMVBST0RVQ1QwMDE=",
+        "/v1/reviews/AAAAAAAAAAAAAAAAAAAAAAAAAAA",
+        "/v1/reviews/short",
+        "/v1/reviews/%FF",
     ] {
         let started = Instant::now();
         let answer = get(&app, uri).await;
@@ -286,6 +290,21 @@ async fn cors_allows_only_configured_origins() {
     // A frontend may send its API key.
     let allowed_headers = allowed.headers[header::ACCESS_CONTROL_ALLOW_HEADERS].to_str().expect("ascii");
     assert!(allowed_headers.contains("x-api-key"), "{allowed_headers}");
+    // It may revalidate what it holds and name its requests.
+    for wanted in ["if-none-match", "x-request-id"] {
+        assert!(allowed_headers.contains(wanted), "{wanted} not in {allowed_headers}");
+    }
+    // It may read what tells a fresh answer from a kept one, and the request id.
+    let read = Request::builder()
+        .uri("/healthz")
+        .header(header::ORIGIN, "https://shop.example")
+        .body(Body::empty())
+        .expect("request");
+    let answer = send(&app, read).await;
+    let exposed = answer.headers[header::ACCESS_CONTROL_EXPOSE_HEADERS].to_str().expect("ascii").to_owned();
+    for wanted in ["etag", "age", "x-request-id", "x-replica-read", "retry-after"] {
+        assert!(exposed.contains(wanted), "{wanted} not in {exposed}");
+    }
     let refused = send(&app, preflight("https://evil.example")).await;
     assert!(refused.headers.get(header::ACCESS_CONTROL_ALLOW_ORIGIN).is_none());
 }
@@ -301,6 +320,7 @@ async fn the_openapi_document_lists_every_route() {
         ("/v1/products/{productId}/comments/ranked", "get"),
         ("/v1/products/{productId}/comments/summary", "get"),
         ("/v1/summaries", "get"),
+        ("/v1/reviews/{reviewId}", "get"),
         ("/product/{productId}/comments/latest", "get"),
         ("/product/comments/get", "post"),
         ("/user/{userId}/comments/latest", "get"),
@@ -370,7 +390,9 @@ async fn the_openapi_document_declares_every_constraint_and_status_the_service_a
             assert!(has("500"), "{name} reads HBase and can answer 500");
             assert!(responses["503"]["headers"].get("Retry-After").is_some(), "{name}: Retry-After on 503");
         }
-        if method == "get" && (path.contains("/comments") || path.ends_with("/summaries")) {
+        if method == "get"
+            && (path.contains("/comments") || path.ends_with("/summaries") || path.starts_with("/v1/reviews/"))
+        {
             assert!(has("304"), "{name} answers conditional GETs");
             assert!(responses["200"]["headers"].get("ETag").is_some(), "{name}: ETag on 200");
             assert!(parameter("If-None-Match").is_some(), "{name}: If-None-Match");
@@ -390,22 +412,40 @@ async fn the_openapi_document_declares_every_constraint_and_status_the_service_a
     assert_eq!(request["properties"]["startIndexKey"]["format"], "byte");
     assert_eq!(request["properties"]["startIndexKey"]["type"], "string", "null is refused, so not allowed");
 
-    let parameters = &document["paths"]["/v1/products/{productId}/comments"]["get"]["parameters"];
-    let pattern_of = |name: &str| {
-        parameters
+    // Typed for generated clients: enums, and arrays sent comma-separated.
+    let parameter_of = |path: &str, name: &str| {
+        document["paths"][path]["get"]["parameters"]
             .as_array()
             .into_iter()
             .flatten()
             .find(|parameter| parameter["name"] == name)
-            .map(|parameter| parameter["schema"]["pattern"].as_str().unwrap_or_default().to_owned())
+            .cloned()
+            .unwrap_or_else(|| panic!("{path} has no parameter {name}"))
     };
-    assert_eq!(pattern_of("rating").as_deref(), Some("^[1-5](,[1-5])*$"));
-    assert_eq!(pattern_of("sort").as_deref(), Some("^(newest|rating_desc|rating_asc)$"));
-    assert_eq!(pattern_of("include").as_deref(), Some("^author$"));
-    let listing = &document["paths"]["/v1/summaries"]["get"];
-    let product_ids = &listing["parameters"][0];
-    assert_eq!((&product_ids["name"], &product_ids["required"]), (&"productIds".into(), &true.into()));
-    assert!(listing["responses"].get("400").is_some());
+    let comments = "/v1/products/{productId}/comments";
+    let rating = parameter_of(comments, "rating");
+    assert_eq!((&rating["style"], &rating["explode"]), (&"form".into(), &false.into()), "{rating}");
+    assert_eq!(rating["schema"]["type"], "array");
+    assert_eq!(rating["schema"]["items"], serde_json::json!({"type": "integer", "minimum": 1, "maximum": 5}));
+    assert_eq!(
+        parameter_of(comments, "sort")["schema"]["enum"],
+        serde_json::json!(["newest", "rating_desc", "rating_asc"])
+    );
+    for path in
+        [comments, "/v1/users/{userId}/comments", "/v1/products/{productId}/comments/ranked", "/v1/reviews/{reviewId}"]
+    {
+        assert_eq!(parameter_of(path, "include")["schema"]["enum"], serde_json::json!(["author"]), "{path}");
+    }
+    let product_ids = parameter_of("/v1/summaries", "productIds");
+    assert_eq!(
+        (&product_ids["required"], &product_ids["style"], &product_ids["explode"]),
+        (&true.into(), &"form".into(), &false.into())
+    );
+    assert_eq!((&product_ids["schema"]["type"], &product_ids["schema"]["maxItems"]), (&"array".into(), &100.into()));
+    assert_eq!(product_ids["schema"]["items"]["pattern"], "^[ -+.0-~-]{10}$");
+    assert!(document["paths"]["/v1/summaries"]["get"]["responses"].get("400").is_some());
+    let review = &document["paths"]["/v1/reviews/{reviewId}"]["get"]["responses"];
+    assert!(review.get("404").is_some() && review.get("304").is_some(), "{review}");
 }
 
 #[tokio::test]

@@ -10,12 +10,15 @@
 
 use common::model::Comment;
 use utoipa::openapi::header::HeaderBuilder;
-use utoipa::openapi::path::{Operation, ParameterBuilder, ParameterIn};
-use utoipa::openapi::{ContentBuilder, ObjectBuilder, Ref, RefOr, Required, ResponseBuilder, Type};
+use utoipa::openapi::path::{Operation, ParameterBuilder, ParameterIn, ParameterStyle};
+use utoipa::openapi::{
+    ArrayBuilder, ContentBuilder, ObjectBuilder, Ref, RefOr, Required, ResponseBuilder, Schema, Type,
+};
 use utoipa::{Modify, OpenApi};
 use utoipa_swagger_ui::{Config, SwaggerUi};
 
 use crate::error::{ErrorBody, ErrorDetail};
+use crate::extract::MAX_SUMMARY_PRODUCTS;
 use crate::routes;
 use crate::routes::seed::NextPageDocs;
 use crate::views::{
@@ -43,6 +46,7 @@ pub const DOCS_PATH: &str = "/docs";
         routes::v1::v1_ranked_comments,
         routes::v1::v1_review_summary,
         routes::v1::v1_summaries,
+        routes::v1::v1_review,
         routes::seed::seed_product_latest,
         routes::seed::seed_next,
         routes::seed::seed_user_latest,
@@ -51,7 +55,7 @@ pub const DOCS_PATH: &str = "/docs";
         routes::ops::readyz,
         routes::ops::metrics,
     ),
-    modifiers(&NextPageDocs, &MiddlewareDocs),
+    modifiers(&NextPageDocs, &MiddlewareDocs, &TypedParameters),
     components(schemas(
         Comment,
         CommentView,
@@ -88,8 +92,9 @@ pub struct MiddlewareDocs;
 impl Modify for MiddlewareDocs {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         for (path, item) in openapi.paths.paths.iter_mut() {
-            if let Some(get) = item.get.as_mut().filter(|_| path.contains("/comments") || path.ends_with("/summaries"))
-            {
+            let conditional =
+                path.contains("/comments") || path.ends_with("/summaries") || path.starts_with("/v1/reviews/");
+            if let Some(get) = item.get.as_mut().filter(|_| conditional) {
                 // Ranked and summary reads change only when the ranker runs; pages do not say how long they keep.
                 let cached = path.ends_with("/ranked") || path.ends_with("/summary") || path.ends_with("/summaries");
                 document_conditional_get(get, cached);
@@ -115,6 +120,55 @@ impl Modify for MiddlewareDocs {
             }
         }
     }
+}
+
+/// Types the query parameters that the extractors parse by hand (so a bad
+/// value answers in the API's error shape) the way a generated client should
+/// offer them: `sort` and `include` as enums, `rating` and `productIds` as
+/// arrays sent comma-separated (`style: form, explode: false`), which is what
+/// the service reads.
+#[derive(Debug)]
+pub struct TypedParameters;
+
+impl Modify for TypedParameters {
+    fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
+        let parameters = openapi
+            .paths
+            .paths
+            .values_mut()
+            .filter_map(|item| item.get.as_mut())
+            .filter_map(|operation| operation.parameters.as_mut())
+            .flatten()
+            .filter(|parameter| parameter.parameter_in == ParameterIn::Query);
+        for parameter in parameters {
+            let schema: Schema = match parameter.name.as_str() {
+                "include" => enum_of(&["author"]),
+                "sort" => enum_of(&["newest", "rating_desc", "rating_asc"]),
+                "rating" => {
+                    let star = ObjectBuilder::new().schema_type(Type::Integer).minimum(Some(1)).maximum(Some(5));
+                    ArrayBuilder::new().items(star).min_items(Some(1)).into()
+                }
+                "productIds" => {
+                    let id = ObjectBuilder::new()
+                        .schema_type(Type::String)
+                        .min_length(Some(10))
+                        .max_length(Some(10))
+                        .pattern(Some("^[ -+.0-~-]{10}$"));
+                    ArrayBuilder::new().items(id).min_items(Some(1)).max_items(Some(MAX_SUMMARY_PRODUCTS)).into()
+                }
+                _ => continue,
+            };
+            if matches!(schema, Schema::Array(_)) {
+                parameter.style = Some(ParameterStyle::Form);
+                parameter.explode = Some(false);
+            }
+            parameter.schema = Some(RefOr::T(schema));
+        }
+    }
+}
+
+fn enum_of(values: &[&str]) -> Schema {
+    ObjectBuilder::new().schema_type(Type::String).enum_values(Some(values.iter().copied())).into()
 }
 
 fn string_header(description: &str) -> utoipa::openapi::header::Header {

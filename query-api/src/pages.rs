@@ -13,7 +13,7 @@ use std::collections::HashMap;
 
 use axum::body::Bytes;
 use common::cursor::{self, ViewPosition};
-use common::keys;
+use common::keys::{self, CommentKey};
 use common::model::Comment;
 use common::store::stars::{StarList, StarSet};
 use common::store::{IndexKind, WalkRequest};
@@ -39,6 +39,16 @@ pub async fn v1_page(
     let page = plain_walk(state, kind, prefix, start, limit).await?;
     let next_cursor = page.next.as_deref().map(cursor::encode);
     with_authors(state, page.comments, next_cursor, include_author).await
+}
+
+/// The review stored under `key`, with its author when asked for; `None`
+/// when no comment is stored there.
+pub async fn review(state: &AppState, key: CommentKey, include_author: bool) -> Result<Option<CommentView>, ApiError> {
+    let Some(comment) = state.store().get_comments(&[key]).await?.into_iter().next().flatten() else {
+        return Ok(None);
+    };
+    let page = with_authors(state, vec![comment], None, include_author).await?;
+    Ok(page.comments.into_iter().next())
 }
 
 /// The seed's JSON of one page of `kind`'s index under `prefix`, from `start`.
@@ -132,7 +142,7 @@ async fn with_authors(
             .into_iter()
             .map(|comment| {
                 let author = authors.get(&comment.user_id).cloned().flatten();
-                CommentView { comment, author: Some(author) }
+                CommentView::by(comment, author)
             })
             .collect()
     } else {

@@ -301,9 +301,8 @@ mod tests {
 
     #[test]
     fn prepared_ranking_bodies_equal_freshly_rendered_ones() {
-        let ranked: Vec<RankedComment> = (1..=3)
-            .map(|rank| RankedComment { comment: comment(), rank, score: Some(1.0 / f64::from(rank)), author: None })
-            .collect();
+        let ranked: Vec<RankedComment> =
+            (1..=3).map(|rank| RankedComment::new(comment(), rank, Some(1.0 / f64::from(rank)))).collect();
         let product = common::Id::parse("productId", "PRODUCT001").expect("id");
         let counted = common::summary::ReviewSummary { rated: [0, 0, 0, 0, 3], ..Default::default() };
         let summary = ReviewSummaryView::new(&product, &counted, 1, true);

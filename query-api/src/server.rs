@@ -4,7 +4,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{header, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -50,6 +50,7 @@ fn routes(metrics_on_main_listener: bool) -> Router<AppState> {
         .route("/v1/products/{productId}/comments/ranked", get(routes::v1::v1_ranked_comments))
         .route("/v1/products/{productId}/comments/summary", get(routes::v1::v1_review_summary))
         .route("/v1/summaries", get(routes::v1::v1_summaries))
+        .route("/v1/reviews/{reviewId}", get(routes::v1::v1_review))
         .route("/product/{productId}/comments/latest", get(routes::seed::seed_product_latest))
         .route("/user/{userId}/comments/latest", get(routes::seed::seed_user_latest))
         .route("/product/{productId}/comments/ranked", get(routes::seed::seed_ranked))
@@ -108,7 +109,11 @@ pub fn metrics_app(state: AppState) -> Router {
 }
 
 /// CORS for browser frontends: only the configured origins, `*` for any, none
-/// when empty. A frontend may send its API key (`api_key_header`).
+/// when empty. A frontend may send its API key (`api_key_header`), revalidate
+/// what it holds (`If-None-Match`) and name its request (`x-request-id`); it
+/// may read what tells a fresh answer from a kept one (`ETag`, `Age`,
+/// [`REPLICA_READ_HEADER`]), the request id to quote in a report, and when to
+/// retry (`Retry-After`).
 fn cors_layer(origins: &[String], api_key_header: &axum::http::HeaderName) -> CorsLayer {
     let allowed = if origins.iter().any(|origin| origin == "*") {
         AllowOrigin::any()
@@ -128,7 +133,14 @@ fn cors_layer(origins: &[String], api_key_header: &axum::http::HeaderName) -> Co
     CorsLayer::new()
         .allow_origin(allowed)
         .allow_methods([Method::GET, Method::POST])
-        .allow_headers([header::CONTENT_TYPE, api_key_header.clone()])
+        .allow_headers([header::CONTENT_TYPE, header::IF_NONE_MATCH, REQUEST_ID_HEADER, api_key_header.clone()])
+        .expose_headers([
+            header::ETAG,
+            header::AGE,
+            header::RETRY_AFTER,
+            REQUEST_ID_HEADER,
+            HeaderName::from_static(REPLICA_READ_HEADER),
+        ])
         .max_age(Duration::from_secs(3_600))
 }
 
@@ -159,6 +171,9 @@ async fn enforce_deadline(State(deadline): State<Duration>, request: Request, ne
         Err(_) => ApiError::timeout(deadline).into_response(),
     }
 }
+
+/// The header naming a request, taken from the client or made here, and sent back.
+const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The header of an answer read (in part) from a secondary region replica,
 /// whose rows may lag the primary's by about a second: `X-Replica-Read: stale`.

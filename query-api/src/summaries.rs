@@ -101,7 +101,7 @@ pub async fn load_ranking(state: &AppState, product: Id) -> common::Result<Arc<R
                 );
                 return None;
             }
-            comment.map(|comment| RankedComment { comment, rank: slot.rank, score: slot.score, author: None })
+            comment.map(|comment| RankedComment::new(comment, slot.rank, slot.score))
         })
         .collect();
     Ok(Arc::new(Ranking::new(ranked, with_newer(&product, counted, newer), read_at).read_from_replica(from_replica)))

@@ -29,9 +29,17 @@ pub struct CommentsPage {
     pub next_cursor: Option<String>,
 }
 
-/// A comment as stored, and its author when the request asked for it.
+/// A comment as stored, its review id, and its author when the request asked for it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct CommentView {
+    /// The review's id: opaque, URL-safe, stable; `GET /v1/reviews/{id}` answers it.
+    #[schema(
+        min_length = 27,
+        max_length = 27,
+        pattern = "^[A-Za-z0-9_-]{27}$",
+        example = "T1JERVIwMDAwMVBST0RVQ1QwMDE"
+    )]
+    pub id: String,
     /// The comment as stored.
     #[serde(flatten)]
     pub comment: Comment,
@@ -45,8 +53,22 @@ pub struct CommentView {
 impl CommentView {
     /// `comment`, without its author.
     pub fn plain(comment: Comment) -> CommentView {
-        CommentView { comment, author: None }
+        let (id, comment) = with_review_id(comment);
+        CommentView { id, comment, author: None }
     }
+
+    /// `comment`, by `author` (`None` when the user's record is missing).
+    pub fn by(comment: Comment, author: Option<Author>) -> CommentView {
+        CommentView { author: Some(author), ..CommentView::plain(comment) }
+    }
+}
+
+/// `comment`'s review id, and the comment without a stored field named `id`:
+/// the review id takes that name in `/v1` answers, and a JSON object must not
+/// hold a name twice.
+fn with_review_id(mut comment: Comment) -> (String, Comment) {
+    comment.extra.remove("id");
+    (comment.row_key().review_id(), comment)
 }
 
 /// A comment's author, as the `user` table names them.
@@ -59,6 +81,14 @@ pub struct Author {
 /// A comment with its place in the product's ranking (`/v1` ranked reads).
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct RankedComment {
+    /// The review's id: opaque, URL-safe, stable; `GET /v1/reviews/{id}` answers it.
+    #[schema(
+        min_length = 27,
+        max_length = 27,
+        pattern = "^[A-Za-z0-9_-]{27}$",
+        example = "T1JERVIwMDAwMVBST0RVQ1QwMDE"
+    )]
+    pub id: String,
     /// The comment as stored.
     #[serde(flatten)]
     pub comment: Comment,
@@ -73,6 +103,14 @@ pub struct RankedComment {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Author>, nullable = true)]
     pub author: Option<Option<Author>>,
+}
+
+impl RankedComment {
+    /// `comment` in slot `rank`, scored `score` when the slot records one.
+    pub fn new(comment: Comment, rank: u16, score: Option<f64>) -> RankedComment {
+        let (id, comment) = with_review_id(comment);
+        RankedComment { id, comment, rank, score, author: None }
+    }
 }
 
 /// The review summaries of a listing page's products (`/v1/summaries`).
@@ -326,13 +364,10 @@ mod tests {
 
     #[test]
     fn ranked_comments_flatten_the_comment_and_add_rank_and_score() {
-        let ranked = RankedComment {
-            comment: comment(serde_json::json!({"helpful": 3})),
-            rank: 2,
-            score: Some(0.5),
-            author: None,
-        };
+        let ranked = RankedComment::new(comment(serde_json::json!({"helpful": 3, "id": "stored"})), 2, Some(0.5));
         let shown = serde_json::to_value(&ranked).expect("json");
+        assert_eq!(shown["id"], "T1JERVIwMDAwMVBST0RVQ1QwMDE", "the review id replaces a stored `id`");
+        assert_eq!(serde_json::to_string(&ranked).expect("json").matches("\"id\"").count(), 1);
         assert_eq!(shown["rank"], 2);
         assert_eq!(shown["score"], 0.5);
         assert_eq!(shown["helpful"], 3);

@@ -51,7 +51,7 @@ fn large_ranking(product: usize) -> Ranking {
                 "edited": false,
             });
             let comment = Comment::from_json(json.to_string().as_bytes()).expect("comment");
-            RankedComment { comment, rank: u16::try_from(rank + 1).expect("small"), score: Some(0.5), author: None }
+            RankedComment::new(comment, u16::try_from(rank + 1).expect("small"), Some(0.5))
         })
         .collect();
     Ranking::new(comments, None, std::time::Instant::now())

@@ -15,14 +15,14 @@ use common::store::IndexKind;
 use super::{answer_kept, ranked_answer, Unavailable};
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{
-    CommentOrder, PageQuery, ProductId, ProductPageQuery, RankedQuery, RawPageQuery, RawProductPageQuery,
-    RawRankedQuery, RawSummariesQuery, SummariesQuery, UserId,
+    CommentOrder, IncludeQuery, PageQuery, ProductId, ProductPageQuery, RankedQuery, RawIncludeQuery, RawPageQuery,
+    RawProductPageQuery, RawRankedQuery, RawSummariesQuery, ReviewId, SummariesQuery, UserId,
 };
 use crate::last_good::{Answer, PageRead};
 use crate::pages;
 use crate::state::AppState;
 use crate::summaries;
-use crate::views::{render, render_error, CommentsPage, RankedPage, ReviewSummaryView, SummariesPage};
+use crate::views::{render, render_error, CommentView, CommentsPage, RankedPage, ReviewSummaryView, SummariesPage};
 
 /// A product's comments, newest first, page by page; or only those of some
 /// stars (`rating`), or by star (`sort`).
@@ -94,6 +94,31 @@ pub async fn v1_user_comments(
     let prefix = keys::user_comment_prefix(&user);
     let (cursor, limit) = (query.cursor.as_deref(), query.limit.get());
     Ok(Json(pages::v1_page(&state, IndexKind::User, prefix, cursor, limit, query.include_author).await?))
+}
+
+/// One review, by the `id` a `/v1` answer gave it: a frontend's permalink.
+#[utoipa::path(
+    get,
+    path = "/v1/reviews/{reviewId}",
+    tag = "v1",
+    params(ReviewId, RawIncludeQuery),
+    responses(
+        (status = 200, description = "The review.", body = CommentView,
+         headers(("X-Replica-Read" = String, description = "Only on an answer read from a secondary region replica (`--read-consistency timeline`, while a primary is slow or down): `stale`."))),
+        (status = 400, description = "Bad review id or include.", body = ErrorBody),
+        (status = 404, description = "No review has this id (`no_review`): it was never written, or it was deleted.", body = ErrorBody),
+        Unavailable,
+    )
+)]
+pub async fn v1_review(
+    State(state): State<AppState>,
+    ReviewId(key): ReviewId,
+    query: IncludeQuery,
+) -> Result<Json<CommentView>, ApiError> {
+    match pages::review(&state, key, query.include_author).await? {
+        Some(review) => Ok(Json(review)),
+        None => Err(ApiError::new(ErrorCode::NoReview, format!("no review has id {}", key.review_id()))),
+    }
 }
 
 /// A product's best comments, rank 1 first, with their rank and score.
