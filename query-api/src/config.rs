@@ -69,6 +69,11 @@ pub struct Args {
           value_parser = clap::value_parser!(u64).range(1..=1_000_000))]
     pub star_budget_rows: u64,
 
+    /// Serve the demo pages (`/demo/products/{productId}`, `/demo/listing`)
+    /// that show the review widgets on the data loaded. Off in production.
+    #[arg(long, env = "REVIEWS_API_DEMO_PAGES")]
+    pub demo_pages: bool,
+
     /// Origins allowed to call the API from a browser (CORS), comma-separated; `*` allows any; empty allows none.
     #[arg(long, env = "REVIEWS_API_CORS_ORIGINS", value_delimiter = ',', default_value = "")]
     pub cors_origins: Vec<String>,
@@ -253,6 +258,7 @@ impl Args {
                 .collect(),
             drain_deadline: Duration::from_millis(self.drain_deadline_ms),
             metrics_on_main_listener: self.metrics_listen.is_none(),
+            demo_pages: self.demo_pages,
             connections: ConnectionLimits {
                 header_read_timeout: Duration::from_millis(self.header_read_timeout_ms),
                 keep_alive_timeout: Duration::from_millis(self.keep_alive_timeout_ms),
@@ -329,6 +335,8 @@ pub struct Settings {
     pub drain_deadline: Duration,
     /// Whether the main router serves `/metrics` (not when `--metrics-listen` moves it).
     pub metrics_on_main_listener: bool,
+    /// Whether the demo pages are served (`--demo-pages`).
+    pub demo_pages: bool,
     /// The bounds on connections: header read and keep-alive timeouts, and the cap.
     pub connections: ConnectionLimits,
     /// How clients are told apart and limited.
@@ -347,6 +355,7 @@ impl Default for Settings {
             cors_origins: Vec::new(),
             drain_deadline: Duration::from_secs(10),
             metrics_on_main_listener: true,
+            demo_pages: false,
             connections: ConnectionLimits {
                 header_read_timeout: Duration::from_secs(10),
                 keep_alive_timeout: Duration::from_secs(75),

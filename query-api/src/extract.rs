@@ -370,6 +370,71 @@ impl<S: Send + Sync> FromRequestParts<S> for IncludeQuery {
     }
 }
 
+/// The longest product name a server-rendered widget takes for its JSON-LD.
+pub const MAX_PRODUCT_NAME_CHARS: usize = 200;
+
+/// The query parameters of a server-rendered widget, as sent (validated by [`WidgetQuery`]).
+#[derive(Debug, Deserialize, IntoParams)]
+#[into_params(parameter_in = Query)]
+pub struct RawWidgetQuery {
+    /// The language shown: `ko` (and its regions) in Korean, anything else in English (default `en`).
+    #[param(value_type = Option<String>, max_length = 35, example = "ko")]
+    pub lang: Option<String>,
+    /// Ranked reviews shown, 1 to 100 (default 10; a ranking holds at most 10).
+    #[param(value_type = Option<u32>, minimum = 1, maximum = 100)]
+    pub limit: Option<String>,
+    /// The product's name as the shop's page shows it, for the schema.org
+    /// `Product` JSON-LD (which needs one); without it, no JSON-LD.
+    #[param(value_type = Option<String>, min_length = 1, max_length = 200, example = "Electric kettle 1.7 l")]
+    pub name: Option<String>,
+}
+
+/// `?lang=&limit=&name=` of a server-rendered widget, validated.
+#[derive(Debug, Clone)]
+pub struct WidgetQuery {
+    /// The language tag asked for (`None`: English).
+    pub lang: Option<String>,
+    /// Ranked reviews shown.
+    pub limit: Limit,
+    /// The product's name, for its JSON-LD.
+    pub name: Option<String>,
+}
+
+/// The ranked reviews a server-rendered widget shows unless asked otherwise: the whole ranking.
+const DEFAULT_WIDGET_LIMIT: &str = "10";
+
+impl<S: Send + Sync> FromRequestParts<S> for WidgetQuery {
+    type Rejection = ApiError;
+
+    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
+        let Query(raw) = Query::<RawWidgetQuery>::from_request_parts(parts, state).await.map_err(query_rejection)?;
+        if let Some(name) = &raw.name {
+            let chars = name.chars().count();
+            if chars == 0 || chars > MAX_PRODUCT_NAME_CHARS || name.chars().any(char::is_control) {
+                return Err(ApiError::new(
+                    ErrorCode::InvalidQuery,
+                    format!("name must be 1 to {MAX_PRODUCT_NAME_CHARS} characters without control characters"),
+                ));
+            }
+        }
+        if raw
+            .lang
+            .as_ref()
+            .is_some_and(|lang| lang.len() > 35 || !lang.bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-'))
+        {
+            return Err(ApiError::new(
+                ErrorCode::InvalidQuery,
+                format!("lang must be a language tag, got {:?}", shorten(raw.lang.as_deref().unwrap_or_default())),
+            ));
+        }
+        Ok(WidgetQuery {
+            lang: raw.lang,
+            limit: Limit::from_query(Some(raw.limit.as_deref().unwrap_or(DEFAULT_WIDGET_LIMIT)))?,
+            name: raw.name,
+        })
+    }
+}
+
 /// The most products one `/v1/summaries` request may name.
 pub const MAX_SUMMARY_PRODUCTS: usize = 100;
 

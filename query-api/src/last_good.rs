@@ -26,13 +26,16 @@ use common::Id;
 use moka::ops::compute::Op;
 use moka::sync::Cache;
 
+use crate::widget::Lang;
+
 /// The routes whose answers are kept, as their templates: `reviews_api_stale_answers_total`
 /// starts at zero for each, so a rate over it exists before the first stale answer.
-pub const KEPT_ROUTES: [&str; 6] = [
+pub const KEPT_ROUTES: [&str; 7] = [
     "/v1/products/{productId}/comments",
     "/v1/products/{productId}/comments/ranked",
     "/v1/products/{productId}/comments/summary",
     "/v1/summaries",
+    "/v1/products/{productId}/reviews.html",
     "/product/{productId}/comments/latest",
     "/product/{productId}/comments/ranked",
 ];
@@ -52,6 +55,8 @@ pub enum PageRead {
     Latest { product: Id, limit: usize, authors: bool },
     /// `/product/{id}/comments/latest`.
     SeedLatest { product: Id, limit: usize },
+    /// `/v1/products/{id}/reviews.html` in this language, named so.
+    Widget { product: Id, lang: Lang, limit: usize, name: Option<Arc<str>> },
 }
 
 impl PageRead {
@@ -59,22 +64,30 @@ impl PageRead {
     fn heap_bytes(&self) -> usize {
         match self {
             PageRead::Summaries { products } => std::mem::size_of_val(&**products),
+            PageRead::Widget { name: Some(name), .. } => name.len(),
             _ => 0,
         }
     }
 }
 
-/// An answer as served: its JSON, its `Cache-Control`, and when the HBase read
-/// behind it began.
+/// An answer as served: its body and `Content-Type`, its `Cache-Control`,
+/// and when the HBase read behind it began.
 #[derive(Debug, Clone)]
 pub struct Answer {
-    /// The JSON body.
+    /// The body: JSON, or the HTML of a server-rendered widget.
     pub body: Bytes,
+    /// The body's `Content-Type` ([`JSON`] or [`HTML`]).
+    pub content_type: &'static str,
     /// The answer's `Cache-Control`, when it has one.
     pub cache_control: Option<HeaderValue>,
     /// When the HBase read behind the body began: the order in which answers replace each other.
     pub read_at: Instant,
 }
+
+/// The `Content-Type` of a JSON answer.
+pub const JSON: &str = "application/json";
+/// The `Content-Type` of an HTML answer.
+pub const HTML: &str = "text/html; charset=utf-8";
 
 /// The last good answers, bounded in bytes and kept at most
 /// `--stale-if-error-secs` after they were last replaced.
@@ -150,7 +163,7 @@ mod tests {
     use super::*;
 
     fn answer(body: &'static str, read_at: Instant) -> Answer {
-        Answer { body: Bytes::from_static(body.as_bytes()), cache_control: None, read_at }
+        Answer { body: Bytes::from_static(body.as_bytes()), content_type: JSON, cache_control: None, read_at }
     }
 
     fn product() -> Id {
@@ -191,7 +204,12 @@ mod tests {
 
     #[test]
     fn the_answers_kept_weigh_no_more_than_the_byte_bound() {
-        let large = Answer { body: Bytes::from(vec![b'x'; 10_000]), cache_control: None, read_at: Instant::now() };
+        let large = Answer {
+            body: Bytes::from(vec![b'x'; 10_000]),
+            content_type: JSON,
+            cache_control: None,
+            read_at: Instant::now(),
+        };
         let max_bytes = 50_000;
         let kept = LastGood::new(Duration::from_secs(60), max_bytes).expect("on");
         let reads: Vec<PageRead> = (1..=20)

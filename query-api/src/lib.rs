@@ -15,7 +15,8 @@
 //!   [`extract`] validates ids, limits and bodies at the edge; [`views`] is
 //!   the JSON they answer; [`error`] is the one error shape every failure
 //!   answers with; [`etag`] tags comment reads and answers 304 to a client
-//!   that holds the answer.
+//!   that holds the answer; [`widget`] renders the review widgets' first
+//!   view for a shop's server and puts their script together.
 //! - [`pages`] reads pages of comments (plain, star-filtered, by rating,
 //!   with authors); [`summaries`] loads a product's ranking with its summary
 //!   as of now, and a listing page's summaries; [`loads`] shares the reads of
@@ -44,6 +45,7 @@ pub mod state;
 pub mod summaries;
 pub mod telemetry;
 pub mod views;
+pub mod widget;
 
 pub use config::{Args, Settings};
 pub use error::{ApiError, ErrorCode};

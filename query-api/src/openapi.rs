@@ -47,6 +47,7 @@ pub const DOCS_PATH: &str = "/docs";
         routes::v1::v1_review_summary,
         routes::v1::v1_summaries,
         routes::v1::v1_review,
+        routes::widget::product_reviews_html,
         routes::seed::seed_product_latest,
         routes::seed::seed_next,
         routes::seed::seed_user_latest,
@@ -75,6 +76,7 @@ pub const DOCS_PATH: &str = "/docs";
     )),
     tags(
         (name = "v1", description = "Comments with opaque cursors."),
+        (name = "widget", description = "The review widgets' server-rendered first view, for shops' pages."),
         (name = "seed", description = "Compatible with the original Java service's routes and JSON."),
         (name = "operations", description = "Health, readiness and metrics."),
     )

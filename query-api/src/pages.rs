@@ -22,7 +22,7 @@ use common::Id;
 use crate::error::ApiError;
 use crate::ranked_cache::Ranking;
 use crate::state::AppState;
-use crate::views::{render, Author, CommentView, CommentsPage, RankedPage, SeedCommentsPage};
+use crate::views::{render, Author, CommentView, CommentsPage, RankedComment, RankedPage, SeedCommentsPage};
 
 /// A `/v1` page of `kind`'s index under `prefix` (a product's or a user's),
 /// from `cursor` (which must lie inside `prefix`), with the comments' authors
@@ -116,17 +116,30 @@ fn shows_none(ranking: &Ranking, stars: StarSet) -> bool {
 /// The ranked answer showing `ranking`'s best `limit` comments with their
 /// authors' nicknames.
 pub async fn ranked_with_authors(state: &AppState, ranking: &Ranking, limit: usize) -> Result<Bytes, ApiError> {
+    render(&RankedPage::of(&ranked_comments_with_authors(state, ranking, limit).await?, ranking.summary()))
+}
+
+/// `ranking`'s best `limit` comments, each with its author's nickname. The
+/// authors are read once per cached ranking (one multi-get of the `user`
+/// table), then taken from it.
+pub async fn ranked_comments_with_authors(
+    state: &AppState,
+    ranking: &Ranking,
+    limit: usize,
+) -> Result<Vec<RankedComment>, ApiError> {
+    let authors = ranking
+        .authors()
+        .get_or_try_init(|| authors_of(state, ranking.comments().iter().map(|ranked| ranked.comment.user_id)))
+        .await?;
     let shown = &ranking.comments()[..limit.min(ranking.comments().len())];
-    let authors = authors_of(state, shown.iter().map(|ranked| ranked.comment.user_id)).await?;
-    let with_authors: Vec<_> = shown
+    Ok(shown
         .iter()
         .map(|ranked| {
             let mut ranked = ranked.clone();
             ranked.author = Some(authors.get(&ranked.comment.user_id).cloned().flatten());
             ranked
         })
-        .collect();
-    render(&RankedPage::of(&with_authors, ranking.summary()))
+        .collect())
 }
 
 /// The answer holding `comments`, with their authors when asked for.

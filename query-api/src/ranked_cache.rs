@@ -6,7 +6,7 @@
 //! and the one freshness rule ([`Ranking::is_fresh`]). The load itself is the
 //! caller's ([`crate::summaries::load_ranking`]): this module does no I/O.
 
-use std::collections::HashSet;
+use std::collections::{HashMap, HashSet};
 use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
@@ -15,11 +15,12 @@ use axum::body::Bytes;
 use common::Id;
 use moka::future::Cache;
 use serde::Serialize;
+use tokio::sync::OnceCell;
 
 use crate::config::Settings;
 use crate::error::ApiError;
 use crate::telemetry;
-use crate::views::{RankedComment, RankedPage, ReviewSummaryView, SeedCommentsPage};
+use crate::views::{Author, RankedComment, RankedPage, ReviewSummaryView, SeedCommentsPage};
 
 /// The ranked-read cache, or no cache at all when its TTL is zero.
 ///
@@ -174,6 +175,10 @@ pub struct Ranking {
     v1_body: Option<Bytes>,
     seed_body: Option<Bytes>,
     summary_body: Option<Bytes>,
+    /// The comments' authors, read the first time a request asks for them
+    /// and cached with the ranking: a product page asks on every view. Ten
+    /// nicknames at most, within the weight's fixed overhead.
+    authors: OnceCell<HashMap<Id, Option<Author>>>,
     read_at: Instant,
     from_replica: bool,
 }
@@ -187,7 +192,16 @@ impl Ranking {
         let v1_body = render(&RankedPage::of(&comments, summary.as_ref())).ok();
         let seed_body = render(&SeedCommentsPage::of_ranked(&comments)).ok();
         let summary_body = summary.as_ref().and_then(|summary| render(summary).ok());
-        Ranking { comments, summary, v1_body, seed_body, summary_body, read_at, from_replica: false }
+        Ranking {
+            comments,
+            summary,
+            v1_body,
+            seed_body,
+            summary_body,
+            authors: OnceCell::new(),
+            read_at,
+            from_replica: false,
+        }
     }
 
     /// The same ranking, marked as read (in part) from a secondary region
@@ -242,6 +256,11 @@ impl Ranking {
     /// The ranked comments, best first.
     pub fn comments(&self) -> &[RankedComment] {
         &self.comments
+    }
+
+    /// The cell of the comments' authors, filled by the first read that needs them.
+    pub fn authors(&self) -> &OnceCell<HashMap<Id, Option<Author>>> {
+        &self.authors
     }
 
     /// The product's review summary; `None` when no run has counted it.

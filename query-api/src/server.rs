@@ -37,12 +37,12 @@ const METRICS_UPKEEP_EVERY: Duration = Duration::from_secs(5);
 
 /// The whole service as a router, ready for `axum::serve` or `tower::ServiceExt::oneshot`.
 pub fn app(state: AppState) -> Router {
-    let routes = routes(state.settings().metrics_on_main_listener);
+    let routes = routes(state.settings().metrics_on_main_listener, state.settings().demo_pages);
     with_middleware(routes, state)
 }
 
 /// The service's routes, before its middleware.
-fn routes(metrics_on_main_listener: bool) -> Router<AppState> {
+fn routes(metrics_on_main_listener: bool, demo_pages: bool) -> Router<AppState> {
     // The comment reads answer conditional GETs (ETag, If-None-Match → 304).
     let comment_reads = Router::new()
         .route("/v1/products/{productId}/comments", get(routes::v1::v1_product_comments))
@@ -51,6 +51,8 @@ fn routes(metrics_on_main_listener: bool) -> Router<AppState> {
         .route("/v1/products/{productId}/comments/summary", get(routes::v1::v1_review_summary))
         .route("/v1/summaries", get(routes::v1::v1_summaries))
         .route("/v1/reviews/{reviewId}", get(routes::v1::v1_review))
+        .route("/v1/products/{productId}/reviews.html", get(routes::widget::product_reviews_html))
+        .route(routes::widget::SCRIPT_PATH, get(routes::widget::widget_script))
         .route("/product/{productId}/comments/latest", get(routes::seed::seed_product_latest))
         .route("/user/{userId}/comments/latest", get(routes::seed::seed_user_latest))
         .route("/product/{productId}/comments/ranked", get(routes::seed::seed_ranked))
@@ -58,6 +60,11 @@ fn routes(metrics_on_main_listener: bool) -> Router<AppState> {
     let mut router = Router::new().merge(comment_reads);
     if metrics_on_main_listener {
         router = router.route("/metrics", get(routes::ops::metrics));
+    }
+    if demo_pages {
+        router = router
+            .route("/demo/products/{productId}", get(routes::widget::demo_product_page))
+            .route("/demo/listing", get(routes::widget::demo_listing_page));
     }
     router
         .route(SeedIndex::Product.next_page_path(), routes::seed::next_page_route(SeedIndex::Product))

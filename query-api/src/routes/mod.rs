@@ -1,6 +1,7 @@
-//! The handlers, one module per audience: [`v1`] for frontends, [`seed`] for
-//! clients of the original Java service, [`ops`] for operators (health,
-//! readiness, metrics); here what they share (answering a kept read, stale
+//! The handlers, one module per audience: [`v1`] for frontends, [`widget`]
+//! for shops' pages (the review widgets), [`seed`] for clients of the
+//! original Java service, [`ops`] for operators (health, readiness,
+//! metrics); here what they share (answering a kept read, stale
 //! when HBase fails) and the fallbacks.
 //!
 //! A handler parses its request (with [`crate::extract`]), calls one function
@@ -9,6 +10,7 @@
 pub mod ops;
 pub mod seed;
 pub mod v1;
+pub mod widget;
 
 use std::future::Future;
 use std::time::{Duration, Instant};
@@ -19,7 +21,7 @@ use axum::response::{IntoResponse, Response};
 use utoipa::IntoResponses;
 
 use crate::error::{ApiError, ErrorBody, ErrorCode};
-use crate::last_good::{Answer, PageRead};
+use crate::last_good::{self, Answer, PageRead};
 use crate::state::AppState;
 use crate::telemetry::{self, ServedStale};
 
@@ -37,7 +39,7 @@ fn ranked_cache_control(state: &AppState) -> HeaderValue {
 /// A ranked read's answer: prepared JSON, cacheable by clients for as long as
 /// this service caches it, from a read of HBase that began at `read_at`.
 pub(crate) fn ranked_answer(state: &AppState, body: Bytes, read_at: Instant) -> Answer {
-    Answer { body, cache_control: Some(ranked_cache_control(state)), read_at }
+    Answer { body, content_type: last_good::JSON, cache_control: Some(ranked_cache_control(state)), read_at }
 }
 
 /// How much of the request's deadline is left for answering from the last
@@ -78,9 +80,10 @@ pub(crate) async fn answer_kept(
     }
 }
 
-/// A fresh answer: its JSON and its `Cache-Control`.
+/// A fresh answer: its body, `Content-Type` and `Cache-Control`.
 fn fresh_response(answer: Answer) -> Response {
-    let mut response = json_response(answer.body);
+    let content_type = HeaderValue::from_static(answer.content_type);
+    let mut response = ([(header::CONTENT_TYPE, content_type)], answer.body).into_response();
     if let Some(cache_control) = answer.cache_control {
         response.headers_mut().insert(header::CACHE_CONTROL, cache_control);
     }
@@ -100,7 +103,7 @@ fn stale_response(kept: &Answer, keep_for: Duration) -> Response {
     let age = kept.read_at.elapsed().as_secs();
     let cache_control = format!("public, max-age=0, stale-if-error={}", keep_for.as_secs());
     let headers = [
-        (header::CONTENT_TYPE, HeaderValue::from_static("application/json")),
+        (header::CONTENT_TYPE, HeaderValue::from_static(kept.content_type)),
         (header::CACHE_CONTROL, HeaderValue::from_str(&cache_control).unwrap_or(HeaderValue::from_static("no-cache"))),
         (header::AGE, HeaderValue::from(age)),
     ];

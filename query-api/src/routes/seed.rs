@@ -18,7 +18,7 @@ use utoipa::Modify;
 use super::{answer_kept, json_response, ranked_answer, Unavailable};
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{JsonBody, LimitQuery, ProductId, RawLimitQuery, UserId};
-use crate::last_good::{Answer, PageRead};
+use crate::last_good::{self, Answer, PageRead};
 use crate::pages::seed_page;
 use crate::state::AppState;
 use crate::summaries;
@@ -59,7 +59,7 @@ pub async fn seed_product_latest(
     answer_kept(&state, PageRead::SeedLatest { product, limit }, async {
         let read_at = Instant::now();
         let body = seed_page(&state, IndexKind::Product, keys::product_comment_prefix(&product), None, limit).await?;
-        Ok(Answer { body, cache_control: None, read_at })
+        Ok(Answer { body, content_type: last_good::JSON, cache_control: None, read_at })
     })
     .await
 }

@@ -18,7 +18,7 @@ use crate::extract::{
     CommentOrder, IncludeQuery, PageQuery, ProductId, ProductPageQuery, RankedQuery, RawIncludeQuery, RawPageQuery,
     RawProductPageQuery, RawRankedQuery, RawSummariesQuery, ReviewId, SummariesQuery, UserId,
 };
-use crate::last_good::{Answer, PageRead};
+use crate::last_good::{self, Answer, PageRead};
 use crate::pages;
 use crate::state::AppState;
 use crate::summaries;
@@ -68,7 +68,7 @@ pub async fn v1_product_comments(
     answer_kept(&state, PageRead::Latest { product, limit, authors }, async {
         let read_at = Instant::now();
         let page = pages::v1_page(&state, IndexKind::Product, prefix, None, limit, authors).await?;
-        Ok(Answer { body: render(&page)?, cache_control: None, read_at })
+        Ok(Answer { body: render(&page)?, content_type: last_good::JSON, cache_control: None, read_at })
     })
     .await
 }

@@ -1,0 +1,143 @@
+//! The review widgets' routes, for shops' pages: the script defining
+//! `<product-reviews>` and `<review-stars>`, a product's first view rendered
+//! here for a shop's server to include, and (with `--demo-pages`) a demo
+//! product page and listing page that show them on the data loaded.
+
+use std::sync::Arc;
+
+use axum::extract::{Query, State};
+use axum::http::{header, HeaderValue};
+use axum::response::{Html, IntoResponse, Response};
+use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
+
+use super::{answer_kept, ranked_answer, Unavailable};
+use crate::error::{ApiError, ErrorBody};
+use crate::extract::{ProductId, RawWidgetQuery, SummariesQuery, WidgetQuery};
+use crate::last_good::{self, Answer, PageRead};
+use crate::pages;
+use crate::state::AppState;
+use crate::summaries;
+use crate::views::render_error;
+use crate::widget::{FirstView, Lang, SCRIPT, SCRIPT_CACHE_CONTROL};
+
+/// Where the script is served.
+pub const SCRIPT_PATH: &str = "/widget/v1/reviews.js";
+
+/// The widgets' script: long-cached, revalidated by its `ETag`.
+pub async fn widget_script() -> Response {
+    let headers = [
+        (header::CONTENT_TYPE, HeaderValue::from_static("text/javascript; charset=utf-8")),
+        (header::CACHE_CONTROL, SCRIPT_CACHE_CONTROL),
+    ];
+    (headers, SCRIPT.clone()).into_response()
+}
+
+/// A product's reviews as `<product-reviews>` first shows them, rendered as
+/// an HTML fragment for a shop's server (or edge) to include in its page.
+#[utoipa::path(
+    get,
+    path = "/v1/products/{productId}/reviews.html",
+    tag = "widget",
+    params(ProductId, RawWidgetQuery),
+    responses(
+        (status = 200, description = "`<product-reviews>` with its first view (the summary and the most helpful \
+                                      reviews) in a declarative shadow root, which `/widget/v1/reviews.js` adopts \
+                                      without fetching again; then, given `name` and a rated review, the \
+                                      product's schema.org `Product` JSON-LD with `aggregateRating` and the \
+                                      rated reviews shown. When HBase fails, the last good answer, stale, with `Age`.",
+         content_type = "text/html", body = String,
+         headers(
+             ("Age" = u64, description = "Only on a stale answer: seconds since the read behind it."),
+             ("X-Replica-Read" = String, description = "Only on an answer read in part from a secondary region replica (`--read-consistency timeline`, while a primary is slow or down): `stale`."),
+         )),
+        (status = 400, description = "Bad id, lang, limit or name.", body = ErrorBody),
+        Unavailable,
+    )
+)]
+pub async fn product_reviews_html(
+    State(state): State<AppState>,
+    ProductId(product): ProductId,
+    query: WidgetQuery,
+) -> Result<Response, ApiError> {
+    let lang = Lang::from_tag(query.lang.as_deref());
+    let limit = query.limit.get();
+    let read = PageRead::Widget { product, lang, limit, name: query.name.as_deref().map(Arc::from) };
+    answer_kept(&state, read, async {
+        let ranking = summaries::ranking(&state, product).await?;
+        let reviews = pages::ranked_comments_with_authors(&state, &ranking, limit).await?;
+        let view = FirstView {
+            product: &product,
+            lang,
+            name: query.name.as_deref(),
+            summary: ranking.summary(),
+            reviews: &reviews,
+        };
+        let body = view.render().map_err(render_error)?;
+        // As old as the ranking it shows, like the ranked read.
+        Ok(Answer { content_type: last_good::HTML, ..ranked_answer(&state, body, ranking.read_at()) })
+    })
+    .await
+}
+
+/// `/demo/products/{productId}`: a product page as a shop would build it,
+/// with the widget's first view included on the server.
+pub async fn demo_product_page(
+    State(state): State<AppState>,
+    product: ProductId,
+    query: WidgetQuery,
+) -> Result<Response, ApiError> {
+    let lang = Lang::from_tag(query.lang.as_deref()).tag();
+    let ProductId(id) = product;
+    let name = format!("Demo product {id}");
+    let query = WidgetQuery { name: Some(name.clone()), ..query };
+    let fragment = product_reviews_html(State(state), product, query).await?;
+    let fragment = axum::body::to_bytes(fragment.into_body(), usize::MAX).await.map_err(|error| {
+        ApiError::new(crate::error::ErrorCode::Internal, format!("cannot read the fragment: {error}"))
+    })?;
+    let fragment = String::from_utf8_lossy(&fragment);
+    Ok(Html(format!(
+        r#"<!doctype html><html lang="{lang}"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>{name}</title><script src="{SCRIPT_PATH}" defer></script><style>{DEMO_STYLE}</style></head><body><header><p><a href="{}">All products</a></p></header><main><h1>{name}</h1><p class="price">₩ 19,900</p>{fragment}</main><footer><p>Demo page served by query-api (--demo-pages).</p></footer></body></html>"#,
+        demo_listing_link(lang)
+    ))
+    .into_response())
+}
+
+/// `/demo/listing?productIds=…`: a listing page of up to 100 products, each
+/// with its `<review-stars>`.
+pub async fn demo_listing_page(products: SummariesQuery, Query(query): Query<DemoListingQuery>) -> Response {
+    let lang = Lang::from_tag(query.lang.as_deref()).tag();
+    let SummariesQuery(products) = products;
+    let items: String = products
+        .iter()
+        .map(|product| {
+            let id = html_escape::encode_double_quoted_attribute(&product.to_string()).into_owned();
+            let link = utf8_percent_encode(&product.to_string(), NON_ALPHANUMERIC).to_string();
+            format!(
+                r#"<li><a href="/demo/products/{link}?lang={lang}">Demo product {}</a> <review-stars product-id="{id}"></review-stars></li>"#,
+                html_escape::encode_text(&product.to_string())
+            )
+        })
+        .collect();
+    Html(format!(
+        r#"<!doctype html><html lang="{lang}"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>Demo listing</title><script src="{SCRIPT_PATH}" defer></script><style>{DEMO_STYLE}</style></head><body><main><h1>Demo listing</h1><ul class="listing">{items}</ul></main></body></html>"#
+    ))
+    .into_response()
+}
+
+/// The language of a demo listing page.
+#[derive(Debug, serde::Deserialize)]
+pub struct DemoListingQuery {
+    lang: Option<String>,
+}
+
+/// The demo listing a demo product page links to: the demo data's 48 hottest
+/// products (`reviews-admin demo load` numbers them from `P000000001`).
+fn demo_listing_link(lang: &str) -> String {
+    let products: Vec<String> = (1..=48).map(|number| format!("P{number:09}")).collect();
+    format!("/demo/listing?lang={lang}&amp;productIds={}", products.join(","))
+}
+
+/// The demo pages' own look: a plain shop page around the widgets.
+const DEMO_STYLE: &str = "body{margin:0;font:16px/1.5 system-ui,sans-serif;color:#1f2328}main,header,footer{max-width:48rem;margin:0 auto;padding:0 1rem}\
+h1{font-size:1.5rem}a{color:#0b57d0}.listing{list-style:none;padding:0;display:grid;grid-template-columns:repeat(auto-fill,minmax(14rem,1fr));gap:.75rem}\
+.listing li{border:1px solid #d0d7de;border-radius:.5rem;padding:.75rem;display:flex;flex-direction:column;gap:.25rem}footer{color:#57606a;margin-top:2rem}";
