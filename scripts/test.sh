@@ -3,8 +3,9 @@
 # formatting, lints, unit tests, the monitoring rules' own tests (promtool,
 # installing Debian's prometheus packages on first use), the integration tests
 # against a real HBase that this script starts (resolving it from Maven
-# Central on first use), and the OpenAPI fuzzer against the live service on
-# that HBase.
+# Central on first use), the OpenAPI fuzzer against the live service on
+# that HBase, and the review widgets' tests in headless Chromium (installing
+# Debian's chromium package and the pinned npm packages on first use).
 #
 # The tests get an HBase of their own, fresh on every run (run dir
 # hbase/run-test, Thrift1 port 9190, Thrift2 port 9191, ZooKeeper port 21910;
@@ -99,6 +100,10 @@ cargo test --workspace --locked -- --test-threads "${TEST_THREADS:-8}" 2>&1 | te
 # schema-driven fuzzer with every check on (scripts/fuzz-api.sh).
 phase "API fuzzer"
 scripts/fuzz-api.sh || status=1
+# The review widgets in headless Chromium against the live service, on the
+# same HBase (scripts/browser-tests.sh; node's test runner).
+phase "browser tests"
+scripts/browser-tests.sh 2>&1 | tee -a "$results" || status=1
 phase "stop HBase"
 trap 'rm -f "$results"' EXIT
 hbase/hbasectl discard || true
@@ -106,7 +111,10 @@ phase
 printf 'test.sh: time by phase\n%s  %-34s %4d s\n' "$phase_times" "total" "$SECONDS" >&2
 
 # cargo prints one "test result" line per test binary, the last of which is
-# often a doc-test binary with nothing in it; this closing line adds them all
-# up, so the run ends by saying what it really ran.
-awk '/^test result:/ { passed += $4; failed += $6 } END { printf "all tests: %d passed, %d failed\n", passed, failed }' "$results"
+# often a doc-test binary with nothing in it, and node's runner its own
+# "ℹ pass N" and "ℹ fail N"; this closing line adds them all up, so the run
+# ends by saying what it really ran.
+awk '/^test result:/ { passed += $4; failed += $6 }
+     /^ℹ pass / { passed += $3 } /^ℹ fail / { failed += $3 }
+     END { printf "all tests: %d passed, %d failed\n", passed, failed }' "$results"
 exit "$status"

@@ -83,10 +83,11 @@
     for (let k = 5; k >= 1; k -= 1) {
       const n = summary.ratings[k];
       const width = summary.count > 0 ? Math.round((n * 100) / summary.count) : 0;
-      bars += `<li><button type="button" part="bar" data-star="${k}" aria-pressed="${star === k}" aria-label="${escapeHtml(`${say(lang, 'stars', k, { k: number(lang, k) })}, ${say(lang, 'reviews', n, { n: number(lang, n) })}`)}">`
-        + `<span aria-hidden="true">${say(lang, 'barLabel', k, { k: number(lang, k) })}</span>`
+      // Named by what it shows ("5 stars, 77 reviews"); the comma is for screen readers only.
+      bars += `<li><button type="button" part="bar" data-star="${k}" aria-pressed="${star === k}">`
+        + `<span>${say(lang, 'stars', k, { k: number(lang, k) })}<span class="comma">,</span></span>`
         + `<span class="track" aria-hidden="true"><span class="fill" style="width:${width}%"></span></span>`
-        + `<span class="n" aria-hidden="true">${number(lang, n)}</span>`
+        + `<span class="n">${say(lang, 'reviews', n, { n: number(lang, n) })}</span>`
         + '</button></li>';
     }
     return '<div class="summary" part="summary">'

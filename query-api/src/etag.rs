@@ -64,11 +64,12 @@ pub async fn conditional_get(request: Request, next: Next) -> Response {
     let tag = entity_tag(&bytes);
     if none_match_hits(&conditions, &tag) {
         // A 304 repeats the validators and caching headers a 200 would carry
-        // (RFC 9110 §15.4.5), and nothing else.
+        // (RFC 9110 §15.4.5), and nothing else; the `Age` of a kept answer
+        // served stale too, so a client revalidating its copy learns it is stale.
         let mut not_modified = StatusCode::NOT_MODIFIED.into_response();
         let headers = not_modified.headers_mut();
         headers.insert(header::ETAG, tag);
-        for name in [header::CACHE_CONTROL, header::VARY] {
+        for name in [header::CACHE_CONTROL, header::VARY, header::AGE] {
             if let Some(value) = parts.headers.get(&name) {
                 headers.insert(name, value.clone());
             }

@@ -378,14 +378,14 @@ pub const MAX_PRODUCT_NAME_CHARS: usize = 200;
 #[into_params(parameter_in = Query)]
 pub struct RawWidgetQuery {
     /// The language shown: `ko` (and its regions) in Korean, anything else in English (default `en`).
-    #[param(value_type = Option<String>, max_length = 35, example = "ko")]
+    #[param(value_type = Option<String>, max_length = 35, pattern = "^[A-Za-z0-9-]*$", example = "ko")]
     pub lang: Option<String>,
     /// Ranked reviews shown, 1 to 100 (default 10; a ranking holds at most 10).
     #[param(value_type = Option<u32>, minimum = 1, maximum = 100)]
     pub limit: Option<String>,
     /// The product's name as the shop's page shows it, for the schema.org
     /// `Product` JSON-LD (which needs one); without it, no JSON-LD.
-    #[param(value_type = Option<String>, min_length = 1, max_length = 200, example = "Electric kettle 1.7 l")]
+    #[param(value_type = Option<String>, min_length = 1, max_length = 200, pattern = "^[^\\u0000-\\u001f\\u007f-\\u009f]*$", example = "Electric kettle 1.7 l")]
     pub name: Option<String>,
 }
 

@@ -189,15 +189,10 @@ fn summary_html(lang: Lang, summary: &ReviewSummaryView) -> String {
     for star in (1..=5u8).rev() {
         let n = summary.reviews_of(star);
         let width = if summary.count > 0 { (n as f64 * 100.0 / summary.count as f64).round() } else { 0.0 };
-        let (k, count) = (lang.number(u64::from(star)), lang.number(n));
+        let stars = say(lang, "stars", u64::from(star), &[('k', &lang.number(u64::from(star)))]);
+        let reviews = say(lang, "reviews", n, &[('n', &lang.number(n))]);
         bars += &format!(
-            r#"<li><button type="button" part="bar" data-star="{star}" aria-pressed="false" aria-label="{}"><span aria-hidden="true">{}</span><span class="track" aria-hidden="true"><span class="fill" style="width:{width}%"></span></span><span class="n" aria-hidden="true">{count}</span></button></li>"#,
-            attribute(&format!(
-                "{}, {}",
-                say(lang, "stars", u64::from(star), &[('k', &k)]),
-                say(lang, "reviews", n, &[('n', &count)])
-            )),
-            say(lang, "barLabel", u64::from(star), &[('k', &k)]),
+            r#"<li><button type="button" part="bar" data-star="{star}" aria-pressed="false"><span>{stars}<span class="comma">,</span></span><span class="track" aria-hidden="true"><span class="fill" style="width:{width}%"></span></span><span class="n">{reviews}</span></button></li>"#,
         );
     }
     format!(
@@ -413,8 +408,12 @@ mod tests {
         assert!(html.contains("&lt;b&gt;fine&lt;/b&gt; &amp; good"), "{html}");
         assert!(html.contains("&lt;kim&gt;") && html.contains("A customer"), "{html}");
         assert!(html.contains(r#"aria-label="3.8 out of 5 stars""#), "{html}");
-        for bar in ["5 stars, 2 reviews", "1 star, 1 review", "3 stars, 0 reviews"] {
-            assert!(html.contains(&format!(r#"aria-label="{bar}""#)), "{bar}: {html}");
+        for (stars, reviews) in [("5 stars", "2 reviews"), ("1 star", "1 review"), ("3 stars", "0 reviews")] {
+            let bar = format!(r#"<span>{stars}<span class="comma">,</span></span>"#);
+            assert!(
+                html.contains(&bar) && html.contains(&format!(r#"<span class="n">{reviews}</span>"#)),
+                "{bar}: {html}"
+            );
         }
         assert!(html.contains("Show all 5 reviews"), "{html}");
         assert_eq!(html.matches("</script>").count(), 2, "nothing the users wrote closes a script: {html}");

@@ -1,0 +1,283 @@
+// The review widgets in headless Chromium against query-api on a real HBase
+// (scripts/browser-tests.sh sets it up): what a shopper sees and can do,
+// with a mouse, a keyboard or a screen reader, on a shop's page on another
+// origin; what a listing page costs; what the server-rendered first view
+// costs in layout shift and says to search engines.
+import assert from 'node:assert/strict';
+import http from 'node:http';
+import { after, before, test } from 'node:test';
+
+import {
+  HOT_PRODUCT, accessibilityViolations, clickAndSettle, countApiRequests, cuttableProxy, launchBrowser, listed,
+  settled, showAll, startQueryApi, startShop,
+} from './harness.mjs';
+
+let api;
+let shop;
+let browser;
+let summary;
+
+before(async () => {
+  shop = await startShop();
+  api = await startQueryApi(['--demo-pages', '--cors-origins', shop.origin]);
+  browser = await launchBrowser();
+  summary = await (await fetch(`${api.base}/v1/products/${HOT_PRODUCT}/comments/summary`)).json();
+});
+
+after(async () => {
+  await browser?.close();
+  api?.stop();
+  shop?.close();
+});
+
+async function productPage(path = `/product/${HOT_PRODUCT}`) {
+  const page = await browser.newPage();
+  const requests = countApiRequests(page);
+  await page.goto(`${shop.origin}${path}?api=${encodeURIComponent(api.base)}`);
+  await settled(page);
+  return { page, requests };
+}
+
+test('each histogram bar lists exactly that star, and show more walks to the count the summary gives', async () => {
+  const { page } = await productPage();
+  for (const star of [5, 4, 3, 2, 1]) {
+    await clickAndSettle(page, `button[data-star="${star}"]`);
+    await showAll(page);
+    const reviews = await listed(page);
+    assert.equal(reviews.length, summary.ratings[star], `${star}-star reviews listed`);
+    assert.ok(reviews.every((review) => review.stars === star), `only ${star}-star reviews`);
+    assert.equal(new Set(reviews.map((review) => review.id)).size, reviews.length, 'each review once');
+    const pressed = await page.$eval(`product-reviews >>> button[data-star="${star}"]`, (bar) => bar.getAttribute('aria-pressed'));
+    assert.equal(pressed, 'true');
+    const status = await page.$eval('product-reviews >>> .status', (line) => line.textContent);
+    assert.match(status, new RegExp(`^${star}-star reviews: ${summary.ratings[star].toLocaleString('en')}, `));
+  }
+  await page.close();
+});
+
+test('the sorts order the list: newest first, highest and lowest rating with unrated last', async () => {
+  const { page } = await productPage();
+  const inOrder = (values, before) => values.every((value, index) => index === 0 || !before(value, values[index - 1]));
+  await clickAndSettle(page, 'button[data-sort="newest"]');
+  for (let pages = 0; pages < 4; pages += 1) await clickAndSettle(page, '[data-more]');
+  const newest = await listed(page);
+  assert.equal(newest.length, 50);
+  assert.ok(inOrder(newest.map((review) => review.date), (date, previous) => date > previous), 'newest first');
+  for (const [sort, before] of [['rating_desc', (a, b) => a > b], ['rating_asc', (a, b) => a < b]]) {
+    await clickAndSettle(page, `button[data-sort="${sort}"]`);
+    await showAll(page);
+    const stars = (await listed(page)).map((review) => review.stars ?? (sort === 'rating_desc' ? 0 : 6));
+    assert.equal(stars.length, summary.count, `${sort} lists every review`);
+    assert.ok(inOrder(stars, before), `${sort}: ${stars.join('')}`);
+  }
+  await page.close();
+});
+
+test('keyboard only: Tab reaches every control, Enter and Space use them', async () => {
+  const { page } = await productPage();
+  const focused = () => page.evaluate(() => {
+    let active = document.activeElement;
+    while (active?.shadowRoot?.activeElement) active = active.shadowRoot.activeElement;
+    if (!active) return null;
+    const name = ['data-star', 'data-sort', 'data-more'].find((attribute) => active.hasAttribute(attribute));
+    return name ? `${name}=${active.getAttribute(name)}${active.classList.contains('more') ? ' (more)' : ''}` : active.tagName;
+  });
+  const reached = [];
+  for (let presses = 0; presses < 20; presses += 1) {
+    await page.keyboard.press('Tab');
+    reached.push(await focused());
+  }
+  for (const control of ['data-star=5', 'data-star=1', 'data-sort=helpful', 'data-sort=newest', 'data-sort=rating_desc', 'data-sort=rating_asc', 'data-sort=newest (more)']) {
+    assert.ok(reached.includes(control), `Tab reaches ${control}: ${reached.join(', ')}`);
+  }
+  // Back to the 4-star bar, and Enter filters by it; focus stays on it.
+  await page.focus('product-reviews >>> button[data-star="4"]');
+  await page.evaluate(() => { window.shownBefore = document.querySelector('product-reviews').shadowRoot.querySelector('.widget'); });
+  await page.keyboard.press('Enter');
+  await page.waitForFunction(() => document.querySelector('product-reviews').shadowRoot.querySelector('.widget') !== window.shownBefore);
+  await settled(page);
+  assert.equal(await focused(), 'data-star=4');
+  assert.ok((await listed(page)).every((review) => review.stars === 4));
+  // Space on "show more" adds a page and keeps focus there.
+  await page.focus('product-reviews >>> [data-more]');
+  await page.keyboard.press('Space');
+  await page.waitForFunction(() => document.querySelector('product-reviews').shadowRoot.querySelectorAll('.review').length > 10);
+  await settled(page);
+  assert.equal(await focused(), 'data-more= (more)');
+  // Shift+Tab and Space reach and use a sort.
+  await page.focus('product-reviews >>> button[data-sort="rating_asc"]');
+  await page.keyboard.press('Space');
+  await page.waitForFunction(() => document.querySelector('product-reviews').shadowRoot.querySelector('button[data-sort="rating_asc"]').getAttribute('aria-pressed') === 'true');
+  await page.close();
+});
+
+test('the product page and the listing page have no WCAG 2.1 A or AA violation', async () => {
+  const { page } = await productPage();
+  // Each bar is named for its star and its reviews, as a screen reader says it.
+  const bar = await page.$('product-reviews >>> button[data-star="5"]');
+  const { name } = await page.accessibility.snapshot({ root: bar });
+  assert.equal(name, `5 stars, ${summary.ratings[5].toLocaleString('en')} reviews`);
+  assert.deepEqual(await accessibilityViolations(page), [], 'client-rendered product page');
+  await clickAndSettle(page, 'button[data-star="3"]');
+  assert.deepEqual(await accessibilityViolations(page), [], 'filtered');
+  for (const path of [`/demo/products/${HOT_PRODUCT}`, `/demo/products/${HOT_PRODUCT}?lang=ko`, `/demo/listing?productIds=${listingProducts().join(',')}`]) {
+    await page.goto(`${api.base}${path}`, { waitUntil: 'networkidle0' });
+    assert.deepEqual(await accessibilityViolations(page), [], path);
+  }
+  await page.close();
+});
+
+function listingProducts() {
+  return Array.from({ length: 48 }, (_, index) => `P${String(index + 1).padStart(9, '0')}`);
+}
+
+test('a listing page of 48 <review-stars> makes exactly one API request and names each rating', async () => {
+  const page = await browser.newPage();
+  const requests = countApiRequests(page);
+  await page.goto(`${api.base}/demo/listing?productIds=${listingProducts().join(',')}`);
+  await page.waitForFunction(() => [...document.querySelectorAll('review-stars')].every((stars) => stars.shadowRoot?.querySelector('[part]')));
+  assert.equal(requests.length, 1, requests.join('\n'));
+  assert.match(requests[0], /\/v1\/summaries\?productIds=P000000001,/);
+  const labels = await page.$$eval('review-stars', (all) => all.map((stars) => stars.shadowRoot.querySelector('[role="img"]')?.getAttribute('aria-label') ?? stars.shadowRoot.textContent));
+  assert.equal(labels.length, 48);
+  const first = await (await fetch(`${api.base}/v1/products/P000000001/comments/summary`)).json();
+  assert.equal(labels[0], `${(Math.round(first.average * 10) / 10).toFixed(1)} out of 5 stars, ${first.count.toLocaleString('en')} reviews`);
+  assert.ok(labels.every((label) => /^\d\.\d out of 5 stars, [\d,]+ reviews?$|^No reviews yet\.$/.test(label)), labels.join('\n'));
+  await page.close();
+});
+
+test('a product page needs one API request before its first list is complete', async () => {
+  const { page, requests } = await productPage();
+  assert.equal((await listed(page)).length, Math.min(10, summary.count));
+  assert.equal(requests.length, 1, requests.join('\n'));
+  await page.close();
+});
+
+test('the server-rendered first view: no layout shift through hydration, no API request, reviews without JavaScript', async () => {
+  const page = await browser.newPage();
+  await page.evaluateOnNewDocument(() => {
+    window.layoutShift = 0;
+    new PerformanceObserver((entries) => {
+      for (const entry of entries.getEntries()) if (!entry.hadRecentInput) window.layoutShift += entry.value;
+    }).observe({ type: 'layout-shift', buffered: true });
+  });
+  const requests = countApiRequests(page);
+  await page.goto(`${shop.origin}/ssr/${HOT_PRODUCT}?api=${encodeURIComponent(api.base)}`, { waitUntil: 'networkidle0' });
+  await page.waitForFunction(() => customElements.get('product-reviews') && !document.querySelector('product-reviews').shadowRoot.querySelector('script'));
+  await new Promise((resolve) => setTimeout(resolve, 500));
+  const shift = await page.evaluate(() => window.layoutShift);
+  console.log(`layout shift through hydration: ${shift}`);
+  assert.ok(shift <= 0.01, `CLS ${shift}`);
+  assert.deepEqual(requests, [], 'the first view needs no API request');
+  // The script adopted it: the bars work.
+  await clickAndSettle(page, 'button[data-star="5"]');
+  assert.ok((await listed(page)).every((review) => review.stars === 5));
+
+  await page.setJavaScriptEnabled(false);
+  await page.goto(`${shop.origin}/ssr/${HOT_PRODUCT}?api=${encodeURIComponent(api.base)}`);
+  const shown = await page.$$eval('product-reviews >>> .review', (reviews) => reviews.length);
+  assert.equal(shown, Math.min(10, summary.count), 'the reviews are in the page without any script');
+  await page.close();
+});
+
+test('the server-rendered markup is the markup the script renders', async () => {
+  for (const lang of ['en', 'ko']) {
+    const page = await browser.newPage();
+    await page.goto(`${shop.origin}/ssr/${HOT_PRODUCT}?lang=${lang}&api=${encodeURIComponent(api.base)}`, { waitUntil: 'networkidle0' });
+    await page.waitForFunction(() => !document.querySelector('product-reviews').shadowRoot.querySelector('script'));
+    const served = await page.evaluate(() => document.querySelector('product-reviews').shadowRoot.innerHTML);
+    await page.goto(`${shop.origin}/product/${HOT_PRODUCT}?lang=${lang}&api=${encodeURIComponent(api.base)}`);
+    await settled(page);
+    const rendered = await page.evaluate(() => document.querySelector('product-reviews').shadowRoot.innerHTML);
+    assert.equal(served, rendered, lang);
+    await page.close();
+  }
+});
+
+test('the JSON-LD has what schema.org requires and equals what the page shows', async () => {
+  const page = await browser.newPage();
+  await page.goto(`${shop.origin}/ssr/${HOT_PRODUCT}?api=${encodeURIComponent(api.base)}`, { waitUntil: 'networkidle0' });
+  const documents = await page.$$eval('script[type="application/ld+json"]', (scripts) => scripts.map((script) => JSON.parse(script.textContent)));
+  assert.equal(documents.length, 1, 'one product per page');
+  const [product] = documents;
+  assert.equal(product['@context'], 'https://schema.org');
+  assert.equal(product['@type'], 'Product');
+  assert.equal(product.name, 'Kettle');
+  const rating = product.aggregateRating;
+  assert.equal(rating['@type'], 'AggregateRating');
+  const shownAverage = await page.$eval('product-reviews >>> .average .value', (value) => value.textContent);
+  assert.equal(rating.ratingValue.toFixed(1), shownAverage);
+  const shownCount = await page.$eval('product-reviews >>> .average .count', (count) => count.textContent);
+  assert.equal(`${rating.reviewCount.toLocaleString('en')} reviews`, shownCount);
+  assert.equal(rating.ratingCount, [1, 2, 3, 4, 5].reduce((sum, star) => sum + summary.ratings[star], 0));
+  const shown = await listed(page);
+  assert.ok(product.review.length > 0);
+  for (const review of product.review) {
+    assert.equal(review['@type'], 'Review');
+    assert.equal(review.author['@type'], 'Person');
+    assert.equal(review.reviewRating['@type'], 'Rating');
+    const match = shown.find((item) => item.body === review.reviewBody && item.author === review.author.name && item.date === review.datePublished);
+    assert.ok(match, `review ${JSON.stringify(review)} is on the page`);
+    assert.equal(review.reviewRating.ratingValue, match.stars);
+  }
+  assert.equal(product.review.length, shown.filter((item) => item.stars !== null).length);
+  await page.close();
+});
+
+test('CORS: a page on another origin revalidates (304) and reads the ETag, request id and Age of a stale answer', async () => {
+  const proxy = await cuttableProxy(process.env.REVIEWS_THRIFT_ADDR || '127.0.0.1:9090');
+  const proxy2 = await cuttableProxy(process.env.REVIEWS_THRIFT2_ADDR || '127.0.0.1:9091');
+  const cutOff = await startQueryApi(['--cors-origins', shop.origin, '--ranked-cache-ttl-ms', '0'], { thrift: proxy.address, thrift2: proxy2.address });
+  try {
+    const page = await browser.newPage();
+    await page.goto(`${shop.origin}/product/${HOT_PRODUCT}?api=${encodeURIComponent(cutOff.base)}`);
+    await settled(page);
+    const url = `${cutOff.base}/v1/products/${HOT_PRODUCT}/comments/summary`;
+    const fresh = await page.evaluate(async (url) => {
+      const first = await fetch(url, { cache: 'no-store' });
+      const etag = first.headers.get('ETag');
+      const again = await fetch(url, { cache: 'no-store', headers: { 'If-None-Match': etag, 'x-request-id': 'widget-test-1' } });
+      return { etag, requestId: first.headers.get('x-request-id'), status: again.status, echoed: again.headers.get('x-request-id') };
+    }, url);
+    assert.match(fresh.etag ?? '', /^W\/"[0-9a-f]{32}"$/);
+    assert.ok(fresh.requestId, 'the request id is readable');
+    assert.equal(fresh.status, 304);
+    assert.equal(fresh.echoed, 'widget-test-1');
+
+    proxy.cut();
+    proxy2.cut();
+    const stale = await page.evaluate(async (url) => {
+      const answer = await fetch(url, { cache: 'no-store' });
+      return { status: answer.status, age: answer.headers.get('Age') };
+    }, url);
+    assert.equal(stale.status, 200);
+    assert.match(stale.age ?? '', /^\d+$/, 'Age is readable on a stale answer');
+    // The widget says it shows an earlier copy.
+    await page.reload();
+    await settled(page);
+    assert.equal(await page.$eval('product-reviews >>> .notice', (notice) => notice.hidden), false);
+    await page.close();
+  } finally {
+    cutOff.stop();
+    proxy.close();
+    proxy2.close();
+  }
+});
+
+test('the script weighs at most 12 KB gzipped and is cached by its ETag', async () => {
+  const { status, headers, bytes } = await new Promise((resolve, reject) => {
+    http.get(`${api.base}/widget/v1/reviews.js`, { headers: { 'accept-encoding': 'gzip' } }, (response) => {
+      let bytes = 0;
+      response.on('data', (chunk) => { bytes += chunk.length; });
+      response.on('end', () => resolve({ status: response.statusCode, headers: response.headers, bytes }));
+    }).on('error', reject);
+  });
+  console.log(`reviews.js: ${bytes} bytes gzipped`);
+  assert.equal(status, 200);
+  assert.equal(headers['content-encoding'], 'gzip');
+  assert.match(headers['content-type'], /^text\/javascript/);
+  assert.match(headers['cache-control'], /max-age=\d{4,}/);
+  assert.ok(bytes <= 12 * 1024, `${bytes} bytes`);
+  const again = await fetch(`${api.base}/widget/v1/reviews.js`, { headers: { 'if-none-match': headers.etag } });
+  assert.equal(again.status, 304);
+});
