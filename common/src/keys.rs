@@ -139,14 +139,16 @@ impl CommentKey {
         URL_SAFE_NO_PAD.encode(self.0)
     }
 
-    /// The key a [`CommentKey::review_id`] names; an error for any other text.
-    pub fn from_review_id(id: &str) -> Result<CommentKey, KeyError> {
-        let bytes = URL_SAFE_NO_PAD.decode(id).map_err(|_| KeyError {
-            table: "comment",
-            length: id.len(),
-            reason: "review id is not base64url",
-        })?;
-        CommentKey::parse(&bytes)
+    /// The key a [`CommentKey::review_id`] names: an error for text that is
+    /// not 20 bytes in base64url, `None` for 20 bytes that are no comment key
+    /// (a well-formed id that names no review).
+    pub fn from_review_id(id: &str) -> Result<Option<CommentKey>, KeyError> {
+        let error = |reason| KeyError { table: "comment", length: id.len(), reason };
+        let bytes = URL_SAFE_NO_PAD.decode(id).map_err(|_| error("review id is not base64url"))?;
+        if bytes.len() != COMMENT_KEY_LEN {
+            return Err(error("review id is not 20 bytes"));
+        }
+        Ok(CommentKey::parse(&bytes).ok())
     }
 }
 
@@ -733,22 +735,23 @@ mod tests {
             &Id::parse("productId", "PRODUCT001").expect("id"),
         );
         assert_eq!(key.review_id(), "T1JERVIwMDAwMVBST0RVQ1QwMDE");
-        assert_eq!(CommentKey::from_review_id(&key.review_id()), Ok(key));
+        assert_eq!(CommentKey::from_review_id(&key.review_id()), Ok(Some(key)));
         let url_unsafe = CommentKey::new(
             &Id::parse("orderId", "~~~~~~~~~~").expect("id"),
             &Id::parse("productId", "??????????").expect("id"),
         );
         assert!(url_unsafe.review_id().bytes().all(|b| b.is_ascii_alphanumeric() || b == b'-' || b == b'_'));
-        assert_eq!(CommentKey::from_review_id(&url_unsafe.review_id()), Ok(url_unsafe));
+        assert_eq!(CommentKey::from_review_id(&url_unsafe.review_id()), Ok(Some(url_unsafe)));
         for bad in [
             "",
             "T1JERVIwMDAwMVBST0RVQ1QwMDE=",
             "T1JERVIwMDAwMVBST0RVQ1QwMD",
             "not an id!",
-            "AAAAAAAAAAAAAAAAAAAAAAAAAAA",
+            "AAAAAAAAAAAAAAAAAAAAAAAAAAB",
         ] {
             assert!(CommentKey::from_review_id(bad).is_err(), "{bad}");
         }
+        assert_eq!(CommentKey::from_review_id("AAAAAAAAAAAAAAAAAAAAAAAAAAA"), Ok(None), "20 bytes, no ids");
     }
 
     proptest::proptest! {

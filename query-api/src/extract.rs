@@ -137,13 +137,15 @@ impl<S: Send + Sync> FromRequestParts<S> for UserId {
     }
 }
 
-/// The `{reviewId}` of a route: a comment's key, from the id `/v1` answers carry.
+/// The `{reviewId}` of a route: the comment key it names, from the id `/v1`
+/// answers carry; `None` for a well-formed id that names no comment.
 #[derive(Debug, Clone, Copy, IntoParams)]
 #[into_params(names("reviewId"), parameter_in = Path)]
 pub struct ReviewId(
-    /// A review's `id`, as a `/v1` answer carries it.
-    #[param(value_type = String, min_length = 27, max_length = 27, pattern = "^[A-Za-z0-9_-]{27}$", example = "T1JERVIwMDAwMVBST0RVQ1QwMDE")]
-    pub CommentKey,
+    /// A review's `id`, as a `/v1` answer carries it: 20 bytes in base64url
+    /// without padding (so its last character is one of `AEIMQUYcgkosw048`).
+    #[param(value_type = String, min_length = 27, max_length = 27, pattern = "^[A-Za-z0-9_-]{26}[AEIMQUYcgkosw048]$", example = "T1JERVIwMDAwMVBST0RVQ1QwMDE")]
+    pub Option<CommentKey>,
 );
 
 impl<S: Send + Sync> FromRequestParts<S> for ReviewId {

@@ -95,7 +95,7 @@ async fn bad_ids_answer_400_before_any_hbase_call() {
         "/user/USER0%2F0000/comments/latest",
         "/product/x/comments/ranked",
         "/v1/reviews/T1JERVIwMDAwMVBST0RVQ1QwMDE=",
-        "/v1/reviews/AAAAAAAAAAAAAAAAAAAAAAAAAAA",
+        "/v1/reviews/AAAAAAAAAAAAAAAAAAAAAAAAAAB",
         "/v1/reviews/short",
         "/v1/reviews/%FF",
     ] {

@@ -226,10 +226,20 @@ impl Answer {
     }
 
     /// The `comments` of a page, as stored comments.
+    /// Each `/v1` comment's `id` is checked to be its review id and left out,
+    /// so the comment compares equal to the one stored.
     pub fn comments(&self) -> Vec<Comment> {
         self.comment_values()
             .iter()
-            .map(|comment| serde_json::from_value(comment.clone()).expect("a comment"))
+            .map(|value| {
+                let mut value = value.clone();
+                let id = value.as_object_mut().and_then(|object| object.remove("id"));
+                let comment: Comment = serde_json::from_value(value).expect("a comment");
+                if let Some(id) = id {
+                    assert_eq!(id, comment.row_key().review_id(), "the review id of {comment:?}");
+                }
+                comment
+            })
             .collect()
     }
 

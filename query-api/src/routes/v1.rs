@@ -115,10 +115,11 @@ pub async fn v1_review(
     ReviewId(key): ReviewId,
     query: IncludeQuery,
 ) -> Result<Json<CommentView>, ApiError> {
-    match pages::review(&state, key, query.include_author).await? {
-        Some(review) => Ok(Json(review)),
-        None => Err(ApiError::new(ErrorCode::NoReview, format!("no review has id {}", key.review_id()))),
-    }
+    let review = match key {
+        Some(key) => pages::review(&state, key, query.include_author).await?,
+        None => None,
+    };
+    review.map(Json).ok_or_else(|| ApiError::new(ErrorCode::NoReview, "no review has this id"))
 }
 
 /// A product's best comments, rank 1 first, with their rank and score.

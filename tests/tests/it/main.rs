@@ -18,3 +18,4 @@ mod stars;
 mod summaries;
 mod thrift2;
 mod whole_rankings;
+mod widget;
