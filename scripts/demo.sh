@@ -3,7 +3,8 @@
 # start HBase (resolving it from Maven Central on first use), create the
 # tables, load the seeded demo data, rank every product, then serve the
 # query API in the foreground (Ctrl-C stops it; HBase keeps running until
-# `hbase/hbasectl stop`).
+# `hbase/hbasectl stop`). The service serves its demo pages (--demo-pages):
+# a product page and a listing page showing the review widgets.
 #
 # Sizes can be changed with DEMO_USERS, DEMO_PRODUCTS, DEMO_COMMENTS; the
 # listen address with REVIEWS_API_LISTEN, as for query-api itself
@@ -28,13 +29,17 @@ summary=hbase/run/demo-summary.json
 "$bin/ranker" run
 
 listen="${REVIEWS_API_LISTEN:-127.0.0.1:8080}"
-python3 - "$summary" "$listen" <<'PY'
+python3 - "$summary" "$listen" "${DEMO_PRODUCTS:-200}" <<'PY'
 import json, sys
 summary = json.load(open(sys.argv[1]))
 base = "http://" + sys.argv[2]
 hot = summary["hottestProducts"][0]["id"]
 user = summary["activeUsers"][0]["id"]
-print("\nquery-api is starting; try:")
+listing = ",".join(f"P{number:09}" for number in range(1, min(48, int(sys.argv[3])) + 1))
+print("\nquery-api is starting; open in a browser:")
+print(f"  {base}/demo/products/{hot}   a product page with the review widgets (?lang=ko in Korean)")
+print(f"  {base}/demo/listing?productIds={listing}")
+print("or try:")
 print(f"  curl -s '{base}/v1/products/{hot}/comments?limit=5'")
 print(f"  curl -s '{base}/v1/products/{hot}/comments/ranked'")
 print(f"  curl -s '{base}/v1/products/{hot}/comments/summary'")
@@ -42,4 +47,4 @@ print(f"  curl -s '{base}/v1/users/{user}/comments?limit=5'")
 print(f"  curl -s '{base}/product/{hot}/comments/latest?limit=5'")
 print(f"  open {base}/docs for the API documentation, {base}/metrics for Prometheus\n")
 PY
-exec "$bin/query-api" --listen "$listen"
+exec "$bin/query-api" --listen "$listen" --demo-pages
