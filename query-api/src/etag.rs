@@ -44,12 +44,16 @@ pub fn none_match_hits(if_none_match: &HeaderMap, tag: &HeaderValue) -> bool {
 }
 
 /// Middleware for GET routes: tags a 200 answer, and turns it into a 304 with
-/// no body when the request already holds that tag.
+/// no body when the request already holds that tag. An answer that comes
+/// with its `ETag` (computed once with a kept body) keeps it, unhashed.
 pub async fn conditional_get(request: Request, next: Next) -> Response {
     let conditions = request.headers().clone();
     let response = next.run(request).await;
     if response.status() != StatusCode::OK {
         return response;
+    }
+    if let Some(tag) = response.headers().get(header::ETAG).cloned() {
+        return if none_match_hits(&conditions, &tag) { not_modified(response.headers(), tag) } else { response };
     }
     let (mut parts, body) = response.into_parts();
     // The handlers answer with bodies built in memory (at most a page of 100
@@ -63,21 +67,26 @@ pub async fn conditional_get(request: Request, next: Next) -> Response {
     };
     let tag = entity_tag(&bytes);
     if none_match_hits(&conditions, &tag) {
-        // A 304 repeats the validators and caching headers a 200 would carry
-        // (RFC 9110 §15.4.5), and nothing else; the `Age` of a kept answer
-        // served stale too, so a client revalidating its copy learns it is stale.
-        let mut not_modified = StatusCode::NOT_MODIFIED.into_response();
-        let headers = not_modified.headers_mut();
-        headers.insert(header::ETAG, tag);
-        for name in [header::CACHE_CONTROL, header::VARY, header::AGE] {
-            if let Some(value) = parts.headers.get(&name) {
-                headers.insert(name, value.clone());
-            }
-        }
-        return not_modified;
+        return not_modified(&parts.headers, tag);
     }
     parts.headers.insert(header::ETAG, tag);
     Response::from_parts(parts, Body::from(bytes))
+}
+
+/// A 304 for the answer with `headers`, tagged `tag`: it repeats the
+/// validators and caching headers a 200 would carry (RFC 9110 §15.4.5), and
+/// nothing else; the `Age` of a kept answer served stale too, so a client
+/// revalidating its copy learns it is stale.
+fn not_modified(headers: &HeaderMap, tag: HeaderValue) -> Response {
+    let mut not_modified = StatusCode::NOT_MODIFIED.into_response();
+    let kept = not_modified.headers_mut();
+    kept.insert(header::ETAG, tag);
+    for name in [header::CACHE_CONTROL, header::VARY, header::AGE] {
+        if let Some(value) = headers.get(&name) {
+            kept.insert(name, value.clone());
+        }
+    }
+    not_modified
 }
 
 #[cfg(test)]

@@ -26,7 +26,7 @@ use common::Id;
 use moka::ops::compute::Op;
 use moka::sync::Cache;
 
-use crate::widget::Lang;
+use crate::widget::ViewKey;
 
 /// The routes whose answers are kept, as their templates: `reviews_api_stale_answers_total`
 /// starts at zero for each, so a rate over it exists before the first stale answer.
@@ -55,8 +55,8 @@ pub enum PageRead {
     Latest { product: Id, limit: usize, authors: bool },
     /// `/product/{id}/comments/latest`.
     SeedLatest { product: Id, limit: usize },
-    /// `/v1/products/{id}/reviews.html` in this language, named so.
-    Widget { product: Id, lang: Lang, limit: usize, name: Option<Arc<str>> },
+    /// `/v1/products/{id}/reviews.html`.
+    Widget(ViewKey),
 }
 
 impl PageRead {
@@ -64,7 +64,7 @@ impl PageRead {
     fn heap_bytes(&self) -> usize {
         match self {
             PageRead::Summaries { products } => std::mem::size_of_val(&**products),
-            PageRead::Widget { name: Some(name), .. } => name.len(),
+            PageRead::Widget(view) => view.heap_bytes(),
             _ => 0,
         }
     }
@@ -78,6 +78,9 @@ pub struct Answer {
     pub body: Bytes,
     /// The body's `Content-Type` ([`JSON`] or [`HTML`]).
     pub content_type: &'static str,
+    /// The body's `ETag` when it was computed with it; else
+    /// [`crate::etag::conditional_get`] computes it.
+    pub etag: Option<HeaderValue>,
     /// The answer's `Cache-Control`, when it has one.
     pub cache_control: Option<HeaderValue>,
     /// When the HBase read behind the body began: the order in which answers replace each other.
@@ -163,7 +166,13 @@ mod tests {
     use super::*;
 
     fn answer(body: &'static str, read_at: Instant) -> Answer {
-        Answer { body: Bytes::from_static(body.as_bytes()), content_type: JSON, cache_control: None, read_at }
+        Answer {
+            body: Bytes::from_static(body.as_bytes()),
+            content_type: JSON,
+            etag: None,
+            cache_control: None,
+            read_at,
+        }
     }
 
     fn product() -> Id {
@@ -207,6 +216,7 @@ mod tests {
         let large = Answer {
             body: Bytes::from(vec![b'x'; 10_000]),
             content_type: JSON,
+            etag: None,
             cache_control: None,
             read_at: Instant::now(),
         };

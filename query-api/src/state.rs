@@ -15,6 +15,7 @@ use crate::last_good::{self, LastGood};
 use crate::loads::SharedLoads;
 use crate::ranked_cache::RankedCache;
 use crate::telemetry;
+use crate::widget::RenderedViews;
 
 /// The state behind every route; cheap to clone (everything inside is shared).
 #[derive(Debug, Clone)]
@@ -24,6 +25,7 @@ pub struct AppState {
     loads: SharedLoads,
     ranked_cache: RankedCache,
     last_good: Option<LastGood>,
+    rendered_views: RenderedViews,
     clients: Clients,
     metrics: PrometheusHandle,
 }
@@ -45,7 +47,18 @@ impl AppState {
             }
         }
         let clients = Clients::new(settings.clients.clone());
-        AppState { store, settings: Arc::new(settings), loads, ranked_cache, last_good, clients, metrics }
+        // Rendered views are bounded like the rankings they show.
+        let rendered_views = RenderedViews::new(settings.ranked_cache_ttl, settings.ranked_cache_max_bytes);
+        AppState {
+            store,
+            settings: Arc::new(settings),
+            loads,
+            ranked_cache,
+            last_good,
+            rendered_views,
+            clients,
+            metrics,
+        }
     }
 
     /// The store the routes read.
@@ -76,6 +89,11 @@ impl AppState {
     /// The handle that renders `/metrics`.
     pub fn metrics(&self) -> &PrometheusHandle {
         &self.metrics
+    }
+
+    /// The first views of the review widget rendered lately.
+    pub fn rendered_views(&self) -> &RenderedViews {
+        &self.rendered_views
     }
 
     /// The last good answers of product pages, unless `--stale-if-error-secs` is 0.

@@ -17,7 +17,11 @@
 //!   page), on the uncached service;
 //! - `absent-star`: the first page of a star a ranked product has no review
 //!   of (by its summary), on the cached service with those rankings cached:
-//!   what a star filter costs when the summary already says it is empty.
+//!   what a star filter costs when the summary already says it is empty;
+//! - `reviews-html-cached`: a product's server-rendered widget
+//!   (`/v1/products/{id}/reviews.html`, with its JSON-LD) on the cached
+//!   service, its rankings cached: against `ranked-cached`, what rendering
+//!   the first view costs.
 //!
 //! Products are drawn uniformly at random from the tables. It starts the two
 //! services itself (the `query-api` binary beside this one, on loopback ports)
@@ -69,11 +73,11 @@ struct BenchArgs {
 
     /// Scenarios to run, comma-separated: raw, http, ranked-uncached, ranked-cached,
     /// summary-uncached, summary-cached, hot-latest, hot-rarest, hot-rating-asc, summaries-48,
-    /// absent-star.
+    /// absent-star, reviews-html-cached.
     #[arg(
         long,
         value_delimiter = ',',
-        default_value = "raw,http,ranked-uncached,ranked-cached,summary-uncached,summary-cached,hot-latest,hot-rarest,hot-rating-asc,summaries-48"
+        default_value = "raw,http,ranked-uncached,ranked-cached,summary-uncached,summary-cached,hot-latest,hot-rarest,hot-rating-asc,summaries-48,reviews-html-cached"
     )]
     scenarios: Vec<Scenario>,
 
@@ -124,6 +128,8 @@ enum Scenario {
     Summaries48,
     /// A product's first page of a star it has no review of, its ranking cached.
     AbsentStar,
+    /// A product's server-rendered widget, its ranking cached.
+    ReviewsHtmlCached,
 }
 
 /// Products a `summaries-48` request names: a listing page of 48.
@@ -143,12 +149,20 @@ impl Scenario {
             Scenario::HotRatingAsc => "hot-rating-asc",
             Scenario::Summaries48 => "summaries-48",
             Scenario::AbsentStar => "absent-star",
+            Scenario::ReviewsHtmlCached => "reviews-html-cached",
         }
     }
 
     /// Whether the scenario reads from the service whose ranked-read cache is on.
     fn uses_cache(self) -> bool {
-        matches!(self, Scenario::Http | Scenario::RankedCached | Scenario::SummaryCached | Scenario::AbsentStar)
+        matches!(
+            self,
+            Scenario::Http
+                | Scenario::RankedCached
+                | Scenario::SummaryCached
+                | Scenario::AbsentStar
+                | Scenario::ReviewsHtmlCached
+        )
     }
 
     /// Whether the scenario reads ranked products (their rankings or summaries).
@@ -254,7 +268,7 @@ async fn main() -> anyhow::Result<()> {
             _ => uncached.as_ref(),
         };
         let base = service.map(|service| service.base.clone()).unwrap_or_default();
-        if matches!(scenario, Scenario::RankedCached | Scenario::SummaryCached) {
+        if matches!(scenario, Scenario::RankedCached | Scenario::SummaryCached | Scenario::ReviewsHtmlCached) {
             warm_ranked_cache(&workload, workload.ranked_products.iter(), &base).await?;
         }
         if *scenario == Scenario::AbsentStar {
@@ -436,6 +450,9 @@ async fn one_request(workload: &Workload, scenario: Scenario, base: &str, produc
         Scenario::SummaryUncached | Scenario::SummaryCached => {
             http_ok(workload, &format!("{base}/v1/products/{product}/comments/summary")).await
         }
+        Scenario::ReviewsHtmlCached => {
+            http_ok(workload, &format!("{base}/v1/products/{product}/reviews.html?name=Bench%20product")).await
+        }
         Scenario::HotLatest => http_ok(workload, &format!("{base}/v1/products/{hot}/comments?limit={PAGE_SIZE}")).await,
         Scenario::HotRarest => {
             let star = workload.rarest_star;
@@ -520,6 +537,11 @@ fn print_ratios(outcomes: &[Outcome]) {
         (throughput_of(outcomes, Scenario::RankedCached), throughput_of(outcomes, Scenario::RankedUncached))
     {
         println!("ranked cached / uncached throughput: {:.1}x (target >= 10x)", cached / uncached);
+    }
+    if let (Some(html), Some(json)) =
+        (throughput_of(outcomes, Scenario::ReviewsHtmlCached), throughput_of(outcomes, Scenario::RankedCached))
+    {
+        println!("reviews-html-cached / ranked-cached throughput: {:.2} (target >= 0.5)", html / json);
     }
     for (summary, ranked) in
         [(Scenario::SummaryUncached, Scenario::RankedUncached), (Scenario::SummaryCached, Scenario::RankedCached)]

@@ -39,7 +39,13 @@ fn ranked_cache_control(state: &AppState) -> HeaderValue {
 /// A ranked read's answer: prepared JSON, cacheable by clients for as long as
 /// this service caches it, from a read of HBase that began at `read_at`.
 pub(crate) fn ranked_answer(state: &AppState, body: Bytes, read_at: Instant) -> Answer {
-    Answer { body, content_type: last_good::JSON, cache_control: Some(ranked_cache_control(state)), read_at }
+    Answer {
+        body,
+        content_type: last_good::JSON,
+        etag: None,
+        cache_control: Some(ranked_cache_control(state)),
+        read_at,
+    }
 }
 
 /// How much of the request's deadline is left for answering from the last
@@ -80,12 +86,16 @@ pub(crate) async fn answer_kept(
     }
 }
 
-/// A fresh answer: its body, `Content-Type` and `Cache-Control`.
+/// A fresh answer: its body, `Content-Type`, `Cache-Control` and (when
+/// computed with it) `ETag`.
 fn fresh_response(answer: Answer) -> Response {
     let content_type = HeaderValue::from_static(answer.content_type);
     let mut response = ([(header::CONTENT_TYPE, content_type)], answer.body).into_response();
     if let Some(cache_control) = answer.cache_control {
         response.headers_mut().insert(header::CACHE_CONTROL, cache_control);
+    }
+    if let Some(etag) = answer.etag {
+        response.headers_mut().insert(header::ETAG, etag);
     }
     response
 }

@@ -59,7 +59,7 @@ pub async fn seed_product_latest(
     answer_kept(&state, PageRead::SeedLatest { product, limit }, async {
         let read_at = Instant::now();
         let body = seed_page(&state, IndexKind::Product, keys::product_comment_prefix(&product), None, limit).await?;
-        Ok(Answer { body, content_type: last_good::JSON, cache_control: None, read_at })
+        Ok(Answer { body, content_type: last_good::JSON, etag: None, cache_control: None, read_at })
     })
     .await
 }

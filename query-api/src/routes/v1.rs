@@ -68,7 +68,7 @@ pub async fn v1_product_comments(
     answer_kept(&state, PageRead::Latest { product, limit, authors }, async {
         let read_at = Instant::now();
         let page = pages::v1_page(&state, IndexKind::Product, prefix, None, limit, authors).await?;
-        Ok(Answer { body: render(&page)?, content_type: last_good::JSON, cache_control: None, read_at })
+        Ok(Answer { body: render(&page)?, content_type: last_good::JSON, etag: None, cache_control: None, read_at })
     })
     .await
 }

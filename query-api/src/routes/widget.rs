@@ -18,7 +18,7 @@ use crate::pages;
 use crate::state::AppState;
 use crate::summaries;
 use crate::views::render_error;
-use crate::widget::{FirstView, Lang, SCRIPT, SCRIPT_CACHE_CONTROL};
+use crate::widget::{FirstView, Lang, ViewKey, SCRIPT, SCRIPT_CACHE_CONTROL};
 
 /// Where the script is served.
 pub const SCRIPT_PATH: &str = "/widget/v1/reviews.js";
@@ -61,20 +61,24 @@ pub async fn product_reviews_html(
 ) -> Result<Response, ApiError> {
     let lang = Lang::from_tag(query.lang.as_deref());
     let limit = query.limit.get();
-    let read = PageRead::Widget { product, lang, limit, name: query.name.as_deref().map(Arc::from) };
-    answer_kept(&state, read, async {
+    let key = ViewKey { product, lang, limit, name: query.name.as_deref().map(Arc::from) };
+    answer_kept(&state, PageRead::Widget(key.clone()), async {
         let ranking = summaries::ranking(&state, product).await?;
-        let reviews = pages::ranked_comments_with_authors(&state, &ranking, limit).await?;
-        let view = FirstView {
-            product: &product,
-            lang,
-            name: query.name.as_deref(),
-            summary: ranking.summary(),
-            reviews: &reviews,
+        // A product page is served again and again from one cached ranking:
+        // its view is rendered (and hashed) once.
+        let view = match state.rendered_views().get(&key, ranking.read_at()) {
+            Some(view) => view,
+            None => {
+                let reviews = pages::ranked_comments_with_authors(&state, &ranking, limit).await?;
+                let name = query.name.as_deref();
+                let view = FirstView { product: &product, lang, name, summary: ranking.summary(), reviews: &reviews };
+                let body = view.render().map_err(render_error)?;
+                state.rendered_views().keep(key, body, ranking.read_at())
+            }
         };
-        let body = view.render().map_err(render_error)?;
         // As old as the ranking it shows, like the ranked read.
-        Ok(Answer { content_type: last_good::HTML, ..ranked_answer(&state, body, ranking.read_at()) })
+        let answer = ranked_answer(&state, view.body.clone(), ranking.read_at());
+        Ok(Answer { content_type: last_good::HTML, etag: Some(view.etag.clone()), ..answer })
     })
     .await
 }
