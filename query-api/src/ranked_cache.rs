@@ -12,6 +12,7 @@ use std::sync::{Arc, Mutex};
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
+use axum::http::HeaderValue;
 use common::Id;
 use moka::future::Cache;
 use serde::Serialize;
@@ -19,6 +20,7 @@ use tokio::sync::OnceCell;
 
 use crate::config::Settings;
 use crate::error::ApiError;
+use crate::etag::entity_tag;
 use crate::telemetry;
 use crate::views::{Author, RankedComment, RankedPage, ReviewSummaryView, SeedCommentsPage};
 
@@ -167,14 +169,15 @@ impl Drop for RefreshClaim {
 ///
 /// Rankings sit in the cache and are read far more often than they change, so
 /// a cache hit for the whole ranking (any `limit` of 10 or more) writes
-/// prepared bytes instead of serialising ten comments again.
+/// prepared bytes, tagged once, instead of serialising ten comments and
+/// hashing them again.
 #[derive(Debug)]
 pub struct Ranking {
     comments: Vec<RankedComment>,
     summary: Option<ReviewSummaryView>,
-    v1_body: Option<Bytes>,
-    seed_body: Option<Bytes>,
-    summary_body: Option<Bytes>,
+    v1_body: Option<Tagged>,
+    seed_body: Option<Tagged>,
+    summary_body: Option<Tagged>,
     /// The comments' authors, read the first time a request asks for them
     /// and cached with the ranking: a product page asks on every view. Ten
     /// nicknames at most, within the weight's fixed overhead.
@@ -237,9 +240,9 @@ impl Ranking {
     /// own entry.
     pub fn weight_bytes(&self) -> u64 {
         const ENTRY_OVERHEAD_BYTES: usize = 1024;
-        let rendered = |body: &Option<Bytes>| body.as_ref().map_or(0, Bytes::len);
+        let rendered = |body: &Option<Tagged>| body.as_ref().map_or(0, |tagged| tagged.body.len());
         let comments_json = match &self.v1_body {
-            Some(body) => body.len(),
+            Some(tagged) => tagged.body.len(),
             // Never seen (rendering plain structs does not fail); weigh the worst case.
             None => self.comments.len() * common::store::MAX_CONTENT_BYTES,
         };
@@ -269,30 +272,40 @@ impl Ranking {
     }
 
     /// The `/v1` answer showing the best `limit` comments and the summary.
-    pub fn v1_body(&self, limit: usize) -> Result<Bytes, serde_json::Error> {
+    pub fn v1_body(&self, limit: usize) -> Result<Tagged, serde_json::Error> {
         match &self.v1_body {
-            Some(body) if limit >= self.comments.len() => Ok(body.clone()),
+            Some(tagged) if limit >= self.comments.len() => Ok(tagged.clone()),
             _ => render(&RankedPage::of(&self.comments[..limit.min(self.comments.len())], self.summary.as_ref())),
         }
     }
 
     /// The summary route's answer; `None` when no run has counted the product.
-    pub fn summary_body(&self) -> Option<Result<Bytes, serde_json::Error>> {
+    pub fn summary_body(&self) -> Option<Result<Tagged, serde_json::Error>> {
         let summary = self.summary.as_ref()?;
         Some(self.summary_body.clone().map_or_else(|| render(summary), Ok))
     }
 
     /// The seed's answer showing the best `limit` comments.
-    pub fn seed_body(&self, limit: usize) -> Result<Bytes, serde_json::Error> {
+    pub fn seed_body(&self, limit: usize) -> Result<Tagged, serde_json::Error> {
         match &self.seed_body {
-            Some(body) if limit >= self.comments.len() => Ok(body.clone()),
+            Some(tagged) if limit >= self.comments.len() => Ok(tagged.clone()),
             _ => render(&SeedCommentsPage::of_ranked(&self.comments[..limit.min(self.comments.len())])),
         }
     }
 }
 
-fn render(value: &impl Serialize) -> Result<Bytes, serde_json::Error> {
-    serde_json::to_vec(value).map(Bytes::from)
+/// An answer's JSON and its `ETag`, computed together.
+#[derive(Debug, Clone)]
+pub struct Tagged {
+    /// The JSON.
+    pub body: Bytes,
+    /// Its entity tag ([`crate::etag::entity_tag`]).
+    pub etag: HeaderValue,
+}
+
+fn render(value: &impl Serialize) -> Result<Tagged, serde_json::Error> {
+    let body = Bytes::from(serde_json::to_vec(value)?);
+    Ok(Tagged { etag: entity_tag(&body), body })
 }
 
 #[cfg(test)]
@@ -326,7 +339,10 @@ mod tests {
         let counted = common::summary::ReviewSummary { rated: [0, 0, 0, 0, 3], ..Default::default() };
         let summary = ReviewSummaryView::new(&product, &counted, 1, true);
         let ranking = Ranking::new(ranked.clone(), Some(summary.clone()), Instant::now());
-        let parse = |bytes: Bytes| serde_json::from_slice::<serde_json::Value>(&bytes).expect("json");
+        let parse = |tagged: Tagged| {
+            assert_eq!(tagged.etag, entity_tag(&tagged.body), "tagged with its own tag");
+            serde_json::from_slice::<serde_json::Value>(&tagged.body).expect("json")
+        };
         let full = parse(ranking.v1_body(20).expect("v1"));
         assert_eq!(full, serde_json::to_value(RankedPage::of(&ranked, Some(&summary))).expect("json"));
         assert_eq!(full["summary"]["count"], 3);

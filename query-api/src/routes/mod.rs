@@ -22,6 +22,7 @@ use utoipa::IntoResponses;
 
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::last_good::{self, Answer, PageRead};
+use crate::ranked_cache::Tagged;
 use crate::state::AppState;
 use crate::telemetry::{self, ServedStale};
 
@@ -46,6 +47,11 @@ pub(crate) fn ranked_answer(state: &AppState, body: Bytes, read_at: Instant) -> 
         cache_control: Some(ranked_cache_control(state)),
         read_at,
     }
+}
+
+/// A ranked read's answer from JSON prepared with its `ETag` ([`Tagged`]).
+pub(crate) fn tagged_answer(state: &AppState, tagged: Tagged, read_at: Instant) -> Answer {
+    Answer { etag: Some(tagged.etag), ..ranked_answer(state, tagged.body, read_at) }
 }
 
 /// How much of the request's deadline is left for answering from the last

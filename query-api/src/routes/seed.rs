@@ -15,7 +15,7 @@ use common::store::IndexKind;
 use utoipa::openapi::{HttpMethod, OpenApi};
 use utoipa::Modify;
 
-use super::{answer_kept, json_response, ranked_answer, Unavailable};
+use super::{answer_kept, json_response, tagged_answer, Unavailable};
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{JsonBody, LimitQuery, ProductId, RawLimitQuery, UserId};
 use crate::last_good::{self, Answer, PageRead};
@@ -162,8 +162,8 @@ pub async fn seed_ranked(
     let limit = limit.get();
     answer_kept(&state, PageRead::SeedRanked { product, limit }, async {
         let ranking = summaries::ranking(&state, product).await?;
-        let body = ranking.seed_body(limit).map_err(render_error)?;
-        Ok(ranked_answer(&state, body, ranking.read_at()))
+        let tagged = ranking.seed_body(limit).map_err(render_error)?;
+        Ok(tagged_answer(&state, tagged, ranking.read_at()))
     })
     .await
 }

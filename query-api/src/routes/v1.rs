@@ -12,7 +12,7 @@ use common::keys;
 use common::store::stars::StarList;
 use common::store::IndexKind;
 
-use super::{answer_kept, ranked_answer, Unavailable};
+use super::{answer_kept, ranked_answer, tagged_answer, Unavailable};
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{
     CommentOrder, IncludeQuery, PageQuery, ProductId, ProductPageQuery, RankedQuery, RawIncludeQuery, RawPageQuery,
@@ -148,13 +148,12 @@ pub async fn v1_ranked_comments(
     let read = PageRead::Ranked { product, limit, authors: query.include_author };
     answer_kept(&state, read, async {
         let ranking = summaries::ranking(&state, product).await?;
-        let body = if query.include_author {
-            pages::ranked_with_authors(&state, &ranking, limit).await?
-        } else {
-            ranking.v1_body(limit).map_err(render_error)?
-        };
         // The answer is as old as the ranking it shows, however recently its authors were read.
-        Ok(ranked_answer(&state, body, ranking.read_at()))
+        if query.include_author {
+            let body = pages::ranked_with_authors(&state, &ranking, limit).await?;
+            return Ok(ranked_answer(&state, body, ranking.read_at()));
+        }
+        Ok(tagged_answer(&state, ranking.v1_body(limit).map_err(render_error)?, ranking.read_at()))
     })
     .await
 }
@@ -188,7 +187,7 @@ pub async fn v1_review_summary(
         let Some(body) = ranking.summary_body() else {
             return Err(ApiError::new(ErrorCode::NoSummary, format!("product {product} has no review to summarise")));
         };
-        Ok(ranked_answer(&state, body.map_err(render_error)?, ranking.read_at()))
+        Ok(tagged_answer(&state, body.map_err(render_error)?, ranking.read_at()))
     })
     .await
 }
