@@ -128,20 +128,25 @@
     return cursor ? `<button type="button" class="more" data-more="">${say(lang, 'more', 1, {})}</button>` : '';
   };
 
-  // The whole widget for `state`: the server renders the same for the first view.
-  const widgetHtml = (state) => {
+  // The widget above its status line: heading, summary, sorts, the stale notice.
+  const topHtml = (state) => {
     const { lang, summary, sort, star } = state;
-    const counted = summary && summary.count > 0;
-    return `<section class="widget" part="container" aria-labelledby="heading" aria-busy="${state.loading}">`
-      + `<h2 id="heading" part="heading">${say(lang, 'heading', 1, {})}</h2>`
+    return `<h2 id="heading" part="heading">${say(lang, 'heading', 1, {})}</h2>`
       + summaryHtml(lang, summary, star)
-      + (counted ? sortsHtml(lang, sort, star) : '')
-      + `<p class="notice" part="notice"${state.stale ? '' : ' hidden'}>${say(lang, 'stale', 1, {})}</p>`
-      + `<p class="status" role="status">${escapeHtml(statusText(state))}</p>`
-      + `<ol class="list" part="list">${state.reviews.map((review) => reviewHtml(lang, review)).join('')}</ol>`
-      + moreHtml(state)
-      + '</section>';
+      + (summary && summary.count > 0 ? sortsHtml(lang, sort, star) : '')
+      + `<p class="notice" part="notice"${state.stale ? '' : ' hidden'}>${say(lang, 'stale', 1, {})}</p>`;
   };
+
+  // The widget below its status line: the list and its "show more".
+  const bottomHtml = (state) => `<ol class="list" part="list">${state.reviews.map((review) => reviewHtml(state.lang, review)).join('')}</ol>`
+    + moreHtml(state);
+
+  // The whole widget for `state`: the server renders the same for the first view.
+  const widgetHtml = (state) => `<section class="widget" part="container" aria-labelledby="heading" aria-busy="${state.loading}">`
+    + `<div class="top">${topHtml(state)}</div>`
+    + `<p class="status" role="status">${escapeHtml(statusText(state))}</p>`
+    + `<div class="bottom">${bottomHtml(state)}</div>`
+    + '</section>';
 
   class ProductReviews extends HTMLElement {
     connectedCallback() {
@@ -166,7 +171,16 @@
       const focused = this.shadowRoot.activeElement;
       const focusKey = focused && ['data-star', 'data-sort', 'data-more', 'data-retry'].find((name) => focused.hasAttribute(name));
       const focusValue = focusKey && focused.getAttribute(focusKey);
-      this.shadowRoot.innerHTML = `<style>${STYLE}</style>${widgetHtml(this.state)}`;
+      const section = this.shadowRoot.querySelector('.widget');
+      if (section) {
+        // The status line stays the same element, so screen readers announce its new text.
+        section.setAttribute('aria-busy', String(this.state.loading));
+        section.querySelector('.top').innerHTML = topHtml(this.state);
+        section.querySelector('.status').textContent = statusText(this.state);
+        section.querySelector('.bottom').innerHTML = bottomHtml(this.state);
+      } else {
+        this.shadowRoot.innerHTML = `<style>${STYLE}</style>${widgetHtml(this.state)}`;
+      }
       // A keyboard user keeps their place: focus returns to the control they used, or to the list.
       if (focusKey) {
         const again = this.shadowRoot.querySelector(`[${focusKey}="${focusValue}"]:not([data-clear])`) || this.shadowRoot.querySelector('.list');

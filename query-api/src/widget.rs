@@ -230,7 +230,7 @@ fn sorts_html(lang: Lang) -> String {
 fn first_view(lang: Lang, summary: Option<&ReviewSummaryView>, reviews: &[RankedComment]) -> String {
     let counted = summary.filter(|summary| summary.count > 0);
     let mut html = format!(
-        r#"<section class="widget" part="container" aria-labelledby="heading" aria-busy="false"><h2 id="heading" part="heading">{}</h2>"#,
+        r#"<section class="widget" part="container" aria-labelledby="heading" aria-busy="false"><div class="top"><h2 id="heading" part="heading">{}</h2>"#,
         say(lang, "heading", 1, &[])
     );
     if let Some(summary) = counted {
@@ -242,7 +242,7 @@ fn first_view(lang: Lang, summary: Option<&ReviewSummaryView>, reviews: &[Ranked
         Some(_) => say(lang, "statusHelpful", reviews.len() as u64, &[('n', &lang.number(reviews.len() as u64))]),
     };
     html += &format!(
-        r#"<p class="notice" part="notice" hidden>{}</p><p class="status" role="status">{}</p><ol class="list" part="list">"#,
+        r#"<p class="notice" part="notice" hidden>{}</p></div><p class="status" role="status">{}</p><div class="bottom"><ol class="list" part="list">"#,
         say(lang, "stale", 1, &[]),
         text(&status)
     );
@@ -256,7 +256,7 @@ fn first_view(lang: Lang, summary: Option<&ReviewSummaryView>, reviews: &[Ranked
             say(lang, "all", summary.count, &[('n', &lang.number(summary.count))])
         );
     }
-    html + "</section>"
+    html + "</div></section>"
 }
 
 /// JSON safe inside a `<script>` element: no `<` that could close it.

@@ -125,14 +125,24 @@ export async function settled(page) {
   }, { timeout: 10_000 });
 }
 
+/** Notes the list shown, so that `shownAgain` can wait for the next one. */
+export async function noteShown(page) {
+  await page.evaluate(() => { window.shownBefore = document.querySelector('product-reviews').shadowRoot.querySelector('.list'); });
+}
+
+/** Waits until the widget shows a new list (each answer renders one) and is no longer loading. */
+export async function shownAgain(page) {
+  await page.waitForFunction(() => {
+    const root = document.querySelector('product-reviews').shadowRoot;
+    return root.querySelector('.list') !== window.shownBefore && root.querySelector('.widget').getAttribute('aria-busy') === 'false';
+  }, { timeout: 10_000 });
+}
+
 /** Clicks `selector` inside the widget and waits for the answer it asks for. */
 export async function clickAndSettle(page, selector) {
-  await page.evaluate(() => { window.shownBefore = document.querySelector('product-reviews').shadowRoot.querySelector('.widget'); });
+  await noteShown(page);
   await (await page.$(`product-reviews >>> ${selector}`)).click();
-  await page.waitForFunction(() => {
-    const widget = document.querySelector('product-reviews').shadowRoot.querySelector('.widget');
-    return widget !== window.shownBefore && widget.getAttribute('aria-busy') === 'false';
-  }, { timeout: 10_000 });
+  await shownAgain(page);
 }
 
 /** Clicks "show more" until the list ends. */

@@ -9,7 +9,7 @@ import { after, before, test } from 'node:test';
 
 import {
   HOT_PRODUCT, accessibilityViolations, clickAndSettle, countApiRequests, cuttableProxy, launchBrowser, listed,
-  settled, showAll, startQueryApi, startShop,
+  noteShown, settled, showAll, shownAgain, startQueryApi, startShop,
 } from './harness.mjs';
 
 let api;
@@ -40,8 +40,10 @@ async function productPage(path = `/product/${HOT_PRODUCT}`) {
 
 test('each histogram bar lists exactly that star, and show more walks to the count the summary gives', async () => {
   const { page } = await productPage();
+  const statusLine = await page.$('product-reviews >>> .status');
   for (const star of [5, 4, 3, 2, 1]) {
     await clickAndSettle(page, `button[data-star="${star}"]`);
+    assert.ok(await statusLine.evaluate((line) => line.isConnected), 'the status line stays the element screen readers watch');
     await showAll(page);
     const reviews = await listed(page);
     assert.equal(reviews.length, summary.ratings[star], `${star}-star reviews listed`);
@@ -92,10 +94,9 @@ test('keyboard only: Tab reaches every control, Enter and Space use them', async
   }
   // Back to the 4-star bar, and Enter filters by it; focus stays on it.
   await page.focus('product-reviews >>> button[data-star="4"]');
-  await page.evaluate(() => { window.shownBefore = document.querySelector('product-reviews').shadowRoot.querySelector('.widget'); });
+  await noteShown(page);
   await page.keyboard.press('Enter');
-  await page.waitForFunction(() => document.querySelector('product-reviews').shadowRoot.querySelector('.widget') !== window.shownBefore);
-  await settled(page);
+  await shownAgain(page);
   assert.equal(await focused(), 'data-star=4');
   assert.ok((await listed(page)).every((review) => review.stars === 4));
   // Space on "show more" adds a page and keeps focus there.
