@@ -392,9 +392,12 @@ impl Clients {
 
     /// Admits a request of `client`, or says why not: over its rate, over
     /// its fixed in-flight limit, or (HBase busy now or within [`BUSY_FOR`],
-    /// and other clients seen in the last second or two) at or over its fair
-    /// share: the adapted limit ([`Counts::adapt`]) over the clients seen, at
-    /// least [`MIN_SHARE`]. An exempt key is always admitted. The admission
+    /// or the adapted limit ([`Counts::adapt`]) still below the pool's size
+    /// after it was, and other clients seen in the last second or two) at or
+    /// over its fair share: that limit over the clients seen, at least
+    /// [`MIN_SHARE`]. The shares thus grow back a request at a time once
+    /// HBase keeps up, rather than all at once, which let a flood in whole
+    /// and had it shed again a second later. An exempt key is always admitted. The admission
     /// counts the request until it is dropped.
     pub fn admit(&self, client: &ClientId, load: &Load) -> Result<Admission, Refusal> {
         let exempt = matches!(client, ClientId::Key(name) if self.inner.exempt.contains(name));
@@ -406,7 +409,7 @@ impl Clients {
             counts.busy_until_ms = now_ms.saturating_add(BUSY_FOR.as_millis() as u64);
         }
         counts.adapt(now_ms, load);
-        let busy = now_ms < counts.busy_until_ms;
+        let shedding = now_ms < counts.busy_until_ms || counts.limit < load.connections.max(1) as f64;
         let mine = counts.in_flight.get(client).map_or(0, |count| count.load(Ordering::Relaxed));
         if !exempt {
             let policy = &self.inner.policy;
@@ -418,7 +421,7 @@ impl Clients {
             // before (a load balancer whose address is not a trusted proxy is
             // one client, the whole shop).
             let clients = counts.seen;
-            if policy.fair_shedding && busy && clients > 1 {
+            if policy.fair_shedding && shedding && clients > 1 {
                 let share = ((counts.limit / clients as f64) as usize).max(MIN_SHARE);
                 if mine >= share {
                     return Err(Refusal { reason: "fair_share", retry_after_secs: 1, in_flight: mine, allowed: share });
@@ -845,15 +848,28 @@ mod tests {
     }
 
     #[test]
-    fn a_second_after_hbase_was_last_busy_nobody_is_held_to_a_share() {
+    fn after_hbase_was_busy_the_shares_grow_back_a_request_at_a_time() {
         let clients = clients(ClientPolicy::default());
         let (greedy, polite) = (address("192.0.2.1"), address("192.0.2.2"));
         let _held: Vec<Admission> =
-            (0..5).map(|_| clients.admit(&greedy, &load(false, 4)).expect("admitted")).collect();
-        let _polite = clients.admit(&polite, &load(true, 4)).expect("within its share");
-        assert!(clients.admit(&greedy, &load(false, 4)).is_err(), "busy a moment ago");
+            (0..20).map(|_| clients.admit(&greedy, &load(false, 16)).expect("admitted")).collect();
+        let _polite = clients.admit(&polite, &load(true, 16)).expect("within its share");
+        // Busy for two steps of the limit: from the pool's 16 down to about 10.
+        for _ in 0..2 {
+            std::thread::sleep(ADAPT_EVERY + Duration::from_millis(10));
+            drop(clients.admit(&polite, &load(true, 16)).expect("within its share"));
+        }
         std::thread::sleep(BUSY_FOR + Duration::from_millis(50));
-        assert!(clients.admit(&greedy, &load(false, 4)).is_ok(), "not busy for a second");
+        // HBase has kept up for a second, but the limit has grown back by one only.
+        let refused = clients.admit(&greedy, &load(false, 16)).expect_err("still held to its share");
+        assert_eq!((refused.reason, refused.allowed), ("fair_share", 5));
+        let mut steps = 0;
+        while clients.admit(&greedy, &load(false, 16)).is_err() {
+            assert!(steps < 10, "the limit grows back to the pool within ten steps");
+            std::thread::sleep(ADAPT_EVERY + Duration::from_millis(10));
+            steps += 1;
+        }
+        assert!(steps >= 4, "a request at a time: {steps} steps");
     }
 
     #[test]
