@@ -14,7 +14,7 @@
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 
-if ! command -v chromium >/dev/null; then
+if [ -z "${WIDGET_TEST_CHROMIUM:-}" ] && ! command -v chromium >/dev/null; then
     echo "installing Debian's chromium package" >&2
     as_root=()
     [ "$(id -u)" -eq 0 ] || as_root=(sudo)
@@ -24,12 +24,16 @@ if ! command -v chromium >/dev/null; then
         chromium fonts-noto-cjk >/dev/null
 fi
 
+# The packages are installed again whenever the lock file changes; the copy
+# of the lock file beside them is written only once `npm ci` has succeeded,
+# so an interrupted install is not taken for a finished one.
 modules="$PWD/target/widget-test"
-if ! cmp -s widget/test/package-lock.json "$modules/package-lock.json" || [ ! -d "$modules/node_modules" ]; then
+if ! cmp -s widget/test/package-lock.json "$modules/installed.lock"; then
     rm -rf "$modules"
     mkdir -p "$modules"
     cp widget/test/package.json widget/test/package-lock.json widget/test/.npmrc "$modules/"
     (cd "$modules" && npm ci --silent)
+    cp widget/test/package-lock.json "$modules/installed.lock"
 fi
 
 bin="$PWD/target/debug"
@@ -48,4 +52,4 @@ export WIDGET_TEST_MODULES="$modules/node_modules"
 export WIDGET_TEST_QUERY_API="$bin/query-api"
 export WIDGET_TEST_TABLE_PREFIX="$prefix"
 export WIDGET_TEST_CHROMIUM="${WIDGET_TEST_CHROMIUM:-$(command -v chromium)}"
-node --test --test-concurrency=1 --test-reporter=spec widget/test/
+node --test --test-concurrency=1 --test-reporter=spec widget/test/*.test.mjs

@@ -38,8 +38,12 @@
   // Averages are rounded to one decimal before formatting, the same way the server does.
   const rounded = (average) => Math.round(average * 10) / 10;
   const decimal = (lang, n) => new Intl.NumberFormat(lang, { minimumFractionDigits: 1, maximumFractionDigits: 1 }).format(n);
-  const date = (lang, ms) => new Intl.DateTimeFormat(lang, { dateStyle: 'medium', timeZone: 'UTC' }).format(new Date(ms));
-  const isoDate = (ms) => new Date(ms).toISOString().slice(0, 10);
+  // Dates from 1970 to 9999 are shown; other timestamps (seconds mistaken
+  // for microseconds, say) show none, on the server too.
+  const LAST_MS = 253402300799999;
+  const dated = (ms) => Number.isInteger(ms) && ms >= 0 && ms <= LAST_MS;
+  const date = (lang, ms) => (dated(ms) ? new Intl.DateTimeFormat(lang, { dateStyle: 'medium', timeZone: 'UTC' }).format(new Date(ms)) : '');
+  const isoDate = (ms) => (dated(ms) ? new Date(ms).toISOString().slice(0, 10) : '');
   // A review's stars: an integer 1 to 5, or its digit as a string; anything else is unrated.
   const starsOf = (rating) => {
     const stars = typeof rating === 'string' && rating.length === 1 ? Number(rating) : rating;
@@ -158,7 +162,9 @@
       if (embedded) {
         const first = JSON.parse(embedded.textContent);
         embedded.remove();
-        Object.assign(this.state, { summary: first.summary, reviews: first.comments, loading: false });
+        // A view served from an earlier copy while the review store fails shows its notice.
+        const stale = !this.shadowRoot.querySelector('.notice').hidden;
+        Object.assign(this.state, { summary: first.summary, reviews: first.comments, loading: false, stale });
       } else {
         if (!this.shadowRoot) this.attachShadow({ mode: 'open' });
         this.paint();
@@ -261,11 +267,20 @@
     element.shadowRoot.innerHTML = `<style>${STYLE}:host{display:inline-flex;gap:.25em;align-items:baseline;min-height:1.2em}</style>${starsHtml(language(element), summary)}`;
   };
 
+  // An id the API takes in a list: ten printable characters but `/` and `,`.
+  const listable = (id) => typeof id === 'string' && /^[ -+\-.0-~]{10}$/.test(id);
+
   const flush = async () => {
     flushQueued = false;
     const batches = [...waiting.entries()];
     waiting.clear();
-    for (const [api, elements] of batches) {
+    for (const [api, all] of batches) {
+      // An element without a usable id shows no rating, and cannot spoil the others' request.
+      const elements = [];
+      for (const element of all) {
+        if (listable(element.getAttribute('product-id'))) elements.push(element);
+        else fill(element, null);
+      }
       const ids = [...new Set(elements.map((element) => element.getAttribute('product-id')))];
       for (let start = 0; start < ids.length; start += SUMMARIES_PER_REQUEST) {
         const chunk = ids.slice(start, start + SUMMARIES_PER_REQUEST);

@@ -289,6 +289,9 @@ struct Counts {
     limit: f64,
     /// When (ms since [`Inner::started`]) the limit last moved.
     adapted_ms: u64,
+    /// Whether HBase was seen busy and the limit has not yet grown back to
+    /// the pool's size since: the shares hold until it has.
+    recovering: bool,
 }
 
 impl Counts {
@@ -312,6 +315,9 @@ impl Counts {
         } else {
             (self.limit + 1.0).min(connections)
         };
+        if self.limit >= connections {
+            self.recovering = false;
+        }
     }
 
     /// Marks `client` seen in `second`, moving the window on first.
@@ -393,23 +399,29 @@ impl Clients {
     /// Admits a request of `client`, or says why not: over its rate, over
     /// its fixed in-flight limit, or (HBase busy now or within [`BUSY_FOR`],
     /// or the adapted limit ([`Counts::adapt`]) still below the pool's size
-    /// after it was, and other clients seen in the last second or two) at or
-    /// over its fair share: that limit over the clients seen, at least
+    /// after it was busy, and other clients seen in the last second or two)
+    /// at or over its fair share: that limit over the clients seen, at least
     /// [`MIN_SHARE`]. The shares thus grow back a request at a time once
     /// HBase keeps up, rather than all at once, which let a flood in whole
-    /// and had it shed again a second later. An exempt key is always admitted. The admission
-    /// counts the request until it is dropped.
+    /// and had it shed again a second later. A slow HBase that was not busy
+    /// lowers the limit but refuses nobody. An exempt key is always
+    /// admitted. The admission counts the request until it is dropped.
     pub fn admit(&self, client: &ClientId, load: &Load) -> Result<Admission, Refusal> {
+        self.admit_at(client, load, self.inner.started.elapsed())
+    }
+
+    /// [`Clients::admit`] at `now`, the time since [`Inner::started`].
+    fn admit_at(&self, client: &ClientId, load: &Load, now: Duration) -> Result<Admission, Refusal> {
         let exempt = matches!(client, ClientId::Key(name) if self.inner.exempt.contains(name));
         let mut counts = self.inner.counts.lock().unwrap_or_else(PoisonError::into_inner);
-        let now = self.inner.started.elapsed();
         counts.see(client, now.as_secs());
         let now_ms = u64::try_from(now.as_millis()).unwrap_or(u64::MAX);
         if load.busy {
             counts.busy_until_ms = now_ms.saturating_add(BUSY_FOR.as_millis() as u64);
+            counts.recovering = true;
         }
         counts.adapt(now_ms, load);
-        let shedding = now_ms < counts.busy_until_ms || counts.limit < load.connections.max(1) as f64;
+        let shedding = now_ms < counts.busy_until_ms || counts.recovering;
         let mine = counts.in_flight.get(client).map_or(0, |count| count.load(Ordering::Relaxed));
         if !exempt {
             let policy = &self.inner.policy;
@@ -851,25 +863,35 @@ mod tests {
     fn after_hbase_was_busy_the_shares_grow_back_a_request_at_a_time() {
         let clients = clients(ClientPolicy::default());
         let (greedy, polite) = (address("192.0.2.1"), address("192.0.2.2"));
+        let at = Duration::from_millis;
         let _held: Vec<Admission> =
-            (0..20).map(|_| clients.admit(&greedy, &load(false, 16)).expect("admitted")).collect();
-        let _polite = clients.admit(&polite, &load(true, 16)).expect("within its share");
-        // Busy for two steps of the limit: from the pool's 16 down to about 10.
-        for _ in 0..2 {
-            std::thread::sleep(ADAPT_EVERY + Duration::from_millis(10));
-            drop(clients.admit(&polite, &load(true, 16)).expect("within its share"));
+            (0..20).map(|_| clients.admit_at(&greedy, &load(false, 16), at(0)).expect("admitted")).collect();
+        // Slow but never busy: the limit falls, yet nobody is held to a share.
+        let slow = Load { busy: false, latency_ratio: 3.0, connections: 16 };
+        for step in 1..=3 {
+            drop(clients.admit_at(&polite, &slow, at(step * 100)).expect("slow is not busy"));
         }
-        std::thread::sleep(BUSY_FOR + Duration::from_millis(50));
-        // HBase has kept up for a second, but the limit has grown back by one only.
-        let refused = clients.admit(&greedy, &load(false, 16)).expect_err("still held to its share");
-        assert_eq!((refused.reason, refused.allowed), ("fair_share", 5));
-        let mut steps = 0;
-        while clients.admit(&greedy, &load(false, 16)).is_err() {
-            assert!(steps < 10, "the limit grows back to the pool within ten steps");
-            std::thread::sleep(ADAPT_EVERY + Duration::from_millis(10));
-            steps += 1;
+        assert!(clients.admit_at(&greedy, &slow, at(400)).is_ok(), "a slow HBase alone refuses nobody");
+        // Busy now: the limit keeps falling, and the greedy client is over its share.
+        let _polite = clients.admit_at(&polite, &load(true, 16), at(500)).expect("within its share");
+        assert!(clients.admit_at(&greedy, &load(true, 16), at(600)).is_err(), "busy");
+        // A second and more after HBase was last busy, the limit has grown back by one a step only.
+        let refused = clients.admit_at(&greedy, &load(false, 16), at(1_700)).expect_err("still held to its share");
+        assert_eq!(refused.reason, "fair_share");
+        let mut step = 17;
+        loop {
+            // The polite client keeps coming, so there are two clients to share among.
+            drop(clients.admit_at(&polite, &load(false, 16), at(step * 100)).expect("within its share"));
+            if clients.admit_at(&greedy, &load(false, 16), at(step * 100)).is_ok() {
+                break;
+            }
+            step += 1;
+            assert!(step < 40, "the limit grows back to the pool");
         }
-        assert!(steps >= 4, "a request at a time: {steps} steps");
+        assert_eq!(step, 28, "a request a step, from about 5 back to 16");
+        // Grown back: while HBase keeps up, nobody is held to a share.
+        let _more: Vec<Admission> =
+            (0..5).map(|_| clients.admit_at(&greedy, &load(false, 16), at(step * 100)).expect("admitted")).collect();
     }
 
     #[test]

@@ -94,11 +94,16 @@ pub struct MiddlewareDocs;
 impl Modify for MiddlewareDocs {
     fn modify(&self, openapi: &mut utoipa::openapi::OpenApi) {
         for (path, item) in openapi.paths.paths.iter_mut() {
-            let conditional =
-                path.contains("/comments") || path.ends_with("/summaries") || path.starts_with("/v1/reviews/");
+            let widget = path.ends_with("/reviews.html");
+            let conditional = path.contains("/comments")
+                || path.ends_with("/summaries")
+                || path.starts_with("/v1/reviews/")
+                || widget;
             if let Some(get) = item.get.as_mut().filter(|_| conditional) {
-                // Ranked and summary reads change only when the ranker runs; pages do not say how long they keep.
-                let cached = path.ends_with("/ranked") || path.ends_with("/summary") || path.ends_with("/summaries");
+                // Ranked and summary reads (and the widget's view of them) change only when the ranker runs;
+                // pages do not say how long they keep.
+                let cached =
+                    path.ends_with("/ranked") || path.ends_with("/summary") || path.ends_with("/summaries") || widget;
                 document_conditional_get(get, cached);
             }
             // The probes and `/metrics` are never limited (`crate::clients`).

@@ -180,7 +180,7 @@ pub struct Ranking {
     summary_body: Option<Tagged>,
     /// The comments' authors, read the first time a request asks for them
     /// and cached with the ranking: a product page asks on every view. Ten
-    /// nicknames at most, within the weight's fixed overhead.
+    /// nicknames at most, weighed ahead ([`Ranking::weight_bytes`]).
     authors: OnceCell<HashMap<Id, Option<Author>>>,
     read_at: Instant,
     from_replica: bool,
@@ -236,17 +236,19 @@ impl Ranking {
     /// The bytes this ranking holds, as the ranked-read cache weighs it: the
     /// rendered answers (both ranked reads and the summary), the comments
     /// (weighed by their JSON in the `/v1` answer, which spells out every
-    /// string they hold), and a fixed overhead for the structs and the cache's
-    /// own entry.
+    /// string they hold), their authors (read later, so weighed ahead at a
+    /// nickname's usual size), and a fixed overhead for the structs and the
+    /// cache's own entry.
     pub fn weight_bytes(&self) -> u64 {
         const ENTRY_OVERHEAD_BYTES: usize = 1024;
+        const AUTHOR_BYTES: usize = 128;
         let rendered = |body: &Option<Tagged>| body.as_ref().map_or(0, |tagged| tagged.body.len());
         let comments_json = match &self.v1_body {
             Some(tagged) => tagged.body.len(),
             // Never seen (rendering plain structs does not fail); weigh the worst case.
             None => self.comments.len() * common::store::MAX_CONTENT_BYTES,
         };
-        let structs = self.comments.len() * std::mem::size_of::<RankedComment>();
+        let structs = self.comments.len() * (std::mem::size_of::<RankedComment>() + AUTHOR_BYTES);
         let total = rendered(&self.v1_body)
             + rendered(&self.seed_body)
             + rendered(&self.summary_body)

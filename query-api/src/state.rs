@@ -47,8 +47,8 @@ impl AppState {
             }
         }
         let clients = Clients::new(settings.clients.clone());
-        // Rendered views are bounded like the rankings they show.
-        let rendered_views = RenderedViews::new(settings.ranked_cache_ttl, settings.ranked_cache_max_bytes);
+        // Rendered views sit beside the rankings they show, in a quarter of their budget.
+        let rendered_views = RenderedViews::new(settings.ranked_cache_ttl, settings.ranked_cache_max_bytes / 4);
         AppState {
             store,
             settings: Arc::new(settings),

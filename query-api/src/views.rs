@@ -8,6 +8,8 @@
 //! Each type derives its OpenAPI schema here, beside its serde shape (the
 //! comment's own comes from `common::model::Comment`, `openapi` feature).
 
+use std::borrow::Cow;
+
 use axum::body::Bytes;
 use base64::engine::general_purpose::STANDARD;
 use base64::Engine;
@@ -53,7 +55,7 @@ pub struct CommentView {
 impl CommentView {
     /// `comment`, without its author.
     pub fn plain(comment: Comment) -> CommentView {
-        let (id, comment) = with_review_id(comment);
+        let (id, comment, _) = with_review_id(comment);
         CommentView { id, comment, author: None }
     }
 
@@ -63,12 +65,12 @@ impl CommentView {
     }
 }
 
-/// `comment`'s review id, and the comment without a stored field named `id`:
-/// the review id takes that name in `/v1` answers, and a JSON object must not
-/// hold a name twice.
-fn with_review_id(mut comment: Comment) -> (String, Comment) {
-    comment.extra.remove("id");
-    (comment.row_key().review_id(), comment)
+/// `comment`'s review id, the comment without a stored field named `id` (the
+/// review id takes that name in `/v1` answers, and a JSON object must not
+/// hold a name twice), and that field's value.
+fn with_review_id(mut comment: Comment) -> (String, Comment, Option<serde_json::Value>) {
+    let stored_id = comment.extra.remove("id");
+    (comment.row_key().review_id(), comment, stored_id)
 }
 
 /// A comment's author, as the `user` table names them.
@@ -103,13 +105,29 @@ pub struct RankedComment {
     #[serde(skip_serializing_if = "Option::is_none")]
     #[schema(value_type = Option<Author>, nullable = true)]
     pub author: Option<Option<Author>>,
+    /// A field named `id` the stored JSON carried, which `/v1` answers leave
+    /// out for the review id and the seed's ranked route still shows.
+    #[serde(skip)]
+    pub stored_id: Option<serde_json::Value>,
 }
 
 impl RankedComment {
     /// `comment` in slot `rank`, scored `score` when the slot records one.
     pub fn new(comment: Comment, rank: u16, score: Option<f64>) -> RankedComment {
-        let (id, comment) = with_review_id(comment);
-        RankedComment { id, comment, rank, score, author: None }
+        let (id, comment, stored_id) = with_review_id(comment);
+        RankedComment { id, comment, rank, score, author: None, stored_id }
+    }
+
+    /// The comment as stored, for the seed's ranked route: with its stored `id`.
+    fn as_stored(&self) -> Cow<'_, Comment> {
+        match &self.stored_id {
+            None => Cow::Borrowed(&self.comment),
+            Some(stored_id) => {
+                let mut comment = self.comment.clone();
+                comment.extra.insert("id".to_owned(), stored_id.clone());
+                Cow::Owned(comment)
+            }
+        }
     }
 }
 
@@ -241,7 +259,8 @@ impl ReviewSummaryView {
 #[derive(Debug, Serialize, ToSchema)]
 pub struct SeedComment<'a> {
     #[serde(flatten)]
-    comment: &'a Comment,
+    #[schema(value_type = Comment)]
+    comment: Cow<'a, Comment>,
     /// Base64 of the row key. Absent when the stored JSON already carries one
     /// (rows the seed wrote), so the key never appears twice.
     #[serde(rename = "rowKey", skip_serializing_if = "Option::is_none")]
@@ -252,6 +271,10 @@ pub struct SeedComment<'a> {
 impl<'a> SeedComment<'a> {
     /// Shows `comment` the way the seed's Jackson did.
     pub fn new(comment: &'a Comment) -> SeedComment<'a> {
+        SeedComment::of(Cow::Borrowed(comment))
+    }
+
+    fn of(comment: Cow<'a, Comment>) -> SeedComment<'a> {
         let row_key = (!comment.extra.contains_key("rowKey")).then(|| STANDARD.encode(comment.row_key().as_bytes()));
         SeedComment { comment, row_key }
     }
@@ -281,7 +304,10 @@ impl<'a> SeedCommentsPage<'a> {
 impl<'a> SeedCommentsPage<'a> {
     /// The seed's answer showing `ranked` (without their rank and score).
     pub fn of_ranked(ranked: &'a [RankedComment]) -> SeedCommentsPage<'a> {
-        SeedCommentsPage::new(ranked.iter().map(|ranked| &ranked.comment), None)
+        SeedCommentsPage {
+            comments: ranked.iter().map(|ranked| SeedComment::of(ranked.as_stored())).collect(),
+            next_index_key: None,
+        }
     }
 }
 
@@ -367,6 +393,8 @@ mod tests {
         let ranked = RankedComment::new(comment(serde_json::json!({"helpful": 3, "id": "stored"})), 2, Some(0.5));
         let shown = serde_json::to_value(&ranked).expect("json");
         assert_eq!(shown["id"], "T1JERVIwMDAwMVBST0RVQ1QwMDE", "the review id replaces a stored `id`");
+        let seed = serde_json::to_value(SeedCommentsPage::of_ranked(std::slice::from_ref(&ranked))).expect("json");
+        assert_eq!(seed["comments"][0]["id"], "stored", "the seed's route shows the comment as stored");
         assert_eq!(serde_json::to_string(&ranked).expect("json").matches("\"id\"").count(), 1);
         assert_eq!(shown["rank"], 2);
         assert_eq!(shown["score"], 0.5);

@@ -92,9 +92,10 @@ impl Lang {
         grouped
     }
 
-    /// A date as `Intl.DateTimeFormat`'s `dateStyle: "medium"` writes it, in UTC.
+    /// A date as `Intl.DateTimeFormat`'s `dateStyle: "medium"` writes it, in
+    /// UTC; none outside 1970 to 9999, as the script.
     fn date(self, epoch_ms: i64) -> String {
-        let Some(moment) = DateTime::from_timestamp_millis(epoch_ms) else {
+        let Some(moment) = dated(epoch_ms) else {
             return String::new();
         };
         match self {
@@ -155,8 +156,16 @@ fn author_name(lang: Lang, review: &RankedComment) -> String {
     }
 }
 
+/// The last millisecond of the year 9999: later timestamps (seconds taken
+/// for microseconds, say) show no date, here and in the script.
+const LAST_MS: i64 = 253_402_300_799_999;
+
+fn dated(epoch_ms: i64) -> Option<DateTime<chrono::Utc>> {
+    (0..=LAST_MS).contains(&epoch_ms).then(|| DateTime::from_timestamp_millis(epoch_ms)).flatten()
+}
+
 fn iso_date(epoch_ms: i64) -> String {
-    DateTime::from_timestamp_millis(epoch_ms).map(|moment| moment.format("%Y-%m-%d").to_string()).unwrap_or_default()
+    dated(epoch_ms).map(|moment| moment.format("%Y-%m-%d").to_string()).unwrap_or_default()
 }
 
 fn review_html(lang: Lang, review: &RankedComment) -> String {
@@ -242,7 +251,7 @@ fn first_view(lang: Lang, summary: Option<&ReviewSummaryView>, reviews: &[Ranked
         Some(_) => say(lang, "statusHelpful", reviews.len() as u64, &[('n', &lang.number(reviews.len() as u64))]),
     };
     html += &format!(
-        r#"<p class="notice" part="notice" hidden>{}</p></div><p class="status" role="status">{}</p><div class="bottom"><ol class="list" part="list">"#,
+        r#"{HIDDEN_NOTICE}{}</p></div><p class="status" role="status">{}</p><div class="bottom"><ol class="list" part="list">"#,
         say(lang, "stale", 1, &[]),
         text(&status)
     );
@@ -257,6 +266,18 @@ fn first_view(lang: Lang, summary: Option<&ReviewSummaryView>, reviews: &[Ranked
         );
     }
     html + "</div></section>"
+}
+
+/// The stale notice as a fresh view renders it: hidden.
+const HIDDEN_NOTICE: &str = r#"<p class="notice" part="notice" hidden>"#;
+
+/// A kept view served stale while HBase fails, its notice shown ("shown from
+/// an earlier copy"), as the script shows it for a stale answer.
+pub fn shown_stale(view: &Bytes) -> Bytes {
+    match std::str::from_utf8(view) {
+        Ok(html) => Bytes::from(html.replacen(HIDDEN_NOTICE, r#"<p class="notice" part="notice">"#, 1)),
+        Err(_) => view.clone(),
+    }
 }
 
 /// JSON safe inside a `<script>` element: no `<` that could close it.
@@ -458,6 +479,10 @@ mod tests {
         assert_eq!(Lang::from_tag(Some("ko-KR")), Lang::Ko);
         assert_eq!(Lang::from_tag(Some("de")), Lang::En);
         assert_eq!(rounded(4.25), 4.3, "half up, as Math.round");
+        assert_eq!(Lang::En.date(LAST_MS), "Dec 31, 9999");
+        for outside in [LAST_MS + 1, -1, i64::MAX] {
+            assert_eq!((Lang::En.date(outside), iso_date(outside)), (String::new(), String::new()), "{outside}");
+        }
     }
 
     #[test]
@@ -506,6 +531,8 @@ mod tests {
         );
         assert_eq!(json_ld["name"], "Kettle </script>");
         assert_eq!(json_ld["review"].as_array().map(Vec::len), Some(1), "only rated reviews: {json_ld}");
+        let stale = String::from_utf8(shown_stale(&view.render().expect("render")).to_vec()).expect("utf-8");
+        assert!(stale.contains(r#"<p class="notice" part="notice">"#) && !stale.contains(HIDDEN_NOTICE), "{stale}");
         let unnamed = FirstView { name: None, ..view };
         assert!(!String::from_utf8_lossy(&unnamed.render().expect("render")).contains("ld+json"));
     }

@@ -25,6 +25,7 @@ use crate::last_good::{self, Answer, PageRead};
 use crate::ranked_cache::Tagged;
 use crate::state::AppState;
 use crate::telemetry::{self, ServedStale};
+use crate::widget::shown_stale;
 
 /// The `Cache-Control` of ranked reads: they change only when the ranker runs,
 /// so clients and proxies may keep them as long as this service's cache does.
@@ -111,10 +112,10 @@ pub(crate) fn json_response(body: Bytes) -> Response {
     ([(header::CONTENT_TYPE, HeaderValue::from_static("application/json"))], body).into_response()
 }
 
-/// A kept answer served because HBase failed: the same JSON, its `Age`
-/// (since the read behind it began), and a `Cache-Control` saying it is stale
-/// and may be served while errors last (RFC 5861), for as long as this
-/// service keeps it.
+/// A kept answer served because HBase failed: the same body (a widget's view
+/// with its stale notice shown), its `Age` (since the read behind it began),
+/// and a `Cache-Control` saying it is stale and may be served while errors
+/// last (RFC 5861), for as long as this service keeps it.
 fn stale_response(kept: &Answer, keep_for: Duration) -> Response {
     let age = kept.read_at.elapsed().as_secs();
     let cache_control = format!("public, max-age=0, stale-if-error={}", keep_for.as_secs());
@@ -123,7 +124,8 @@ fn stale_response(kept: &Answer, keep_for: Duration) -> Response {
         (header::CACHE_CONTROL, HeaderValue::from_str(&cache_control).unwrap_or(HeaderValue::from_static("no-cache"))),
         (header::AGE, HeaderValue::from(age)),
     ];
-    let mut response = (headers, kept.body.clone()).into_response();
+    let body = if kept.content_type == last_good::HTML { shown_stale(&kept.body) } else { kept.body.clone() };
+    let mut response = (headers, body).into_response();
     response.extensions_mut().insert(ServedStale);
     response
 }

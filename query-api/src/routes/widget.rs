@@ -8,6 +8,7 @@ use std::sync::Arc;
 use axum::extract::{Query, State};
 use axum::http::{header, HeaderValue};
 use axum::response::{Html, IntoResponse, Response};
+use common::keys::MAX_RANK;
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 
 use super::{answer_kept, ranked_answer, Unavailable};
@@ -60,7 +61,8 @@ pub async fn product_reviews_html(
     query: WidgetQuery,
 ) -> Result<Response, ApiError> {
     let lang = Lang::from_tag(query.lang.as_deref());
-    let limit = query.limit.get();
+    // A ranking holds at most MAX_RANK reviews: any larger limit shows the same view.
+    let limit = query.limit.get().min(usize::from(MAX_RANK));
     let key = ViewKey { product, lang, limit, name: query.name.as_deref().map(Arc::from) };
     answer_kept(&state, PageRead::Widget(key.clone()), async {
         let ranking = summaries::ranking(&state, product).await?;
@@ -94,6 +96,8 @@ pub async fn demo_product_page(
     let ProductId(id) = product;
     let name = format!("Demo product {id}");
     let query = WidgetQuery { name: Some(name.clone()), ..query };
+    // An id may hold any printable character but `/`: the page shows it escaped.
+    let name = html_escape::encode_text(&name);
     let fragment = product_reviews_html(State(state), product, query).await?;
     let fragment = axum::body::to_bytes(fragment.into_body(), usize::MAX).await.map_err(|error| {
         ApiError::new(crate::error::ErrorCode::Internal, format!("cannot read the fragment: {error}"))
