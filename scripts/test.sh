@@ -95,7 +95,8 @@ results="$(mktemp)"
 trap 'rm -f "$results"; hbase/hbasectl discard || true' EXIT
 status=0
 phase "tests"
-cargo test --workspace --locked -- --test-threads "${TEST_THREADS:-8}" 2>&1 | tee "$results" || status=$?
+# --no-fail-fast: a failing test binary does not keep the others from running.
+cargo test --workspace --locked --no-fail-fast -- --test-threads "${TEST_THREADS:-8}" 2>&1 | tee "$results" || status=$?
 # The OpenAPI document against the live service, on the same HBase: a
 # schema-driven fuzzer with every check on (scripts/fuzz-api.sh).
 phase "API fuzzer"
