@@ -79,8 +79,8 @@ const CONGESTED_LATENCY: f64 = 1.5;
 const ADAPT_EVERY: Duration = Duration::from_millis(100);
 /// The smallest fair share, in requests in flight: a product page asks for
 /// its reads in pairs, and a reader's next request may be due while one is
-/// slow, so a client within reason holds two at once. A flood is held to as
-/// much at the worst.
+/// slow, so a client within reason holds two at once. A client refused for
+/// its share in the last [`BUSY_FOR`] (a flood) may be held to one.
 const MIN_SHARE: usize = 2;
 /// How long the service counts as busy after HBase was last seen busy. A
 /// flood keeps HBase busy only while it is admitted: held to its share, it
@@ -272,6 +272,9 @@ struct Counts {
     /// client's count without the lock; [`Clients::forget_idle`] drops the
     /// clients at zero.
     in_flight: HashMap<ClientId, Arc<AtomicUsize>>,
+    /// When (ms since [`Inner::started`]) each client was last refused for
+    /// its share: for [`BUSY_FOR`] after, its share may fall to one request.
+    refused_ms: HashMap<ClientId, u64>,
     /// Clients seen in the current second and the one before: a client
     /// between two requests (a shopper's page, a polite reader at 20 a
     /// second) still counts as one the service is kept for.
@@ -434,8 +437,17 @@ impl Clients {
             // one client, the whole shop).
             let clients = counts.seen;
             if policy.fair_shedding && shedding && clients > 1 {
-                let share = ((counts.limit / clients as f64) as usize).max(MIN_SHARE);
+                // A client refused for its share a moment ago is flooding: it
+                // may be held to one request, half of what a page needs, so
+                // what it still gets in costs the others less.
+                let refused_lately = counts
+                    .refused_ms
+                    .get(client)
+                    .is_some_and(|&at| now_ms < at.saturating_add(BUSY_FOR.as_millis() as u64));
+                let floor = if refused_lately { 1 } else { MIN_SHARE };
+                let share = ((counts.limit / clients as f64) as usize).max(floor);
                 if mine >= share {
+                    counts.refused_ms.insert(client.clone(), now_ms);
                     return Err(Refusal { reason: "fair_share", retry_after_secs: 1, in_flight: mine, allowed: share });
                 }
             }
@@ -461,6 +473,8 @@ impl Clients {
         let mut counts = self.inner.counts.lock().unwrap_or_else(PoisonError::into_inner);
         // A count that is zero can only rise again under the lock (in `admit`).
         counts.in_flight.retain(|_, count| count.load(Ordering::Relaxed) > 0);
+        let now_ms = u64::try_from(self.inner.started.elapsed().as_millis()).unwrap_or(u64::MAX);
+        counts.refused_ms.retain(|_, at| now_ms < at.saturating_add(BUSY_FOR.as_millis() as u64));
         drop(counts);
         if let Some(limiter) = &self.inner.limiter {
             limiter.retain_recent();
@@ -857,6 +871,27 @@ mod tests {
         assert_eq!(counts.seen, 1, "b is forgotten two seconds on");
         counts.see(&b, 9);
         assert_eq!(counts.seen, 1, "after a gap, only what is seen now");
+    }
+
+    #[test]
+    fn a_client_refused_a_moment_ago_may_be_held_to_one_request() {
+        let clients = clients(ClientPolicy::default());
+        let (greedy, polite) = (address("192.0.2.1"), address("192.0.2.2"));
+        let at = Duration::from_millis;
+        let held: Vec<Admission> =
+            (0..3).map(|_| clients.admit_at(&greedy, &load(false, 2), at(0)).expect("admitted")).collect();
+        // Busy: the polite client gets a page's pair in, the greedy one is over its share of two.
+        let _pair = [
+            clients.admit_at(&polite, &load(true, 2), at(10)).expect("within its share"),
+            clients.admit_at(&polite, &load(true, 2), at(20)).expect("a page's pair"),
+        ];
+        assert_eq!(clients.admit_at(&greedy, &load(true, 2), at(30)).expect_err("over its share").allowed, 2);
+        drop(held);
+        // Refused a moment ago: one request at a time.
+        let _one = clients.admit_at(&greedy, &load(true, 2), at(40)).expect("one");
+        assert_eq!(clients.admit_at(&greedy, &load(true, 2), at(50)).expect_err("one at a time").allowed, 1);
+        // A second on, two again.
+        assert!(clients.admit_at(&greedy, &load(true, 2), at(1_100)).is_ok(), "not refused for a second");
     }
 
     #[test]
