@@ -22,8 +22,8 @@ use crate::extract::MAX_SUMMARY_PRODUCTS;
 use crate::routes;
 use crate::routes::seed::NextPageDocs;
 use crate::views::{
-    Author, CommentView, CommentsPage, RankedComment, RankedPage, RatingCounts, ReviewSummaryView, SeedComment,
-    SeedCommentsPage, SeedPageRequest, Status, SummariesPage,
+    Author, CommentView, CommentsPage, RankedComment, RankedPage, RatingCounts, ReviewIdText, ReviewSummaryView,
+    SeedComment, SeedCommentsPage, SeedPageRequest, Status, SummariesPage,
 };
 
 /// Where the OpenAPI document is served.
@@ -60,6 +60,7 @@ pub const DOCS_PATH: &str = "/docs";
     components(schemas(
         Comment,
         CommentView,
+        ReviewIdText,
         Author,
         SummariesPage,
         SeedComment,

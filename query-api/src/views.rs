@@ -17,6 +17,7 @@ use common::model::Comment;
 use common::summary::ReviewSummary;
 use common::Id;
 use serde::Serialize;
+use utoipa::openapi::{ObjectBuilder, RefOr, Schema, Type};
 use utoipa::ToSchema;
 
 use crate::error::{ApiError, ErrorCode};
@@ -31,17 +32,38 @@ pub struct CommentsPage {
     pub next_cursor: Option<String>,
 }
 
+/// A review's id: opaque, URL-safe, stable as long as the review is (20
+/// bytes in base64url, without padding).
+#[derive(Debug, Clone, PartialEq, Eq, Serialize)]
+#[serde(transparent)]
+pub struct ReviewIdText(String);
+
+impl utoipa::PartialSchema for ReviewIdText {
+    fn schema() -> RefOr<Schema> {
+        ObjectBuilder::new()
+            .schema_type(Type::String)
+            .description(Some("A review's id: opaque, URL-safe, stable; `GET /v1/reviews/{id}` answers it."))
+            .min_length(Some(27))
+            .max_length(Some(27))
+            .pattern(Some("^[A-Za-z0-9_-]{26}[AEIMQUYcgkosw048]$"))
+            .examples(["T1JERVIwMDAwMVBST0RVQ1QwMDE"])
+            .into()
+    }
+}
+
+impl ToSchema for ReviewIdText {}
+
+impl std::fmt::Display for ReviewIdText {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(&self.0)
+    }
+}
+
 /// A comment as stored, its review id, and its author when the request asked for it.
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct CommentView {
-    /// The review's id: opaque, URL-safe, stable; `GET /v1/reviews/{id}` answers it.
-    #[schema(
-        min_length = 27,
-        max_length = 27,
-        pattern = "^[A-Za-z0-9_-]{27}$",
-        example = "T1JERVIwMDAwMVBST0RVQ1QwMDE"
-    )]
-    pub id: String,
+    /// The review's id: `GET /v1/reviews/{id}` answers it.
+    pub id: ReviewIdText,
     /// The comment as stored.
     #[serde(flatten)]
     pub comment: Comment,
@@ -68,9 +90,9 @@ impl CommentView {
 /// `comment`'s review id, the comment without a stored field named `id` (the
 /// review id takes that name in `/v1` answers, and a JSON object must not
 /// hold a name twice), and that field's value.
-fn with_review_id(mut comment: Comment) -> (String, Comment, Option<serde_json::Value>) {
+fn with_review_id(mut comment: Comment) -> (ReviewIdText, Comment, Option<serde_json::Value>) {
     let stored_id = comment.extra.remove("id");
-    (comment.row_key().review_id(), comment, stored_id)
+    (ReviewIdText(comment.row_key().review_id()), comment, stored_id)
 }
 
 /// A comment's author, as the `user` table names them.
@@ -83,14 +105,8 @@ pub struct Author {
 /// A comment with its place in the product's ranking (`/v1` ranked reads).
 #[derive(Debug, Clone, Serialize, ToSchema)]
 pub struct RankedComment {
-    /// The review's id: opaque, URL-safe, stable; `GET /v1/reviews/{id}` answers it.
-    #[schema(
-        min_length = 27,
-        max_length = 27,
-        pattern = "^[A-Za-z0-9_-]{27}$",
-        example = "T1JERVIwMDAwMVBST0RVQ1QwMDE"
-    )]
-    pub id: String,
+    /// The review's id: `GET /v1/reviews/{id}` answers it.
+    pub id: ReviewIdText,
     /// The comment as stored.
     #[serde(flatten)]
     pub comment: Comment,
