@@ -22,6 +22,7 @@ use std::time::{Duration, Instant};
 use axum::body::Bytes;
 use axum::http::HeaderValue;
 use chrono::DateTime;
+use common::keys::MAX_RANK;
 use common::Id;
 use html_escape::{encode_double_quoted_attribute as attribute, encode_text as text};
 use serde::Deserialize;
@@ -343,6 +344,13 @@ pub struct ViewKey {
 }
 
 impl ViewKey {
+    /// The view of `product` in `lang` with at most `limit` ranked reviews,
+    /// named `name`. A ranking holds at most [`MAX_RANK`] reviews, so any
+    /// larger limit is the same view, kept once.
+    pub fn new(product: Id, lang: Lang, limit: usize, name: Option<&str>) -> ViewKey {
+        ViewKey { product, lang, limit: limit.min(usize::from(MAX_RANK)), name: name.map(Arc::from) }
+    }
+
     /// The bytes the key holds beyond its own size.
     pub fn heap_bytes(&self) -> usize {
         self.name.as_deref().map_or(0, str::len)

@@ -84,7 +84,8 @@ export async function cuttableProxy(target) {
  * A shop's pages on an origin of their own (`http://localhost:PORT`, while
  * the API is at 127.0.0.1): `/product/{id}?api=…` renders the widget in the
  * browser; `/ssr/{id}?api=…` includes the server-rendered first view the
- * way a shop's server would; `/blank` is an empty page.
+ * way a shop's server would; `/blank` is an empty page. `script=…` loads
+ * the script from another base than `api`.
  */
 export async function startShop() {
   const server = http.createServer(async (request, response) => {
@@ -99,7 +100,8 @@ export async function startShop() {
       const fragment = await fetch(`${api}/v1/products/${product}/reviews.html?lang=${lang}&name=Kettle`);
       body = await fragment.text();
     }
-    const script = api ? `<script src="${api}/widget/v1/reviews.js" defer></script>` : '';
+    const scriptBase = url.searchParams.get('script') || api;
+    const script = scriptBase ? `<script src="${scriptBase}/widget/v1/reviews.js" defer></script>` : '';
     response.writeHead(200, { 'content-type': 'text/html; charset=utf-8' });
     response.end(`<!doctype html><html lang="${lang}"><head><meta charset="utf-8"><title>Shop</title>${script}</head>`
       + `<body><main><h1>A product</h1>${body}<p>Below the reviews.</p></main></body></html>`);

@@ -147,6 +147,36 @@ test('a listing page of 48 <review-stars> makes exactly one API request and name
   await page.close();
 });
 
+test('the widget says when it is loading, when a product has no review, and when the API cannot be reached', async () => {
+  const page = await browser.newPage();
+  const status = () => page.$eval('product-reviews >>> .status', (line) => line.textContent);
+  // The first answer held back: the widget says it is loading.
+  await page.setRequestInterception(true);
+  let release;
+  const held = new Promise((resolve) => { release = resolve; });
+  page.on('request', async (request) => {
+    if (request.url().includes('/comments/ranked')) await held;
+    request.continue();
+  });
+  await page.goto(`${shop.origin}/product/${HOT_PRODUCT}?api=${encodeURIComponent(api.base)}`, { waitUntil: 'domcontentloaded' });
+  await page.waitForFunction(() => document.querySelector('product-reviews')?.shadowRoot?.querySelector('.status')?.textContent === 'Loading reviews…');
+  release();
+  await settled(page);
+  assert.match(await status(), /^Most helpful reviews: 10 shown$/);
+
+  await page.goto(`${shop.origin}/product/P999999999?api=${encodeURIComponent(api.base)}`);
+  await settled(page);
+  assert.equal(await status(), 'No reviews yet.');
+  assert.equal((await listed(page)).length, 0);
+
+  const unreachable = 'http://127.0.0.1:1';
+  await page.goto(`${shop.origin}/product/${HOT_PRODUCT}?api=${encodeURIComponent(unreachable)}&script=${encodeURIComponent(api.base)}`);
+  await settled(page);
+  assert.equal(await status(), 'Reviews could not be loaded.');
+  assert.ok(await page.$('product-reviews >>> button[data-retry]'), 'a retry button');
+  await page.close();
+});
+
 test('a product page needs one API request before its first list is complete', async () => {
   const { page, requests } = await productPage();
   assert.equal((await listed(page)).length, Math.min(10, summary.count));

@@ -4,11 +4,11 @@
 //! product page and listing page that show them on the data loaded.
 
 use std::sync::Arc;
+use std::time::Instant;
 
 use axum::extract::{Query, State};
 use axum::http::{header, HeaderValue};
 use axum::response::{Html, IntoResponse, Response};
-use common::keys::MAX_RANK;
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 
 use super::{answer_kept, ranked_answer, Unavailable};
@@ -19,7 +19,7 @@ use crate::pages;
 use crate::state::AppState;
 use crate::summaries;
 use crate::views::render_error;
-use crate::widget::{FirstView, Lang, ViewKey, SCRIPT, SCRIPT_CACHE_CONTROL};
+use crate::widget::{FirstView, Lang, Rendered, ViewKey, SCRIPT, SCRIPT_CACHE_CONTROL};
 
 /// Where the script is served.
 pub const SCRIPT_PATH: &str = "/widget/v1/reviews.js";
@@ -60,29 +60,35 @@ pub async fn product_reviews_html(
     ProductId(product): ProductId,
     query: WidgetQuery,
 ) -> Result<Response, ApiError> {
-    let lang = Lang::from_tag(query.lang.as_deref());
-    // A ranking holds at most MAX_RANK reviews: any larger limit shows the same view.
-    let limit = query.limit.get().min(usize::from(MAX_RANK));
-    let key = ViewKey { product, lang, limit, name: query.name.as_deref().map(Arc::from) };
+    let key = ViewKey::new(product, Lang::from_tag(query.lang.as_deref()), query.limit.get(), query.name.as_deref());
     answer_kept(&state, PageRead::Widget(key.clone()), async {
-        let ranking = summaries::ranking(&state, product).await?;
-        // A product page is served again and again from one cached ranking:
-        // its view is rendered (and hashed) once.
-        let view = match state.rendered_views().get(&key, ranking.read_at()) {
-            Some(view) => view,
-            None => {
-                let reviews = pages::ranked_comments_with_authors(&state, &ranking, limit).await?;
-                let name = query.name.as_deref();
-                let view = FirstView { product: &product, lang, name, summary: ranking.summary(), reviews: &reviews };
-                let body = view.render().map_err(render_error)?;
-                state.rendered_views().keep(key, body, ranking.read_at())
-            }
-        };
+        let (view, read_at) = first_view(&state, key).await?;
         // As old as the ranking it shows, like the ranked read.
-        let answer = ranked_answer(&state, view.body.clone(), ranking.read_at());
+        let answer = ranked_answer(&state, view.body.clone(), read_at);
         Ok(Answer { content_type: last_good::HTML, etag: Some(view.etag.clone()), ..answer })
     })
     .await
+}
+
+/// The first view of `key`, and when the read of the ranking it shows began.
+/// A product page is served again and again from one cached ranking: its
+/// view is rendered (and hashed) once.
+async fn first_view(state: &AppState, key: ViewKey) -> Result<(Arc<Rendered>, Instant), ApiError> {
+    let ranking = summaries::ranking(state, key.product).await?;
+    let read_at = ranking.read_at();
+    if let Some(view) = state.rendered_views().get(&key, read_at) {
+        return Ok((view, read_at));
+    }
+    let reviews = pages::ranked_comments_with_authors(state, &ranking, key.limit).await?;
+    let view = FirstView {
+        product: &key.product,
+        lang: key.lang,
+        name: key.name.as_deref(),
+        summary: ranking.summary(),
+        reviews: &reviews,
+    };
+    let body = view.render().map_err(render_error)?;
+    Ok((state.rendered_views().keep(key, body, read_at), read_at))
 }
 
 /// `/demo/products/{productId}`: a product page as a shop would build it,
@@ -92,17 +98,15 @@ pub async fn demo_product_page(
     product: ProductId,
     query: WidgetQuery,
 ) -> Result<Response, ApiError> {
-    let lang = Lang::from_tag(query.lang.as_deref()).tag();
+    let lang = Lang::from_tag(query.lang.as_deref());
     let ProductId(id) = product;
     let name = format!("Demo product {id}");
-    let query = WidgetQuery { name: Some(name.clone()), ..query };
+    let key = ViewKey::new(id, lang, query.limit.get(), Some(&name));
+    let (view, _) = first_view(&state, key).await?;
+    let fragment = String::from_utf8_lossy(&view.body);
     // An id may hold any printable character but `/`: the page shows it escaped.
     let name = html_escape::encode_text(&name);
-    let fragment = product_reviews_html(State(state), product, query).await?;
-    let fragment = axum::body::to_bytes(fragment.into_body(), usize::MAX).await.map_err(|error| {
-        ApiError::new(crate::error::ErrorCode::Internal, format!("cannot read the fragment: {error}"))
-    })?;
-    let fragment = String::from_utf8_lossy(&fragment);
+    let lang = lang.tag();
     Ok(Html(format!(
         r#"<!doctype html><html lang="{lang}"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>{name}</title><script src="{SCRIPT_PATH}" defer></script><style>{DEMO_STYLE}</style></head><body><header><p><a href="{}">All products</a></p></header><main><h1>{name}</h1><p class="price">₩ 19,900</p>{fragment}</main><footer><p>Demo page served by query-api (--demo-pages).</p></footer></body></html>"#,
         demo_listing_link(lang)
