@@ -1,71 +1,160 @@
 #!/usr/bin/env python3
-"""Fails when the top-level modules of a Rust crate import each other in a circle.
+"""Fails when the modules of a Rust crate import each other in a circle.
 
 Usage: scripts/check-module-cycles.py CRATE_SRC_DIR...
 
-ARCHITECTURE.md promises that the ranker's modules form layers (the
-vocabulary at the bottom, the scoring core importing only `config`); this
-keeps the promise checked. A module `a` depends on `b` when code in `a.rs`
-(or under `a/`), outside comments and `#[cfg(test)]` modules, names
-`crate::b`, or names a type `lib.rs` re-exports from `b`
-(`pub use b::{Type, ...}`). rustc accepts circles between modules of one
-crate, so nothing else would catch one.
+ARCHITECTURE.md promises that each crate's modules form layers; rustc accepts
+circles between the modules of one crate, so this keeps the promise checked.
+
+Every file is a module (`src/a.rs` and `src/a/mod.rs` are `crate::a`,
+`src/a/b.rs` is `crate::a::b`), at any depth. Module `m` depends on module
+`n` when code in `m`'s file, outside comments and its `#[cfg(test)]` module,
+names an item of `n` by a path: `crate::...`, `super::...`, `self::...`, or
+the name of one of `m`'s own child modules; `use` groups (`use super::{a::X,
+b}`) count path by path. A path leads to the deepest module it names, and on
+through `pub use` re-exports (`crate::store::WalkPage` is `store::walk` when
+`store` re-exports `walk::WalkPage`). A child's use of the modules that
+enclose it is no dependency (it sees their items as Rust's privacy does), and
+what a parent declares (`mod child;`) or re-exports (`pub use child::X;`) is
+its facade, not a dependency: a circle is between modules neither of which
+encloses the other, siblings or cousins at any depth.
 """
 import os
+import pathlib
 import re
 import sys
 
+IDENT = r"[A-Za-z_][A-Za-z0-9_]*"
+
 
 def code_of(path):
-    """The file's code without its test module and comment lines."""
-    text = open(path, encoding="utf-8").read()
-    # A crate's test module comes last in its file, by this workspace's convention.
-    tests = re.search(r"^#\[cfg\(test\)\]\s*\n\s*mod \w+", text, re.M)
+    """The file's code without its test module, comment lines and strings."""
+    text = pathlib.Path(path).read_text(encoding="utf-8")
+    # A module's tests come last in its file, by this workspace's convention.
+    tests = re.search(r"^\s*#\[cfg\(test\)\]\s*\n\s*(pub(\(\w+\))? )?mod \w+", text, re.M)
     if tests:
         text = text[: tests.start()]
-    return "\n".join(line for line in text.split("\n") if not line.strip().startswith("//"))
+    text = "\n".join(line for line in text.split("\n") if not line.strip().startswith("//"))
+    # Paths inside string literals (log lines, SQL-like filters) are not code.
+    return re.sub(r'"(?:\\.|[^"\\])*"', '""', text)
 
 
-def module_sources(src):
-    """Each top-level module's code, its submodules' included."""
-    modules = {}
-    for entry in sorted(os.listdir(src)):
-        name, ext = os.path.splitext(entry)
-        if ext != ".rs" or name in ("lib", "main"):
-            continue
-        code = code_of(os.path.join(src, entry))
-        folder = os.path.join(src, name)
-        if os.path.isdir(folder):
-            for root, _, files in os.walk(folder):
-                code += "".join(code_of(os.path.join(root, f)) for f in sorted(files) if f.endswith(".rs"))
-        modules[name] = code
-    return modules
+def module_files(src):
+    """Module path (a tuple of names; () for the crate root) -> its file."""
+    files = {}
+    for root, folders, names in os.walk(src):
+        # Binaries under src/bin are crates of their own.
+        if root == src:
+            folders[:] = [folder for folder in folders if folder != "bin"]
+        relative = os.path.relpath(root, src)
+        parents = () if relative == "." else tuple(relative.split(os.sep))
+        for name in sorted(names):
+            stem, ext = os.path.splitext(name)
+            if ext != ".rs":
+                continue
+            if stem in ("lib", "main") and not parents:
+                module = ()
+            elif stem == "mod":
+                module = parents
+            else:
+                module = parents + (stem,)
+            files[module] = os.path.join(root, name)
+    # A binary's root (main.rs beside lib.rs) is its own crate; the library's
+    # root stands for both, since main.rs names the library by its crate name.
+    if os.path.exists(os.path.join(src, "lib.rs")):
+        files[()] = os.path.join(src, "lib.rs")
+    return files
 
 
-def reexports(src):
-    """Type name -> the module `lib.rs` re-exports it from."""
-    lib = code_of(os.path.join(src, "lib.rs"))
-    owner = {}
-    for module, items in re.findall(r"pub use (\w+)::\{?([^;]+?)\}?;", lib, re.S):
-        for item in re.split(r"[,\s]+", items):
-            if item:
-                owner[item] = module
-    return owner
+def expand_use(tree):
+    """`a::{b::C, d}` -> ["a::b::C", "a::d"], through nested groups."""
+    tree = re.sub(r"\s+", "", tree)
+    brace = tree.find("{")
+    if brace < 0:
+        return [re.sub(r"as\w+$", "", tree)] if tree else []
+    prefix, body = tree[:brace], tree[brace + 1 : tree.rfind("}")]
+    parts, depth, start = [], 0, 0
+    for index, char in enumerate(body):
+        if char == "{":
+            depth += 1
+        elif char == "}":
+            depth -= 1
+        elif char == "," and depth == 0:
+            parts.append(body[start:index])
+            start = index + 1
+    parts.append(body[start:])
+    return [path for part in parts if part for path in expand_use(prefix + part)]
+
+
+def facade(code, children):
+    """`code` less the lines by which a module declares its children or re-exports their items."""
+    code = re.sub(rf"^\s*(pub(\([^)]*\))? )?mod {IDENT};", "", code, flags=re.M)
+    pattern = rf"^\s*pub(\([^)]*\))? use ((self::)?(?:{'|'.join(children) or '$^'})\b[^;]*);"
+    return re.sub(pattern, "", code, flags=re.M | re.S)
+
+
+def reexports(code, module, modules):
+    """Name -> the module it comes from, for each `pub use` of `module`."""
+    owners = {}
+    for tree in re.findall(r"pub(?:\([^)]*\))? use ([^;]+);", code, re.S):
+        for path in expand_use(tree):
+            segments = path.split("::")
+            target = resolve(segments[:-1], module, modules, {})
+            if target is not None:
+                owners[segments[-1]] = target
+    return owners
+
+
+def resolve(segments, module, modules, exports):
+    """The deepest module `segments` (a path read in `module`) names, or None."""
+    if not segments:
+        return None
+    head, rest = segments[0], segments[1:]
+    if head == "crate":
+        base = ()
+    elif head == "self":
+        base = module
+    elif head == "super":
+        base = module[:-1]
+        while rest and rest[0] == "super":
+            base, rest = base[:-1], rest[1:]
+    elif module + (head,) in modules:
+        base, rest = module + (head,), rest
+    else:
+        return None
+    for name in rest:
+        if base + (name,) in modules:
+            base = base + (name,)
+        elif name in exports.get(base, {}):
+            base = exports[base][name]
+        else:
+            break
+    return base
 
 
 def dependencies(src):
-    modules = module_sources(src)
-    owner = reexports(src)
+    files = module_files(src)
+    modules = set(files)
+    codes = {module: code_of(path) for module, path in files.items()}
+    exports = {module: reexports(code, module, modules) for module, code in codes.items()}
     graph = {}
-    for name, code in modules.items():
-        deps = {m for m in re.findall(r"crate::(\w+)", code) if m in modules}
-        named = re.findall(r"crate::([A-Z]\w*)", code)
-        for group in re.findall(r"use crate::\{([^}]*)\}", code):
-            # `crate::{lease::X, Type}`: a path's first segment names its module.
-            named += [item.split("::")[0] for item in re.split(r"[,\s]+", group) if item]
-        deps |= {owner.get(item, item) for item in named if item in owner or item in modules}
-        deps.discard(name)
-        graph[name] = deps
+    for module, code in codes.items():
+        children = [m[-1] for m in modules if m[:-1] == module and len(m) == len(module) + 1]
+        code = facade(code, children)
+        paths = [path for tree in re.findall(r"\buse ([^;]+);", code, re.S) for path in expand_use(tree)]
+        code = re.sub(r"\buse [^;]+;", "", code, flags=re.S)
+        heads = ["crate", "super", "self"] + children
+        paths += re.findall(rf"\b(?:{'|'.join(heads)})(?:::{IDENT})+", code)
+        deps = set()
+        for path in paths:
+            target = resolve(path.split("::"), module, modules, exports)
+            # A module sees the items of the modules that enclose it, as Rust's
+            # privacy lets it (a child adds methods to its parent's types); the
+            # circles that break layers are between modules neither of which
+            # encloses the other.
+            if target is not None and module[: len(target)] != target:
+                deps.add(target)
+        graph[module] = deps
     return graph
 
 
@@ -79,7 +168,7 @@ def find_cycle(graph):
         stack.append(node)
         for dep in sorted(graph.get(node, ())):
             if state.get(dep) == "open":
-                return stack[stack.index(dep):] + [dep]
+                return stack[stack.index(dep) :] + [dep]
             if dep not in state:
                 found = visit(dep)
                 if found:
@@ -96,6 +185,10 @@ def find_cycle(graph):
     return None
 
 
+def name(module):
+    return "::".join(("crate",) + module)
+
+
 def main():
     if len(sys.argv) < 2:
         print(__doc__.strip().split("\n")[2], file=sys.stderr)
@@ -104,7 +197,7 @@ def main():
     for src in sys.argv[1:]:
         cycle = find_cycle(dependencies(src))
         if cycle:
-            print(f"{src}: modules import each other in a circle: {' -> '.join(cycle)}", file=sys.stderr)
+            print(f"{src}: modules import each other in a circle: {' -> '.join(map(name, cycle))}", file=sys.stderr)
             status = 1
     return status
 

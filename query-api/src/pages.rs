@@ -15,7 +15,7 @@ use axum::body::Bytes;
 use common::cursor::{self, ViewPosition};
 use common::keys::{self, CommentKey};
 use common::model::Comment;
-use common::store::stars::{StarList, StarSet};
+use common::store::stars::StarList;
 use common::store::{IndexKind, WalkRequest};
 use common::Id;
 
@@ -75,9 +75,9 @@ async fn plain_walk(
 }
 
 /// A page of `list` of `product`'s reviews from `cursor`, with authors when
-/// asked for. Empty at once, without a walk, when the product's summary in
-/// the ranked-read cache (fresh, and counting every review) has no review of
-/// the stars the list shows.
+/// asked for. Always walked, even when the cached summary counts none of the
+/// list's stars: a review written since the ranking shows in its filter at
+/// once, while the summary's counts may lag until the ranking is refreshed.
 pub async fn star_list_page(
     state: &AppState,
     product: &Id,
@@ -91,26 +91,10 @@ pub async fn star_list_page(
         Some(text) => cursor::decode_view(text, list.view(), &prefix)?,
         None => ViewPosition { phase: 0, key: None },
     };
-    if let Some(ranking) = state.ranked_cache().fresh(product).await {
-        if shows_none(&ranking, list.stars.unwrap_or(StarSet::ALL)) {
-            ranking.note_origin();
-            return Ok(CommentsPage { comments: Vec::new(), next_cursor: None });
-        }
-    }
     let budget = state.settings().star_budget_rows;
     let page = state.store().star_list_page(product, list, position, limit, budget).await?;
     let next_cursor = page.next.map(|position| cursor::encode_view(list.view(), &position));
     with_authors(state, page.comments, next_cursor, include_author).await
-}
-
-/// Whether `ranking`'s summary says the product has no review of `stars`:
-/// a summary that counted every review and none of those stars, or no
-/// summary at all (no review).
-fn shows_none(ranking: &Ranking, stars: StarSet) -> bool {
-    match ranking.summary() {
-        Some(summary) => summary.complete && stars.stars().all(|star| summary.reviews_of(star) == 0),
-        None => true,
-    }
 }
 
 /// The ranked answer showing `ranking`'s best `limit` comments with their
@@ -178,32 +162,4 @@ async fn authors_of(
     }
     let users = state.store().users(&ids).await?;
     Ok(ids.into_iter().zip(users).map(|(id, user)| (id, user.map(|user| Author { nickname: user.nickname }))).collect())
-}
-
-#[cfg(test)]
-mod tests {
-    use std::time::Instant;
-
-    use common::summary::ReviewSummary;
-
-    use super::*;
-    use crate::views::ReviewSummaryView;
-
-    fn ranking(summary: Option<ReviewSummary>, complete: bool) -> Ranking {
-        let product = Id::parse("productId", "PRODUCT001").expect("id");
-        let view = summary.map(|summary| ReviewSummaryView::new(&product, &summary, 1, complete));
-        Ranking::new(Vec::new(), view, Instant::now())
-    }
-
-    #[test]
-    fn a_list_is_known_empty_only_from_a_complete_summary_without_its_stars() {
-        let fives_and_unrated = ReviewSummary { rated: [0, 0, 0, 0, 3], unrated: 1, with_photos: 0 };
-        let counted = ranking(Some(fives_and_unrated), true);
-        assert!(shows_none(&counted, StarSet::of([1, 2])));
-        assert!(!shows_none(&counted, StarSet::of([1, 5])));
-        assert!(!shows_none(&counted, StarSet::of([0])), "the unrated reviews are star 0");
-        assert!(!shows_none(&counted, StarSet::ALL));
-        assert!(!shows_none(&ranking(Some(fives_and_unrated), false), StarSet::of([1])), "newer reviews uncounted");
-        assert!(shows_none(&ranking(None, true), StarSet::ALL), "no summary: no review at all");
-    }
 }

@@ -19,6 +19,7 @@ mod rank;
 mod read;
 pub mod regions;
 pub mod runs;
+mod star_marks;
 pub mod stars;
 pub mod summaries;
 mod walk;
@@ -463,7 +464,7 @@ fn parse_index_entry(kind: IndexKind, row: &Row) -> std::result::Result<IndexEnt
     let (owner, timestamp_ms) = layout.map_err(|error| (SkipReason::BadKey, error.to_string()))?;
     let value = row.value(COLUMN_VALUE).ok_or((SkipReason::NoValue, "the row has no cf:q".to_owned()))?;
     let comment = CommentKey::parse(value).map_err(|error| (SkipReason::BadValue, error.to_string()))?;
-    let star_mark = row.value(COLUMN_STARS).and_then(stars::parse_star_mark);
+    let star_mark = row.value(COLUMN_STARS).and_then(star_marks::parse_star_mark);
     Ok(IndexEntry { kind, owner, index_key: row.key.clone(), timestamp_ms, comment, star_mark })
 }
 

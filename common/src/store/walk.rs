@@ -19,7 +19,7 @@
 //! starts.
 
 use super::listing::Listing;
-use super::stars::{star_of, StarSet};
+use super::star_marks::{star_of, StarSet};
 use super::{IndexKind, Store};
 use crate::error::Result;
 use crate::hbase::{RangeScan, ScanCells, ScanSpec, COLUMN_STARS, COLUMN_VALUE};

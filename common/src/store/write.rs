@@ -103,7 +103,7 @@ pub(super) fn index_mutations(comment: &Comment) -> (RowMutation, RowMutation) {
     // The product's row carries the review's star mark too (see `stars`), so
     // a filtered walk never reads this comment for a star it does not have.
     let mut product_cells = value.clone();
-    product_cells.push((COLUMN_STARS.to_vec(), super::stars::star_mark(super::stars::star_of(comment))));
+    product_cells.push((COLUMN_STARS.to_vec(), super::star_marks::star_mark(super::star_marks::star_of(comment))));
     let product = RowMutation::Put {
         key: keys::product_comment_key(&comment.product_id, comment.timestamp, comment.content_utf8_len(), &key),
         cells: product_cells,
