@@ -32,123 +32,37 @@
 //! The other header, and any from another peer, is ignored, so a client
 //! cannot choose whom it counts as. An IPv6 address counts by its /64, the
 //! block one host is given.
+//!
+//! Here the [`Clients`] and their limits; in [`identity`] who a request is
+//! from, in [`shares`] how the fair shares adapt to HBase, and in
+//! [`shedding`] the middleware that applies them.
 
 use std::collections::{HashMap, HashSet};
-use std::net::{IpAddr, Ipv6Addr, SocketAddr};
+use std::net::IpAddr;
 use std::num::NonZeroU32;
 use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
-use axum::extract::{ConnectInfo, Request, State};
-use axum::http::{header, HeaderMap, HeaderName, HeaderValue};
-use axum::middleware::Next;
-use axum::response::{IntoResponse, Response};
-use common::store::ReadStore;
+use axum::http::{HeaderMap, HeaderName};
 use governor::clock::{Clock, DefaultClock};
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use ipnet::IpNet;
 
-use crate::error::{ApiError, ErrorCode};
+mod identity;
+mod shares;
+mod shedding;
+
+pub use identity::{parse_trusted_proxy, ApiKey, ClientId, ForwardedHeader, ADDRESS_CLASS, OTHER_CLASS};
+use shares::Counts;
+pub use shares::Load;
+use shares::{BUSY_FOR, MIN_SHARE};
+pub(crate) use shedding::{shed_fairly, Shedding};
+
 use crate::telemetry;
 
-/// The class of requests identified by their address, in metric labels.
-pub const ADDRESS_CLASS: &str = "address";
-/// The class of requests whose client is not known (no peer address: a test
-/// calling the router in process), in metric labels.
-pub const OTHER_CLASS: &str = "other";
 /// Why a request was refused, as metric labels.
 pub const REFUSAL_REASONS: [&str; 3] = ["fair_share", "in_flight", "rate"];
-/// How HBase is doing when a request arrives.
-#[derive(Debug, Clone, Copy, PartialEq)]
-pub struct Load {
-    /// As many operations run as the pool has connections, or one waits.
-    pub busy: bool,
-    /// How long operations take lately over their usual time.
-    pub latency_ratio: f64,
-    /// The connections of a gateway's pool.
-    pub connections: usize,
-}
-
-/// How much slower than usual HBase operations must be for HBase to count as
-/// congested: while a flood is shed, the other clients' answers should take
-/// at most about twice their usual time, and their operations are only part
-/// of an answer's time.
-const CONGESTED_LATENCY: f64 = 1.5;
-/// How often the limit the fair shares divide may move.
-const ADAPT_EVERY: Duration = Duration::from_millis(100);
-/// The smallest fair share, in requests in flight: a product page asks for
-/// its reads in pairs, and a reader's next request may be due while one is
-/// slow, so a client within reason holds two at once. A client refused for
-/// its share in the last [`BUSY_FOR`] (a flood) may be held to one.
-const MIN_SHARE: usize = 2;
-/// How long the service counts as busy after HBase was last seen busy. A
-/// flood keeps HBase busy only while it is admitted: held to its share, it
-/// may leave connections free for a moment, and were its share lifted then,
-/// the requests let in would queue again before anyone noticed.
-const BUSY_FOR: Duration = Duration::from_secs(1);
-/// Paths never limited: the load balancer's and Prometheus' probes must see
-/// the service as it is, not as one of its clients.
-const UNLIMITED_PATHS: [&str; 3] = ["/healthz", "/readyz", "/metrics"];
-
-/// A configured API key: the name it is known by (in metrics and
-/// `--exempt-keys`) and the secret a client sends.
-#[derive(Clone, PartialEq, Eq)]
-pub struct ApiKey {
-    pub name: String,
-    pub secret: String,
-}
-
-impl std::fmt::Debug for ApiKey {
-    // The secret never reaches a log line.
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("ApiKey").field("name", &self.name).field("secret", &"<redacted>").finish()
-    }
-}
-
-impl std::str::FromStr for ApiKey {
-    type Err = String;
-
-    /// `NAME=SECRET`: a name of 1 to 32 lower-case letters, digits, `-` or
-    /// `_` (not `address` or `other`, the other classes), and a secret of 16
-    /// to 256 visible ASCII characters but `,` (which separates keys). No
-    /// error repeats the secret.
-    fn from_str(text: &str) -> Result<ApiKey, String> {
-        let (name, secret) = text
-            .split_once('=')
-            .ok_or_else(|| "an API key is written NAME=SECRET, for example shop-web=…".to_owned())?;
-        let name_ok = (1..=32).contains(&name.len())
-            && name.bytes().all(|byte| byte.is_ascii_lowercase() || byte.is_ascii_digit() || b"-_".contains(&byte));
-        if !name_ok || name == ADDRESS_CLASS || name == OTHER_CLASS {
-            return Err(format!(
-                "an API key's name is 1 to 32 of a-z, 0-9, - and _, and not {ADDRESS_CLASS:?} or {OTHER_CLASS:?}; got {name:?}"
-            ));
-        }
-        if !(16..=256).contains(&secret.len()) || !secret.bytes().all(|byte| byte.is_ascii_graphic() && byte != b',') {
-            return Err(format!("the secret of API key {name:?} must be 16 to 256 visible ASCII characters but ','"));
-        }
-        Ok(ApiKey { name: name.to_owned(), secret: secret.to_owned() })
-    }
-}
-
-/// Parses a trusted proxy: a network (`10.0.0.0/8`) or one address.
-pub fn parse_trusted_proxy(text: &str) -> Result<IpNet, String> {
-    let text = text.trim();
-    text.parse::<IpNet>()
-        .or_else(|_| text.parse::<IpAddr>().map(IpNet::from))
-        .map_err(|_| format!("a trusted proxy is an address or a network (10.0.0.0/8), got {text:?}"))
-}
-
-/// The header trusted proxies say whom they forwarded for in.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-pub enum ForwardedHeader {
-    /// `X-Forwarded-For: client, proxy1, proxy2`.
-    #[value(name = "x-forwarded-for")]
-    XForwardedFor,
-    /// RFC 7239: `Forwarded: for=client, for=proxy1`.
-    Forwarded,
-}
-
 /// How clients are told apart and limited.
 #[derive(Debug, Clone, PartialEq, Eq)]
 pub struct ClientPolicy {
@@ -194,38 +108,6 @@ impl ClientPolicy {
     }
 }
 
-/// Who a request is from.
-#[derive(Debug, Clone, PartialEq, Eq, Hash)]
-pub enum ClientId {
-    /// A configured API key, by name.
-    Key(Arc<str>),
-    /// An address (an IPv6 address with its last 64 bits cleared).
-    Address(IpAddr),
-    /// No address known.
-    Unknown,
-}
-
-impl ClientId {
-    /// The client's class in metric labels: its key's name, `address` or `other`.
-    pub fn class(&self) -> &str {
-        match self {
-            ClientId::Key(name) => name,
-            ClientId::Address(_) => ADDRESS_CLASS,
-            ClientId::Unknown => OTHER_CLASS,
-        }
-    }
-}
-
-impl std::fmt::Display for ClientId {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        match self {
-            ClientId::Key(name) => write!(f, "key {name}"),
-            ClientId::Address(address) => write!(f, "{address}"),
-            ClientId::Unknown => f.write_str("unknown"),
-        }
-    }
-}
-
 /// Why a client was refused, and when it may try again.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub struct Refusal {
@@ -265,80 +147,6 @@ struct ClassCounters {
     refusals: [metrics::Counter; 3],
 }
 
-/// Who is in flight and who was seen lately, under one lock.
-#[derive(Debug, Default)]
-struct Counts {
-    /// Requests in flight per client. A finished request lowers its
-    /// client's count without the lock; [`Clients::forget_idle`] drops the
-    /// clients at zero.
-    in_flight: HashMap<ClientId, Arc<AtomicUsize>>,
-    /// When (ms since [`Inner::started`]) each client was last refused for
-    /// its share: for [`BUSY_FOR`] after, its share may fall to one request.
-    refused_ms: HashMap<ClientId, u64>,
-    /// Clients seen in the current second and the one before: a client
-    /// between two requests (a shopper's page, a polite reader at 20 a
-    /// second) still counts as one the service is kept for.
-    seen_now: HashSet<ClientId>,
-    seen_before: HashSet<ClientId>,
-    /// The size of the union of the two.
-    seen: usize,
-    /// The current second, since [`Inner::started`].
-    second: u64,
-    /// Until when (ms since [`Inner::started`]) the service counts as busy:
-    /// [`BUSY_FOR`] after HBase was last seen busy.
-    busy_until_ms: u64,
-    /// The requests in flight the fair shares divide, adapted to how HBase
-    /// keeps up ([`Counts::adapt`]); zero until the first request.
-    limit: f64,
-    /// When (ms since [`Inner::started`]) the limit last moved.
-    adapted_ms: u64,
-    /// Whether HBase was seen busy and the limit has not yet grown back to
-    /// the pool's size since: the shares hold until it has.
-    recovering: bool,
-}
-
-impl Counts {
-    /// Moves the limit the fair shares divide, at most every [`ADAPT_EVERY`]:
-    /// down by a fifth while HBase is congested (busy, or operations taking
-    /// [`CONGESTED_LATENCY`] times their usual time or more), up by one
-    /// request, to at most the pool's `connections`, while it keeps up. A
-    /// flood thus gets a smaller share until the operations of the others are
-    /// as quick as before it.
-    fn adapt(&mut self, now_ms: u64, load: &Load) {
-        let connections = load.connections.max(1) as f64;
-        if self.limit == 0.0 {
-            self.limit = connections;
-        }
-        if now_ms < self.adapted_ms.saturating_add(ADAPT_EVERY.as_millis() as u64) {
-            return;
-        }
-        self.adapted_ms = now_ms;
-        self.limit = if load.busy || load.latency_ratio >= CONGESTED_LATENCY {
-            (self.limit * 0.8).max(1.0)
-        } else {
-            (self.limit + 1.0).min(connections)
-        };
-        if self.limit >= connections {
-            self.recovering = false;
-        }
-    }
-
-    /// Marks `client` seen in `second`, moving the window on first.
-    fn see(&mut self, client: &ClientId, second: u64) {
-        if second != self.second {
-            self.seen_before =
-                if second == self.second + 1 { std::mem::take(&mut self.seen_now) } else { HashSet::new() };
-            self.seen_now.clear();
-            self.seen = self.seen_before.len();
-            self.second = second;
-        }
-        if !self.seen_now.contains(client) {
-            self.seen_now.insert(client.clone());
-            self.seen += usize::from(!self.seen_before.contains(client));
-        }
-    }
-}
-
 impl std::fmt::Debug for Clients {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
         f.debug_struct("Clients").field("policy", &self.inner.policy).finish_non_exhaustive()
@@ -374,29 +182,7 @@ impl Clients {
 
     /// Who a request from `peer` carrying `headers` is from.
     pub fn identify(&self, peer: Option<IpAddr>, headers: &HeaderMap) -> ClientId {
-        let policy = &self.inner.policy;
-        let key = headers.get(&policy.api_key_header).and_then(|value| value.to_str().ok());
-        if let Some(name) = key.and_then(|secret| self.inner.keys.get(secret.trim())) {
-            return ClientId::Key(Arc::clone(name));
-        }
-        let Some(peer) = peer.map(canonical) else { return ClientId::Unknown };
-        let trusted = |address: &IpAddr| policy.trusted_proxies.iter().any(|proxy| proxy.contains(address));
-        if !trusted(&peer) {
-            return ClientId::Address(per_host(peer));
-        }
-        // From the nearest proxy outwards: the first address no trusted proxy
-        // has; the farthest when every one is trusted; the peer itself when a
-        // hop before the client's is not an address (nothing beyond it is believed).
-        let hops = forwarded_hops(headers, policy.forwarded_header);
-        let mut client = peer;
-        for hop in hops.iter().rev() {
-            match hop {
-                Some(address) if trusted(address) => client = *address,
-                Some(address) => return ClientId::Address(per_host(*address)),
-                None => return ClientId::Address(per_host(peer)),
-            }
-        }
-        ClientId::Address(per_host(client))
+        identity::identify(&self.inner.policy, &self.inner.keys, peer, headers)
     }
 
     /// Admits a request of `client`, or says why not: over its rate, over
@@ -513,127 +299,6 @@ impl Drop for Admission {
     }
 }
 
-/// What [`shed_fairly`] reads: the clients and how HBase is doing; smaller
-/// than the whole `AppState`, since every request clones it.
-#[derive(Clone)]
-pub(crate) struct Shedding {
-    clients: Clients,
-    store: ReadStore,
-}
-
-impl Shedding {
-    pub(crate) fn new(clients: Clients, store: ReadStore) -> Shedding {
-        Shedding { clients, store }
-    }
-}
-
-/// The middleware: counts every request by its client's class, refuses the
-/// one [`Clients::admit`] refuses with `429 too_many_requests` and
-/// `Retry-After`, and holds the admission of the others until their answer
-/// is ready. Probes and `/metrics` pass untouched.
-pub(crate) async fn shed_fairly(State(shedding): State<Shedding>, request: Request, next: Next) -> Response {
-    if UNLIMITED_PATHS.contains(&request.uri().path()) {
-        return next.run(request).await;
-    }
-    let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(address)| address.ip());
-    let Shedding { clients, store } = &shedding;
-    let client = clients.identify(peer, request.headers());
-    let load = Load {
-        busy: store.hbase_busy(),
-        latency_ratio: store.hbase_latency_ratio(),
-        connections: store.hbase_connections(),
-    };
-    match clients.admit(&client, &load) {
-        Ok(_admission) => {
-            clients.count(&client, None);
-            next.run(request).await
-        }
-        Err(refusal) => {
-            clients.count(&client, Some(&refusal));
-            tracing::debug!(%client, reason = refusal.reason, in_flight = refusal.in_flight, "client refused");
-            let detail = match refusal.reason {
-                "rate" => "this client is over its request rate".to_owned(),
-                "in_flight" => format!("this client already has {} requests in flight, its most", refusal.in_flight),
-                _ => format!(
-                    "the service is busy and this client already has {} requests in flight, its share now is {}",
-                    refusal.in_flight, refusal.allowed
-                ),
-            };
-            let mut response = ApiError::new(
-                ErrorCode::TooManyRequests,
-                format!("{detail}; retry after {} s", refusal.retry_after_secs),
-            )
-            .into_response();
-            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(refusal.retry_after_secs));
-            response
-        }
-    }
-}
-
-/// The addresses the trusted proxies' header (`which`: the one they write;
-/// the other is never read, or a client could write it) says the request was
-/// forwarded for, farthest first; `None` for a hop that is not an address
-/// (`unknown`, an obfuscated name, bytes that are not text).
-fn forwarded_hops(headers: &HeaderMap, which: ForwardedHeader) -> Vec<Option<IpAddr>> {
-    let name = match which {
-        ForwardedHeader::XForwardedFor => HeaderName::from_static("x-forwarded-for"),
-        ForwardedHeader::Forwarded => header::FORWARDED,
-    };
-    let mut hops = Vec::new();
-    for value in &headers.get_all(name) {
-        // A value that is not text is a hop nobody can read, never skipped:
-        // skipping it would let a client's own hops stand in for it.
-        let Ok(text) = value.to_str() else {
-            hops.push(None);
-            continue;
-        };
-        for element in text.split(',') {
-            hops.push(match which {
-                ForwardedHeader::XForwardedFor => parse_hop(element.trim()),
-                ForwardedHeader::Forwarded => forwarded_for(element).and_then(parse_hop),
-            });
-        }
-    }
-    hops
-}
-
-/// The `for=` of one element of a `Forwarded` header.
-fn forwarded_for(element: &str) -> Option<&str> {
-    element.split(';').find_map(|pair| {
-        let (name, value) = pair.trim().split_once('=')?;
-        name.trim().eq_ignore_ascii_case("for").then(|| value.trim().trim_matches('"'))
-    })
-}
-
-/// One hop of a forwarding header: an address, with or without a port
-/// (`192.0.2.1:4711`, `[2001:db8::1]:4711`).
-fn parse_hop(hop: &str) -> Option<IpAddr> {
-    if let Ok(address) = hop.parse::<IpAddr>() {
-        return Some(canonical(address));
-    }
-    if let Ok(socket) = hop.parse::<SocketAddr>() {
-        return Some(canonical(socket.ip()));
-    }
-    hop.strip_prefix('[')?.strip_suffix(']')?.parse::<IpAddr>().ok().map(canonical)
-}
-
-/// An IPv4 address written as IPv6 (`::ffff:192.0.2.1`) as the IPv4 address it is.
-fn canonical(address: IpAddr) -> IpAddr {
-    match address {
-        IpAddr::V6(v6) => v6.to_ipv4_mapped().map_or(IpAddr::V6(v6), IpAddr::V4),
-        v4 => v4,
-    }
-}
-
-/// The address a client counts as: an IPv6 address's /64 (one host is given
-/// a whole /64, and could otherwise count as many clients).
-fn per_host(address: IpAddr) -> IpAddr {
-    match address {
-        IpAddr::V6(v6) => IpAddr::V6(Ipv6Addr::from(u128::from(v6) & !u128::from(u64::MAX))),
-        v4 => v4,
-    }
-}
-
 /// `wait` rounded up to whole seconds, at least one.
 fn whole_seconds(wait: Duration) -> u64 {
     (wait.as_millis().div_ceil(1_000) as u64).max(1)
@@ -641,6 +306,8 @@ fn whole_seconds(wait: Duration) -> u64 {
 
 #[cfg(test)]
 mod tests {
+    use axum::http::HeaderValue;
+
     use super::*;
 
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {

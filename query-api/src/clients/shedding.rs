@@ -1,0 +1,74 @@
+//! The middleware that applies the clients' limits to every request it wraps.
+
+use std::net::SocketAddr;
+
+use axum::extract::{ConnectInfo, Request, State};
+use axum::http::{header, HeaderValue};
+use axum::middleware::Next;
+use axum::response::{IntoResponse, Response};
+use common::store::ReadStore;
+
+use super::shares::Load;
+use super::Clients;
+use crate::error::{ApiError, ErrorCode};
+
+/// Paths never limited: the load balancer's and Prometheus' probes must see
+/// the service as it is, not as one of its clients.
+const UNLIMITED_PATHS: [&str; 3] = ["/healthz", "/readyz", "/metrics"];
+
+/// What [`shed_fairly`] reads: the clients and how HBase is doing; smaller
+/// than the whole `AppState`, since every request clones it.
+#[derive(Clone)]
+pub(crate) struct Shedding {
+    clients: Clients,
+    store: ReadStore,
+}
+
+impl Shedding {
+    pub(crate) fn new(clients: Clients, store: ReadStore) -> Shedding {
+        Shedding { clients, store }
+    }
+}
+
+/// The middleware: counts every request by its client's class, refuses the
+/// one [`Clients::admit`] refuses with `429 too_many_requests` and
+/// `Retry-After`, and holds the admission of the others until their answer
+/// is ready. Probes and `/metrics` pass untouched.
+pub(crate) async fn shed_fairly(State(shedding): State<Shedding>, request: Request, next: Next) -> Response {
+    if UNLIMITED_PATHS.contains(&request.uri().path()) {
+        return next.run(request).await;
+    }
+    let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(address)| address.ip());
+    let Shedding { clients, store } = &shedding;
+    let client = clients.identify(peer, request.headers());
+    let load = Load {
+        busy: store.hbase_busy(),
+        latency_ratio: store.hbase_latency_ratio(),
+        connections: store.hbase_connections(),
+    };
+    match clients.admit(&client, &load) {
+        Ok(_admission) => {
+            clients.count(&client, None);
+            next.run(request).await
+        }
+        Err(refusal) => {
+            clients.count(&client, Some(&refusal));
+            tracing::debug!(%client, reason = refusal.reason, in_flight = refusal.in_flight, "client refused");
+            let detail = match refusal.reason {
+                "rate" => "this client is over its request rate".to_owned(),
+                "in_flight" => format!("this client already has {} requests in flight, its most", refusal.in_flight),
+                _ => format!(
+                    "the service is busy and this client already has {} requests in flight, its share now is {}",
+                    refusal.in_flight, refusal.allowed
+                ),
+            };
+            let mut response = ApiError::new(
+                ErrorCode::TooManyRequests,
+                format!("{detail}; retry after {} s", refusal.retry_after_secs),
+            )
+            .into_response();
+            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(refusal.retry_after_secs));
+            response
+        }
+    }
+}
