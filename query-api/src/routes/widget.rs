@@ -9,6 +9,7 @@ use std::time::Instant;
 use axum::extract::{Query, State};
 use axum::http::{header, HeaderValue};
 use axum::response::{Html, IntoResponse, Response};
+use maud::{html, Markup, PreEscaped, DOCTYPE};
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 
 use super::{answer_kept, ranked_answer, Unavailable};
@@ -103,15 +104,14 @@ pub async fn demo_product_page(
     let name = format!("Demo product {id}");
     let key = ViewKey::new(id, lang, query.limit.get(), Some(&name));
     let (view, _) = first_view(&state, key).await?;
-    let fragment = String::from_utf8_lossy(&view.body);
-    // An id may hold any printable character but `/`: the page shows it escaped.
-    let name = html_escape::encode_text(&name);
-    let lang = lang.tag();
-    Ok(Html(format!(
-        r#"<!doctype html><html lang="{lang}"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>{name}</title><script src="{SCRIPT_PATH}" defer></script><style>{DEMO_STYLE}</style></head><body><header><p><a href="{}">All products</a></p></header><main><h1>{name}</h1><p class="price">₩ 19,900</p>{fragment}</main><footer><p>Demo page served by query-api (--demo-pages).</p></footer></body></html>"#,
-        demo_listing_link(lang)
-    ))
-    .into_response())
+    // The fragment is this service's own rendering, escaped where it was made.
+    let fragment = PreEscaped(String::from_utf8_lossy(&view.body).into_owned());
+    let main = html! {
+        header { p { a href=(demo_listing_link(lang.tag())) { "All products" } } }
+        main { h1 { (name) } p class="price" { "₩ 19,900" } (fragment) }
+        footer { p { "Demo page served by query-api (--demo-pages)." } }
+    };
+    Ok(Html(demo_page(lang.tag(), &name, main).into_string()).into_response())
 }
 
 /// `/demo/listing?productIds=…`: a listing page of up to 100 products, each
@@ -119,21 +119,40 @@ pub async fn demo_product_page(
 pub async fn demo_listing_page(products: SummariesQuery, Query(query): Query<DemoListingQuery>) -> Response {
     let lang = Lang::from_tag(query.lang.as_deref()).tag();
     let SummariesQuery(products) = products;
-    let items: String = products
-        .iter()
-        .map(|product| {
-            let id = html_escape::encode_double_quoted_attribute(&product.to_string()).into_owned();
-            let link = utf8_percent_encode(&product.to_string(), NON_ALPHANUMERIC).to_string();
-            format!(
-                r#"<li><a href="/demo/products/{link}?lang={lang}">Demo product {}</a> <review-stars product-id="{id}"></review-stars></li>"#,
-                html_escape::encode_text(&product.to_string())
-            )
-        })
-        .collect();
-    Html(format!(
-        r#"<!doctype html><html lang="{lang}"><head><meta charset="utf-8"><meta name="viewport" content="width=device-width, initial-scale=1"><title>Demo listing</title><script src="{SCRIPT_PATH}" defer></script><style>{DEMO_STYLE}</style></head><body><main><h1>Demo listing</h1><ul class="listing">{items}</ul></main></body></html>"#
-    ))
-    .into_response()
+    let main = html! {
+        main {
+            h1 { "Demo listing" }
+            ul class="listing" {
+                @for product in products.iter().map(ToString::to_string) {
+                    li {
+                        a href={ "/demo/products/" (utf8_percent_encode(&product, NON_ALPHANUMERIC)) "?lang=" (lang) } {
+                            "Demo product " (product)
+                        }
+                        " "
+                        review-stars product-id=(product) {}
+                    }
+                }
+            }
+        }
+    };
+    Html(demo_page(lang, "Demo listing", main).into_string()).into_response()
+}
+
+/// A demo page: the widgets' script, the demo style and `body`.
+fn demo_page(lang: &str, title: &str, body: Markup) -> Markup {
+    html! {
+        (DOCTYPE)
+        html lang=(lang) {
+            head {
+                meta charset="utf-8";
+                meta name="viewport" content="width=device-width, initial-scale=1";
+                title { (title) }
+                script src=(SCRIPT_PATH) defer {}
+                style { (PreEscaped(DEMO_STYLE)) }
+            }
+            body { (body) }
+        }
+    }
 }
 
 /// The language of a demo listing page.
@@ -146,7 +165,7 @@ pub struct DemoListingQuery {
 /// products (`reviews-admin demo load` numbers them from `P000000001`).
 fn demo_listing_link(lang: &str) -> String {
     let products: Vec<String> = (1..=48).map(|number| format!("P{number:09}")).collect();
-    format!("/demo/listing?lang={lang}&amp;productIds={}", products.join(","))
+    format!("/demo/listing?lang={lang}&productIds={}", products.join(","))
 }
 
 /// The demo pages' own look: a plain shop page around the widgets.
