@@ -17,14 +17,16 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
 use tracing::Level;
-use utoipa::OpenApi;
+use utoipa::{Modify, OpenApi};
+use utoipa_axum::router::OpenApiRouter;
 
 use crate::clients;
 use crate::connections::serve_connections;
 use crate::error::{ApiError, ErrorCode};
 use crate::etag;
-use crate::openapi::{self, ApiDoc};
+use crate::openapi::{self, ApiDoc, TypedParameters};
 use crate::routes;
+use crate::routes::answers::{documented, Answers};
 use crate::routes::seed::SeedIndex;
 use crate::state::AppState;
 use crate::telemetry;
@@ -37,47 +39,66 @@ const METRICS_UPKEEP_EVERY: Duration = Duration::from_secs(5);
 
 /// The whole service as a router, ready for `axum::serve` or `tower::ServiceExt::oneshot`.
 pub fn app(state: AppState) -> Router {
-    let routes = routes(state.settings().metrics_on_main_listener, state.settings().demo_pages);
+    let routes = routes(&state);
     with_middleware(routes, state)
 }
 
-/// The service's routes, before its middleware.
-fn routes(metrics_on_main_listener: bool, demo_pages: bool) -> Router<AppState> {
+/// The service's routes, before the middleware every request gets. Each
+/// route is registered once: its path and OpenAPI operation come from its
+/// handler's `utoipa::path`, and what it answers beyond its body from the
+/// [`Answers`] it is registered with. The reads are limited per client
+/// (`crate::clients`); the probes and `/metrics`, registered after that
+/// layer, never are.
+fn routes(state: &AppState) -> Router<AppState> {
+    use routes::{ops, seed, v1, widget};
+    let settings = state.settings();
     // The comment reads answer conditional GETs (ETag, If-None-Match → 304).
-    let comment_reads = Router::new()
-        .route("/v1/products/{productId}/comments", get(routes::v1::v1_product_comments))
-        .route("/v1/users/{userId}/comments", get(routes::v1::v1_user_comments))
-        .route("/v1/products/{productId}/comments/ranked", get(routes::v1::v1_ranked_comments))
-        .route("/v1/products/{productId}/comments/summary", get(routes::v1::v1_review_summary))
-        .route("/v1/summaries", get(routes::v1::v1_summaries))
-        .route("/v1/reviews/{reviewId}", get(routes::v1::v1_review))
-        .route("/v1/products/{productId}/reviews.html", get(routes::widget::product_reviews_html))
-        .route(routes::widget::SCRIPT_PATH, get(routes::widget::widget_script))
-        .route("/product/{productId}/comments/latest", get(routes::seed::seed_product_latest))
-        .route("/user/{userId}/comments/latest", get(routes::seed::seed_user_latest))
-        .route("/product/{productId}/comments/ranked", get(routes::seed::seed_ranked))
-        .route_layer(middleware::from_fn(etag::conditional_get));
-    let mut router = Router::new().merge(comment_reads);
-    if metrics_on_main_listener {
-        router = router.route("/metrics", get(routes::ops::metrics));
+    let reads = OpenApiRouter::with_openapi(ApiDoc::openapi())
+        .routes(documented(utoipa_axum::routes!(v1::v1_product_comments), Answers::KEPT_PAGE))
+        .routes(documented(utoipa_axum::routes!(v1::v1_user_comments), Answers::PAGE))
+        .routes(documented(utoipa_axum::routes!(v1::v1_review), Answers::PAGE))
+        .routes(documented(utoipa_axum::routes!(v1::v1_ranked_comments), Answers::RANKED))
+        .routes(documented(utoipa_axum::routes!(v1::v1_review_summary), Answers::RANKED))
+        .routes(documented(utoipa_axum::routes!(v1::v1_summaries), Answers::RANKED))
+        .routes(documented(utoipa_axum::routes!(widget::product_reviews_html), Answers::RANKED))
+        .routes(documented(utoipa_axum::routes!(seed::seed_product_latest), Answers::SEED_KEPT))
+        .routes(documented(utoipa_axum::routes!(seed::seed_user_latest), Answers::SEED_PAGE))
+        .routes(documented(utoipa_axum::routes!(seed::seed_ranked), Answers::SEED_RANKED))
+        .route(widget::SCRIPT_PATH, get(widget::widget_script))
+        .route_layer(middleware::from_fn(etag::conditional_get))
+        // Documented by `ApiDoc` from `seed_next`: one operation, two indexes.
+        .route(SeedIndex::Product.next_page_path(), seed::next_page_route(SeedIndex::Product))
+        .route(SeedIndex::User.next_page_path(), seed::next_page_route(SeedIndex::User))
+        .route_layer(middleware::from_fn_with_state(
+            clients::Shedding::new(state.clients().clone(), state.store().clone()),
+            clients::shed_fairly,
+        ));
+    let mut router = reads
+        .routes(documented(utoipa_axum::routes!(ops::healthz), Answers::OPERATIONS))
+        .routes(documented(utoipa_axum::routes!(ops::readyz), Answers::OPERATIONS));
+    // `/metrics` is documented wherever it is served: here, or on its own listener.
+    let (metrics, metrics_docs) = OpenApiRouter::new()
+        .routes(documented(utoipa_axum::routes!(ops::metrics), Answers::OPERATIONS))
+        .split_for_parts();
+    if settings.metrics_on_main_listener {
+        router = router.merge(OpenApiRouter::from(metrics));
     }
-    if demo_pages {
+    let (mut router, mut openapi) = router.split_for_parts();
+    openapi.merge(metrics_docs);
+    TypedParameters.modify(&mut openapi);
+    if settings.demo_pages {
         router = router
-            .route("/demo/products/{productId}", get(routes::widget::demo_product_page))
-            .route("/demo/listing", get(routes::widget::demo_listing_page));
+            .route("/demo/products/{productId}", get(widget::demo_product_page))
+            .route("/demo/listing", get(widget::demo_listing_page));
     }
     router
-        .route(SeedIndex::Product.next_page_path(), routes::seed::next_page_route(SeedIndex::Product))
-        .route(SeedIndex::User.next_page_path(), routes::seed::next_page_route(SeedIndex::User))
-        .route("/healthz", get(routes::ops::healthz))
-        .route("/readyz", get(routes::ops::readyz))
-        .merge(openapi::docs(ApiDoc::openapi()))
+        .merge(openapi::docs(openapi))
         .fallback(routes::not_found)
         .method_not_allowed_fallback(routes::method_not_allowed)
 }
 
 /// Wraps `routes` in the service's middleware, outermost first: request id,
-/// tracing, metrics, CORS, fair shedding, gzip, the body limit, the request
+/// tracing, metrics, CORS, gzip, the body limit, the request
 /// deadline, and innermost the panic catcher. Tests wrap routes of their own in it to reach
 /// what no real route does (a handler that panics).
 pub(crate) fn with_middleware(routes: Router<AppState>, state: AppState) -> Router {
@@ -95,12 +116,6 @@ pub(crate) fn with_middleware(routes: Router<AppState>, state: AppState) -> Rout
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(middleware::from_fn(telemetry::record_request))
         .layer(cors)
-        // Inside CORS, so a browser can read a 429; outside the deadline, so
-        // a refusal costs no HBase work and no deadline.
-        .layer(middleware::from_fn_with_state(
-            clients::Shedding::new(state.clients().clone(), state.store().clone()),
-            clients::shed_fairly,
-        ))
         .layer(CompressionLayer::new())
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn_with_state(request_timeout, enforce_deadline))

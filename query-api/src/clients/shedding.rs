@@ -12,10 +12,6 @@ use super::shares::Load;
 use super::Clients;
 use crate::error::{ApiError, ErrorCode};
 
-/// Paths never limited: the load balancer's and Prometheus' probes must see
-/// the service as it is, not as one of its clients.
-const UNLIMITED_PATHS: [&str; 3] = ["/healthz", "/readyz", "/metrics"];
-
 /// What [`shed_fairly`] reads: the clients and how HBase is doing; smaller
 /// than the whole `AppState`, since every request clones it.
 #[derive(Clone)]
@@ -33,11 +29,9 @@ impl Shedding {
 /// The middleware: counts every request by its client's class, refuses the
 /// one [`Clients::admit`] refuses with `429 too_many_requests` and
 /// `Retry-After`, and holds the admission of the others until their answer
-/// is ready. Probes and `/metrics` pass untouched.
+/// is ready. It wraps the reads only (`crate::server::routes`): the probes
+/// and `/metrics` must show the service as it is, not as one of its clients.
 pub(crate) async fn shed_fairly(State(shedding): State<Shedding>, request: Request, next: Next) -> Response {
-    if UNLIMITED_PATHS.contains(&request.uri().path()) {
-        return next.run(request).await;
-    }
     let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(address)| address.ip());
     let Shedding { clients, store } = &shedding;
     let client = clients.identify(peer, request.headers());

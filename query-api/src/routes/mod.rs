@@ -7,6 +7,7 @@
 //! A handler parses its request (with [`crate::extract`]), calls one function
 //! of [`crate::pages`] or [`crate::summaries`], and renders the answer.
 
+pub mod answers;
 pub mod ops;
 pub mod seed;
 pub mod v1;

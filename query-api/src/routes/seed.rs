@@ -15,6 +15,7 @@ use common::store::IndexKind;
 use utoipa::openapi::{HttpMethod, OpenApi};
 use utoipa::Modify;
 
+use super::answers::Answers;
 use super::{answer_kept, json_response, tagged_answer, Unavailable};
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{JsonBody, LimitQuery, ProductId, RawLimitQuery, UserId};
@@ -43,8 +44,7 @@ const MAX_START_INDEX_KEY_CHARS: usize = 128;
     params(ProductId, RawLimitQuery),
     responses(
         (status = 200, description = "The seed's GetCommentsResponse; when HBase fails, the last good answer, \
-                                      stale, with `Age`.", body = SeedCommentsPage,
-         headers(("Age" = u64, description = "Only on a stale answer: seconds since the read behind it."))),
+                                      stale, with `Age`.", body = SeedCommentsPage),
         (status = 400, description = "Bad id or limit.", body = ErrorBody),
         Unavailable,
     )
@@ -135,6 +135,7 @@ impl Modify for NextPageDocs {
             operation.operation_id = Some(format!("seed_{}_next", index.field()));
             operation.summary = Some(index.next_page_summary().to_owned());
             operation.description = Some(index.next_page_description().to_owned());
+            Answers::JSON_BODY.document(&mut operation);
             openapi.paths.add_path_operation(index.next_page_path(), vec![HttpMethod::Post], operation);
         }
     }
@@ -148,8 +149,7 @@ impl Modify for NextPageDocs {
     params(ProductId, RawLimitQuery),
     responses(
         (status = 200, description = "The seed's GetCommentsResponse; `nextIndexKey` is always null. When HBase \
-                                      fails, the last good answer, stale, with `Age`.", body = SeedCommentsPage,
-         headers(("Age" = u64, description = "Only on a stale answer: seconds since the read behind it."))),
+                                      fails, the last good answer, stale, with `Age`.", body = SeedCommentsPage),
         (status = 400, description = "Bad id or limit.", body = ErrorBody),
         Unavailable,
     )

@@ -38,11 +38,7 @@ use crate::views::{render, render_error, CommentView, CommentsPage, RankedPage, 
                                       counts, matching or not), so it may hold fewer than `limit` comments while \
                                       `nextCursor` is set. When HBase fails, a first page (no cursor, filter or \
                                       order) that was served before is answered again, stale, with `Age`.",
-         body = CommentsPage,
-         headers(
-             ("Age" = u64, description = "Only on a stale answer: seconds since the read behind it."),
-             ("X-Replica-Read" = String, description = "Only on an answer read in part from a secondary region replica (`--read-consistency timeline`, while a primary is slow or down): `stale`."),
-         )),
+         body = CommentsPage),
         (status = 400, description = "Bad id, limit, cursor, rating, sort or include.", body = ErrorBody),
         Unavailable,
     )
@@ -80,8 +76,7 @@ pub async fn v1_product_comments(
     tag = "v1",
     params(UserId, RawPageQuery),
     responses(
-        (status = 200, description = "A page of comments, newest first.", body = CommentsPage,
-         headers(("X-Replica-Read" = String, description = "Only on an answer read in part from a secondary region replica (`--read-consistency timeline`, while a primary is slow or down): `stale`."))),
+        (status = 200, description = "A page of comments, newest first.", body = CommentsPage),
         (status = 400, description = "Bad id, limit, cursor or include.", body = ErrorBody),
         Unavailable,
     )
@@ -103,8 +98,7 @@ pub async fn v1_user_comments(
     tag = "v1",
     params(ReviewId, RawIncludeQuery),
     responses(
-        (status = 200, description = "The review.", body = CommentView,
-         headers(("X-Replica-Read" = String, description = "Only on an answer read from a secondary region replica (`--read-consistency timeline`, while a primary is slow or down): `stale`."))),
+        (status = 200, description = "The review.", body = CommentView),
         (status = 400, description = "Bad review id or include.", body = ErrorBody),
         (status = 404, description = "No review has this id (`no_review`): it was never written, or it was deleted.", body = ErrorBody),
         Unavailable,
@@ -130,11 +124,7 @@ pub async fn v1_review(
     params(ProductId, RawRankedQuery),
     responses(
         (status = 200, description = "The ranked comments, best first; when HBase fails, the last good answer, \
-                                      stale, with `Age`.", body = RankedPage,
-         headers(
-             ("Age" = u64, description = "Only on a stale answer: seconds since the read behind it."),
-             ("X-Replica-Read" = String, description = "Only on an answer read in part from a secondary region replica (`--read-consistency timeline`, while a primary is slow or down): `stale`."),
-         )),
+                                      stale, with `Age`.", body = RankedPage),
         (status = 400, description = "Bad id, limit or include.", body = ErrorBody),
         Unavailable,
     )
@@ -168,11 +158,7 @@ pub async fn v1_ranked_comments(
     params(ProductId),
     responses(
         (status = 200, description = "The product's review summary; when HBase fails, the last good answer, \
-                                      stale, with `Age`.", body = ReviewSummaryView,
-         headers(
-             ("Age" = u64, description = "Only on a stale answer: seconds since the read behind it."),
-             ("X-Replica-Read" = String, description = "Only on an answer read in part from a secondary region replica (`--read-consistency timeline`, while a primary is slow or down): `stale`."),
-         )),
+                                      stale, with `Age`.", body = ReviewSummaryView),
         (status = 400, description = "Bad id.", body = ErrorBody),
         (status = 404, description = "The product has no review: no run has counted one and none is listed (`no_summary`).", body = ErrorBody),
         Unavailable,
@@ -202,11 +188,7 @@ pub async fn v1_review_summary(
     responses(
         (status = 200, description = "One entry per product asked, in that order: its summary, or `null` when the \
                                       product has no review. When HBase fails, the last good answer for the same \
-                                      list, stale, with `Age`.", body = SummariesPage,
-         headers(
-             ("Age" = u64, description = "Only on a stale answer: seconds since the read behind it."),
-             ("X-Replica-Read" = String, description = "Only on an answer read in part from a secondary region replica (`--read-consistency timeline`, while a primary is slow or down): `stale`."),
-         )),
+                                      list, stale, with `Age`.", body = SummariesPage),
         (status = 400, description = "productIds missing, with a bad id, or naming more than 100 products.", body = ErrorBody),
         Unavailable,
     )

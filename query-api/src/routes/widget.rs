@@ -47,11 +47,7 @@ pub async fn widget_script() -> Response {
                                       without fetching again; then, given `name` and a rated review, the \
                                       product's schema.org `Product` JSON-LD with `aggregateRating` and the \
                                       rated reviews shown. When HBase fails, the last good answer, stale, with `Age`.",
-         content_type = "text/html", body = String,
-         headers(
-             ("Age" = u64, description = "Only on a stale answer: seconds since the read behind it."),
-             ("X-Replica-Read" = String, description = "Only on an answer read in part from a secondary region replica (`--read-consistency timeline`, while a primary is slow or down): `stale`."),
-         )),
+         content_type = "text/html", body = String),
         (status = 400, description = "Bad id, lang, limit or name.", body = ErrorBody),
         Unavailable,
     )
