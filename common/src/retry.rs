@@ -49,7 +49,7 @@ impl Backoff {
         // A quarter of the ceiling in nanoseconds fits 95 bits; scaled by a
         // 32-bit random fraction it stays within u128.
         let most = ceiling.as_nanos() / u128::from(JITTER_DIVISOR);
-        let jitter = (most * u128::from(random_u32())) >> 32;
+        let jitter = (most * u128::from(rand::random::<u32>())) >> 32;
         let seconds = u64::try_from(jitter / 1_000_000_000).unwrap_or(u64::MAX);
         let nanos = u32::try_from(jitter % 1_000_000_000).unwrap_or_default();
         ceiling.saturating_sub(Duration::new(seconds, nanos))
@@ -61,16 +61,6 @@ impl Backoff {
         let delay = self.delay(retry);
         (Instant::now() + delay < deadline).then_some(delay)
     }
-}
-
-/// 32 random bits for jitter. Every `RandomState` is seeded afresh (from the
-/// operating system once per thread, then stepped per instance), so hashing
-/// nothing with a new one gives a different value each time: jitter needs no
-/// quality beyond that, and no random-number crate in `common`.
-fn random_u32() -> u32 {
-    use std::hash::{BuildHasher, Hasher};
-    let bits = std::collections::hash_map::RandomState::new().build_hasher().finish();
-    (bits >> 32) as u32
 }
 
 #[cfg(test)]

@@ -16,8 +16,10 @@ use utoipa::ToSchema;
 
 /// A stable, machine-readable error code; each maps to one HTTP status.
 ///
-/// `EnumIter` lets tests walk every code, so a new code cannot dodge them.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::EnumIter)]
+/// `EnumIter` lets tests walk every code, so a new code cannot dodge them;
+/// `IntoStaticStr` gives each its name in the JSON body (`as_str`), snake case.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, strum::EnumIter, strum::IntoStaticStr)]
+#[strum(serialize_all = "snake_case")]
 pub enum ErrorCode {
     /// A path id is not ten bytes of printable ASCII other than `/`.
     InvalidId,
@@ -56,32 +58,15 @@ pub enum ErrorCode {
 }
 
 impl ErrorCode {
+    /// The code as it appears in the JSON body.
+    pub fn as_str(self) -> &'static str {
+        self.into()
+    }
+
     /// Whether the code says HBase failed to answer (down, busy or too slow),
     /// as opposed to a bad request or a bug: the failures a kept answer may stand in for.
     pub fn is_store_failure(self) -> bool {
         matches!(self, ErrorCode::Unavailable | ErrorCode::Overloaded | ErrorCode::Timeout)
-    }
-
-    /// The code as it appears in the JSON body.
-    pub fn as_str(self) -> &'static str {
-        match self {
-            ErrorCode::InvalidId => "invalid_id",
-            ErrorCode::InvalidLimit => "invalid_limit",
-            ErrorCode::InvalidCursor => "invalid_cursor",
-            ErrorCode::InvalidQuery => "invalid_query",
-            ErrorCode::InvalidBody => "invalid_body",
-            ErrorCode::UnsupportedMediaType => "unsupported_media_type",
-            ErrorCode::BodyTooLarge => "body_too_large",
-            ErrorCode::NotFound => "not_found",
-            ErrorCode::NoSummary => "no_summary",
-            ErrorCode::NoReview => "no_review",
-            ErrorCode::MethodNotAllowed => "method_not_allowed",
-            ErrorCode::TooManyRequests => "too_many_requests",
-            ErrorCode::Unavailable => "unavailable",
-            ErrorCode::Overloaded => "overloaded",
-            ErrorCode::Timeout => "timeout",
-            ErrorCode::Internal => "internal",
-        }
     }
 
     /// The HTTP status this code answers with.
@@ -281,6 +266,9 @@ mod tests {
         assert!(codes.len() >= 12, "the enum lists {} codes", codes.len());
         let names: std::collections::HashSet<&str> = codes.iter().map(|code| code.as_str()).collect();
         assert_eq!(names.len(), codes.len(), "two codes share a name: {names:?}");
+        // Clients branch on these names: they are the variants' names in snake case.
+        assert_eq!(ErrorCode::UnsupportedMediaType.as_str(), "unsupported_media_type");
+        assert_eq!(ErrorCode::NoReview.as_str(), "no_review");
         for code in codes {
             assert!(code.status().is_client_error() || code.status().is_server_error(), "{code:?}");
         }

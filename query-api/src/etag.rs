@@ -24,8 +24,7 @@ const TAG_BYTES: usize = 16;
 /// The entity tag of `body`.
 pub fn entity_tag(body: &[u8]) -> HeaderValue {
     let digest = Sha256::digest(body);
-    let hex: String = digest[..TAG_BYTES].iter().map(|byte| format!("{byte:02x}")).collect();
-    HeaderValue::from_str(&format!("W/\"{hex}\"")).unwrap_or(HeaderValue::from_static("W/\"\""))
+    HeaderValue::from_str(&format!("W/\"{}\"", hex::encode(&digest[..TAG_BYTES]))).unwrap_or(HeaderValue::from_static("W/\"\""))
 }
 
 /// Whether an `If-None-Match` header matches `tag`: `*`, or any listed tag
