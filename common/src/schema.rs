@@ -12,13 +12,9 @@
 //! to one row: a multi-get of comments is a seek per comment, an index page
 //! a seek to its first row. Without an index HBase finds a row in its 64-KiB
 //! block by reading the block's cells from the start, about 160 of them in a
-//! block of comments; with one it does a binary search. Profiled on the
-//! benchmark data, that walk was about half of the region server's CPU
-//! during a paced ranking run; with the index on the comment table, such a
-//! run with no readers took 25 to 27 s instead of 33 to 34 s, and the region
-//! server's CPU in it 15 to 16 s instead of 24 (git show 53d5a2e:BENCHMARKS.md, "Rounds 56 and
-//! 57"). Tables created before keep their layout until [`upgrade_tables`]
-//! gives them the index.
+//! block of comments; with one it does a binary search, and that walk is a
+//! large part of a region server's CPU in a ranking run. Tables created
+//! before keep their layout until [`upgrade_tables`] gives them the index.
 //!
 //! The tables a product page reads ([`read_tables`]) can be created with
 //! [`RegionReplication`]: each of their regions then has secondary replicas

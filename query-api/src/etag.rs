@@ -24,7 +24,8 @@ const TAG_BYTES: usize = 16;
 /// The entity tag of `body`.
 pub fn entity_tag(body: &[u8]) -> HeaderValue {
     let digest = Sha256::digest(body);
-    HeaderValue::from_str(&format!("W/\"{}\"", hex::encode(&digest[..TAG_BYTES]))).unwrap_or(HeaderValue::from_static("W/\"\""))
+    HeaderValue::from_str(&format!("W/\"{}\"", hex::encode(&digest[..TAG_BYTES])))
+        .unwrap_or(HeaderValue::from_static("W/\"\""))
 }
 
 /// Whether an `If-None-Match` header matches `tag`: `*`, or any listed tag

@@ -20,7 +20,7 @@ use common::store::{IndexKind, WalkRequest};
 use common::Id;
 
 use crate::error::ApiError;
-use crate::ranked_cache::Ranking;
+use crate::prepared_ranking::Ranking;
 use crate::state::AppState;
 use crate::views::{render, Author, CommentView, CommentsPage, RankedComment, RankedPage, SeedCommentsPage};
 

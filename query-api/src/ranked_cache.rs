@@ -4,25 +4,20 @@
 //! [`RankedCache::get_or_load`] is the one way a ranking is read: a fresh
 //! copy from the cache, else the caller's load; it owns the refresh protocol
 //! and the one freshness rule ([`Ranking::is_fresh`]). The load itself is the
-//! caller's ([`crate::summaries::load_ranking`]): this module does no I/O.
+//! caller's ([`crate::ranking_reads::load_ranking`]): this module does no I/O.
 
-use std::collections::{HashMap, HashSet};
+use std::collections::HashSet;
 use std::future::Future;
 use std::sync::{Arc, Mutex};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
-use axum::body::Bytes;
-use axum::http::HeaderValue;
 use common::Id;
 use moka::future::Cache;
-use serde::Serialize;
-use tokio::sync::OnceCell;
 
 use crate::config::Settings;
 use crate::error::ApiError;
-use crate::etag::entity_tag;
+use crate::prepared_ranking::Ranking;
 use crate::telemetry;
-use crate::views::{Author, RankedComment, RankedPage, ReviewSummaryView, SeedCommentsPage};
 
 /// The ranked-read cache, or no cache at all when its TTL is zero.
 ///
@@ -160,208 +155,5 @@ impl Drop for RefreshClaim {
     fn drop(&mut self) {
         let mut held = self.refreshing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         held.remove(&self.product);
-    }
-}
-
-/// A product's ranking as served: the ranked comments and the product's review
-/// summary, and the full answers of the ranked routes and of the summary route
-/// rendered once when the ranking is loaded.
-///
-/// Rankings sit in the cache and are read far more often than they change, so
-/// a cache hit for the whole ranking (any `limit` of 10 or more) writes
-/// prepared bytes, tagged once, instead of serialising ten comments and
-/// hashing them again.
-#[derive(Debug)]
-pub struct Ranking {
-    comments: Vec<RankedComment>,
-    summary: Option<ReviewSummaryView>,
-    v1_body: Option<Tagged>,
-    seed_body: Option<Tagged>,
-    summary_body: Option<Tagged>,
-    /// The comments' authors, read the first time a request asks for them
-    /// and cached with the ranking: a product page asks on every view. Ten
-    /// nicknames at most, weighed ahead ([`Ranking::weight_bytes`]).
-    authors: OnceCell<HashMap<Id, Option<Author>>>,
-    read_at: Instant,
-    from_replica: bool,
-}
-
-impl Ranking {
-    /// A ranking of `comments`, best first, beside the product's `summary`,
-    /// read from HBase by a read that began at `read_at`.
-    pub fn new(comments: Vec<RankedComment>, summary: Option<ReviewSummaryView>, read_at: Instant) -> Ranking {
-        // Rendering these plain structs cannot fail; if it ever did, each
-        // request would render (and report) on its own.
-        let v1_body = render(&RankedPage::of(&comments, summary.as_ref())).ok();
-        let seed_body = render(&SeedCommentsPage::of_ranked(&comments)).ok();
-        let summary_body = summary.as_ref().and_then(|summary| render(summary).ok());
-        Ranking {
-            comments,
-            summary,
-            v1_body,
-            seed_body,
-            summary_body,
-            authors: OnceCell::new(),
-            read_at,
-            from_replica: false,
-        }
-    }
-
-    /// The same ranking, marked as read (in part) from a secondary region
-    /// replica when `from_replica`: every answer served from it says so
-    /// ([`Ranking::note_origin`]), for as long as it is cached.
-    pub fn read_from_replica(self, from_replica: bool) -> Ranking {
-        Ranking { from_replica, ..self }
-    }
-
-    /// Marks the request serving this ranking as served from a secondary
-    /// replica when the ranking was read from one (`common::hbase::note_replica_read`).
-    pub fn note_origin(&self) {
-        if self.from_replica {
-            common::hbase::note_replica_read();
-        }
-    }
-
-    /// When the HBase read of this ranking began: its age is counted from here.
-    pub fn read_at(&self) -> Instant {
-        self.read_at
-    }
-
-    /// Whether the ranking is younger than `ttl`: the one freshness rule of
-    /// the cache, for whole rankings and the summaries taken from them alike.
-    pub fn is_fresh(&self, ttl: Duration) -> bool {
-        self.read_at.elapsed() < ttl
-    }
-
-    /// The bytes this ranking holds, as the ranked-read cache weighs it: the
-    /// rendered answers (both ranked reads and the summary), the comments
-    /// (weighed by their JSON in the `/v1` answer, which spells out every
-    /// string they hold), their authors (read later, so weighed ahead at a
-    /// nickname's usual size), and a fixed overhead for the structs and the
-    /// cache's own entry.
-    pub fn weight_bytes(&self) -> u64 {
-        const ENTRY_OVERHEAD_BYTES: usize = 1024;
-        const AUTHOR_BYTES: usize = 128;
-        let rendered = |body: &Option<Tagged>| body.as_ref().map_or(0, |tagged| tagged.body.len());
-        let comments_json = match &self.v1_body {
-            Some(tagged) => tagged.body.len(),
-            // Never seen (rendering plain structs does not fail); weigh the worst case.
-            None => self.comments.len() * common::store::MAX_CONTENT_BYTES,
-        };
-        let structs = self.comments.len() * (std::mem::size_of::<RankedComment>() + AUTHOR_BYTES);
-        let total = rendered(&self.v1_body)
-            + rendered(&self.seed_body)
-            + rendered(&self.summary_body)
-            + comments_json
-            + structs
-            + ENTRY_OVERHEAD_BYTES;
-        u64::try_from(total).unwrap_or(u64::MAX)
-    }
-
-    /// The ranked comments, best first.
-    pub fn comments(&self) -> &[RankedComment] {
-        &self.comments
-    }
-
-    /// The cell of the comments' authors, filled by the first read that needs them.
-    pub fn authors(&self) -> &OnceCell<HashMap<Id, Option<Author>>> {
-        &self.authors
-    }
-
-    /// The product's review summary; `None` when no run has counted it.
-    pub fn summary(&self) -> Option<&ReviewSummaryView> {
-        self.summary.as_ref()
-    }
-
-    /// The `/v1` answer showing the best `limit` comments and the summary.
-    pub fn v1_body(&self, limit: usize) -> Result<Tagged, serde_json::Error> {
-        match &self.v1_body {
-            Some(tagged) if limit >= self.comments.len() => Ok(tagged.clone()),
-            _ => render(&RankedPage::of(&self.comments[..limit.min(self.comments.len())], self.summary.as_ref())),
-        }
-    }
-
-    /// The summary route's answer; `None` when no run has counted the product.
-    pub fn summary_body(&self) -> Option<Result<Tagged, serde_json::Error>> {
-        let summary = self.summary.as_ref()?;
-        Some(self.summary_body.clone().map_or_else(|| render(summary), Ok))
-    }
-
-    /// The seed's answer showing the best `limit` comments.
-    pub fn seed_body(&self, limit: usize) -> Result<Tagged, serde_json::Error> {
-        match &self.seed_body {
-            Some(tagged) if limit >= self.comments.len() => Ok(tagged.clone()),
-            _ => render(&SeedCommentsPage::of_ranked(&self.comments[..limit.min(self.comments.len())])),
-        }
-    }
-}
-
-/// An answer's JSON and its `ETag`, computed together.
-#[derive(Debug, Clone)]
-pub struct Tagged {
-    /// The JSON.
-    pub body: Bytes,
-    /// Its entity tag ([`crate::etag::entity_tag`]).
-    pub etag: HeaderValue,
-}
-
-fn render(value: &impl Serialize) -> Result<Tagged, serde_json::Error> {
-    let body = Bytes::from(serde_json::to_vec(value)?);
-    Ok(Tagged { etag: entity_tag(&body), body })
-}
-
-#[cfg(test)]
-mod tests {
-    use common::model::Comment;
-
-    use super::*;
-
-    #[test]
-    fn a_ranking_is_fresh_for_the_ttl_from_the_start_of_its_read() {
-        let read_at = Instant::now() - Duration::from_secs(5);
-        let ranking = Ranking::new(Vec::new(), None, read_at);
-        assert!(ranking.is_fresh(Duration::from_secs(6)));
-        assert!(!ranking.is_fresh(Duration::from_secs(5)));
-        assert!(!ranking.is_fresh(Duration::ZERO), "a zero TTL keeps nothing fresh");
-    }
-
-    fn comment() -> Comment {
-        serde_json::from_value(serde_json::json!({
-            "orderId": "ORDER00001", "productId": "PRODUCT001", "userId": "USER000001",
-            "content": "fine", "timestamp": 1_700_000_000_000_i64, "edited": false
-        }))
-        .expect("comment")
-    }
-
-    #[test]
-    fn prepared_ranking_bodies_equal_freshly_rendered_ones() {
-        let ranked: Vec<RankedComment> =
-            (1..=3).map(|rank| RankedComment::new(comment(), rank, Some(1.0 / f64::from(rank)))).collect();
-        let product = common::Id::parse("productId", "PRODUCT001").expect("id");
-        let counted = common::summary::ReviewSummary { rated: [0, 0, 0, 0, 3], ..Default::default() };
-        let summary = ReviewSummaryView::new(&product, &counted, 1, true);
-        let ranking = Ranking::new(ranked.clone(), Some(summary.clone()), Instant::now());
-        let parse = |tagged: Tagged| {
-            assert_eq!(tagged.etag, entity_tag(&tagged.body), "tagged with its own tag");
-            serde_json::from_slice::<serde_json::Value>(&tagged.body).expect("json")
-        };
-        let full = parse(ranking.v1_body(20).expect("v1"));
-        assert_eq!(full, serde_json::to_value(RankedPage::of(&ranked, Some(&summary))).expect("json"));
-        assert_eq!(full["summary"]["count"], 3);
-        let alone = parse(ranking.summary_body().expect("a summary").expect("rendered"));
-        assert_eq!(alone, serde_json::to_value(&summary).expect("json"));
-        assert!(Ranking::new(ranked.clone(), None, Instant::now()).summary_body().is_none());
-        assert!(parse(Ranking::new(ranked.clone(), None, Instant::now()).v1_body(20).expect("v1"))["summary"].is_null());
-        assert_eq!(full["comments"].as_array().map(Vec::len), Some(3));
-        assert!(full["nextCursor"].is_null());
-        let two = parse(ranking.v1_body(2).expect("v1"));
-        assert_eq!(two["comments"].as_array().map(Vec::len), Some(2));
-        assert_eq!(two["summary"], full["summary"], "a shorter page carries the same summary");
-        assert_eq!(two["comments"][1]["rank"], 2);
-        let seed = parse(ranking.seed_body(1).expect("seed"));
-        assert_eq!(seed["comments"].as_array().map(Vec::len), Some(1));
-        assert!(seed["comments"][0].get("rank").is_none());
-        assert!(seed["nextIndexKey"].is_null());
-        assert_eq!(parse(ranking.seed_body(100).expect("seed"))["comments"].as_array().map(Vec::len), Some(3));
     }
 }

@@ -2,7 +2,7 @@
 //! loads, the ranked-read cache, the last good answers, the clients' counts
 //! and the metrics handle. Fields and accessors
 //! only: what requests do with them lives in [`crate::pages`] and
-//! [`crate::summaries`].
+//! [`crate::ranking_reads`].
 
 use std::sync::Arc;
 
@@ -12,8 +12,8 @@ use metrics_exporter_prometheus::PrometheusHandle;
 use crate::clients::Clients;
 use crate::config::Settings;
 use crate::last_good::{self, LastGood};
-use crate::loads::SharedLoads;
 use crate::ranked_cache::RankedCache;
+use crate::ranking_batches::SharedLoads;
 use crate::telemetry;
 use crate::widget::RenderedViews;
 
@@ -49,9 +49,8 @@ impl AppState {
         let clients = Clients::new(settings.clients.clone());
         // Rendered views sit beside the rankings they show, in half their
         // budget: a view weighs about as much as its ranking (style and
-        // markup beside the embedded answer), and with a quarter the
-        // benchmark's views no longer fit (reviews.html at 0.28 of the
-        // cached ranked JSON's throughput, against 0.80 with half).
+        // markup beside the embedded answer), so the views of the rankings
+        // held fit beside them.
         let rendered_views = RenderedViews::new(settings.ranked_cache_ttl, settings.ranked_cache_max_bytes / 2);
         AppState {
             store,

@@ -8,7 +8,8 @@ use std::time::Duration;
 
 use common::model::{Comment, Record};
 use common::Id;
-use query_api::ranked_cache::{RankedCache, Ranking};
+use query_api::prepared_ranking::Ranking;
+use query_api::ranked_cache::RankedCache;
 use query_api::views::RankedComment;
 use query_api::Settings;
 

@@ -3,11 +3,8 @@
 //! A multi-get costs HBase a part per call (the gateway's and the region
 //! server's work to take it in, split it and answer) besides its part per
 //! row. Most of a shop's products are small, so a run that fetched each
-//! product's comments alone paid the per-call part thousands of times for a
-//! few dozen rows each. Sharing halved the benchmark run's multi-gets (11,559
-//! to about 5,300) and, with one call in flight and no readers, took 5 to 8 %
-//! off its wall time: the rows, about 40 µs each there, are most of the cost
-//! (git show 53d5a2e:BENCHMARKS.md, "Calls per product").
+//! product's comments alone would pay the per-call part thousands of times
+//! for a few dozen rows each; sharing calls pays it about half as often.
 //!
 //! So fetches queue here and whoever gets the next turn for a call takes the
 //! fetches queued behind it too, up to a page of rows, and answers them all

@@ -194,10 +194,8 @@ impl Store {
             columns: vec![COLUMN_VALUE.to_vec(), COLUMN_STARS.to_vec()],
             // Cached, unlike the listing: a product's index is read in many short
             // scans (a scanner per page), and a block read without the cache is
-            // not kept, so the next page's scanner reads and decompresses it
-            // from the store files again. On the contention benchmark the
-            // readers' worst window was 147 ms p99 uncached and 69 ms cached, and
-            // the paced run took 154 s against 114 s (git show 53d5a2e:BENCHMARKS.md, one round each).
+            // not kept, so the next page's scanner would read and decompress it
+            // from the store files again, slowing the readers beside the run.
             cache_blocks: true,
         };
         let mut rows = {

@@ -5,7 +5,7 @@
 //! when HBase fails) and the fallbacks.
 //!
 //! A handler parses its request (with [`crate::extract`]), calls one function
-//! of [`crate::pages`] or [`crate::summaries`], and renders the answer.
+//! of [`crate::pages`] or [`crate::ranking_reads`], and renders the answer.
 
 pub mod answers;
 pub mod ops;
@@ -23,7 +23,7 @@ use utoipa::IntoResponses;
 
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::last_good::{self, Answer, PageRead};
-use crate::ranked_cache::Tagged;
+use crate::prepared_ranking::Tagged;
 use crate::state::AppState;
 use crate::telemetry::{self, ServedStale};
 use crate::widget::shown_stale;

@@ -21,8 +21,8 @@ use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{JsonBody, LimitQuery, ProductId, RawLimitQuery, UserId};
 use crate::last_good::{self, Answer, PageRead};
 use crate::pages::seed_page;
+use crate::ranking_reads;
 use crate::state::AppState;
-use crate::summaries;
 use crate::views::{render_error, SeedCommentsPage, SeedPageRequest};
 
 /// Standard base64 as Jackson writes `byte[]`, accepting input with or without
@@ -161,7 +161,7 @@ pub async fn seed_ranked(
 ) -> Result<Response, ApiError> {
     let limit = limit.get();
     answer_kept(&state, PageRead::SeedRanked { product, limit }, async {
-        let ranking = summaries::ranking(&state, product).await?;
+        let ranking = ranking_reads::ranking(&state, product).await?;
         let tagged = ranking.seed_body(limit).map_err(render_error)?;
         Ok(tagged_answer(&state, tagged, ranking.read_at()))
     })

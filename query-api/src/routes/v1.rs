@@ -20,8 +20,8 @@ use crate::extract::{
 };
 use crate::last_good::{self, Answer, PageRead};
 use crate::pages;
+use crate::ranking_reads;
 use crate::state::AppState;
-use crate::summaries;
 use crate::views::{render, render_error, CommentView, CommentsPage, RankedPage, ReviewSummaryView, SummariesPage};
 
 /// A product's comments, newest first, page by page; or only those of some
@@ -137,7 +137,7 @@ pub async fn v1_ranked_comments(
     let limit = query.limit.get();
     let read = PageRead::Ranked { product, limit, authors: query.include_author };
     answer_kept(&state, read, async {
-        let ranking = summaries::ranking(&state, product).await?;
+        let ranking = ranking_reads::ranking(&state, product).await?;
         // The answer is as old as the ranking it shows, however recently its authors were read.
         if query.include_author {
             let body = pages::ranked_with_authors(&state, &ranking, limit).await?;
@@ -169,7 +169,7 @@ pub async fn v1_review_summary(
     ProductId(product): ProductId,
 ) -> Result<Response, ApiError> {
     answer_kept(&state, PageRead::Summary { product }, async {
-        let ranking = summaries::ranking(&state, product).await?;
+        let ranking = ranking_reads::ranking(&state, product).await?;
         let Some(body) = ranking.summary_body() else {
             return Err(ApiError::new(ErrorCode::NoSummary, format!("product {product} has no review to summarise")));
         };
@@ -200,7 +200,7 @@ pub async fn v1_summaries(
     let read = PageRead::Summaries { products: products.clone().into() };
     answer_kept(&state, read, async {
         // As old as the oldest cached summary it shows.
-        let (summaries, read_at) = summaries::listing_summaries(&state, &products).await?;
+        let (summaries, read_at) = ranking_reads::listing_summaries(&state, &products).await?;
         Ok(ranked_answer(&state, render(&SummariesPage { summaries })?, read_at))
     })
     .await

@@ -17,8 +17,8 @@ use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ProductId, RawWidgetQuery, SummariesQuery, WidgetQuery};
 use crate::last_good::{self, Answer, PageRead};
 use crate::pages;
+use crate::ranking_reads;
 use crate::state::AppState;
-use crate::summaries;
 use crate::views::render_error;
 use crate::widget::{FirstView, Lang, Rendered, ViewKey, SCRIPT, SCRIPT_CACHE_CONTROL};
 
@@ -71,7 +71,7 @@ pub async fn product_reviews_html(
 /// A product page is served again and again from one cached ranking: its
 /// view is rendered (and hashed) once.
 async fn first_view(state: &AppState, key: ViewKey) -> Result<(Arc<Rendered>, Instant), ApiError> {
-    let ranking = summaries::ranking(state, key.product).await?;
+    let ranking = ranking_reads::ranking(state, key.product).await?;
     let read_at = ranking.read_at();
     if let Some(view) = state.rendered_views().get(&key, read_at) {
         return Ok((view, read_at));

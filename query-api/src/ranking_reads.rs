@@ -20,8 +20,8 @@ use common::summary::ReviewSummary;
 use common::Id;
 
 use crate::error::ApiError;
-use crate::loads::{LoadedReads, LIVE_SUMMARY_MAX_ROWS};
-use crate::ranked_cache::Ranking;
+use crate::prepared_ranking::Ranking;
+use crate::ranking_batches::{LoadedReads, LIVE_SUMMARY_MAX_ROWS};
 use crate::state::AppState;
 use crate::views::{RankedComment, ReviewSummaryView};
 
@@ -77,7 +77,7 @@ pub async fn listing_summaries(
 
 /// Loads `product`'s ranking: its record (or its slots without one), its
 /// reviews newer than the record, and its ranked comments, read with the
-/// loads of other products asking at the same moment ([`crate::loads`]);
+/// loads of other products asking at the same moment ([`crate::ranking_batches`]);
 /// slots whose comment is gone (or belongs to another product) are left out.
 pub async fn load_ranking(state: &AppState, product: Id) -> common::Result<Arc<Ranking>> {
     let read_at = Instant::now();
