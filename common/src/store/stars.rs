@@ -27,8 +27,8 @@
 //! in turn within one budget, and its cursor names the list
 //! ([`StarList::view`]) so no other list accepts it.
 
-pub use super::star_marks::{star_of, StarSet};
 use super::star_marks::star_mark;
+pub use super::star_marks::{star_of, StarSet};
 use super::walk::WalkRequest;
 use super::{IndexEntry, IndexKind, Store};
 use crate::cursor::ViewPosition;
