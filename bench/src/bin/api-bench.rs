@@ -16,12 +16,9 @@
 //! - `summaries-48`: `/v1/summaries` for 48 random ranked products (a listing
 //!   page), on the uncached service;
 //! - `absent-star`: the first page of a star a ranked product has no review
-//!   of (by its summary), on the cached service with those rankings cached:
-//!   what a star filter costs when the summary already says it is empty;
-//! - `reviews-html-cached`: a product's server-rendered widget
-//!   (`/v1/products/{id}/reviews.html`, with its JSON-LD) on the cached
-//!   service, its rankings cached: against `ranked-cached`, what rendering
-//!   the first view costs.
+//!   of (by its summary), on the cached service: a filter is always walked;
+//! - `reviews-html-cached`: a product's server-rendered widget (with its
+//!   JSON-LD) on the cached service, against `ranked-cached`.
 //!
 //! Products are drawn uniformly at random from the tables. It starts the two
 //! services itself (the `query-api` binary beside this one, on loopback ports)
