@@ -68,6 +68,7 @@ impl Answers {
         }
         if let Some(RefOr::T(ok)) = operation.responses.responses.get_mut("200") {
             if self.kept {
+                ok.description.push_str(KEPT);
                 let seconds = ObjectBuilder::new()
                     .schema_type(Type::Integer)
                     .format(Some(SchemaFormat::KnownFormat(KnownFormat::Int64)))
@@ -109,6 +110,7 @@ pub fn documented<S>(route: UtoipaMethodRouter<S>, answers: Answers) -> UtoipaMe
     (schemas, paths, method_router)
 }
 
+const KEPT: &str = " When HBase fails, the last good answer to the same request is answered again, stale, with `Age`.";
 const AGE: &str = "Only on a stale answer: seconds since the read behind it.";
 const REPLICA_READ: &str = "Only on an answer read in part from a secondary region replica \
                             (`--read-consistency timeline`, while a primary is slow or down): `stale`.";

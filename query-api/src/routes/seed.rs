@@ -43,8 +43,7 @@ const MAX_START_INDEX_KEY_CHARS: usize = 128;
     tag = "seed",
     params(ProductId, RawLimitQuery),
     responses(
-        (status = 200, description = "The seed's GetCommentsResponse; when HBase fails, the last good answer, \
-                                      stale, with `Age`.", body = SeedCommentsPage),
+        (status = 200, description = "The seed's GetCommentsResponse.", body = SeedCommentsPage),
         (status = 400, description = "Bad id or limit.", body = ErrorBody),
         Unavailable,
     )
@@ -148,8 +147,7 @@ impl Modify for NextPageDocs {
     tag = "seed",
     params(ProductId, RawLimitQuery),
     responses(
-        (status = 200, description = "The seed's GetCommentsResponse; `nextIndexKey` is always null. When HBase \
-                                      fails, the last good answer, stale, with `Age`.", body = SeedCommentsPage),
+        (status = 200, description = "The seed's GetCommentsResponse; `nextIndexKey` is always null.", body = SeedCommentsPage),
         (status = 400, description = "Bad id or limit.", body = ErrorBody),
         Unavailable,
     )

@@ -36,8 +36,7 @@ use crate::views::{render, render_error, CommentView, CommentsPage, RankedPage, 
                                       rating-ordered page examines at most the service's row budget \
                                       (`--star-budget-rows`, 10,000 by default: every index row passed over \
                                       counts, matching or not), so it may hold fewer than `limit` comments while \
-                                      `nextCursor` is set. When HBase fails, a first page (no cursor, filter or \
-                                      order) that was served before is answered again, stale, with `Age`.",
+                                      `nextCursor` is set. Only a first page (no cursor, filter or order) is kept.",
          body = CommentsPage),
         (status = 400, description = "Bad id, limit, cursor, rating, sort or include.", body = ErrorBody),
         Unavailable,
@@ -123,8 +122,7 @@ pub async fn v1_review(
     tag = "v1",
     params(ProductId, RawRankedQuery),
     responses(
-        (status = 200, description = "The ranked comments, best first; when HBase fails, the last good answer, \
-                                      stale, with `Age`.", body = RankedPage),
+        (status = 200, description = "The ranked comments, best first.", body = RankedPage),
         (status = 400, description = "Bad id, limit or include.", body = ErrorBody),
         Unavailable,
     )
@@ -157,8 +155,7 @@ pub async fn v1_ranked_comments(
     tag = "v1",
     params(ProductId),
     responses(
-        (status = 200, description = "The product's review summary; when HBase fails, the last good answer, \
-                                      stale, with `Age`.", body = ReviewSummaryView),
+        (status = 200, description = "The product's review summary.", body = ReviewSummaryView),
         (status = 400, description = "Bad id.", body = ErrorBody),
         (status = 404, description = "The product has no review: no run has counted one and none is listed (`no_summary`).", body = ErrorBody),
         Unavailable,
@@ -187,8 +184,7 @@ pub async fn v1_review_summary(
     params(RawSummariesQuery),
     responses(
         (status = 200, description = "One entry per product asked, in that order: its summary, or `null` when the \
-                                      product has no review. When HBase fails, the last good answer for the same \
-                                      list, stale, with `Age`.", body = SummariesPage),
+                                      product has no review.", body = SummariesPage),
         (status = 400, description = "productIds missing, with a bad id, or naming more than 100 products.", body = ErrorBody),
         Unavailable,
     )

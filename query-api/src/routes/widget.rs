@@ -46,7 +46,7 @@ pub async fn widget_script() -> Response {
                                       reviews) in a declarative shadow root, which `/widget/v1/reviews.js` adopts \
                                       without fetching again; then, given `name` and a rated review, the \
                                       product's schema.org `Product` JSON-LD with `aggregateRating` and the \
-                                      rated reviews shown. When HBase fails, the last good answer, stale, with `Age`.",
+                                      rated reviews shown.",
          content_type = "text/html", body = String),
         (status = 400, description = "Bad id, lang, limit or name.", body = ErrorBody),
         Unavailable,
