@@ -26,6 +26,7 @@ use common::Id;
 use moka::ops::compute::Op;
 use moka::sync::Cache;
 
+use crate::encoding::Prepared;
 use crate::widget::ViewKey;
 
 /// The routes whose answers are kept, as their templates: `reviews_api_stale_answers_total`
@@ -78,9 +79,11 @@ pub struct Answer {
     pub body: Bytes,
     /// The body's `Content-Type` ([`JSON`] or [`HTML`]).
     pub content_type: &'static str,
-    /// The body's `ETag` when it was computed with it; else
-    /// [`crate::etag::conditional_get`] computes it.
-    pub etag: Option<HeaderValue>,
+    /// The body prepared once with its `ETag` and compressed variants, when
+    /// it was (a cached ranking's answer, a rendered view); else
+    /// [`crate::etag::conditional_get`] tags it and the compression layer
+    /// compresses it per request.
+    pub prepared: Option<Arc<Prepared>>,
     /// The answer's `Cache-Control`, when it has one.
     pub cache_control: Option<HeaderValue>,
     /// When the HBase read behind the body began: the order in which answers replace each other.
@@ -118,7 +121,8 @@ impl LastGood {
         let answers = Cache::builder()
             .name("last-good")
             .weigher(|read: &PageRead, answer: &Arc<Answer>| {
-                let bytes = answer.body.len() + read.heap_bytes() + ENTRY_OVERHEAD_BYTES;
+                let body = answer.prepared.as_ref().map_or(answer.body.len(), |prepared| prepared.weight_bytes());
+                let bytes = body + read.heap_bytes() + ENTRY_OVERHEAD_BYTES;
                 u32::try_from(bytes).unwrap_or(u32::MAX)
             })
             .max_capacity(max_bytes.max(1))
@@ -169,7 +173,7 @@ mod tests {
         Answer {
             body: Bytes::from_static(body.as_bytes()),
             content_type: JSON,
-            etag: None,
+            prepared: None,
             cache_control: None,
             read_at,
         }
@@ -216,7 +220,7 @@ mod tests {
         let large = Answer {
             body: Bytes::from(vec![b'x'; 10_000]),
             content_type: JSON,
-            etag: None,
+            prepared: None,
             cache_control: None,
             read_at: Instant::now(),
         };

@@ -31,6 +31,7 @@
 pub mod clients;
 pub mod config;
 pub mod connections;
+pub mod encoding;
 pub mod error;
 pub mod etag;
 pub mod extract;

@@ -1,17 +1,17 @@
 //! A product's ranking as served ([`Ranking`]): its ranked comments and
 //! review summary, with the answers of the ranked and summary routes
-//! rendered and tagged once, when it is loaded.
+//! rendered, tagged and compressed once, when it is loaded.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
-use axum::http::HeaderValue;
 use common::Id;
 use serde::Serialize;
 use tokio::sync::OnceCell;
 
-use crate::etag::entity_tag;
+use crate::encoding::{Effort, Prepared};
 use crate::views::{Author, RankedComment, RankedPage, ReviewSummaryView, SeedCommentsPage};
 
 /// A product's ranking as served: the ranked comments and the product's review
@@ -26,9 +26,9 @@ use crate::views::{Author, RankedComment, RankedPage, ReviewSummaryView, SeedCom
 pub struct Ranking {
     comments: Vec<RankedComment>,
     summary: Option<ReviewSummaryView>,
-    v1_body: Option<Tagged>,
-    seed_body: Option<Tagged>,
-    summary_body: Option<Tagged>,
+    v1_body: Option<Arc<Prepared>>,
+    seed_body: Option<Arc<Prepared>>,
+    summary_body: Option<Arc<Prepared>>,
     /// The comments' authors, read the first time a request asks for them
     /// and cached with the ranking: a product page asks on every view. Ten
     /// nicknames at most, weighed ahead ([`Ranking::weight_bytes`]).
@@ -39,13 +39,23 @@ pub struct Ranking {
 
 impl Ranking {
     /// A ranking of `comments`, best first, beside the product's `summary`,
-    /// read from HBase by a read that began at `read_at`.
-    pub fn new(comments: Vec<RankedComment>, summary: Option<ReviewSummaryView>, read_at: Instant) -> Ranking {
+    /// read from HBase by a read that began at `read_at`. Its answers are
+    /// compressed once here when `compress` (the ranking is to be cached and
+    /// served many times); otherwise each request's is compressed as it goes.
+    pub fn new(
+        comments: Vec<RankedComment>,
+        summary: Option<ReviewSummaryView>,
+        read_at: Instant,
+        compress: bool,
+    ) -> Ranking {
+        let prepare = |body: Bytes| {
+            Arc::new(if compress { Prepared::compressed(body, Effort::Prepared) } else { Prepared::tagged(body) })
+        };
         // Rendering these plain structs cannot fail; if it ever did, each
         // request would render (and report) on its own.
-        let v1_body = render(&RankedPage::of(&comments, summary.as_ref())).ok();
-        let seed_body = render(&SeedCommentsPage::of_ranked(&comments)).ok();
-        let summary_body = summary.as_ref().and_then(|summary| render(summary).ok());
+        let v1_body = render(&RankedPage::of(&comments, summary.as_ref())).ok().map(prepare);
+        let seed_body = render(&SeedCommentsPage::of_ranked(&comments)).ok().map(prepare);
+        let summary_body = summary.as_ref().and_then(|summary| render(summary).ok()).map(prepare);
         Ranking {
             comments,
             summary,
@@ -85,7 +95,8 @@ impl Ranking {
     }
 
     /// The bytes this ranking holds, as the ranked-read cache weighs it: the
-    /// rendered answers (both ranked reads and the summary), the comments
+    /// rendered answers (both ranked reads and the summary) with their
+    /// compressed variants, the comments
     /// (weighed by their JSON in the `/v1` answer, which spells out every
     /// string they hold), their authors (read later, so weighed ahead at a
     /// nickname's usual size), and a fixed overhead for the structs and the
@@ -93,9 +104,9 @@ impl Ranking {
     pub fn weight_bytes(&self) -> u64 {
         const ENTRY_OVERHEAD_BYTES: usize = 1024;
         const AUTHOR_BYTES: usize = 128;
-        let rendered = |body: &Option<Tagged>| body.as_ref().map_or(0, |tagged| tagged.body.len());
+        let rendered = |body: &Option<Arc<Prepared>>| body.as_ref().map_or(0, |prepared| prepared.weight_bytes());
         let comments_json = match &self.v1_body {
-            Some(tagged) => tagged.body.len(),
+            Some(prepared) => prepared.body().len(),
             // Never seen (rendering plain structs does not fail); weigh the worst case.
             None => self.comments.len() * common::store::MAX_CONTENT_BYTES,
         };
@@ -125,40 +136,39 @@ impl Ranking {
     }
 
     /// The `/v1` answer showing the best `limit` comments and the summary.
-    pub fn v1_body(&self, limit: usize) -> Result<Tagged, serde_json::Error> {
+    pub fn v1_body(&self, limit: usize) -> Result<Arc<Prepared>, serde_json::Error> {
         match &self.v1_body {
-            Some(tagged) if limit >= self.comments.len() => Ok(tagged.clone()),
-            _ => render(&RankedPage::of(&self.comments[..limit.min(self.comments.len())], self.summary.as_ref())),
+            Some(prepared) if limit >= self.comments.len() => Ok(Arc::clone(prepared)),
+            _ => {
+                let shown = &self.comments[..limit.min(self.comments.len())];
+                render(&RankedPage::of(shown, self.summary.as_ref())).map(|body| Arc::new(Prepared::tagged(body)))
+            }
         }
     }
 
     /// The summary route's answer; `None` when no run has counted the product.
-    pub fn summary_body(&self) -> Option<Result<Tagged, serde_json::Error>> {
+    pub fn summary_body(&self) -> Option<Result<Arc<Prepared>, serde_json::Error>> {
         let summary = self.summary.as_ref()?;
-        Some(self.summary_body.clone().map_or_else(|| render(summary), Ok))
+        Some(match &self.summary_body {
+            Some(prepared) => Ok(Arc::clone(prepared)),
+            None => render(summary).map(|body| Arc::new(Prepared::tagged(body))),
+        })
     }
 
     /// The seed's answer showing the best `limit` comments.
-    pub fn seed_body(&self, limit: usize) -> Result<Tagged, serde_json::Error> {
+    pub fn seed_body(&self, limit: usize) -> Result<Arc<Prepared>, serde_json::Error> {
         match &self.seed_body {
-            Some(tagged) if limit >= self.comments.len() => Ok(tagged.clone()),
-            _ => render(&SeedCommentsPage::of_ranked(&self.comments[..limit.min(self.comments.len())])),
+            Some(prepared) if limit >= self.comments.len() => Ok(Arc::clone(prepared)),
+            _ => {
+                let shown = &self.comments[..limit.min(self.comments.len())];
+                render(&SeedCommentsPage::of_ranked(shown)).map(|body| Arc::new(Prepared::tagged(body)))
+            }
         }
     }
 }
 
-/// An answer's JSON and its `ETag`, computed together.
-#[derive(Debug, Clone)]
-pub struct Tagged {
-    /// The JSON.
-    pub body: Bytes,
-    /// Its entity tag ([`crate::etag::entity_tag`]).
-    pub etag: HeaderValue,
-}
-
-fn render(value: &impl Serialize) -> Result<Tagged, serde_json::Error> {
-    let body = Bytes::from(serde_json::to_vec(value)?);
-    Ok(Tagged { etag: entity_tag(&body), body })
+fn render(value: &impl Serialize) -> Result<Bytes, serde_json::Error> {
+    serde_json::to_vec(value).map(Bytes::from)
 }
 
 #[cfg(test)]
@@ -170,7 +180,7 @@ mod tests {
     #[test]
     fn a_ranking_is_fresh_for_the_ttl_from_the_start_of_its_read() {
         let read_at = Instant::now() - Duration::from_secs(5);
-        let ranking = Ranking::new(Vec::new(), None, read_at);
+        let ranking = Ranking::new(Vec::new(), None, read_at, false);
         assert!(ranking.is_fresh(Duration::from_secs(6)));
         assert!(!ranking.is_fresh(Duration::from_secs(5)));
         assert!(!ranking.is_fresh(Duration::ZERO), "a zero TTL keeps nothing fresh");
@@ -191,18 +201,19 @@ mod tests {
         let product = common::Id::parse("productId", "PRODUCT001").expect("id");
         let counted = common::summary::ReviewSummary { rated: [0, 0, 0, 0, 3], ..Default::default() };
         let summary = ReviewSummaryView::new(&product, &counted, 1, true);
-        let ranking = Ranking::new(ranked.clone(), Some(summary.clone()), Instant::now());
-        let parse = |tagged: Tagged| {
-            assert_eq!(tagged.etag, entity_tag(&tagged.body), "tagged with its own tag");
-            serde_json::from_slice::<serde_json::Value>(&tagged.body).expect("json")
+        let ranking = Ranking::new(ranked.clone(), Some(summary.clone()), Instant::now(), true);
+        let parse = |prepared: Arc<Prepared>| {
+            assert_eq!(prepared.etag(), &crate::etag::entity_tag(prepared.body()), "tagged with its own tag");
+            serde_json::from_slice::<serde_json::Value>(prepared.body()).expect("json")
         };
         let full = parse(ranking.v1_body(20).expect("v1"));
         assert_eq!(full, serde_json::to_value(RankedPage::of(&ranked, Some(&summary))).expect("json"));
         assert_eq!(full["summary"]["count"], 3);
         let alone = parse(ranking.summary_body().expect("a summary").expect("rendered"));
         assert_eq!(alone, serde_json::to_value(&summary).expect("json"));
-        assert!(Ranking::new(ranked.clone(), None, Instant::now()).summary_body().is_none());
-        assert!(parse(Ranking::new(ranked.clone(), None, Instant::now()).v1_body(20).expect("v1"))["summary"].is_null());
+        assert!(Ranking::new(ranked.clone(), None, Instant::now(), false).summary_body().is_none());
+        assert!(parse(Ranking::new(ranked.clone(), None, Instant::now(), false).v1_body(20).expect("v1"))["summary"]
+            .is_null());
         assert_eq!(full["comments"].as_array().map(Vec::len), Some(3));
         assert!(full["nextCursor"].is_null());
         let two = parse(ranking.v1_body(2).expect("v1"));

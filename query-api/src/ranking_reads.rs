@@ -104,7 +104,10 @@ pub async fn load_ranking(state: &AppState, product: Id) -> common::Result<Arc<R
             comment.map(|comment| RankedComment::new(comment, slot.rank, slot.score))
         })
         .collect();
-    Ok(Arc::new(Ranking::new(ranked, with_newer(&product, counted, newer), read_at).read_from_replica(from_replica)))
+    // Compressed once only when the cache will serve it again and again.
+    let compress = !state.settings().ranked_cache_ttl.is_zero();
+    let ranking = Ranking::new(ranked, with_newer(&product, counted, newer), read_at, compress);
+    Ok(Arc::new(ranking.read_from_replica(from_replica)))
 }
 
 /// The run's count (`counted`: the summary and the run's as-of time, when a

@@ -14,6 +14,7 @@ pub mod v1;
 pub mod widget;
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
@@ -21,9 +22,9 @@ use axum::http::{header, HeaderValue, Method, Uri};
 use axum::response::{IntoResponse, Response};
 use utoipa::IntoResponses;
 
+use crate::encoding::Prepared;
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::last_good::{self, Answer, PageRead};
-use crate::prepared_ranking::Tagged;
 use crate::state::AppState;
 use crate::telemetry::{self, ServedStale};
 use crate::widget::shown_stale;
@@ -45,15 +46,16 @@ pub(crate) fn ranked_answer(state: &AppState, body: Bytes, read_at: Instant) -> 
     Answer {
         body,
         content_type: last_good::JSON,
-        etag: None,
+        prepared: None,
         cache_control: Some(ranked_cache_control(state)),
         read_at,
     }
 }
 
-/// A ranked read's answer from JSON prepared with its `ETag` ([`Tagged`]).
-pub(crate) fn tagged_answer(state: &AppState, tagged: Tagged, read_at: Instant) -> Answer {
-    Answer { etag: Some(tagged.etag), ..ranked_answer(state, tagged.body, read_at) }
+/// A ranked read's answer from a body prepared once ([`Prepared`]), with
+/// its `ETag` and compressed variants.
+pub(crate) fn prepared_answer(state: &AppState, prepared: Arc<Prepared>, read_at: Instant) -> Answer {
+    Answer { prepared: Some(Arc::clone(&prepared)), ..ranked_answer(state, prepared.body().clone(), read_at) }
 }
 
 /// How much of the request's deadline is left for answering from the last
@@ -102,8 +104,8 @@ fn fresh_response(answer: Answer) -> Response {
     if let Some(cache_control) = answer.cache_control {
         response.headers_mut().insert(header::CACHE_CONTROL, cache_control);
     }
-    if let Some(etag) = answer.etag {
-        response.headers_mut().insert(header::ETAG, etag);
+    if let Some(prepared) = answer.prepared {
+        prepared.mark(&mut response);
     }
     response
 }
@@ -125,8 +127,16 @@ fn stale_response(kept: &Answer, keep_for: Duration) -> Response {
         (header::CACHE_CONTROL, HeaderValue::from_str(&cache_control).unwrap_or(HeaderValue::from_static("no-cache"))),
         (header::AGE, HeaderValue::from(age)),
     ];
-    let body = if kept.content_type == last_good::HTML { shown_stale(&kept.body) } else { kept.body.clone() };
-    let mut response = (headers, body).into_response();
+    // A widget's view shows its stale notice: other bytes, compressed as they go.
+    if kept.content_type == last_good::HTML {
+        let mut response = (headers, shown_stale(&kept.body)).into_response();
+        response.extensions_mut().insert(ServedStale);
+        return response;
+    }
+    let mut response = (headers, kept.body.clone()).into_response();
+    if let Some(prepared) = &kept.prepared {
+        prepared.mark(&mut response);
+    }
     response.extensions_mut().insert(ServedStale);
     response
 }

@@ -16,7 +16,7 @@ use utoipa::openapi::{HttpMethod, OpenApi};
 use utoipa::Modify;
 
 use super::answers::Answers;
-use super::{answer_kept, json_response, tagged_answer, Unavailable};
+use super::{answer_kept, json_response, prepared_answer, Unavailable};
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{JsonBody, LimitQuery, ProductId, RawLimitQuery, UserId};
 use crate::last_good::{self, Answer, PageRead};
@@ -58,7 +58,7 @@ pub async fn seed_product_latest(
     answer_kept(&state, PageRead::SeedLatest { product, limit }, async {
         let read_at = Instant::now();
         let body = seed_page(&state, IndexKind::Product, keys::product_comment_prefix(&product), None, limit).await?;
-        Ok(Answer { body, content_type: last_good::JSON, etag: None, cache_control: None, read_at })
+        Ok(Answer { body, content_type: last_good::JSON, prepared: None, cache_control: None, read_at })
     })
     .await
 }
@@ -160,8 +160,8 @@ pub async fn seed_ranked(
     let limit = limit.get();
     answer_kept(&state, PageRead::SeedRanked { product, limit }, async {
         let ranking = ranking_reads::ranking(&state, product).await?;
-        let tagged = ranking.seed_body(limit).map_err(render_error)?;
-        Ok(tagged_answer(&state, tagged, ranking.read_at()))
+        let prepared = ranking.seed_body(limit).map_err(render_error)?;
+        Ok(prepared_answer(&state, prepared, ranking.read_at()))
     })
     .await
 }

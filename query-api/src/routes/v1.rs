@@ -12,7 +12,7 @@ use common::keys;
 use common::store::stars::StarList;
 use common::store::IndexKind;
 
-use super::{answer_kept, ranked_answer, tagged_answer, Unavailable};
+use super::{answer_kept, prepared_answer, ranked_answer, Unavailable};
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{
     CommentOrder, IncludeQuery, PageQuery, ProductId, ProductPageQuery, RankedQuery, RawIncludeQuery, RawPageQuery,
@@ -63,7 +63,7 @@ pub async fn v1_product_comments(
     answer_kept(&state, PageRead::Latest { product, limit, authors }, async {
         let read_at = Instant::now();
         let page = pages::v1_page(&state, IndexKind::Product, prefix, None, limit, authors).await?;
-        Ok(Answer { body: render(&page)?, content_type: last_good::JSON, etag: None, cache_control: None, read_at })
+        Ok(Answer { body: render(&page)?, content_type: last_good::JSON, prepared: None, cache_control: None, read_at })
     })
     .await
 }
@@ -141,7 +141,7 @@ pub async fn v1_ranked_comments(
             let body = pages::ranked_with_authors(&state, &ranking, limit).await?;
             return Ok(ranked_answer(&state, body, ranking.read_at()));
         }
-        Ok(tagged_answer(&state, ranking.v1_body(limit).map_err(render_error)?, ranking.read_at()))
+        Ok(prepared_answer(&state, ranking.v1_body(limit).map_err(render_error)?, ranking.read_at()))
     })
     .await
 }
@@ -170,7 +170,7 @@ pub async fn v1_review_summary(
         let Some(body) = ranking.summary_body() else {
             return Err(ApiError::new(ErrorCode::NoSummary, format!("product {product} has no review to summarise")));
         };
-        Ok(tagged_answer(&state, body.map_err(render_error)?, ranking.read_at()))
+        Ok(prepared_answer(&state, body.map_err(render_error)?, ranking.read_at()))
     })
     .await
 }

@@ -12,7 +12,7 @@ use axum::response::{Html, IntoResponse, Response};
 use maud::{html, Markup, PreEscaped, DOCTYPE};
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 
-use super::{answer_kept, ranked_answer, Unavailable};
+use super::{answer_kept, prepared_answer, Unavailable};
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ProductId, RawWidgetQuery, SummariesQuery, WidgetQuery};
 use crate::last_good::{self, Answer, PageRead};
@@ -25,13 +25,16 @@ use crate::widget::{FirstView, Lang, Rendered, ViewKey, SCRIPT, SCRIPT_CACHE_CON
 /// Where the script is served.
 pub const SCRIPT_PATH: &str = "/widget/v1/reviews.js";
 
-/// The widgets' script: long-cached, revalidated by its `ETag`.
+/// The widgets' script: long-cached, revalidated by its `ETag`, sent in the
+/// variant the browser accepts.
 pub async fn widget_script() -> Response {
     let headers = [
         (header::CONTENT_TYPE, HeaderValue::from_static("text/javascript; charset=utf-8")),
         (header::CACHE_CONTROL, SCRIPT_CACHE_CONTROL),
     ];
-    (headers, SCRIPT.clone()).into_response()
+    let mut response = (headers, SCRIPT.body().clone()).into_response();
+    SCRIPT.mark(&mut response);
+    response
 }
 
 /// A product's reviews as `<product-reviews>` first shows them, rendered as
@@ -61,8 +64,8 @@ pub async fn product_reviews_html(
     answer_kept(&state, PageRead::Widget(key.clone()), async {
         let (view, read_at) = first_view(&state, key).await?;
         // As old as the ranking it shows, like the ranked read.
-        let answer = ranked_answer(&state, view.body.clone(), read_at);
-        Ok(Answer { content_type: last_good::HTML, etag: Some(view.etag.clone()), ..answer })
+        let answer = prepared_answer(&state, Arc::clone(&view.prepared), read_at);
+        Ok(Answer { content_type: last_good::HTML, ..answer })
     })
     .await
 }
@@ -101,7 +104,7 @@ pub async fn demo_product_page(
     let key = ViewKey::new(id, lang, query.limit.get(), Some(&name));
     let (view, _) = first_view(&state, key).await?;
     // The fragment is this service's own rendering, escaped where it was made.
-    let fragment = PreEscaped(String::from_utf8_lossy(&view.body).into_owned());
+    let fragment = PreEscaped(String::from_utf8_lossy(view.prepared.body()).into_owned());
     let main = html! {
         header { p { a href=(demo_listing_link(lang.tag())) { "All products" } } }
         main { h1 { (name) } p class="price" { "₩ 19,900" } (fragment) }

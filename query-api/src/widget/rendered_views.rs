@@ -6,12 +6,11 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
-use axum::http::HeaderValue;
 use common::keys::MAX_RANK;
 use common::Id;
 
 use super::messages::Lang;
-use crate::etag::entity_tag;
+use crate::encoding::{Effort, Prepared};
 
 /// What shapes a rendered first view besides the ranking: the product, the
 /// language, the ranked reviews shown and the name its JSON-LD gives.
@@ -41,14 +40,12 @@ impl ViewKey {
     }
 }
 
-/// A first view as rendered: its HTML and `ETag`, and the read of the
-/// ranking it shows.
+/// A first view as rendered: its HTML with its `ETag` and compressed
+/// variants, and the read of the ranking it shows.
 #[derive(Debug)]
 pub struct Rendered {
-    /// The HTML fragment.
-    pub body: Bytes,
-    /// Its entity tag, computed once.
-    pub etag: HeaderValue,
+    /// The HTML fragment, prepared once.
+    pub prepared: Arc<Prepared>,
     /// When the read of the ranking it shows began.
     pub ranking_read_at: Instant,
 }
@@ -69,7 +66,7 @@ impl RenderedViews {
             moka::sync::Cache::builder()
                 .name("rendered-views")
                 .weigher(|key: &ViewKey, view: &Arc<Rendered>| {
-                    u32::try_from(view.body.len() + key.heap_bytes() + 256).unwrap_or(u32::MAX)
+                    u32::try_from(view.prepared.weight_bytes() + key.heap_bytes() + 256).unwrap_or(u32::MAX)
                 })
                 .max_capacity(max_bytes.max(1))
                 .time_to_live(ranking_ttl.saturating_mul(2))
@@ -84,9 +81,12 @@ impl RenderedViews {
     }
 
     /// Keeps `body`, the view of `key` rendered from the ranking read at
-    /// `ranking_read_at`, with its `ETag`.
+    /// `ranking_read_at`, with its `ETag` and (when views are kept, to be
+    /// served many times) its compressed variants.
     pub fn keep(&self, key: ViewKey, body: Bytes, ranking_read_at: Instant) -> Arc<Rendered> {
-        let view = Arc::new(Rendered { etag: entity_tag(&body), body, ranking_read_at });
+        let prepared =
+            if self.views.is_some() { Prepared::compressed(body, Effort::Prepared) } else { Prepared::tagged(body) };
+        let view = Arc::new(Rendered { prepared: Arc::new(prepared), ranking_read_at });
         if let Some(views) = &self.views {
             views.insert(key, Arc::clone(&view));
         }
@@ -109,8 +109,11 @@ mod tests {
         let (read_at, reloaded_at) = (Instant::now(), Instant::now() + Duration::from_millis(1));
         let views = RenderedViews::new(Duration::from_secs(10), 1 << 20);
         let kept = views.keep(key.clone(), Bytes::from_static(b"<p>first</p>"), read_at);
-        assert_eq!(kept.etag, entity_tag(b"<p>first</p>"));
-        assert_eq!(views.get(&key, read_at).map(|view| view.body.clone()), Some(kept.body.clone()));
+        assert_eq!(kept.prepared.etag(), &crate::etag::entity_tag(b"<p>first</p>"));
+        assert_eq!(
+            views.get(&key, read_at).map(|view| view.prepared.body().clone()),
+            Some(kept.prepared.body().clone())
+        );
         assert!(views.get(&key, reloaded_at).is_none(), "a reloaded ranking is rendered again");
         assert!(views.get(&ViewKey { lang: Lang::En, ..key.clone() }, read_at).is_none());
         let uncached = RenderedViews::new(Duration::ZERO, 1 << 20);

@@ -1,0 +1,351 @@
+//! Answers prepared once with their compressed variants ([`Prepared`]), and
+//! serving each request the variant its `Accept-Encoding` asks for
+//! ([`serve_prepared`]).
+//!
+//! Every browser sends `Accept-Encoding: gzip, deflate, br, zstd`. An answer
+//! the service serves again and again (a cached ranking's answers, a rendered
+//! widget view, the widget script) is compressed when it is prepared, with
+//! gzip and brotli, and each request picks the bytes it can read; compressing
+//! the same bytes on every request cost ten times the answer itself. Every
+//! other answer is compressed per request by the compression layer, at its
+//! fastest level and only above [`MIN_COMPRESSED_BYTES`] (`crate::server`).
+//!
+//! Each variant has its own `ETag` (the identity's with `-gz` or `-br`
+//! added), so a cache or browser holding one variant revalidates that one,
+//! and every answer with variants says `Vary: Accept-Encoding`.
+
+use std::io::Write;
+use std::sync::Arc;
+
+use axum::body::{Body, Bytes};
+use axum::extract::Request;
+use axum::http::{header, HeaderMap, HeaderValue};
+use axum::middleware::Next;
+use axum::response::Response;
+
+use crate::etag::entity_tag;
+
+/// Below this size an answer is sent as it is: its compressed form would
+/// save a few hundred bytes at most, less than the packet it travels in.
+pub const MIN_COMPRESSED_BYTES: usize = 1024;
+
+/// gzip's level for prepared answers: level 6 (zlib's default) is about as
+/// small as level 9 on the service's JSON and HTML, in a quarter of a
+/// millisecond for a ranked answer.
+const GZIP_LEVEL: u32 = 6;
+/// brotli's quality for prepared answers: 5 is the last step that shrinks
+/// the service's answers much (quality 11 saves two or three points more, at
+/// fifty times the time, too slow for a ranking reloaded every few seconds).
+const BROTLI_QUALITY: u32 = 5;
+/// brotli's window (log2 of its bytes), the format's default.
+const BROTLI_WINDOW: u32 = 22;
+/// A variant is kept only when it is at most this share of the identity's
+/// size: one that saves less is not worth its memory.
+const WORTH_KEEPING: f64 = 0.9;
+
+/// A content coding a prepared answer may be sent in.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Coding {
+    /// brotli (`br`).
+    Brotli,
+    /// gzip.
+    Gzip,
+}
+
+impl Coding {
+    /// The coding's name in `Accept-Encoding` and `Content-Encoding`.
+    pub fn token(self) -> &'static str {
+        match self {
+            Coding::Brotli => "br",
+            Coding::Gzip => "gzip",
+        }
+    }
+}
+
+/// How hard to compress: a body prepared for a ranking's lifetime, or one
+/// prepared once for the life of the process (the widget script).
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum Effort {
+    /// [`GZIP_LEVEL`] and [`BROTLI_QUALITY`].
+    Prepared,
+    /// The smallest each coding makes.
+    Smallest,
+}
+
+/// One compressed form of an answer, with its own `ETag`.
+#[derive(Debug)]
+struct Variant {
+    coding: Coding,
+    body: Bytes,
+    etag: HeaderValue,
+}
+
+/// An answer's bytes and `ETag`, made once, with the compressed variants it
+/// was prepared with (none below [`MIN_COMPRESSED_BYTES`] or when
+/// compression was not asked for).
+#[derive(Debug)]
+pub struct Prepared {
+    identity: Bytes,
+    etag: HeaderValue,
+    variants: Vec<Variant>,
+}
+
+impl Prepared {
+    /// `body` and its tag, without variants: for answers served from a cache
+    /// that is off, which would compress for one request only.
+    pub fn tagged(body: Bytes) -> Prepared {
+        Prepared { etag: entity_tag(&body), identity: body, variants: Vec::new() }
+    }
+
+    /// `body` tagged and compressed with gzip and brotli at `effort`.
+    pub fn compressed(body: Bytes, effort: Effort) -> Prepared {
+        let mut prepared = Prepared::tagged(body);
+        if prepared.identity.len() < MIN_COMPRESSED_BYTES {
+            return prepared;
+        }
+        let worth = |compressed: &[u8]| compressed.len() as f64 <= prepared.identity.len() as f64 * WORTH_KEEPING;
+        let mut variants = Vec::with_capacity(2);
+        for coding in [Coding::Brotli, Coding::Gzip] {
+            let compressed = compress(&prepared.identity, coding, effort);
+            if worth(&compressed) {
+                let etag = variant_tag(&prepared.etag, coding);
+                variants.push(Variant { coding, body: Bytes::from(compressed), etag });
+            }
+        }
+        prepared.variants = variants;
+        prepared
+    }
+
+    /// The identity bytes.
+    pub fn body(&self) -> &Bytes {
+        &self.identity
+    }
+
+    /// The identity's `ETag`.
+    pub fn etag(&self) -> &HeaderValue {
+        &self.etag
+    }
+
+    /// Whether any compressed variant was kept.
+    pub fn has_variants(&self) -> bool {
+        !self.variants.is_empty()
+    }
+
+    /// Marks `response`, whose body is this answer's identity bytes, with its
+    /// `ETag` and, when it has variants, for [`serve_prepared`] to pick one.
+    pub fn mark(self: &Arc<Self>, response: &mut Response) {
+        response.headers_mut().insert(header::ETAG, self.etag.clone());
+        if self.has_variants() {
+            response.extensions_mut().insert(PreparedAnswer(Arc::clone(self)));
+        }
+    }
+
+    /// The bytes held, every variant's included: what a cache of prepared
+    /// answers weighs them by.
+    pub fn weight_bytes(&self) -> usize {
+        self.identity.len() + self.variants.iter().map(|variant| variant.body.len()).sum::<usize>()
+    }
+
+    /// The bytes, `ETag` and coding (`None`: identity) to answer a request
+    /// whose `Accept-Encoding` is `accepted`.
+    pub fn for_request(&self, accepted: &HeaderMap) -> (&Bytes, &HeaderValue, Option<Coding>) {
+        let weights = AcceptedCodings::of(accepted);
+        let best = self
+            .variants
+            .iter()
+            .filter(|variant| weights.quality(variant.coding) > 0.0)
+            // Highest quality value first; on a tie the earlier (smaller) coding.
+            .fold(None::<&Variant>, |best, variant| match best {
+                Some(best) if weights.quality(best.coding) >= weights.quality(variant.coding) => Some(best),
+                _ => Some(variant),
+            });
+        match best {
+            Some(variant) if weights.quality(variant.coding) >= weights.identity => {
+                (&variant.body, &variant.etag, Some(variant.coding))
+            }
+            _ => (&self.identity, &self.etag, None),
+        }
+    }
+}
+
+/// The quality values a request's `Accept-Encoding` gives the codings this
+/// service prepares, and identity (RFC 9110 §12.5.3).
+#[derive(Debug, Clone, Copy, PartialEq)]
+struct AcceptedCodings {
+    brotli: f32,
+    gzip: f32,
+    identity: f32,
+}
+
+impl AcceptedCodings {
+    fn of(headers: &HeaderMap) -> AcceptedCodings {
+        let (mut brotli, mut gzip, mut identity, mut any) = (None, None, None, None);
+        let values = headers.get_all(header::ACCEPT_ENCODING).iter().filter_map(|value| value.to_str().ok());
+        for element in values.flat_map(|value| value.split(',')) {
+            let mut parts = element.split(';');
+            let coding = parts.next().unwrap_or("").trim();
+            // A malformed or out-of-range q-value refuses the coding, as a
+            // client that wrote it cannot be assumed to read it.
+            let quality = parts
+                .find_map(|parameter| {
+                    let (name, value) = parameter.split_once('=')?;
+                    name.trim().eq_ignore_ascii_case("q").then(|| value.trim().parse::<f32>().unwrap_or(0.0))
+                })
+                .unwrap_or(1.0);
+            let quality = if (0.0..=1.0).contains(&quality) { quality } else { 0.0 };
+            let slot = if coding.eq_ignore_ascii_case("br") {
+                &mut brotli
+            } else if coding.eq_ignore_ascii_case("gzip") || coding.eq_ignore_ascii_case("x-gzip") {
+                &mut gzip
+            } else if coding.eq_ignore_ascii_case("identity") {
+                &mut identity
+            } else if coding == "*" {
+                &mut any
+            } else {
+                continue;
+            };
+            *slot = Some(quality);
+        }
+        let unnamed = any.unwrap_or(0.0);
+        AcceptedCodings {
+            brotli: brotli.unwrap_or(unnamed),
+            gzip: gzip.unwrap_or(unnamed),
+            // Identity is acceptable unless refused by name or by `*;q=0`.
+            identity: identity.unwrap_or(any.map_or(1.0, |any| if any > 0.0 { any } else { 0.0 })),
+        }
+    }
+
+    fn quality(self, coding: Coding) -> f32 {
+        match coding {
+            Coding::Brotli => self.brotli,
+            Coding::Gzip => self.gzip,
+        }
+    }
+}
+
+fn compress(body: &[u8], coding: Coding, effort: Effort) -> Vec<u8> {
+    let mut out = Vec::with_capacity(body.len() / 3);
+    match coding {
+        Coding::Gzip => {
+            let level = match effort {
+                Effort::Prepared => GZIP_LEVEL,
+                Effort::Smallest => 9,
+            };
+            let mut encoder = flate2::write::GzEncoder::new(out, flate2::Compression::new(level));
+            // Writing to a Vec cannot fail.
+            let _ = encoder.write_all(body);
+            out = encoder.finish().unwrap_or_default();
+        }
+        Coding::Brotli => {
+            let quality = match effort {
+                Effort::Prepared => BROTLI_QUALITY,
+                Effort::Smallest => 11,
+            };
+            let mut encoder = brotli::CompressorWriter::new(&mut out, 4096, quality, BROTLI_WINDOW);
+            let _ = encoder.write_all(body);
+            drop(encoder);
+        }
+    }
+    out
+}
+
+/// The identity's tag with the coding named inside its quotes: `W/"…-gz"`.
+fn variant_tag(identity: &HeaderValue, coding: Coding) -> HeaderValue {
+    let suffix = match coding {
+        Coding::Brotli => "-br",
+        Coding::Gzip => "-gz",
+    };
+    let text = identity.to_str().unwrap_or("W/\"\"");
+    let tag = format!("{}{suffix}\"", text.strip_suffix('"').unwrap_or(text));
+    HeaderValue::from_str(&tag).unwrap_or_else(|_| identity.clone())
+}
+
+/// A response's prepared answer, for [`serve_prepared`]: the handler answers
+/// the identity bytes and attaches this.
+#[derive(Debug, Clone)]
+pub struct PreparedAnswer(pub Arc<Prepared>);
+
+/// Middleware for the routes that answer prepared bytes: swaps a response
+/// carrying a [`PreparedAnswer`] with variants for the variant the request
+/// accepts, with its `Content-Encoding` and `ETag`, and says
+/// `Vary: Accept-Encoding`. Inside the conditional-GET layer, so a 304 is
+/// judged against the variant's tag.
+pub async fn serve_prepared(request: Request, next: Next) -> Response {
+    let accepted = request.headers().get_all(header::ACCEPT_ENCODING).iter().cloned().collect::<Vec<_>>();
+    let response = next.run(request).await;
+    let Some(PreparedAnswer(prepared)) = response.extensions().get::<PreparedAnswer>().cloned() else {
+        return response;
+    };
+    let mut headers = HeaderMap::new();
+    for value in accepted {
+        headers.append(header::ACCEPT_ENCODING, value);
+    }
+    let (body, etag, coding) = prepared.for_request(&headers);
+    let (mut parts, _) = response.into_parts();
+    parts.headers.insert(header::ETAG, etag.clone());
+    parts.headers.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+    if let Some(coding) = coding {
+        parts.headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static(coding.token()));
+    }
+    parts.headers.remove(header::CONTENT_LENGTH);
+    Response::from_parts(parts, Body::from(body.clone()))
+}
+
+#[cfg(test)]
+mod tests {
+    use std::io::Read;
+
+    use super::*;
+
+    fn accepting(value: &str) -> HeaderMap {
+        let mut headers = HeaderMap::new();
+        headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_str(value).expect("header"));
+        headers
+    }
+
+    fn json(bytes: usize) -> Bytes {
+        let review = r#"{"orderId":"ORDER00001","content":"Arrived quickly and works as described. ","rating":5},"#;
+        Bytes::from(review.repeat(bytes / review.len() + 1).into_bytes())
+    }
+
+    #[test]
+    fn each_request_gets_the_smallest_variant_it_accepts_by_its_quality_values() {
+        let prepared = Prepared::compressed(json(10_000), Effort::Prepared);
+        let coding = |accept: &str| prepared.for_request(&accepting(accept)).2;
+        assert_eq!(coding("gzip, deflate, br, zstd"), Some(Coding::Brotli), "a browser's header");
+        assert_eq!(coding("gzip"), Some(Coding::Gzip));
+        assert_eq!(coding("br;q=0.5, gzip"), Some(Coding::Gzip), "gzip preferred by its q-value");
+        assert_eq!(coding("br;q=0, gzip;q=0"), None, "both refused");
+        assert_eq!(coding("*"), Some(Coding::Brotli), "any coding");
+        assert_eq!(coding("*;q=0.1, identity"), None, "identity preferred over any coding");
+        assert_eq!(coding("zstd, deflate"), None, "nothing prepared fits: identity");
+        assert_eq!(coding("gzip;q=abc"), None, "a malformed q-value refuses its coding");
+        assert_eq!(prepared.for_request(&HeaderMap::new()).2, None, "no header: identity");
+    }
+
+    #[test]
+    fn variants_decode_to_the_identity_and_carry_tags_of_their_own() {
+        let body = json(10_000);
+        let prepared = Prepared::compressed(body.clone(), Effort::Prepared);
+        let (gzipped, gzip_tag, _) = prepared.for_request(&accepting("gzip"));
+        let mut decoded = Vec::new();
+        flate2::read::GzDecoder::new(&gzipped[..]).read_to_end(&mut decoded).expect("gzip");
+        assert_eq!(decoded, body);
+        let (brotli, brotli_tag, _) = prepared.for_request(&accepting("br"));
+        let mut decoded = Vec::new();
+        brotli::Decompressor::new(&brotli[..], 4096).read_to_end(&mut decoded).expect("brotli");
+        assert_eq!(decoded, body);
+        let identity_tag = prepared.etag().to_str().expect("ascii").to_owned();
+        assert_eq!(gzip_tag.to_str().expect("ascii"), format!("{}-gz\"", identity_tag.trim_end_matches('"')));
+        assert_ne!(gzip_tag, brotli_tag);
+        assert!(gzipped.len() * 3 < body.len() && brotli.len() < gzipped.len(), "{} {}", gzipped.len(), brotli.len());
+        assert_eq!(prepared.weight_bytes(), body.len() + gzipped.len() + brotli.len(), "every variant weighed");
+    }
+
+    #[test]
+    fn a_small_answer_has_no_variants() {
+        let prepared = Prepared::compressed(json(500), Effort::Smallest);
+        assert!(prepared.body().len() < MIN_COMPRESSED_BYTES && !prepared.has_variants());
+        assert_eq!(prepared.weight_bytes(), prepared.body().len());
+    }
+}
