@@ -9,27 +9,37 @@
 //! marker); the search reads only what was written since its watermark; the
 //! rolling refresh ranks every product once in D nights by key range, near
 //! equal slices cut where a listing of the whole range saw the products, and
-//! refills a slot whose comment was deleted directly; a run killed with SIGKILL leaves the watermark where it was,
-//! so the next `--changed-since last` misses nothing; and a shard of a plan
-//! cut elsewhere starts from the shards of the night before.
+//! refills a slot whose comment was deleted directly; nights the daemon
+//! missed or whose run did not complete are made up by the next run that
+//! completes, from `last` or from a time given, and cuts moved by a later
+//! listing of everything keep every product within D nights (the planning
+//! alone, over many histories: `refresh.rs`); a run killed with SIGKILL
+//! leaves the watermark where it was, so the next `--changed-since last`
+//! misses nothing; and a shard of a plan cut elsewhere starts from the shards
+//! of the night before.
 //!
 //! A product a run ranked is told from one it left alone by the score of its
 //! slots: after the full run every slot's score is rewritten to a sentinel
 //! (same comments, so nothing dangles), and a ranking writes real scores.
 
-use std::collections::BTreeSet;
+use std::collections::{BTreeMap, BTreeSet};
+use std::ops::RangeInclusive;
 use std::process::{Child, Command, Stdio};
 use std::time::Duration;
 
 use common::keys::{CommentKey, KeyRange};
 use common::model::{Comment, Order, Record};
+use common::store::lease::{Clock, SystemClock};
 use common::store::runs::{completed_cover, RunKind, RunStatus};
 use common::store::{NewComment, ProductRanking, Store};
 use common::Id;
-use integration_tests::fixtures::{post_numbered, write_ranking, AS_OF_MS};
+use integration_tests::fixtures::{post_all, post_numbered, write_ranking, AS_OF_MS};
 use integration_tests::{cargo_binary, fresh_store, test_id, thrift_addr};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
+use ranker::history::{ChangedSince, ChangesWanted};
+use ranker::lease::RunStop;
+use ranker::recorded::{RecordedRun, RunIdentity};
 use ranker::refresh::{night_of, refresh_ranges, RefreshCuts};
 use ranker::{Incremental, PaceMode, RunOptions, RunReport, Scope};
 use tokio_util::sync::CancellationToken;
@@ -406,6 +416,268 @@ async fn the_rolling_refresh_ranks_every_product_once_in_d_nights_and_refills_a_
     }
     assert_eq!(seen, (0..PRODUCTS).collect(), "every product in {DAYS} nights");
     drop_tables(&[&store]).await;
+}
+
+/// The refresh period of the tests of missed nights and moving cuts.
+const PERIOD: u32 = 4;
+
+/// The as-of time of night `night` of a test's history (night 0 is [`AS_OF`]'s).
+fn night_as_of(night: i64) -> i64 {
+    AS_OF + night * DAY_MS
+}
+
+/// One night's run as `ranker run --as-of <night> [--changed-since <since>
+/// --refresh-days <days>]` (or the daemon) makes it, recorded in the run
+/// history: the watermark and the refresh's nights come from the history
+/// (`ranker::history::make_incremental`), the cuts too. Without `since` a full
+/// run. A `stop` already asked for interrupts it before it ranks anything.
+async fn recorded_night(
+    store: &Store,
+    night: i64,
+    since: Option<ChangedSince>,
+    days: u32,
+    stop: &RunStop,
+) -> RecordedRun {
+    let mut tonight = options(Scope::All, None);
+    tonight.as_of_ms = night_as_of(night);
+    let wanted = since.map(|since| ChangesWanted {
+        since,
+        refresh_days: days,
+        skew_margin: Duration::ZERO,
+        check_all_slots: false,
+    });
+    let identity = RunIdentity::by_hand("refresh-test".to_owned(), SystemClock.now_ms());
+    let prepare = async |options: &mut RunOptions| match &wanted {
+        Some(wanted) => ranker::history::make_incremental(store, options, wanted).await,
+        None => Ok(()),
+    };
+    ranker::recorded::run_recorded(store, tonight, identity, &SystemClock, prepare, stop).await
+}
+
+/// A night's run that completed: its report, which products it ranked (of
+/// `products`, by their slots' scores, re-marked after), and each product's
+/// last night ranked updated.
+async fn completed_night(
+    store: &Store,
+    night: i64,
+    since: Option<ChangedSince>,
+    days: u32,
+    products: &BTreeSet<u64>,
+    last_ranked: &mut BTreeMap<u64, i64>,
+) -> (RecordedRun, BTreeSet<u64>) {
+    let recorded = recorded_night(store, night, since, days, &RunStop::new()).await;
+    assert_eq!(recorded.record.status, RunStatus::Succeeded, "night {night}: {:?}", recorded.record);
+    let mut ranked = BTreeSet::new();
+    for number in products {
+        let slots = store.rank_slots(&product(*number)).await.expect("slots");
+        if !slots.is_empty() && slots.iter().all(|slot| slot.score != Some(SENTINEL)) {
+            ranked.insert(*number);
+            last_ranked.insert(*number, night);
+        }
+    }
+    mark_slots_of(store, products).await;
+    (recorded, ranked)
+}
+
+/// [`mark_slots`] for the products numbered `products`.
+async fn mark_slots_of(store: &Store, products: &BTreeSet<u64>) {
+    for number in products {
+        let ranking = store.ranking(&product(*number)).await.expect("ranking");
+        let marked = ProductRanking {
+            product: product(*number),
+            as_of_ms: AS_OF,
+            ranked: ranking.slots.iter().map(|slot| (slot.comment, SENTINEL)).collect(),
+            summary: ranking.summary.expect("a run wrote the summary"),
+        };
+        store.write_ranking(&marked).await.expect("mark the slots");
+    }
+}
+
+/// The bound after a completed run of every product on night `night`: each
+/// was ranked by a completed run less than `days` nights before it.
+#[track_caller]
+fn assert_within(days: u32, night: i64, last_ranked: &BTreeMap<u64, i64>, products: &BTreeSet<u64>) {
+    let late: Vec<(u64, Option<i64>)> = products
+        .iter()
+        .map(|number| (*number, last_ranked.get(number).copied()))
+        .filter(|(_, last)| last.is_none_or(|last| night - last >= i64::from(days)))
+        .collect();
+    assert!(
+        late.is_empty(),
+        "night {night}: products last ranked {days} nights ago or more (product, night): {late:?}"
+    );
+}
+
+/// The cuts a run recorded.
+fn recorded_cuts(recorded: &RecordedRun) -> RefreshCuts {
+    let cuts = recorded.record.refresh_cuts.as_ref().expect("the run recorded cuts");
+    RefreshCuts { range: KeyRange::everything(), cuts: cuts.iter().map(|cut| hex::decode(cut).expect("hex")).collect() }
+}
+
+/// The products of `products` in the refresh slices of `nights` under `cuts`.
+fn slices(cuts: &RefreshCuts, days: u32, nights: RangeInclusive<i64>, products: &BTreeSet<u64>) -> BTreeSet<u64> {
+    let nights = night_of(night_as_of(*nights.start()))..=night_of(night_as_of(*nights.end()));
+    let ranges = refresh_ranges(std::slice::from_ref(cuts), &KeyRange::everything(), days, nights);
+    products.iter().copied().filter(|n| ranges.iter().any(|range| range.contains(product(*n).as_bytes()))).collect()
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn nights_missed_or_failed_are_made_up_by_the_next_run_and_a_slot_deleted_directly_waits_at_most_d_nights() {
+    let store = fresh_store("incr_missed").await;
+    const PRODUCTS: u64 = 24;
+    seed(&store, PRODUCTS).await;
+    let all: BTreeSet<u64> = (0..PRODUCTS).collect();
+    let mut last_ranked = BTreeMap::new();
+    let last = Some(ChangedSince::Last);
+    let (full, _) = completed_night(&store, 0, None, PERIOD, &all, &mut last_ranked).await;
+    let cuts = recorded_cuts(&full);
+
+    // A comment of a product whose slice is night 2's deleted the Java way:
+    // no cell to find by time, only its refresh slice refills the slot.
+    let deleted = *slices(&cuts, PERIOD, 2..=2, &all).first().expect("night 2 has a slice");
+    let gone = best_comment(&store, deleted).await;
+    delete_rows(&store, &store.tables().comment.clone(), vec![gone.as_bytes().to_vec()]).await;
+
+    let (first, ranked) = completed_night(&store, 1, last, PERIOD, &all, &mut last_ranked).await;
+    assert_within(PERIOD, 1, &last_ranked, &all);
+    assert_eq!(ranked, slices(&cuts, PERIOD, 1..=1, &all), "night 1: its slice");
+    assert_eq!(first.record.refresh_cuts, None, "a slice is no listing of everything");
+
+    // Nights 2 and 3: the daemon did not run. Night 4 makes up their slices.
+    let (fourth, ranked) = completed_night(&store, 4, last, PERIOD, &all, &mut last_ranked).await;
+    assert_within(PERIOD, 4, &last_ranked, &all);
+    assert_eq!(ranked, slices(&cuts, PERIOD, 2..=4, &all), "night 4: the slices of nights 2, 3 and 4");
+    let changes = fourth.result.as_ref().expect("report").changes.clone().expect("incremental");
+    assert_eq!((changes.refreshed_whole_range, changes.products_written), (false, 0), "{changes:?}");
+    let slots = store.rank_slots(&product(deleted)).await.expect("slots");
+    assert!(slots.iter().all(|slot| slot.comment != gone), "the deleted comment's slot is refilled on night 4");
+
+    // Night 5's run is stopped before it ranks anything: it does not count,
+    // and night 6 makes up night 5's slice with its own.
+    let stopped = RunStop::new();
+    stopped.shut_down();
+    let fifth = recorded_night(&store, 5, last, PERIOD, &stopped).await;
+    assert_eq!(fifth.record.status, RunStatus::Interrupted);
+    let (_, ranked) = completed_night(&store, 6, last, PERIOD, &all, &mut last_ranked).await;
+    assert_within(PERIOD, 6, &last_ranked, &all);
+    assert_eq!(ranked, slices(&cuts, PERIOD, 5..=6, &all), "night 6: the slices of nights 5 and 6");
+
+    // Nights 7 to 10, D of them, missed: night 11 ranks everything, a listing
+    // of the whole range that records its cuts again.
+    let (eleventh, ranked) = completed_night(&store, 11, last, PERIOD, &all, &mut last_ranked).await;
+    assert_within(PERIOD, 11, &last_ranked, &all);
+    assert_eq!(ranked, all, "night 11 after {PERIOD} missed nights: everything");
+    let changes = eleventh.result.as_ref().expect("report").changes.clone().expect("incremental");
+    assert!(changes.refreshed_whole_range, "{changes:?}");
+    assert_eq!(recorded_cuts(&eleventh), cuts, "the same products, cut in the same places");
+    drop_tables(&[&store]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_run_changed_since_a_time_makes_up_the_nights_since_the_last_completed_run() {
+    let store = fresh_store("incr_since_time").await;
+    const PRODUCTS: u64 = 24;
+    seed(&store, PRODUCTS).await;
+    let all: BTreeSet<u64> = (0..PRODUCTS).collect();
+    let mut last_ranked = BTreeMap::new();
+    let (full, _) = completed_night(&store, 0, None, PERIOD, &all, &mut last_ranked).await;
+    let cuts = recorded_cuts(&full);
+    let (_, ranked) = completed_night(&store, 1, Some(ChangedSince::Last), PERIOD, &all, &mut last_ranked).await;
+    assert_eq!(ranked, slices(&cuts, PERIOD, 1..=1, &all));
+
+    // Nights 2 and 3 missed; then an operator runs from a time of their
+    // choosing, after a vote on a product of night 1's slice.
+    let since_ms = watermark_now().await;
+    let voted = *slices(&cuts, PERIOD, 1..=1, &all).first().expect("night 1 has a slice");
+    let mut vote = comment(&store, voted, 0).await;
+    vote.helpful = Some(10_000);
+    store.put_records(&[vote]).await.expect("a vote");
+    let (fourth, ranked) =
+        completed_night(&store, 4, Some(ChangedSince::Time(since_ms)), PERIOD, &all, &mut last_ranked).await;
+    assert_within(PERIOD, 4, &last_ranked, &all);
+    let changes = fourth.result.as_ref().expect("report").changes.clone().expect("incremental");
+    assert_eq!((changes.since_ms, fourth.record.changed_since_ms), (since_ms, Some(since_ms)), "from the time given");
+    let mut expected = slices(&cuts, PERIOD, 2..=4, &all);
+    expected.insert(voted);
+    assert_eq!(ranked, expected, "night 4: the product voted on and the slices of nights 2, 3 and 4");
+
+    // It completed, so the next night's run from `last` starts after it.
+    let (_, ranked) = completed_night(&store, 5, Some(ChangedSince::Last), PERIOD, &all, &mut last_ranked).await;
+    assert_within(PERIOD, 5, &last_ranked, &all);
+    assert_eq!(ranked, slices(&cuts, PERIOD, 5..=5, &all), "night 5: its slice alone");
+    drop_tables(&[&store]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn cuts_moved_by_a_later_listing_of_everything_keep_every_product_within_d_nights() {
+    let store = fresh_store("incr_cuts_move").await;
+    const DAYS: u32 = 3;
+    // Products 0, 4, 8, ... 92 first. The ones that come later fall among
+    // the first eight, three in each gap, so the parts there get four times
+    // the products: a listing of everything then cuts elsewhere.
+    let first: BTreeSet<u64> = (0..24).map(|n| 4 * n).collect();
+    let added: BTreeSet<u64> = (0..8).flat_map(|n| [4 * n + 1, 4 * n + 2, 4 * n + 3]).collect();
+    let all: BTreeSet<u64> = first.union(&added).copied().collect();
+    post_products(&store, &first).await;
+    let mut last_ranked = BTreeMap::new();
+    let last = Some(ChangedSince::Last);
+    let (full, _) = completed_night(&store, 0, None, DAYS, &first, &mut last_ranked).await;
+    let first_cuts = recorded_cuts(&full);
+    let (_, ranked) = completed_night(&store, 1, last, DAYS, &first, &mut last_ranked).await;
+    assert_within(DAYS, 1, &last_ranked, &first);
+    assert_eq!(ranked, slices(&first_cuts, DAYS, 1..=1, &first), "night 1");
+
+    // The new products are changes night 2 finds; its slice follows the old cuts.
+    post_products(&store, &added).await;
+    let (_, ranked) = completed_night(&store, 2, last, DAYS, &all, &mut last_ranked).await;
+    assert_within(DAYS, 2, &last_ranked, &all);
+    let expected: BTreeSet<u64> = slices(&first_cuts, DAYS, 2..=2, &all).union(&added).copied().collect();
+    assert_eq!(ranked, expected, "night 2: the new products and the slice under the old cuts");
+
+    // Nights 3 to 5 missed: night 6 lists everything and cuts it where the
+    // products are now; the nights after follow the new cuts.
+    let (sixth, ranked) = completed_night(&store, 6, last, DAYS, &all, &mut last_ranked).await;
+    assert_within(DAYS, 6, &last_ranked, &all);
+    assert_eq!(ranked, all, "night 6: everything");
+    let moved = recorded_cuts(&sixth);
+    let mut seen = BTreeSet::new();
+    for night in 7..=9 {
+        let (_, ranked) = completed_night(&store, night, last, DAYS, &all, &mut last_ranked).await;
+        assert_within(DAYS, night, &last_ranked, &all);
+        assert_eq!(ranked, slices(&moved, DAYS, night..=night, &all), "night {night}: its slice under the new cuts");
+        assert_eq!(ranked.len(), all.len() / DAYS as usize, "night {night}: near-equal slices of the new products too");
+        assert_ne!(ranked, slices(&first_cuts, DAYS, night..=night, &all), "night {night}: the slices moved");
+        assert!(seen.is_disjoint(&ranked), "night {night} ranked a product again");
+        seen.extend(ranked);
+    }
+    assert_eq!(seen, all, "every product in {DAYS} nights");
+    // Only the runs that listed everything recorded cuts.
+    let runs = store.recent_runs(20).await.expect("history");
+    let with_cuts: Vec<i64> =
+        runs.iter().rev().filter(|run| run.refresh_cuts.is_some()).map(|run| run.as_of_ms).collect();
+    assert_eq!(with_cuts, [night_as_of(0), night_as_of(6)]);
+    drop_tables(&[&store]).await;
+}
+
+/// Writes the products numbered `numbers` as [`seed`] writes its products.
+async fn post_products(store: &Store, numbers: &BTreeSet<u64>) {
+    let mut comments = Vec::new();
+    for number in numbers {
+        for index in 0..PER_PRODUCT {
+            comments.push(NewComment {
+                order_id: order(*number, index),
+                product_id: product(*number),
+                user_id: test_id("u", number * 100 + index),
+                content: format!("Review {index} of product {number}: sturdy{}", " and more".repeat(index as usize)),
+                timestamp_ms: AS_OF - 30 * DAY_MS + i64::try_from(index).expect("small") * 1_000,
+                rating: Some(5),
+                helpful: Some(index * 3),
+                unhelpful: Some(1),
+                photos: None,
+            });
+        }
+    }
+    post_all(store, comments).await;
 }
 
 /// Records `report` as a completed run under `options`, as `ranker run` and

@@ -10,6 +10,7 @@ mod incremental;
 mod java_rows;
 mod monitoring;
 mod ranker;
+mod refresh;
 mod reliability;
 mod replicas;
 mod rows;
