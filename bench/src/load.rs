@@ -25,10 +25,20 @@ const REQUEST_TIMEOUT: Duration = Duration::from_secs(30);
 /// clients apart by address: two load generators on one machine bind
 /// different loopback addresses, 127.0.0.1 and 127.0.0.2, to count as two).
 pub fn http_client(connections: usize, local_address: Option<std::net::IpAddr>) -> anyhow::Result<reqwest::Client> {
+    http_client_with(connections, local_address, reqwest::header::HeaderMap::new())
+}
+
+/// [`http_client`], sending `headers` with every request.
+pub fn http_client_with(
+    connections: usize,
+    local_address: Option<std::net::IpAddr>,
+    headers: reqwest::header::HeaderMap,
+) -> anyhow::Result<reqwest::Client> {
     reqwest::Client::builder()
         .timeout(REQUEST_TIMEOUT)
         .pool_max_idle_per_host(connections)
         .local_address(local_address)
+        .default_headers(headers)
         .build()
         .context("building the HTTP client")
 }

@@ -149,7 +149,10 @@ impl Prepared {
     /// The bytes, `ETag` and coding (`None`: identity) to answer a request
     /// whose `Accept-Encoding` is `accepted`.
     pub fn for_request(&self, accepted: &HeaderMap) -> (&Bytes, &HeaderValue, Option<Coding>) {
-        let weights = AcceptedCodings::of(accepted);
+        self.for_codings(AcceptedCodings::of(accepted))
+    }
+
+    fn for_codings(&self, weights: AcceptedCodings) -> (&Bytes, &HeaderValue, Option<Coding>) {
         let best = self
             .variants
             .iter()
@@ -271,16 +274,12 @@ pub struct PreparedAnswer(pub Arc<Prepared>);
 /// `Vary: Accept-Encoding`. Inside the conditional-GET layer, so a 304 is
 /// judged against the variant's tag.
 pub async fn serve_prepared(request: Request, next: Next) -> Response {
-    let accepted = request.headers().get_all(header::ACCEPT_ENCODING).iter().cloned().collect::<Vec<_>>();
+    let accepted = AcceptedCodings::of(request.headers());
     let response = next.run(request).await;
     let Some(PreparedAnswer(prepared)) = response.extensions().get::<PreparedAnswer>().cloned() else {
         return response;
     };
-    let mut headers = HeaderMap::new();
-    for value in accepted {
-        headers.append(header::ACCEPT_ENCODING, value);
-    }
-    let (body, etag, coding) = prepared.for_request(&headers);
+    let (body, etag, coding) = prepared.for_codings(accepted);
     let (mut parts, _) = response.into_parts();
     parts.headers.insert(header::ETAG, etag.clone());
     parts.headers.insert(header::VARY, HeaderValue::from_static("accept-encoding"));

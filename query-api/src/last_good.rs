@@ -27,6 +27,7 @@ use moka::ops::compute::Op;
 use moka::sync::Cache;
 
 use crate::encoding::Prepared;
+use crate::telemetry;
 use crate::widget::ViewKey;
 
 /// The routes whose answers are kept, as their templates: `reviews_api_stale_answers_total`
@@ -105,6 +106,8 @@ pub const HTML: &str = "text/html; charset=utf-8";
 pub struct LastGood {
     answers: Cache<PageRead, Arc<Answer>>,
     keep_for: Duration,
+    /// `reviews_api_last_good_bytes`, set when an answer is kept.
+    bytes: metrics::Gauge,
 }
 
 /// What one kept answer costs beyond its body and key: the cache's entry, the
@@ -128,7 +131,7 @@ impl LastGood {
             .max_capacity(max_bytes.max(1))
             .time_to_live(keep_for)
             .build();
-        Some(LastGood { answers, keep_for })
+        Some(LastGood { answers, keep_for, bytes: metrics::gauge!(telemetry::LAST_GOOD_BYTES) })
     }
 
     /// How long an answer is kept after it was last replaced.
@@ -151,6 +154,7 @@ impl LastGood {
             Some(kept) if kept.value().read_at >= newer.read_at => Op::Nop,
             _ => Op::Put(newer),
         });
+        self.bytes.set(self.answers.weighted_size() as f64);
     }
 
     /// The last good answer of `read`, if one is kept.

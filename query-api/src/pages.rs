@@ -6,10 +6,10 @@
 //! one index scan (one row more than asked, whose key says where the next
 //! page starts) and one multi-get of the comments it names. A filtered or
 //! rating-ordered page is the walks of its [`StarList`] in turn within the
-//! service's budget of rows examined; a page that the product's summary
-//! already says is empty is answered without one.
+//! service's budget of rows examined, whatever the cached summary counts.
 
 use std::collections::HashMap;
+use std::sync::Arc;
 
 use axum::body::Bytes;
 use common::cursor::{self, ViewPosition};
@@ -19,6 +19,7 @@ use common::store::stars::StarList;
 use common::store::{IndexKind, WalkRequest};
 use common::Id;
 
+use crate::encoding::Prepared;
 use crate::error::ApiError;
 use crate::prepared_ranking::Ranking;
 use crate::state::AppState;
@@ -98,9 +99,15 @@ pub async fn star_list_page(
 }
 
 /// The ranked answer showing `ranking`'s best `limit` comments with their
-/// authors' nicknames.
-pub async fn ranked_with_authors(state: &AppState, ranking: &Ranking, limit: usize) -> Result<Bytes, ApiError> {
-    render(&RankedPage::of(&ranked_comments_with_authors(state, ranking, limit).await?, ranking.summary()))
+/// authors' nicknames: for the whole ranking (what the review widget asks
+/// for), rendered by the first request and kept with the ranking.
+pub async fn ranked_with_authors(state: &AppState, ranking: &Ranking, limit: usize) -> Result<Arc<Prepared>, ApiError> {
+    let whole = limit >= ranking.comments().len();
+    if let Some(kept) = ranking.with_authors_body().filter(|_| whole) {
+        return Ok(kept);
+    }
+    let body = render(&RankedPage::of(&ranked_comments_with_authors(state, ranking, limit).await?, ranking.summary()))?;
+    Ok(if whole { ranking.keep_with_authors_body(body) } else { Arc::new(Prepared::tagged(body)) })
 }
 
 /// `ranking`'s best `limit` comments, each with its author's nickname. The

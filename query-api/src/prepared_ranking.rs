@@ -3,7 +3,7 @@
 //! rendered, tagged and compressed once, when it is loaded.
 
 use std::collections::HashMap;
-use std::sync::Arc;
+use std::sync::{Arc, OnceLock};
 use std::time::{Duration, Instant};
 
 use axum::body::Bytes;
@@ -33,6 +33,11 @@ pub struct Ranking {
     /// and cached with the ranking: a product page asks on every view. Ten
     /// nicknames at most, weighed ahead ([`Ranking::weight_bytes`]).
     authors: OnceCell<HashMap<Id, Option<Author>>>,
+    /// The `/v1` answer with authors (what the review widget asks for),
+    /// prepared by the first request for it and weighed ahead.
+    with_authors_body: OnceLock<Arc<Prepared>>,
+    /// Whether this ranking's answers are compressed once (it is cached).
+    compress: bool,
     read_at: Instant,
     from_replica: bool,
 }
@@ -48,9 +53,7 @@ impl Ranking {
         read_at: Instant,
         compress: bool,
     ) -> Ranking {
-        let prepare = |body: Bytes| {
-            Arc::new(if compress { Prepared::compressed(body, Effort::Prepared) } else { Prepared::tagged(body) })
-        };
+        let prepare = |body: Bytes| prepare(body, compress);
         // Rendering these plain structs cannot fail; if it ever did, each
         // request would render (and report) on its own.
         let v1_body = render(&RankedPage::of(&comments, summary.as_ref())).ok().map(prepare);
@@ -63,6 +66,8 @@ impl Ranking {
             seed_body,
             summary_body,
             authors: OnceCell::new(),
+            with_authors_body: OnceLock::new(),
+            compress,
             read_at,
             from_replica: false,
         }
@@ -111,7 +116,11 @@ impl Ranking {
             None => self.comments.len() * common::store::MAX_CONTENT_BYTES,
         };
         let structs = self.comments.len() * (std::mem::size_of::<RankedComment>() + AUTHOR_BYTES);
+        // The answer with authors, rendered later, weighed ahead: the `/v1`
+        // answer's bytes and variants, and room for each author.
+        let with_authors = rendered(&self.v1_body) + self.comments.len() * AUTHOR_BYTES;
         let total = rendered(&self.v1_body)
+            + with_authors
             + rendered(&self.seed_body)
             + rendered(&self.summary_body)
             + comments_json
@@ -123,6 +132,18 @@ impl Ranking {
     /// The ranked comments, best first.
     pub fn comments(&self) -> &[RankedComment] {
         &self.comments
+    }
+
+    /// The `/v1` answer of the whole ranking with its authors, `body`, as
+    /// the first request for it rendered it: kept (and compressed when the
+    /// ranking is cached) for the requests after it.
+    pub fn keep_with_authors_body(&self, body: Bytes) -> Arc<Prepared> {
+        Arc::clone(self.with_authors_body.get_or_init(|| prepare(body, self.compress)))
+    }
+
+    /// The `/v1` answer of the whole ranking with its authors, once a request rendered it.
+    pub fn with_authors_body(&self) -> Option<Arc<Prepared>> {
+        self.with_authors_body.get().cloned()
     }
 
     /// The cell of the comments' authors, filled by the first read that needs them.
@@ -165,6 +186,11 @@ impl Ranking {
             }
         }
     }
+}
+
+/// `body` prepared with its variants when `compress`, else only tagged.
+fn prepare(body: Bytes, compress: bool) -> Arc<Prepared> {
+    Arc::new(if compress { Prepared::compressed(body, Effort::Prepared) } else { Prepared::tagged(body) })
 }
 
 fn render(value: &impl Serialize) -> Result<Bytes, serde_json::Error> {

@@ -11,6 +11,7 @@ use std::future::Future;
 use std::sync::{Arc, Mutex};
 use std::time::Duration;
 
+use axum::http::HeaderValue;
 use common::Id;
 use moka::future::Cache;
 
@@ -33,6 +34,9 @@ pub struct RankedCache {
     ttl: Duration,
     /// The products whose expired ranking one request is reloading now.
     refreshing: Arc<Mutex<HashSet<Id>>>,
+    /// What ranked reads answer in `Cache-Control`, made once.
+    cache_control: HeaderValue,
+    results: CacheResults,
 }
 
 impl std::fmt::Debug for RankedCache {
@@ -60,7 +64,19 @@ impl RankedCache {
                 .time_to_live(ttl.saturating_mul(2))
                 .build()
         });
-        RankedCache { cache, ttl, refreshing: Arc::default() }
+        let seconds = ttl.as_secs();
+        let cache_control = if seconds == 0 {
+            HeaderValue::from_static("no-cache")
+        } else {
+            HeaderValue::from_str(&format!("public, max-age={seconds}")).unwrap_or(HeaderValue::from_static("no-cache"))
+        };
+        RankedCache { cache, ttl, refreshing: Arc::default(), cache_control, results: CacheResults::new() }
+    }
+
+    /// The `Cache-Control` of ranked reads: they change only when the ranker
+    /// runs, so clients and proxies may keep them as long as this cache does.
+    pub fn cache_control(&self) -> &HeaderValue {
+        &self.cache_control
     }
 
     /// `product`'s cached ranking while it is fresh; `None` when the cache
@@ -88,31 +104,31 @@ impl RankedCache {
         F: Future<Output = common::Result<Arc<Ranking>>>,
     {
         let Some(cache) = &self.cache else {
-            count_request("disabled");
+            self.results.disabled.increment(1);
             return load().await.map_err(ApiError::from);
         };
         if let Some(cached) = cache.get(&product).await {
             if cached.is_fresh(self.ttl) {
-                count_request("hit");
+                self.results.hit.increment(1);
                 return Ok(cached);
             }
             let Some(_claim) = RefreshClaim::take(&self.refreshing, product) else {
-                count_request("refreshing");
+                self.results.refreshing.increment(1);
                 return Ok(cached);
             };
             let fresh = load().await?;
             cache.insert(product, Arc::clone(&fresh)).await;
             metrics::gauge!(telemetry::RANKED_CACHE_BYTES).set(cache.weighted_size() as f64);
-            count_request("refresh");
+            self.results.refresh.increment(1);
             return Ok(fresh);
         }
         let entry =
             cache.entry(product).or_try_insert_with(load()).await.map_err(|error| ApiError::from_store(&error))?;
-        let result = if entry.is_fresh() { "miss" } else { "hit" };
+        let result = if entry.is_fresh() { &self.results.miss } else { &self.results.hit };
         // moka weighs entries as they are inserted and evicts soon after, so
         // this trails the truth by at most a few recent loads.
         metrics::gauge!(telemetry::RANKED_CACHE_BYTES).set(cache.weighted_size() as f64);
-        count_request(result);
+        result.increment(1);
         Ok(entry.into_value())
     }
 }
@@ -129,9 +145,28 @@ impl RankedCache {
     }
 }
 
-/// Counts one request for a ranking in `reviews_api_ranked_cache_requests_total` by its result.
-fn count_request(result: &'static str) {
-    metrics::counter!(telemetry::RANKED_CACHE_REQUESTS, "result" => result).increment(1);
+/// `reviews_api_ranked_cache_requests_total` by result, registered once: a
+/// cached read only increments.
+#[derive(Debug, Clone)]
+struct CacheResults {
+    hit: metrics::Counter,
+    miss: metrics::Counter,
+    refresh: metrics::Counter,
+    refreshing: metrics::Counter,
+    disabled: metrics::Counter,
+}
+
+impl CacheResults {
+    fn new() -> CacheResults {
+        let counter = |result: &'static str| metrics::counter!(telemetry::RANKED_CACHE_REQUESTS, "result" => result);
+        CacheResults {
+            hit: counter("hit"),
+            miss: counter("miss"),
+            refresh: counter("refresh"),
+            refreshing: counter("refreshing"),
+            disabled: counter("disabled"),
+        }
+    }
 }
 
 /// A product whose expired ranking one request is reloading; the claim ends

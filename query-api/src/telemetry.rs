@@ -1,10 +1,12 @@
 //! Metrics and request tracing: the Prometheus recorder, the per-request
 //! metrics middleware and the span every request's log lines carry.
 
-use std::sync::OnceLock;
+use std::collections::HashMap;
+use std::sync::{LazyLock, OnceLock, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use axum::extract::{MatchedPath, Request};
+use axum::http::Method;
 use axum::middleware::Next;
 use axum::response::Response;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
@@ -143,39 +145,73 @@ pub struct ServedFromReplica;
 /// Counts each request and records its latency, by route template (never the
 /// raw path, whose ids would make one series per product) and status.
 pub async fn record_request(request: Request, next: Next) -> Response {
-    let route = request
-        .extensions()
-        .get::<MatchedPath>()
-        .map_or_else(|| "unmatched".to_owned(), |path| path.as_str().to_owned());
-    let method = request.method().as_str().to_owned();
+    let route = request.extensions().get::<MatchedPath>().cloned();
+    let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
+    let method = request.method().clone();
     let started = Instant::now();
     let response = next.run(request).await;
-    let status = response.status().as_u16().to_string();
-    let elapsed = started.elapsed().as_secs_f64();
-    metrics::histogram!(HTTP_REQUEST_SECONDS, "method" => method.clone(), "route" => route.clone()).record(elapsed);
-    // The access log: one short line per request at debug (turn it on with
-    // RUST_LOG=query_api=debug), and at info only for slow requests, so a
-    // busy day does not write gigabytes of log.
-    if started.elapsed() >= SLOW_REQUEST {
-        tracing::info!(%route, %status, elapsed_ms = elapsed * 1_000.0, "slow request");
+    let status = response.status();
+    let elapsed = started.elapsed();
+    RequestMetrics::of(route, &method, status.as_u16(), |metrics| {
+        metrics.seconds.record(elapsed.as_secs_f64());
+        metrics.requests.increment(1);
+    });
+    let elapsed_ms = elapsed.as_secs_f64() * 1_000.0;
+    if elapsed >= SLOW_REQUEST {
+        tracing::info!(%route, status = status.as_u16(), elapsed_ms, "slow request");
     } else {
-        tracing::debug!(%route, %status, elapsed_ms = elapsed * 1_000.0, "request");
+        tracing::debug!(%route, status = status.as_u16(), elapsed_ms, "request");
     }
     if let Some(code) = response.extensions().get::<ErrorCode>() {
-        metrics::counter!(HTTP_ERRORS, "route" => route.clone(), "code" => code.as_str()).increment(1);
+        metrics::counter!(HTTP_ERRORS, "route" => route.to_owned(), "code" => code.as_str()).increment(1);
     }
     if response.extensions().get::<ServedStale>().is_some() {
-        metrics::counter!(STALE_ANSWERS, "route" => route.clone()).increment(1);
+        metrics::counter!(STALE_ANSWERS, "route" => route.to_owned()).increment(1);
     }
     if response.extensions().get::<ServedFromReplica>().is_some() {
-        metrics::counter!(REPLICA_ANSWERS, "route" => route.clone()).increment(1);
+        metrics::counter!(REPLICA_ANSWERS, "route" => route.to_owned()).increment(1);
     }
-    metrics::counter!(HTTP_REQUESTS, "method" => method, "route" => route, "status" => status).increment(1);
     response
 }
 
-/// The span of one request: its id (from `x-request-id`, set by the request-id
-/// layer just outside), method and path. Every log line inside carries them.
+/// The latency histogram and the request counter of one route, method and
+/// status, registered the first time they answer and kept: counting a
+/// request is then a lookup, not a registration with freshly built labels.
+#[derive(Debug)]
+struct RequestMetrics {
+    seconds: metrics::Histogram,
+    requests: metrics::Counter,
+}
+
+/// Route template -> (method, status) -> its metrics.
+type RequestMetricsByRoute = HashMap<Box<str>, HashMap<(Method, u16), RequestMetrics>>;
+
+impl RequestMetrics {
+    /// Runs `record` with the metrics of `route`, `method` and `status`.
+    fn of(route: &str, method: &Method, status: u16, record: impl FnOnce(&RequestMetrics)) {
+        static KNOWN: LazyLock<RwLock<RequestMetricsByRoute>> = LazyLock::new(RwLock::default);
+        let known = KNOWN.read().unwrap_or_else(PoisonError::into_inner);
+        if let Some(metrics) = known.get(route).and_then(|by_status| by_status.get(&(method.clone(), status))) {
+            return record(metrics);
+        }
+        drop(known);
+        let mut known = KNOWN.write().unwrap_or_else(PoisonError::into_inner);
+        let metrics = known.entry(route.into()).or_default().entry((method.clone(), status)).or_insert_with(|| {
+            let labels = [("method", method.as_str().to_owned()), ("route", route.to_owned())];
+            RequestMetrics {
+                seconds: metrics::histogram!(HTTP_REQUEST_SECONDS, &labels),
+                requests: metrics::counter!(
+                    HTTP_REQUESTS,
+                    "method" => method.as_str().to_owned(),
+                    "route" => route.to_owned(),
+                    "status" => status.to_string()
+                ),
+            }
+        });
+        record(metrics);
+    }
+}
+
 pub fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Span {
     let request_id = request.headers().get("x-request-id").and_then(|value| value.to_str().ok()).unwrap_or("-");
     tracing::info_span!(

@@ -396,3 +396,46 @@ test('the script weighs at most 12 KB gzipped and is cached by its ETag', async 
   const again = await fetch(`${api.base}/widget/v1/reviews.js`, { headers: { 'if-none-match': headers.etag } });
   assert.equal(again.status, 304);
 });
+
+test('Chromium gets the script, the first view and the ranked answer compressed once, and revalidates the variant it holds', async () => {
+  // What the browser received for each of the service's answers, as it came over the wire.
+  const received = new Map();
+  const watch = (page) => page.on('response', (response) => {
+    if (response.url().startsWith(api.base)) {
+      const headers = response.headers();
+      received.set(new URL(response.url()).pathname, { encoding: headers['content-encoding'], etag: headers.etag, vary: headers.vary });
+    }
+  });
+  // The server-rendered view, opened as it is served: decoded, parsed, its shadow root attached.
+  const view = await browser.newPage();
+  watch(view);
+  await view.goto(`${api.base}/v1/products/${HOT_PRODUCT}/reviews.html`);
+  const htmlPath = `/v1/products/${HOT_PRODUCT}/reviews.html`;
+  assert.equal(received.get(htmlPath)?.encoding, 'br', JSON.stringify(received.get(htmlPath)));
+  assert.equal(await view.$$eval('product-reviews >>> .review', (reviews) => reviews.length), Math.min(10, summary.count));
+  await view.close();
+  // The client-rendered widget: the script and its first answer arrive compressed, and it shows the reviews.
+  const { page } = await productPage();
+  const rankedPath = `/v1/products/${HOT_PRODUCT}/comments/ranked`;
+  for (const path of ['/widget/v1/reviews.js', rankedPath]) {
+    const seen = received.get(path) ?? {};
+    assert.equal(seen.encoding, 'br', `${path}: ${JSON.stringify(seen)}`);
+    assert.match(seen.etag ?? '', /^W\/"[0-9a-f]{32}-br"$/, path);
+    assert.equal(seen.vary, 'accept-encoding', path);
+  }
+  assert.equal((await listed(page)).length, Math.min(10, summary.count), 'the widget shows the decoded answer');
+  // Revalidating the brotli variant it holds answers 304; the gzip variant's tag is not the one it holds.
+  const url = `${api.base}${rankedPath}?include=author`;
+  const revalidated = await page.evaluate(async (url) => {
+    const first = await fetch(url, { cache: 'no-store' });
+    const etag = first.headers.get('ETag');
+    const held = await fetch(url, { cache: 'no-store', headers: { 'If-None-Match': etag } });
+    const other = await fetch(url, { cache: 'no-store', headers: { 'If-None-Match': etag.replace('-br"', '-gz"') } });
+    return { etag, held: held.status, other: other.status, body: (await other.json()).comments.length };
+  }, url);
+  assert.match(revalidated.etag ?? '', /-br"$/);
+  assert.equal(revalidated.held, 304);
+  assert.equal(revalidated.other, 200);
+  assert.equal(revalidated.body, Math.min(10, summary.count));
+  await page.close();
+});

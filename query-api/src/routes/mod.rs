@@ -26,19 +26,8 @@ use crate::encoding::Prepared;
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::last_good::{self, Answer, PageRead};
 use crate::state::AppState;
-use crate::telemetry::{self, ServedStale};
+use crate::telemetry::ServedStale;
 use crate::widget::shown_stale;
-
-/// The `Cache-Control` of ranked reads: they change only when the ranker runs,
-/// so clients and proxies may keep them as long as this service's cache does.
-fn ranked_cache_control(state: &AppState) -> HeaderValue {
-    let seconds = state.settings().ranked_cache_ttl.as_secs();
-    if seconds == 0 {
-        HeaderValue::from_static("no-cache")
-    } else {
-        HeaderValue::from_str(&format!("public, max-age={seconds}")).unwrap_or(HeaderValue::from_static("no-cache"))
-    }
-}
 
 /// A ranked read's answer: prepared JSON, cacheable by clients for as long as
 /// this service caches it, from a read of HBase that began at `read_at`.
@@ -47,7 +36,7 @@ pub(crate) fn ranked_answer(state: &AppState, body: Bytes, read_at: Instant) -> 
         body,
         content_type: last_good::JSON,
         prepared: None,
-        cache_control: Some(ranked_cache_control(state)),
+        cache_control: Some(state.ranked_cache().cache_control().clone()),
         read_at,
     }
 }
@@ -81,7 +70,6 @@ pub(crate) async fn answer_kept(
     match outcome {
         Ok(answer) => {
             last_good.remember(read, &answer);
-            metrics::gauge!(telemetry::LAST_GOOD_BYTES).set(last_good.weighted_bytes() as f64);
             Ok(fresh_response(answer))
         }
         Err(error) if error.code().is_store_failure() => match last_good.recall(&read) {

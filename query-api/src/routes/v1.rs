@@ -138,8 +138,8 @@ pub async fn v1_ranked_comments(
         let ranking = ranking_reads::ranking(&state, product).await?;
         // The answer is as old as the ranking it shows, however recently its authors were read.
         if query.include_author {
-            let body = pages::ranked_with_authors(&state, &ranking, limit).await?;
-            return Ok(ranked_answer(&state, body, ranking.read_at()));
+            let prepared = pages::ranked_with_authors(&state, &ranking, limit).await?;
+            return Ok(prepared_answer(&state, prepared, ranking.read_at()));
         }
         Ok(prepared_answer(&state, ranking.v1_body(limit).map_err(render_error)?, ranking.read_at()))
     })

@@ -1,0 +1,45 @@
+//! `anchor`: the floor `api-bench` measures the cached reads against. An axum
+//! server on tokio, as query-api is, answering `GET /anchor` with the bytes
+//! of a file (a ranked answer) and nothing else: no middleware, no cache
+//! lookup, no HBase. What query-api's cached read costs beyond it is the
+//! service's own work.
+
+use std::net::SocketAddr;
+use std::path::PathBuf;
+
+use anyhow::Context;
+use axum::body::Bytes;
+use axum::http::header;
+use axum::routing::get;
+use axum::Router;
+use clap::Parser;
+
+/// Flags of the anchor.
+#[derive(Debug, Parser)]
+#[command(name = "anchor", about = "Answers fixed bytes over HTTP: the floor of api-bench's cached reads.")]
+struct AnchorArgs {
+    /// Where to listen.
+    #[arg(long, default_value = "127.0.0.1:8090")]
+    listen: SocketAddr,
+
+    /// The file whose bytes every answer carries, as JSON.
+    #[arg(long)]
+    body: PathBuf,
+}
+
+#[tokio::main]
+async fn main() -> anyhow::Result<()> {
+    let args = AnchorArgs::parse();
+    let body = Bytes::from(std::fs::read(&args.body).with_context(|| format!("cannot read {}", args.body.display()))?);
+    let app = Router::new().route(
+        "/anchor",
+        get(move || {
+            let body = body.clone();
+            async move { ([(header::CONTENT_TYPE, "application/json")], body) }
+        }),
+    );
+    let listener = tokio::net::TcpListener::bind(args.listen)
+        .await
+        .with_context(|| format!("cannot listen on {}", args.listen))?;
+    axum::serve(listener, app).await.context("serving")
+}
