@@ -109,17 +109,26 @@ impl TestApp {
     /// Every comment of a `/v1` list, as answered, following `nextCursor`
     /// with pages of `limit` until the list ends.
     pub async fn walk_v1(&self, path: &str, limit: usize) -> Vec<Value> {
+        let pages = self.walk_v1_pages(path, limit).await;
+        pages.iter().flat_map(|page| page.comment_values().iter().cloned()).collect()
+    }
+
+    /// Every page of a `/v1` list, as answered (headers and all), following
+    /// `nextCursor` with pages of `limit` until the list ends; each page is
+    /// checked to be a `200`.
+    pub async fn walk_v1_pages(&self, path: &str, limit: usize) -> Vec<Answer> {
         // `path` may carry a query of its own (`?rating=1`).
         let path = if path.contains('?') { format!("{path}&") } else { format!("{path}?") };
-        let mut shown = Vec::new();
+        let mut pages = Vec::new();
         let mut url = format!("{path}limit={limit}");
         for _ in 0..MAX_PAGES {
             let page = self.get(&url).await;
             assert_eq!(page.status, StatusCode::OK, "{url}: {}", page.raw);
-            shown.extend(page.comment_values().iter().cloned());
-            match page.body["nextCursor"].as_str() {
+            let next = page.body["nextCursor"].as_str().map(str::to_owned);
+            pages.push(page);
+            match next {
                 Some(cursor) => url = format!("{path}limit={limit}&cursor={cursor}"),
-                None => return shown,
+                None => return pages,
             }
         }
         panic!("{path} did not end within {MAX_PAGES} pages");

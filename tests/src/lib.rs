@@ -227,6 +227,7 @@ pub enum ProxyMode {
 pub struct FaultyProxy {
     address: String,
     mode: std::sync::Arc<std::sync::Mutex<ProxyMode>>,
+    call_chunks: std::sync::Arc<std::sync::atomic::AtomicU64>,
     answer_chunks: std::sync::Arc<std::sync::atomic::AtomicU64>,
     task: tokio::task::JoinHandle<()>,
 }
@@ -237,12 +238,14 @@ impl FaultyProxy {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the proxy");
         let address = listener.local_addr().expect("proxy address").to_string();
         let mode = std::sync::Arc::new(std::sync::Mutex::new(ProxyMode::Pass));
+        let call_chunks = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         let answer_chunks = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         let upstream = upstream.to_owned();
-        let (shared_mode, shared_chunks) = (mode.clone(), answer_chunks.clone());
+        let (shared_mode, shared_calls, shared_answers) = (mode.clone(), call_chunks.clone(), answer_chunks.clone());
         let task = tokio::spawn(async move {
             while let Ok((client, _)) = listener.accept().await {
-                let (upstream, mode, chunks) = (upstream.clone(), shared_mode.clone(), shared_chunks.clone());
+                let (upstream, mode) = (upstream.clone(), shared_mode.clone());
+                let (calls, answers) = (shared_calls.clone(), shared_answers.clone());
                 tokio::spawn(async move {
                     let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else {
                         return;
@@ -251,13 +254,13 @@ impl FaultyProxy {
                     let (server_read, server_write) = server.into_split();
                     // Calls go through untouched; answers take the mode.
                     tokio::join!(
-                        forward(client_read, server_write, None),
-                        forward(server_read, client_write, Some((mode, chunks)))
+                        forward(client_read, server_write, calls, None),
+                        forward(server_read, client_write, answers, Some(mode))
                     );
                 });
             }
         });
-        FaultyProxy { address, mode, answer_chunks, task }
+        FaultyProxy { address, mode, call_chunks, answer_chunks, task }
     }
 
     /// The proxy's `host:port`, to give callers instead of the gateway's.
@@ -268,6 +271,16 @@ impl FaultyProxy {
     /// Changes what happens to answers from now on.
     pub fn set_mode(&self, mode: ProxyMode) {
         *self.mode.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = mode;
+    }
+
+    /// How many chunks of calls callers have sent through the proxy so far.
+    /// A caller sends a call whole and waits for its answer before the next
+    /// one on that connection, and a call of the sizes the tests make (a
+    /// multi-get of a few hundred keys at most) arrives in one chunk, so this
+    /// counts the Thrift calls made through the proxy; a call split across
+    /// chunks would only be counted more than once, never less.
+    pub fn call_chunks(&self) -> u64 {
+        self.call_chunks.load(std::sync::atomic::Ordering::SeqCst)
     }
 
     /// How many chunks of answers the gateway has sent through the proxy so
@@ -288,15 +301,13 @@ impl Drop for FaultyProxy {
     }
 }
 
-/// The mode applied to answers, and the count of answer chunks seen.
-type AnswerControl = (std::sync::Arc<std::sync::Mutex<ProxyMode>>, std::sync::Arc<std::sync::atomic::AtomicU64>);
-
-/// Copies `from` into `to` until either side closes; for answers (`answers`
-/// given), counts each chunk and applies the mode to it.
+/// Copies `from` into `to` until either side closes, counting each chunk in
+/// `chunks`; for answers (`mode` given), applies the mode to each chunk.
 async fn forward(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
-    answers: Option<AnswerControl>,
+    chunks: std::sync::Arc<std::sync::atomic::AtomicU64>,
+    mode: Option<std::sync::Arc<std::sync::Mutex<ProxyMode>>>,
 ) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut buffer = vec![0u8; 64 * 1024];
@@ -305,10 +316,8 @@ async fn forward(
             Ok(0) | Err(_) => return,
             Ok(read) => read,
         };
-        if let Some((_, chunks)) = &answers {
-            chunks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        }
-        match answers.as_ref().map(|(mode, _)| FaultyProxy::mode(mode)) {
+        chunks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        match mode.as_deref().map(FaultyProxy::mode) {
             None | Some(ProxyMode::Pass) => {}
             Some(ProxyMode::Delay(delay)) => tokio::time::sleep(delay).await,
             Some(ProxyMode::BlackHole) => continue,

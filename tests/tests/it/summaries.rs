@@ -3,18 +3,22 @@
 //! index rows, a review two index rows name, rows that do not decode, rows the
 //! Java service wrote, ratings of every shape), equal to a count taken by
 //! walking every latest page, shown by `explain`, kept for a product whose
-//! reviews are all gone, and not written by a dry run.
+//! reviews are all gone, and not written by a dry run; and the loads of
+//! uncached rankings behind it, which share their HBase calls in batches and
+//! are refused at once past the bound of loads waiting.
 
-use std::time::Duration;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::Arc;
+use std::time::{Duration, Instant};
 
 use common::keys::{self, CommentKey};
 use common::model::Comment;
 use common::store::Store;
 use common::summary::ReviewSummary;
 use common::Id;
-use integration_tests::app::{service_store_via, uncached_settings, TestApp};
+use integration_tests::app::{service_store_via, uncached_settings, Answer, TestApp};
 use integration_tests::fixtures::{new_comment, post_all, put_orders, AS_OF_MS};
-use integration_tests::{fresh_store, test_id, thrift2_addr, thrift_addr, FaultyProxy, ProxyMode};
+use integration_tests::{fresh_store, test_id, thrift2_addr, thrift_addr, wait_for, FaultyProxy, ProxyMode};
 use query_api::Settings;
 use ranker::{RunOptions, Scope};
 use serde_json::{json, Value};
@@ -311,9 +315,9 @@ async fn a_review_the_java_service_posts_again_after_a_run_counts_twice_until_th
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn concurrent_uncached_loads_of_one_and_of_many_products_each_get_their_own_ranking() {
-    // Loads asking at once share their reads (query_api::loads): the same
-    // product twice in a batch, and products with and without newer reviews,
-    // each get exactly what a load alone gets.
+    // Loads asking at once share their reads (query_api::ranking_batches):
+    // the same product twice in a batch, and products with and without newer
+    // reviews, each get exactly what a load alone gets, for fewer HBase calls.
     let store = fresh_store("summary_shared_loads").await;
     let products: Vec<Id> = (20..24).map(|n| test_id("S", n)).collect();
     for product in &products {
@@ -329,6 +333,8 @@ async fn concurrent_uncached_loads_of_one_and_of_many_products_each_get_their_ow
     let settings =
         Settings { request_timeout: Duration::from_secs(8), stale_if_error: Duration::ZERO, ..uncached_settings() };
     let service = TestApp::spawn(store_via_proxies, settings).await;
+    let calls = || thrift1.call_chunks() + thrift2.call_chunks();
+    let calls_before_alone = calls();
     let alone: Vec<(String, String)> = {
         let mut answers = Vec::new();
         for product in &products {
@@ -339,10 +345,14 @@ async fn concurrent_uncached_loads_of_one_and_of_many_products_each_get_their_ow
         }
         answers
     };
+    // Each of those eight loads was alone: each product's two loads made
+    // the HBase calls of two loads of it in batches of their own.
+    let calls_alone = calls() - calls_before_alone;
     // Slow answers keep the first batches in flight while the rest of the
     // requests queue, so the next batch holds every product, most of them twice.
     thrift1.set_mode(ProxyMode::Delay(Duration::from_millis(100)));
     thrift2.set_mode(ProxyMode::Delay(Duration::from_millis(100)));
+    let calls_before_together = calls();
     let requests = (0..64).map(|turn| {
         let (index, ranked) = (turn % products.len(), turn % 3 == 0);
         let route = if ranked { "ranked" } else { "summary" };
@@ -355,6 +365,98 @@ async fn concurrent_uncached_loads_of_one_and_of_many_products_each_get_their_ow
         let expected = if ranked { &alone[index].0 } else { &alone[index].1 };
         assert_eq!(&answer.raw, expected, "product {} read with others", products[index]);
     }
+    // The 64 loads, 16 of each product, would each have cost what a load of
+    // it alone costs: eight times the calls of the eight loads above. Loads
+    // that shared a batch shared its calls.
+    let calls_together = calls() - calls_before_together;
+    let calls_unbatched = calls_alone * 64 / 8;
+    assert!(
+        calls_together * 2 <= calls_unbatched,
+        "the loads formed batches: {calls_together} HBase calls for 64 loads, {calls_unbatched} without batches"
+    );
     service.shut_down().await;
     drop_tables(&[&store]).await;
+}
+
+/// Loads that wait for a batch at most (`query_api::ranking_batches`'s
+/// `MAX_QUEUED_LOADS`), beside those in the batches in flight: four batches
+/// of 32 at most, and one load taken that waits for a batch to finish.
+const MOST_LOADS_ADMITTED_AT_ONCE: usize = 256 + 4 * 32 + 1;
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn ranking_loads_beyond_the_256_waiting_for_a_batch_are_refused_at_once_and_counted() {
+    let store = fresh_store("summary_loads_queue").await;
+    let product = test_id("S", 30);
+    post_reviews(&store, &product, "QF", &[(Some(5), Some(1)), (Some(3), None)], AS_OF_MS - DAY_MS).await;
+    rank(&store, &product).await;
+    let (thrift1, thrift2) = (FaultyProxy::start(&thrift_addr()).await, FaultyProxy::start(&thrift2_addr()).await);
+    // Deadlines far beyond the held answers below, so only the loads' queue refuses.
+    let patient = ["--hbase-timeout-ms", "30000", "--request-timeout-ms", "40000"];
+    let store_via_proxies = service_store_via(&thrift1.address(), &thrift2.address(), &store, &patient);
+    // No last good copies: a refused load must show as the refusal, not as a kept copy.
+    let settings =
+        Settings { request_timeout: Duration::from_secs(40), stale_if_error: Duration::ZERO, ..uncached_settings() };
+    let service = TestApp::spawn(store_via_proxies, settings).await;
+    let url = format!("{}/v1/products/{product}/comments/summary", service.base);
+    let alone = service.get(&format!("/v1/products/{product}/comments/summary")).await;
+    assert_eq!(alone.status, reqwest::StatusCode::OK, "{}", alone.raw);
+    let queue_full = r#"reviews_hbase_overloaded_total{reason="queue_full"}"#;
+    let refused_before = counter_value(&service.metrics().await, queue_full);
+
+    // Every answer of HBase is held five seconds: the first batches keep
+    // their loads while all the requests arrive (the ranked cache is off, so
+    // each is a load of its own), and the queue behind them fills.
+    let hold = Duration::from_secs(5);
+    thrift1.set_mode(ProxyMode::Delay(hold));
+    thrift2.set_mode(ProxyMode::Delay(hold));
+    let loads = MOST_LOADS_ADMITTED_AT_ONCE + 35;
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(60)).build().expect("client");
+    let refused = Arc::new(AtomicUsize::new(0));
+    let requests = (0..loads).map(|_| {
+        let (request, refused) = (client.get(&url), refused.clone());
+        async move {
+            let sent = Instant::now();
+            let answer = Answer::from_response(request.send().await.expect("GET")).await;
+            if answer.status == reqwest::StatusCode::SERVICE_UNAVAILABLE {
+                refused.fetch_add(1, Ordering::SeqCst);
+            }
+            (answer, sent.elapsed())
+        }
+    });
+    let answers = tokio::spawn(futures_util::future::join_all(requests));
+    let least_refused = loads - MOST_LOADS_ADMITTED_AT_ONCE;
+    wait_for(Duration::from_secs(30), &format!("{least_refused} loads refused"), async || {
+        (refused.load(Ordering::SeqCst) >= least_refused).then_some(())
+    })
+    .await;
+    // HBase answers at once again: the batches finish and the loads waiting are served.
+    thrift1.set_mode(ProxyMode::Pass);
+    thrift2.set_mode(ProxyMode::Pass);
+    let answers = answers.await.expect("the requests");
+
+    let mut refusals = 0;
+    for (answer, took) in &answers {
+        if answer.status == reqwest::StatusCode::OK {
+            assert_eq!(answer.raw, alone.raw, "a load admitted is answered as a load alone");
+        } else {
+            answer.assert_error(reqwest::StatusCode::SERVICE_UNAVAILABLE, "overloaded");
+            assert!(*took < hold, "refused at once, without waiting for HBase: {took:?}");
+            refusals += 1;
+        }
+    }
+    assert!(refusals >= least_refused, "{refusals} of {loads} loads refused");
+    assert!(refusals < loads, "the loads admitted are served");
+    // The counter is the process's, and other tests may add to it, never take from it.
+    let refused_after = counter_value(&service.metrics().await, queue_full);
+    assert!(
+        refused_after - refused_before >= refusals as f64,
+        "{queue_full} counts each: {refused_before} to {refused_after}"
+    );
+    service.shut_down().await;
+    drop_tables(&[&store]).await;
+}
+
+/// The value of the sample `series` (its name and labels, as `/metrics` prints them); 0 when absent.
+fn counter_value(metrics: &str, series: &str) -> f64 {
+    metrics.lines().find_map(|line| line.strip_prefix(series)?.trim().parse().ok()).unwrap_or(0.0)
 }

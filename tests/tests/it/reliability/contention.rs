@@ -15,7 +15,8 @@
 //!   HBase calls queue, a client over its fair share is refused with 429 and
 //!   another client is served; a forwarding header counts only from a trusted
 //!   proxy; an API key is a client of its own, and an exempt one is never
-//!   refused.
+//!   refused; a refusal costs HBase nothing; the probes and `/metrics` are
+//!   never limited, and a browser can read a refusal and its `Retry-After`.
 
 use std::future::Future;
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -31,7 +32,7 @@ use ranker::{Incremental, PaceMode, PacingSettings, RunOptions, RunProgress, Sco
 use reqwest::StatusCode;
 use tokio_util::sync::CancellationToken;
 
-use integration_tests::app::TestApp;
+use integration_tests::app::{Answer, TestApp};
 use integration_tests::fixtures::{post_all, Catalogue, AS_OF_MS};
 
 /// A store over `tables_of`'s tables, reached through `proxy`.
@@ -44,12 +45,26 @@ fn store_through(proxy: &FaultyProxy, tables_of: &Store, config: HbaseConfig) ->
 /// The output of `work` and the most operations `hbase` had in flight at
 /// once while it ran (sampled every millisecond).
 async fn peak_in_flight<T>(hbase: &Hbase, work: impl Future<Output = T>) -> (T, usize) {
+    let hbase = hbase.clone();
+    peak_while(move || hbase.in_flight(), work).await
+}
+
+/// The output of `work` and the most operations `hbase` had waiting for a
+/// connection at once while it ran (sampled every millisecond).
+async fn peak_queued<T>(hbase: &Hbase, work: impl Future<Output = T>) -> (T, usize) {
+    let hbase = hbase.clone();
+    peak_while(move || hbase.queued(), work).await
+}
+
+/// The output of `work` and the largest value `sample` gave while it ran
+/// (sampled every millisecond).
+async fn peak_while<T>(sample: impl Fn() -> usize + Send + 'static, work: impl Future<Output = T>) -> (T, usize) {
     let peak = Arc::new(AtomicUsize::new(0));
     let sampler = tokio::spawn({
-        let (hbase, peak) = (hbase.clone(), peak.clone());
+        let peak = peak.clone();
         async move {
             loop {
-                peak.fetch_max(hbase.in_flight(), Ordering::Relaxed);
+                peak.fetch_max(sample(), Ordering::Relaxed);
                 tokio::time::sleep(Duration::from_millis(1)).await;
             }
         }
@@ -346,6 +361,15 @@ fn client_from(local: &str) -> reqwest::Client {
     reqwest::Client::builder().local_address(local).timeout(Duration::from_secs(20)).build().expect("client")
 }
 
+/// `GET {path}` by `client` with `headers`: the whole answer.
+async fn answer_to(client: &reqwest::Client, service: &TestApp, path: &str, headers: &[(&str, &str)]) -> Answer {
+    let mut request = client.get(format!("{}{path}", service.base));
+    for (name, value) in headers {
+        request = request.header(*name, *value);
+    }
+    Answer::from_response(request.send().await.expect("GET")).await
+}
+
 /// `GET {path}` by `client` with `headers`: the status, the `Retry-After`
 /// header and the error code, if any.
 async fn get_as(
@@ -354,16 +378,10 @@ async fn get_as(
     path: &str,
     headers: &[(&str, &str)],
 ) -> (StatusCode, Option<String>, Option<String>) {
-    let mut request = client.get(format!("{}{path}", service.base));
-    for (name, value) in headers {
-        request = request.header(*name, *value);
-    }
-    let response = request.send().await.expect("GET");
-    let status = response.status();
+    let answer = answer_to(client, service, path, headers).await;
     let retry_after =
-        response.headers().get(reqwest::header::RETRY_AFTER).map(|value| value.to_str().expect("ascii").to_owned());
-    let body: serde_json::Value = response.json().await.unwrap_or_default();
-    (status, retry_after, body["error"]["code"].as_str().map(str::to_owned))
+        answer.headers.get(reqwest::header::RETRY_AFTER).map(|value| value.to_str().expect("ascii").to_owned());
+    (answer.status, retry_after, answer.body["error"]["code"].as_str().map(str::to_owned))
 }
 
 /// The value of the counter sample `series` (name and labels, as `/metrics` prints it).
@@ -395,7 +413,12 @@ async fn a_flooding_client_is_refused_with_429_while_another_is_served() {
     post_all(&tables, catalogue.new_comments(0)).await;
     ranker::run(&tables, &RunOptions::new(Scope::All, AS_OF_MS), CancellationToken::new()).await.expect("ranking");
     let proxy = FaultyProxy::start(&thrift_addr()).await;
-    let (store, hbase) = store_through(&proxy, &tables, small_pool(Duration::from_secs(5)));
+    // Room in the queue for more than the greedy client's reads: a read let
+    // in past the shedding would wait there, where the test sees it, instead
+    // of being refused by the queue's own bound.
+    let queue_timeout = Duration::from_secs(5);
+    let pool = HbaseConfig { max_queued: Some(8), ..small_pool(queue_timeout) };
+    let (store, hbase) = store_through(&proxy, &tables, pool);
     let service = TestApp::spawn(store, Settings { clients: keyed_policy(), ..patient_settings() }).await;
     let (greedy, polite) = (client_from("127.0.0.1"), client_from("127.0.0.2"));
     let ranked = format!("/v1/products/{}/comments/ranked", catalogue.product(0));
@@ -419,23 +442,45 @@ async fn a_flooding_client_is_refused_with_429_while_another_is_served() {
     // Another client reads a page the cache holds: within its share, served.
     assert_eq!(get_as(&polite, &service, &ranked, &[]).await.0, StatusCode::OK);
     // Now the greedy client, four in flight, is over its share of two
-    // connections: refused at once, even for a page the cache holds; a
-    // forwarding header from it (an untrusted peer) changes nothing.
-    for headers in [&[][..], &[("x-forwarded-for", "203.0.113.77")][..], &[("forwarded", "for=198.51.100.1")][..]] {
-        let refused = get_as(&greedy, &service, &ranked, headers).await;
+    // connections: refused at once, for reads that need HBase (a latest page
+    // is never cached) as for a page the cache holds; a forwarding header
+    // from it (an untrusted peer) changes nothing. A refusal costs HBase
+    // nothing: none of the refused reads waits for a connection, as each
+    // would behind the silent gateway had it been let in.
+    let latest_page = format!("/v1/products/{}/comments", catalogue.product(0));
+    let refused_reads = [
+        (&latest_page, &[][..]),
+        (&latest_page, &[("x-forwarded-for", "203.0.113.77")][..]),
+        (&latest_page, &[("forwarded", "for=198.51.100.1")][..]),
+        (&ranked, &[][..]),
+    ];
+    for (path, headers) in refused_reads {
+        let started = Instant::now();
+        let (refused, most_queued) = peak_queued(&hbase, get_as(&greedy, &service, path, headers)).await;
+        let took = started.elapsed();
         assert_eq!(
             refused,
-            (StatusCode::TOO_MANY_REQUESTS, Some("1".to_owned()), Some("too_many_requests".to_owned()))
+            (StatusCode::TOO_MANY_REQUESTS, Some("1".to_owned()), Some("too_many_requests".to_owned())),
+            "{path} {headers:?}"
         );
+        assert_eq!(most_queued, 2, "{path} {headers:?}: the refusal cost no HBase work, no read of it waited");
+        assert!(took < queue_timeout, "{path} {headers:?}: refused at once, not after a wait: {took:?}");
+    }
+    // The probes and /metrics are never limited: the load balancer and
+    // Prometheus see the service as it is, whoever calls them. (/readyz asks
+    // HBase, which is silent here: the rate test below shows it unlimited.)
+    for probe in ["/healthz", "/metrics"] {
+        let (status, retry_after, _) = get_as(&greedy, &service, probe, &[]).await;
+        assert_eq!((status, retry_after), (StatusCode::OK, None), "{probe} from the refused client");
     }
     // The other client is still within its share.
     assert_eq!(get_as(&polite, &service, &ranked, &[]).await.0, StatusCode::OK);
     // So is a named key from the greedy client's own address: a client of its own.
     assert_eq!(get_as(&greedy, &service, &ranked, &[("x-api-key", SHOP_KEY)]).await.0, StatusCode::OK);
-    assert_eq!(hbase.queued(), 2, "the refusals cost no HBase work");
+    assert_eq!(hbase.queued(), 2, "the greedy client's two reads still wait, no more");
 
     let metrics = service.metrics().await;
-    assert_eq!(counter(&metrics, r#"reviews_api_client_refusals_total{class="address",reason="fair_share"}"#), 3);
+    assert_eq!(counter(&metrics, r#"reviews_api_client_refusals_total{class="address",reason="fair_share"}"#), 4);
     assert_eq!(counter(&metrics, r#"reviews_api_client_requests_total{class="shop-web"}"#), 1);
     assert_eq!(counter(&metrics, r#"reviews_api_client_refusals_total{class="shop-web",reason="fair_share"}"#), 0);
     proxy.set_mode(ProxyMode::Pass);
@@ -477,4 +522,74 @@ async fn only_a_trusted_proxy_says_which_client_a_request_is_from() {
     assert_eq!(counter(&metrics, r#"reviews_api_client_refusals_total{class="address",reason="rate"}"#), 2);
     assert_eq!(counter(&metrics, r#"reviews_api_client_refusals_total{class="shop-web",reason="rate"}"#), 1);
     assert_eq!(counter(&metrics, r#"reviews_api_client_requests_total{class="batch"}"#), 5);
+}
+
+/// The key of the client the two tests below limit to one request a second:
+/// a class of its own, so that its refusals are not counted with those the
+/// other tests count (the metrics are the process's, shared by the tests
+/// running at once).
+const RATED_KEY: &str = "rated-shop-0123456789";
+
+/// One request a second for the client with [`RATED_KEY`] (and for each address).
+fn rated_policy() -> ClientPolicy {
+    ClientPolicy {
+        api_keys: vec![format!("rated-shop={RATED_KEY}").parse().expect("key")],
+        rate_per_second: std::num::NonZeroU32::new(1),
+        ..ClientPolicy::default()
+    }
+}
+
+/// Sends `GET {path}` as `client` with `headers` until one is refused for
+/// its rate (the first may spend the second's one request), and returns that
+/// refusal.
+async fn refused_for_rate(client: &reqwest::Client, service: &TestApp, path: &str, headers: &[(&str, &str)]) -> Answer {
+    wait_for(Duration::from_secs(10), "a request refused for its client's rate", async || {
+        let answer = answer_to(client, service, path, headers).await;
+        (answer.status == StatusCode::TOO_MANY_REQUESTS).then_some(answer)
+    })
+    .await
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn the_probes_and_metrics_are_never_limited_while_their_client_is_refused_for_its_rate() {
+    let store = fresh_store("unlimited_probes").await;
+    let service = TestApp::spawn(store, Settings { clients: rated_policy(), ..patient_settings() }).await;
+    let client = client_from("127.0.0.1");
+    let as_rated = [("x-api-key", RATED_KEY)];
+    let page = format!("/v1/products/{}/comments", integration_tests::test_id("P", 1));
+    for probe in ["/healthz", "/readyz", "/metrics"] {
+        // The client is over its rate this very moment...
+        let refused = refused_for_rate(&client, &service, &page, &as_rated).await;
+        refused.assert_error(StatusCode::TOO_MANY_REQUESTS, "too_many_requests");
+        // ...and its probe is answered all the same, and costs it nothing.
+        let answer = answer_to(&client, &service, probe, &as_rated).await;
+        assert_eq!(answer.status, StatusCode::OK, "{probe} from a client refused for its rate: {}", answer.raw);
+        assert!(answer.headers.get(reqwest::header::RETRY_AFTER).is_none(), "{probe}");
+    }
+    service.shut_down().await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_browser_can_read_a_429_and_its_retry_after() {
+    let store = fresh_store("cors_refusal").await;
+    let shop = "https://shop.example";
+    let settings = Settings { cors_origins: vec![shop.to_owned()], clients: rated_policy(), ..patient_settings() };
+    let service = TestApp::spawn(store, settings).await;
+    let client = client_from("127.0.0.1");
+    let page = format!("/v1/products/{}/comments", integration_tests::test_id("P", 1));
+    // What a shop's page sends from the browser: its origin, and its key.
+    let from_the_shop = [("origin", shop), ("x-api-key", RATED_KEY)];
+    let refused = refused_for_rate(&client, &service, &page, &from_the_shop).await;
+    refused.assert_error(StatusCode::TOO_MANY_REQUESTS, "too_many_requests");
+    let header = |name: &str| refused.headers.get(name).and_then(|value| value.to_str().ok()).unwrap_or_default();
+    let retry_after: u64 =
+        header("retry-after").parse().unwrap_or_else(|_| panic!("a Retry-After: {:?}", refused.headers));
+    assert!(retry_after >= 1, "Retry-After {retry_after}");
+    // Without these the browser hides the answer from the page's script,
+    // which then cannot tell a refusal from a network failure, nor when to retry.
+    assert_eq!(header("access-control-allow-origin"), shop, "{:?}", refused.headers);
+    let exposed: Vec<String> =
+        header("access-control-expose-headers").split(',').map(|name| name.trim().to_ascii_lowercase()).collect();
+    assert!(exposed.iter().any(|name| name == "retry-after"), "Retry-After exposed: {exposed:?}");
+    service.shut_down().await;
 }

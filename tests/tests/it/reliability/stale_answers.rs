@@ -8,10 +8,13 @@
 //!   timelines, cursor pages and pages never served answer 503;
 //! - a copy is only ever replaced by an answer whose read began later;
 //! - an expired ranking is reloaded by one request while the others are
-//!   answered from the expiring copy (stale-while-revalidate).
+//!   answered from the expiring copy (stale-while-revalidate);
+//! - a first latest page with its authors, which no cached ranking holds,
+//!   is answered from its own kept copy, with its own `Age`.
 
 use std::time::{Duration, Instant};
 
+use common::model::{Extra, User};
 use common::store::Store;
 use integration_tests::app::{service_store_via, Answer, TestApp};
 use integration_tests::fixtures::{new_comment, post_all, write_ranking, Catalogue, AS_OF_MS};
@@ -267,6 +270,64 @@ async fn a_kept_answer_is_as_old_as_the_ranking_it_shows_however_recently_it_was
     // The authors were cached with the ranking: HBase is not needed to answer them again.
     let from_cache = service.get(&with_authors).await;
     assert_eq!((from_cache.status, &from_cache.raw), (StatusCode::OK, &authors_served.raw));
+    assert!(header(&from_cache, "age").is_none(), "a fresh answer from the cached ranking");
+    service.shut_down().await;
+    drop_tables(&[&tables]).await;
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_first_page_with_authors_is_answered_from_its_own_kept_copy_with_its_age_while_hbase_is_silent() {
+    let (tables, catalogue) = ranked_catalogue("stale_latest_with_authors").await;
+    let users: Vec<User> = (0..catalogue.users)
+        .map(|number| User {
+            id: catalogue.user(number),
+            name: format!("Real Name {number}"),
+            nickname: format!("Reviewer {number}"),
+            extra: Extra::new(),
+        })
+        .collect();
+    tables.put_records(&users).await.expect("put the users");
+    let gateways = Gateways::start().await;
+    // The ranked cache on, as a deployment has it: it holds rankings with
+    // their authors, never a latest page, so the latest page with authors is
+    // read from HBase every time, and while HBase is silent only its kept
+    // copy can answer it.
+    let settings = Settings { ranked_cache_ttl: Duration::from_secs(120), ..Settings::default() };
+    let service = TestApp::spawn(gateways.store(&tables, &[]), settings).await;
+    let product = catalogue.product(0);
+    let ranked_with_authors = format!("/v1/products/{product}/comments/ranked?include=author");
+    let cached_ranking = service.get(&ranked_with_authors).await;
+    assert_eq!(cached_ranking.status, StatusCode::OK, "{}", cached_ranking.raw);
+    let latest_with_authors = format!("/v1/products/{product}/comments?limit=5&include=author");
+    let read_before = Instant::now();
+    let served = service.get(&latest_with_authors).await;
+    assert_eq!(served.status, StatusCode::OK, "{}", served.raw);
+    assert!(header(&served, "age").is_none(), "a fresh answer has no Age");
+    assert_eq!(served.comment_values().len(), 5, "{}", served.raw);
+    for comment in served.comment_values() {
+        assert!(comment["author"]["nickname"].is_string(), "each review with its author: {comment}");
+    }
+
+    // The kept copy ages with the outage, and says how old it is. Each answer
+    // comes once the read of HBase has given up, so a few answers in, the
+    // copy is two seconds old.
+    gateways.set_mode(ProxyMode::BlackHole);
+    let stale =
+        wait_for(Duration::from_secs(30), "the kept first page with authors to be two seconds old", async || {
+            let answer = service.get(&latest_with_authors).await;
+            assert_stale_copy(&latest_with_authors, &answer, &served, read_before);
+            let age: u64 = header(&answer, "age").and_then(|age| age.parse().ok()).expect("an Age");
+            (age >= 2).then_some(answer)
+        })
+        .await;
+    assert!(stale.headers.get("x-replica-read").is_none(), "a kept copy says nothing of replicas");
+    // A user's timeline with authors is not kept: refused, not answered stale.
+    let timeline = service.get(&format!("/v1/users/{}/comments?include=author", catalogue.user(0))).await;
+    timeline.assert_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+    assert!(header(&timeline, "age").is_none(), "{}", timeline.raw);
+    // The ranked page with authors needs no HBase: the cached ranking answers it fresh.
+    let from_cache = service.get(&ranked_with_authors).await;
+    assert_eq!((from_cache.status, &from_cache.raw), (StatusCode::OK, &cached_ranking.raw));
     assert!(header(&from_cache, "age").is_none(), "a fresh answer from the cached ranking");
     service.shut_down().await;
     drop_tables(&[&tables]).await;
