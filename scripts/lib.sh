@@ -21,7 +21,7 @@ BIN=target/release
 # the ranker, the service and the two load generators.
 build_release_binaries() {
   cargo build --release --locked -p admin --bin reviews-admin -p ranker --bin ranker \
-    -p query-api --bin query-api -p bench --bin soak --bin api-bench --bin page-load
+    -p query-api --bin query-api -p bench --bin soak --bin api-bench --bin anchor --bin page-load
 }
 
 # start_query_api PORT LOG HBASE_FLAGS...: starts the release query-api on

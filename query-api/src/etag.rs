@@ -31,7 +31,9 @@ pub fn entity_tag(body: &[u8]) -> HeaderValue {
 /// Whether an `If-None-Match` header matches `tag`: `*`, or any listed tag
 /// equal to it under the weak comparison (the `W/` prefix is ignored).
 pub fn none_match_hits(if_none_match: &HeaderMap, tag: &HeaderValue) -> bool {
-    let opaque = |value: &str| value.trim().trim_start_matches("W/").to_owned();
+    if !if_none_match.contains_key(header::IF_NONE_MATCH) {
+        return false;
+    }
     let Ok(ours) = tag.to_str().map(opaque) else {
         return false;
     };
@@ -41,6 +43,11 @@ pub fn none_match_hits(if_none_match: &HeaderMap, tag: &HeaderValue) -> bool {
         .filter_map(|value| value.to_str().ok())
         .flat_map(|value| value.split(','))
         .any(|candidate| candidate.trim() == "*" || opaque(candidate) == ours)
+}
+
+/// An entity tag without its weakness marker, for the weak comparison.
+fn opaque(tag: &str) -> &str {
+    tag.trim().trim_start_matches("W/")
 }
 
 /// Middleware for GET routes: tags a 200 answer, and turns it into a 304 with
