@@ -12,9 +12,9 @@
 #
 # TABLE_PREFIX: the data set (default bench_, loaded by bench/load.sh and
 # ranked; demo_ tables from `reviews-admin demo load --table-prefix demo_`
-# work too). SECONDS: measured seconds per run (default 10, after 3 s of
+# work too). SECONDS: measured seconds per run (default 10, after 6 s of
 # warm-up). Writes bench/out/api-encodings/{summary,latency}.csv and
-# wire-bytes.txt. A run takes about 7 scenarios x 4 x (SECONDS + 3) s.
+# wire-bytes.txt. A run takes about 7 scenarios x 4 x (SECONDS + 6) s.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib.sh
@@ -24,7 +24,7 @@ out=bench/out/api-encodings
 build_release_binaries
 mkdir -p "$out"
 target/release/api-bench --table-prefix "$prefix" --pool-size 32 --connections 32 \
-  --duration-secs "$seconds" --warmup-secs 3 --out-dir "$out" \
+  --duration-secs "$seconds" --warmup-secs 6 --out-dir "$out" \
   --scenarios ranked-cached,summary-cached,reviews-html-cached,script,anchor,ranked-uncached,summary-uncached \
   --encodings identity,browser,browser,identity | tee "$out/bench.log"
 

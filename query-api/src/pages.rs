@@ -101,13 +101,23 @@ pub async fn star_list_page(
 /// The ranked answer showing `ranking`'s best `limit` comments with their
 /// authors' nicknames: for the whole ranking (what the review widget asks
 /// for), rendered by the first request and kept with the ranking.
-pub async fn ranked_with_authors(state: &AppState, ranking: &Ranking, limit: usize) -> Result<Arc<Prepared>, ApiError> {
+pub async fn ranked_with_authors(
+    state: &AppState,
+    product: Id,
+    ranking: &Arc<Ranking>,
+    limit: usize,
+) -> Result<Arc<Prepared>, ApiError> {
     let whole = limit >= ranking.comments().len();
     if let Some(kept) = ranking.with_authors_body().filter(|_| whole) {
         return Ok(kept);
     }
     let body = render(&RankedPage::of(&ranked_comments_with_authors(state, ranking, limit).await?, ranking.summary()))?;
-    Ok(if whole { ranking.keep_with_authors_body(body) } else { Arc::new(Prepared::tagged(body)) })
+    if !whole {
+        return Ok(Arc::new(Prepared::tagged(body)));
+    }
+    let kept = ranking.keep_with_authors_body(body);
+    state.ranked_cache().reweigh(product, ranking).await;
+    Ok(kept)
 }
 
 /// `ranking`'s best `limit` comments, each with its author's nickname. The

@@ -34,7 +34,7 @@ pub struct Ranking {
     /// nicknames at most, weighed ahead ([`Ranking::weight_bytes`]).
     authors: OnceCell<HashMap<Id, Option<Author>>>,
     /// The `/v1` answer with authors (what the review widget asks for),
-    /// prepared by the first request for it and weighed ahead.
+    /// prepared by the first request for it.
     with_authors_body: OnceLock<Arc<Prepared>>,
     /// Whether this ranking's answers are compressed once (it is cached).
     compress: bool,
@@ -116,9 +116,9 @@ impl Ranking {
             None => self.comments.len() * common::store::MAX_CONTENT_BYTES,
         };
         let structs = self.comments.len() * (std::mem::size_of::<RankedComment>() + AUTHOR_BYTES);
-        // The answer with authors, rendered later, weighed ahead: the `/v1`
-        // answer's bytes and variants, and room for each author.
-        let with_authors = rendered(&self.v1_body) + self.comments.len() * AUTHOR_BYTES;
+        // The answer with authors once a request rendered it: the cache
+        // weighs the ranking again then (`RankedCache::reweigh`).
+        let with_authors = self.with_authors_body.get().map_or(0, |prepared| prepared.weight_bytes());
         let total = rendered(&self.v1_body)
             + with_authors
             + rendered(&self.seed_body)

@@ -134,6 +134,16 @@ impl RankedCache {
 }
 
 impl RankedCache {
+    /// Weighs `ranking` again, when the cache still holds it for `product`:
+    /// after it gained an answer its first weighing could not count (the
+    /// answer with authors, rendered by the first request asking for it).
+    pub async fn reweigh(&self, product: Id, ranking: &Arc<Ranking>) {
+        let Some(cache) = &self.cache else { return };
+        if cache.get(&product).await.is_some_and(|held| Arc::ptr_eq(&held, ranking)) {
+            cache.insert(product, Arc::clone(ranking)).await;
+        }
+    }
+
     /// The bytes the cached rankings weigh once the cache's pending
     /// evictions have run, and how many it holds; `(0, 0)` when it is off.
     pub async fn settled_size(&self) -> (u64, u64) {
@@ -190,5 +200,32 @@ impl Drop for RefreshClaim {
     fn drop(&mut self) {
         let mut held = self.refreshing.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
         held.remove(&self.product);
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use std::time::Instant;
+
+    use axum::body::Bytes;
+
+    use super::*;
+
+    #[tokio::test]
+    async fn a_ranking_that_gains_its_answer_with_authors_is_weighed_with_it() {
+        let settings = Settings { ranked_cache_ttl: Duration::from_secs(60), ..Settings::default() };
+        let cache = RankedCache::new(&settings);
+        let product = Id::parse("productId", "PRODUCT001").expect("id");
+        let ranking = Arc::new(Ranking::new(Vec::new(), None, Instant::now(), true));
+        let loaded = Arc::clone(&ranking);
+        cache.get_or_load(product, || async move { Ok(loaded) }).await.expect("loaded");
+        let (before, _) = cache.settled_size().await;
+        let answer = Bytes::from("{\"comments\":[],\"author\":\"x\"}".repeat(100));
+        let kept = ranking.keep_with_authors_body(answer);
+        cache.reweigh(product, &ranking).await;
+        let (after, entries) = cache.settled_size().await;
+        assert_eq!(entries, 1);
+        assert_eq!(after - before, kept.weight_bytes() as u64, "the answer and its variants weighed");
+        assert!(kept.has_variants(), "a cached ranking's answers are compressed");
     }
 }

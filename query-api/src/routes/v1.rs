@@ -138,7 +138,7 @@ pub async fn v1_ranked_comments(
         let ranking = ranking_reads::ranking(&state, product).await?;
         // The answer is as old as the ranking it shows, however recently its authors were read.
         if query.include_author {
-            let prepared = pages::ranked_with_authors(&state, &ranking, limit).await?;
+            let prepared = pages::ranked_with_authors(&state, product, &ranking, limit).await?;
             return Ok(prepared_answer(&state, prepared, ranking.read_at()));
         }
         Ok(prepared_answer(&state, ranking.v1_body(limit).map_err(render_error)?, ranking.read_at()))

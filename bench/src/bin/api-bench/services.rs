@@ -44,8 +44,10 @@ pub async fn start_service(args: &BenchArgs, name: &str, ranked_cache_ttl_ms: u6
         .args(["--table-prefix", &args.hbase.table_prefix])
         .args(["--pool-size", &args.hbase.pool_size.to_string()])
         .args(["--ranked-cache-ttl-ms", &ranked_cache_ttl_ms.to_string()])
-        // Room for every product's ranking (a few KiB each here), so the cached run measures hits.
-        .args(["--ranked-cache-max-bytes", &(args.products.max(1) as u64 * 64 * 1024).max(256 << 20).to_string()])
+        // Room for every product's ranking and rendered view with their
+        // compressed variants (about 100 KiB together here), so the cached
+        // runs measure hits.
+        .args(["--ranked-cache-max-bytes", &(args.products.max(1) as u64 * 192 * 1024).max(256 << 20).to_string()])
         // The HBase deadline and retries stay the service's own defaults, as in production.
         .env_remove("REVIEWS_HBASE_TIMEOUT_MS")
         .env_remove("REVIEWS_HBASE_RETRIES")
