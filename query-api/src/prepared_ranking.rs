@@ -53,12 +53,20 @@ impl Ranking {
         read_at: Instant,
         compress: bool,
     ) -> Ranking {
-        let prepare = |body: Bytes| prepare(body, compress);
-        // Rendering these plain structs cannot fail; if it ever did, each
-        // request would render (and report) on its own.
-        let v1_body = render(&RankedPage::of(&comments, summary.as_ref())).ok().map(prepare);
-        let seed_body = render(&SeedCommentsPage::of_ranked(&comments)).ok().map(prepare);
-        let summary_body = summary.as_ref().and_then(|summary| render(summary).ok()).map(prepare);
+        // A ranking served once (the cache is off) renders only the answer
+        // asked for, when asked.
+        let (v1_body, seed_body, summary_body) = if compress {
+            let prepare = |body: Bytes| prepare(body, true);
+            // Rendering these plain structs cannot fail; if it ever did, each
+            // request would render (and report) on its own.
+            (
+                render(&RankedPage::of(&comments, summary.as_ref())).ok().map(prepare),
+                render(&SeedCommentsPage::of_ranked(&comments)).ok().map(prepare),
+                summary.as_ref().and_then(|summary| render(summary).ok()).map(prepare),
+            )
+        } else {
+            (None, None, None)
+        };
         Ranking {
             comments,
             summary,

@@ -4,7 +4,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use axum::extract::{DefaultBodyLimit, Request, State};
-use axum::http::{header, Extensions, HeaderMap, HeaderName, HeaderValue, Method, StatusCode, Version};
+use axum::http::{header, HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -12,8 +12,6 @@ use axum::Router;
 use tokio::net::TcpListener;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
-use tower_http::compression::predicate::{NotForContentType, Predicate, SizeAbove};
-use tower_http::compression::{CompressionLayer, CompressionLevel};
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
 use tower_http::trace::{DefaultOnResponse, TraceLayer};
@@ -23,7 +21,7 @@ use utoipa_axum::router::OpenApiRouter;
 
 use crate::clients;
 use crate::connections::serve_connections;
-use crate::encoding::{self, PreparedAnswer, MIN_COMPRESSED_BYTES};
+use crate::encoding;
 use crate::error::{ApiError, ErrorCode};
 use crate::etag;
 use crate::openapi::{self, ApiDoc, TypedParameters};
@@ -120,30 +118,13 @@ pub(crate) fn with_middleware(routes: Router<AppState>, state: AppState) -> Rout
         .layer(PropagateRequestIdLayer::x_request_id())
         .layer(middleware::from_fn(telemetry::record_request))
         .layer(cors)
-        .layer(CompressionLayer::new().quality(CompressionLevel::Fastest).compress_when(compress_per_request()))
+        .layer(middleware::from_fn(encoding::compress_per_request))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn_with_state(request_timeout, enforce_deadline))
         // Innermost, so a panic becomes a 500 that the layers above still log,
         // count and tag with the request id.
         .layer(CatchPanicLayer::custom(panic_response));
     routes.layer(middleware).with_state(state)
-}
-
-/// Which answers the compression layer compresses, on every request: those
-/// of at least [`MIN_COMPRESSED_BYTES`] that were not prepared with their
-/// variants ([`encoding::serve_prepared`] sends those), and never a stream
-/// or an image. At gzip's fastest level: for an answer made for one request,
-/// level 1 is a few points larger than level 6 (35 % of a ranked answer
-/// against 30 %) in a fraction of the time.
-fn compress_per_request() -> impl Predicate {
-    let unprepared = |_: StatusCode, _: Version, _: &HeaderMap, extensions: &Extensions| {
-        extensions.get::<PreparedAnswer>().is_none()
-    };
-    SizeAbove::new(u16::try_from(MIN_COMPRESSED_BYTES).unwrap_or(u16::MAX))
-        .and(NotForContentType::GRPC)
-        .and(NotForContentType::IMAGES)
-        .and(NotForContentType::SSE)
-        .and(unprepared)
 }
 
 /// The router of the separate metrics listener (`--metrics-listen`): `/metrics` only.

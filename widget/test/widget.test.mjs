@@ -406,12 +406,14 @@ test('Chromium gets the script, the first view and the ranked answer compressed 
       received.set(new URL(response.url()).pathname, { encoding: headers['content-encoding'], etag: headers.etag, vary: headers.vary });
     }
   });
+  // Chromium asks for brotli where it trusts the transport and gzip elsewhere: either is a prepared variant.
+  const variantOf = (seen) => ({ br: '-br', gzip: '-gz' })[seen?.encoding];
   // The server-rendered view, opened as it is served: decoded, parsed, its shadow root attached.
   const view = await browser.newPage();
   watch(view);
   await view.goto(`${api.base}/v1/products/${HOT_PRODUCT}/reviews.html`);
   const htmlPath = `/v1/products/${HOT_PRODUCT}/reviews.html`;
-  assert.equal(received.get(htmlPath)?.encoding, 'br', JSON.stringify(received.get(htmlPath)));
+  assert.ok(variantOf(received.get(htmlPath)), `reviews.html compressed: ${JSON.stringify(received.get(htmlPath))}`);
   assert.equal(await view.$$eval('product-reviews >>> .review', (reviews) => reviews.length), Math.min(10, summary.count));
   await view.close();
   // The client-rendered widget: the script and its first answer arrive compressed, and it shows the reviews.
@@ -419,21 +421,23 @@ test('Chromium gets the script, the first view and the ranked answer compressed 
   const rankedPath = `/v1/products/${HOT_PRODUCT}/comments/ranked`;
   for (const path of ['/widget/v1/reviews.js', rankedPath]) {
     const seen = received.get(path) ?? {};
-    assert.equal(seen.encoding, 'br', `${path}: ${JSON.stringify(seen)}`);
-    assert.match(seen.etag ?? '', /^W\/"[0-9a-f]{32}-br"$/, path);
+    const variant = variantOf(seen);
+    assert.ok(variant, `${path} compressed: ${JSON.stringify(seen)}`);
+    assert.ok(seen.etag?.endsWith(`${variant}"`), `${path}: the variant's own tag: ${JSON.stringify(seen)}`);
     assert.equal(seen.vary, 'accept-encoding', path);
   }
   assert.equal((await listed(page)).length, Math.min(10, summary.count), 'the widget shows the decoded answer');
-  // Revalidating the brotli variant it holds answers 304; the gzip variant's tag is not the one it holds.
+  // Revalidating the variant it holds answers 304; the other variant's tag is not the one it holds.
   const url = `${api.base}${rankedPath}?include=author`;
   const revalidated = await page.evaluate(async (url) => {
     const first = await fetch(url, { cache: 'no-store' });
     const etag = first.headers.get('ETag');
     const held = await fetch(url, { cache: 'no-store', headers: { 'If-None-Match': etag } });
-    const other = await fetch(url, { cache: 'no-store', headers: { 'If-None-Match': etag.replace('-br"', '-gz"') } });
+    const otherTag = etag.endsWith('-br"') ? etag.replace('-br"', '-gz"') : etag.replace('-gz"', '-br"');
+    const other = await fetch(url, { cache: 'no-store', headers: { 'If-None-Match': otherTag } });
     return { etag, held: held.status, other: other.status, body: (await other.json()).comments.length };
   }, url);
-  assert.match(revalidated.etag ?? '', /-br"$/);
+  assert.match(revalidated.etag ?? '', /-(br|gz)"$/);
   assert.equal(revalidated.held, 304);
   assert.equal(revalidated.other, 200);
   assert.equal(revalidated.body, Math.min(10, summary.count));
