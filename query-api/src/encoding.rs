@@ -285,7 +285,7 @@ pub async fn serve_prepared(request: Request, next: Next) -> Response {
     let (body, etag, coding) = prepared.for_codings(accepted);
     let (mut parts, _) = response.into_parts();
     parts.headers.insert(header::ETAG, etag.clone());
-    parts.headers.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
+    parts.headers.append(header::VARY, HeaderValue::from_static("accept-encoding"));
     if let Some(coding) = coding {
         parts.headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static(coding.token()));
     }

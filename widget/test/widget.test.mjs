@@ -417,14 +417,17 @@ test('Chromium gets the script, the first view and the ranked answer compressed 
   assert.equal(await view.$$eval('product-reviews >>> .review', (reviews) => reviews.length), Math.min(10, summary.count));
   await view.close();
   // The client-rendered widget: the script and its first answer arrive compressed, and it shows the reviews.
-  const { page } = await productPage();
+  const page = await browser.newPage();
+  watch(page);
+  await page.goto(`${shop.origin}/product/${HOT_PRODUCT}?api=${encodeURIComponent(api.base)}`);
+  await settled(page);
   const rankedPath = `/v1/products/${HOT_PRODUCT}/comments/ranked`;
   for (const path of ['/widget/v1/reviews.js', rankedPath]) {
     const seen = received.get(path) ?? {};
     const variant = variantOf(seen);
     assert.ok(variant, `${path} compressed: ${JSON.stringify(seen)}`);
     assert.ok(seen.etag?.endsWith(`${variant}"`), `${path}: the variant's own tag: ${JSON.stringify(seen)}`);
-    assert.equal(seen.vary, 'accept-encoding', path);
+    assert.match(seen.vary ?? '', /(^|, *)accept-encoding(,|$)/, path);
   }
   assert.equal((await listed(page)).length, Math.min(10, summary.count), 'the widget shows the decoded answer');
   // Revalidating the variant it holds answers 304; the other variant's tag is not the one it holds.
