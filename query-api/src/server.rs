@@ -100,7 +100,7 @@ fn routes(state: &AppState) -> Router<AppState> {
 }
 
 /// Wraps `routes` in the service's middleware, outermost first: request id,
-/// tracing, metrics, CORS, gzip, the body limit, the request
+/// tracing, metrics, CORS, per-request compression, the body limit, the request
 /// deadline, and innermost the panic catcher. Tests wrap routes of their own in it to reach
 /// what no real route does (a handler that panics).
 pub(crate) fn with_middleware(routes: Router<AppState>, state: AppState) -> Router {
