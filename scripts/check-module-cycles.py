@@ -35,8 +35,12 @@ def code_of(path):
     if tests:
         text = text[: tests.start()]
     text = "\n".join(line for line in text.split("\n") if not line.strip().startswith("//"))
-    # Paths inside string literals (log lines, SQL-like filters) are not code.
-    return re.sub(r'"(?:\\.|[^"\\])*"', '""', text)
+    # Paths inside literals (log lines, filters) are not code: raw strings,
+    # strings (escapes and line continuations included) and the characters
+    # `'"'` and `'\\''`, which would otherwise open a string.
+    text = re.sub(r'r(#*)"[\s\S]*?"\1', '""', text)
+    text = re.sub(r"'(?:\\.|[^'\\\n])'", "' '", text)
+    return re.sub(r'"(?:\\[\s\S]|[^"\\])*"', '""', text)
 
 
 def module_files(src):
@@ -68,10 +72,11 @@ def module_files(src):
 
 def expand_use(tree):
     """`a::{b::C, d}` -> ["a::b::C", "a::d"], through nested groups."""
+    tree = re.sub(r"\s+as\s+\w+", "", tree)
     tree = re.sub(r"\s+", "", tree)
     brace = tree.find("{")
     if brace < 0:
-        return [re.sub(r"as\w+$", "", tree)] if tree else []
+        return [tree] if tree else []
     prefix, body = tree[:brace], tree[brace + 1 : tree.rfind("}")]
     parts, depth, start = [], 0, 0
     for index, char in enumerate(body):
@@ -144,7 +149,8 @@ def dependencies(src):
         paths = [path for tree in re.findall(r"\buse ([^;]+);", code, re.S) for path in expand_use(tree)]
         code = re.sub(r"\buse [^;]+;", "", code, flags=re.S)
         heads = ["crate", "super", "self"] + children
-        paths += re.findall(rf"\b(?:{'|'.join(heads)})(?:::{IDENT})+", code)
+        # Not inside another path (`common::store::x` names no child `store`).
+        paths += re.findall(rf"(?<!::)\b(?:{'|'.join(heads)})(?:::{IDENT})+", code)
         deps = set()
         for path in paths:
             target = resolve(path.split("::"), module, modules, exports)

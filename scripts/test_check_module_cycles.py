@@ -68,6 +68,17 @@ class PlantedCircles(unittest.TestCase):
         self.plant(src, "store/star_marks.rs", "fn planted() -> crate::store::walk::WalkPage { todo!() }")
         self.assert_circle(src, "crate::store::star_marks", "crate::store::walk")
 
+    def test_siblings_through_an_aliased_use(self):
+        # `as` is taken off the path, not letters off the module's name.
+        src = self.copy_of("common/src")
+        self.plant(src, "store/star_marks.rs", "use super::walk as walked;")
+        self.assert_circle(src, "crate::store::star_marks", "crate::store::walk")
+
+    def test_a_path_after_a_string_with_a_line_continuation_or_a_quote_character(self):
+        src = self.copy_of("common/src")
+        self.plant(src, "store/star_marks.rs", 'const _A: &str = "one \\\n two";\nconst _B: char = \'"\';\nuse super::walk::WalkRequest;')
+        self.assert_circle(src, "crate::store::star_marks", "crate::store::walk")
+
     def test_through_a_parents_re_export(self):
         # `store` re-exports `walk::WalkPage`; the path names `store`, the item is `walk`'s.
         src = self.copy_of("common/src")

@@ -24,8 +24,9 @@ use axum::body::{Body, Bytes};
 use axum::extract::Request;
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 
+use crate::error::{ApiError, ErrorCode};
 use crate::etag::entity_tag;
 
 /// Below this size an answer is sent as it is: its compressed form would
@@ -109,8 +110,8 @@ impl Prepared {
         let worth = |compressed: &[u8]| compressed.len() as f64 <= prepared.identity.len() as f64 * WORTH_KEEPING;
         let mut variants = Vec::with_capacity(2);
         for coding in [Coding::Brotli, Coding::Gzip] {
-            let compressed = compress(&prepared.identity, coding, effort);
-            if worth(&compressed) {
+            let Some(compressed) = compress(&prepared.identity, coding, effort) else { continue };
+            if !compressed.is_empty() && worth(&compressed) {
                 let etag = variant_tag(&prepared.etag, coding);
                 variants.push(Variant { coding, body: Bytes::from(compressed), etag });
             }
@@ -151,7 +152,8 @@ impl Prepared {
 
     /// The bytes, `ETag` and coding (`None`: identity) to answer a request
     /// whose `Accept-Encoding` is `accepted`.
-    pub fn for_request(&self, accepted: &HeaderMap) -> (&Bytes, &HeaderValue, Option<Coding>) {
+    #[cfg(test)]
+    fn for_request(&self, accepted: &HeaderMap) -> (&Bytes, &HeaderValue, Option<Coding>) {
         self.for_codings(AcceptedCodings::of(accepted))
     }
 
@@ -173,6 +175,11 @@ impl Prepared {
         }
     }
 }
+
+/// The quality identity has when `Accept-Encoding` does not name it: it is
+/// acceptable (RFC 9110 §12.5.3), but below any coding the client named,
+/// however low its q-value.
+const UNNAMED_IDENTITY: f32 = 0.0001;
 
 /// The quality values a request's `Accept-Encoding` gives the codings this
 /// service prepares, and identity (RFC 9110 §12.5.3).
@@ -216,8 +223,10 @@ impl AcceptedCodings {
         AcceptedCodings {
             brotli: brotli.unwrap_or(unnamed),
             gzip: gzip.unwrap_or(unnamed),
-            // Identity is acceptable unless refused by name or by `*;q=0`.
-            identity: identity.unwrap_or(any.map_or(1.0, |any| if any > 0.0 { any } else { 0.0 })),
+            // Identity is acceptable unless refused by name or by `*;q=0`;
+            // unnamed, it ranks below every coding the client named.
+            identity: identity
+                .unwrap_or(any.map_or(UNNAMED_IDENTITY, |any| if any > 0.0 { UNNAMED_IDENTITY } else { 0.0 })),
         }
     }
 
@@ -229,7 +238,9 @@ impl AcceptedCodings {
     }
 }
 
-fn compress(body: &[u8], coding: Coding, effort: Effort) -> Vec<u8> {
+/// `body` in `coding` at `effort`, its buffer no larger than its bytes (a
+/// cache weighs a variant by its length); `None` should the encoder fail.
+fn compress(body: &[u8], coding: Coding, effort: Effort) -> Option<Vec<u8>> {
     let mut out = Vec::with_capacity(body.len() / 3);
     match coding {
         Coding::Gzip => {
@@ -238,9 +249,8 @@ fn compress(body: &[u8], coding: Coding, effort: Effort) -> Vec<u8> {
                 Effort::Smallest => 9,
             };
             let mut encoder = flate2::write::GzEncoder::new(out, flate2::Compression::new(level));
-            // Writing to a Vec cannot fail.
-            let _ = encoder.write_all(body);
-            out = encoder.finish().unwrap_or_default();
+            encoder.write_all(body).ok()?;
+            out = encoder.finish().ok()?;
         }
         Coding::Brotli => {
             let quality = match effort {
@@ -248,11 +258,13 @@ fn compress(body: &[u8], coding: Coding, effort: Effort) -> Vec<u8> {
                 Effort::Smallest => 11,
             };
             let mut encoder = brotli::CompressorWriter::new(&mut out, 4096, quality, BROTLI_WINDOW);
-            let _ = encoder.write_all(body);
+            encoder.write_all(body).ok()?;
+            encoder.flush().ok()?;
             drop(encoder);
         }
     }
-    out
+    out.shrink_to_fit();
+    Some(out)
 }
 
 /// The identity's tag with the coding named inside its quotes: `W/"…-gz"`.
@@ -299,8 +311,7 @@ pub async fn serve_prepared(request: Request, next: Next) -> Response {
 /// ([`serve_prepared`] sends those), or is not text.
 pub async fn compress_per_request(request: Request, next: Next) -> Response {
     let accepted = AcceptedCodings::of(request.headers());
-    let response = next.run(request).await;
-    let wanted = accepted.gzip > 0.0 && accepted.gzip >= accepted.identity;
+    let mut response = next.run(request).await;
     let compressible = response.headers().get(header::CONTENT_TYPE).and_then(|value| value.to_str().ok()).is_some_and(
         |content_type| {
             content_type.starts_with("application/json")
@@ -308,31 +319,42 @@ pub async fn compress_per_request(request: Request, next: Next) -> Response {
                 || content_type.starts_with("application/javascript")
         },
     );
-    if !wanted
-        || !compressible
+    if !compressible
         || response.headers().contains_key(header::CONTENT_ENCODING)
         || response.extensions().get::<PreparedAnswer>().is_some()
     {
         return response;
     }
+    // Whether this answer is compressed depends on the request's header, so
+    // a shared cache keeps one copy per value of it.
+    response.headers_mut().append(header::VARY, HeaderValue::from_static("accept-encoding"));
+    if accepted.gzip <= 0.0 || accepted.gzip < accepted.identity {
+        return response;
+    }
     let (mut parts, body) = response.into_parts();
     // The service's answers are built in memory (a page of 100 comments at
     // most; the documentation's assets), so buffering costs a copy at most.
-    let Ok(bytes) = axum::body::to_bytes(body, usize::MAX).await else {
-        return Response::from_parts(parts, Body::empty());
+    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
+        Ok(bytes) => bytes,
+        Err(error) => {
+            return ApiError::new(ErrorCode::Internal, format!("cannot read the answer's body: {error}"))
+                .into_response()
+        }
     };
     if bytes.len() < MIN_COMPRESSED_BYTES {
         return Response::from_parts(parts, Body::from(bytes));
     }
+    let Some(gzipped) = gzip_fastest(&bytes) else {
+        return Response::from_parts(parts, Body::from(bytes));
+    };
     parts.headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static("gzip"));
-    parts.headers.append(header::VARY, HeaderValue::from_static("accept-encoding"));
     parts.headers.remove(header::CONTENT_LENGTH);
-    Response::from_parts(parts, Body::from(gzip_fastest(&bytes)))
+    Response::from_parts(parts, Body::from(gzipped))
 }
 
 /// `body` in gzip at deflate's fastest level, from a deflate state kept per
-/// thread and reset for each body.
-fn gzip_fastest(body: &[u8]) -> Vec<u8> {
+/// thread and reset for each body; `None` should deflate fail.
+fn gzip_fastest(body: &[u8]) -> Option<Vec<u8>> {
     thread_local! {
         static DEFLATE: std::cell::RefCell<flate2::Compress> =
             std::cell::RefCell::new(flate2::Compress::new(flate2::Compression::fast(), false));
@@ -356,14 +378,14 @@ fn gzip_fastest(body: &[u8]) -> Vec<u8> {
         }
     });
     if !deflated {
-        return compress(body, Coding::Gzip, Effort::Prepared);
+        return None;
     }
     let mut crc = flate2::Crc::new();
     crc.update(body);
     out.extend_from_slice(&crc.sum().to_le_bytes());
     // ISIZE: the length modulo 2^32, as RFC 1952 defines it.
     out.extend_from_slice(&(body.len() as u32).to_le_bytes());
-    out
+    Some(out)
 }
 
 #[cfg(test)]
@@ -393,6 +415,7 @@ mod tests {
         assert_eq!(coding("br;q=0, gzip;q=0"), None, "both refused");
         assert_eq!(coding("*"), Some(Coding::Brotli), "any coding");
         assert_eq!(coding("*;q=0.1, identity"), None, "identity preferred over any coding");
+        assert_eq!(coding("gzip;q=0.8, br;q=0.5"), Some(Coding::Gzip), "an unnamed identity ranks below them");
         assert_eq!(coding("zstd, deflate"), None, "nothing prepared fits: identity");
         assert_eq!(coding("gzip;q=abc"), None, "a malformed q-value refuses its coding");
         assert_eq!(prepared.for_request(&HeaderMap::new()).2, None, "no header: identity");
@@ -423,7 +446,9 @@ mod tests {
             let body = json(size);
             for _ in 0..3 {
                 let mut decoded = Vec::new();
-                flate2::read::GzDecoder::new(&gzip_fastest(&body)[..]).read_to_end(&mut decoded).expect("gzip");
+                flate2::read::GzDecoder::new(&gzip_fastest(&body).expect("deflate")[..])
+                    .read_to_end(&mut decoded)
+                    .expect("gzip");
                 assert_eq!(decoded, body, "{size} bytes");
             }
         }

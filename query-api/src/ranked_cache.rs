@@ -14,6 +14,7 @@ use std::time::Duration;
 use axum::http::HeaderValue;
 use common::Id;
 use moka::future::Cache;
+use moka::ops::compute::Op;
 
 use crate::config::Settings;
 use crate::error::ApiError;
@@ -139,9 +140,19 @@ impl RankedCache {
     /// answer with authors, rendered by the first request asking for it).
     pub async fn reweigh(&self, product: Id, ranking: &Arc<Ranking>) {
         let Some(cache) = &self.cache else { return };
-        if cache.get(&product).await.is_some_and(|held| Arc::ptr_eq(&held, ranking)) {
-            cache.insert(product, Arc::clone(ranking)).await;
-        }
+        // Put back only while the cache still holds this very ranking, in one
+        // step: a refresh that replaced it meanwhile stays.
+        cache
+            .entry(product)
+            .and_compute_with(|held| {
+                let op = match held {
+                    Some(held) if Arc::ptr_eq(held.value(), ranking) => Op::Put(Arc::clone(ranking)),
+                    _ => Op::Nop,
+                };
+                std::future::ready(op)
+            })
+            .await;
+        metrics::gauge!(telemetry::RANKED_CACHE_BYTES).set(cache.weighted_size() as f64);
     }
 
     /// The bytes the cached rankings weigh once the cache's pending

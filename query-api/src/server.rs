@@ -46,9 +46,9 @@ pub fn app(state: AppState) -> Router {
 /// The service's routes, before the middleware every request gets. Each
 /// route is registered once: its path and OpenAPI operation come from its
 /// handler's `utoipa::path`, and what it answers beyond its body from the
-/// [`Answers`] it is registered with. The reads are limited per client
-/// (`crate::clients`); the probes and `/metrics`, registered after that
-/// layer, never are.
+/// [`Answers`] it is registered with. The reads and the demo pages are
+/// limited per client (`crate::clients`); the probes, `/metrics` and the
+/// API's documentation, registered after that layer, never are.
 fn routes(state: &AppState) -> Router<AppState> {
     use routes::{ops, seed, v1, widget};
     let settings = state.settings();
@@ -70,11 +70,19 @@ fn routes(state: &AppState) -> Router<AppState> {
         .route_layer(middleware::from_fn(etag::conditional_get))
         // Documented by `ApiDoc` from `seed_next`: one operation, two indexes.
         .route(SeedIndex::Product.next_page_path(), seed::next_page_route(SeedIndex::Product))
-        .route(SeedIndex::User.next_page_path(), seed::next_page_route(SeedIndex::User))
-        .route_layer(middleware::from_fn_with_state(
-            clients::Shedding::new(state.clients().clone(), state.store().clone()),
-            clients::shed_fairly,
-        ));
+        .route(SeedIndex::User.next_page_path(), seed::next_page_route(SeedIndex::User));
+    // The demo pages read HBase like the reads, and are limited like them.
+    let reads = if settings.demo_pages {
+        reads
+            .route("/demo/products/{productId}", get(widget::demo_product_page))
+            .route("/demo/listing", get(widget::demo_listing_page))
+    } else {
+        reads
+    };
+    let reads = reads.route_layer(middleware::from_fn_with_state(
+        clients::Shedding::new(state.clients().clone(), state.store().clone()),
+        clients::shed_fairly,
+    ));
     let mut router = reads
         .routes(documented(utoipa_axum::routes!(ops::healthz), Answers::OPERATIONS))
         .routes(documented(utoipa_axum::routes!(ops::readyz), Answers::OPERATIONS));
@@ -85,14 +93,9 @@ fn routes(state: &AppState) -> Router<AppState> {
     if settings.metrics_on_main_listener {
         router = router.merge(OpenApiRouter::from(metrics));
     }
-    let (mut router, mut openapi) = router.split_for_parts();
+    let (router, mut openapi) = router.split_for_parts();
     openapi.merge(metrics_docs);
     TypedParameters.modify(&mut openapi);
-    if settings.demo_pages {
-        router = router
-            .route("/demo/products/{productId}", get(widget::demo_product_page))
-            .route("/demo/listing", get(widget::demo_listing_page));
-    }
     router
         .merge(openapi::docs(openapi))
         .fallback(routes::not_found)

@@ -54,6 +54,8 @@ impl AppState {
             }
         }
         let clients = Clients::new(settings.clients.clone());
+        // The widget script is compressed at start, not by its first request.
+        std::sync::LazyLock::force(&crate::widget::SCRIPT);
         // Rendered views sit beside the rankings they show, in half their
         // budget: a view weighs about as much as its ranking (style and
         // markup beside the embedded answer), so the views of the rankings

@@ -147,7 +147,13 @@ pub struct ServedFromReplica;
 pub async fn record_request(request: Request, next: Next) -> Response {
     let route = request.extensions().get::<MatchedPath>().cloned();
     let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
-    let method = request.method().clone();
+    // Any token is a method in HTTP: those the service does not know count as one.
+    let method = match *request.method() {
+        Method::GET | Method::HEAD | Method::POST | Method::PUT | Method::DELETE | Method::OPTIONS | Method::PATCH => {
+            request.method().clone()
+        }
+        _ => OTHER_METHOD.clone(),
+    };
     let started = Instant::now();
     let response = next.run(request).await;
     let status = response.status();
@@ -173,6 +179,9 @@ pub async fn record_request(request: Request, next: Next) -> Response {
     }
     response
 }
+
+/// The label of a method the service does not know (`FOO`, `PROPFIND`...).
+static OTHER_METHOD: LazyLock<Method> = LazyLock::new(|| Method::from_bytes(b"OTHER").unwrap_or(Method::GET));
 
 /// The latency histogram and the request counter of one route, method and
 /// status, registered the first time they answer and kept: counting a
@@ -212,6 +221,8 @@ impl RequestMetrics {
     }
 }
 
+/// The span of one request: its id, method and path, for the log lines and
+/// the access line of `record_request` under it.
 pub fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Span {
     let request_id = request.headers().get("x-request-id").and_then(|value| value.to_str().ok()).unwrap_or("-");
     tracing::info_span!(

@@ -5,7 +5,7 @@
 //! with the product's schema.org JSON-LD.
 //!
 //! The first view is the markup `widget/reviews.js` renders for a product's
-//! ranked reviews and summary (`widgetHtml` there, [`first_view`] here), in a
+//! ranked reviews and summary (`widgetHtml` there, [`FirstView`] here), in a
 //! declarative shadow root, with the answer it shows embedded: the script
 //! adopts it as it is, so nothing moves when it takes over. The two renderers
 //! are kept equal by the browser tests (`widget/test/`), which compare them.
