@@ -5,13 +5,13 @@
 //! Every browser sends `Accept-Encoding: gzip, deflate, br, zstd`. An answer
 //! the service serves again and again (a cached ranking's answers, a rendered
 //! widget view, the widget script) is compressed when it is prepared, with
-//! gzip and brotli, and each request picks the bytes it can read; compressing
-//! the same bytes on every request cost ten times the answer itself. Every
-//! other answer of [`MIN_COMPRESSED_BYTES`] or more is gzipped per request at
-//! the fastest level ([`compress_per_request`]), with a deflate state kept
-//! per thread: a compression layer that builds a fresh one per answer (about
-//! 300 KiB of tables, allocated, zeroed and freed) cost an uncached ranked
-//! read a quarter of its throughput.
+//! gzip and brotli, and each request picks the bytes it can read, instead of
+//! compressing the same bytes again on every request. Every other answer of
+//! [`MIN_COMPRESSED_BYTES`] or more is gzipped per request at the fastest
+//! level ([`compress_per_request`]), from a deflate state (`flate2` on
+//! zlib-rs) kept per thread and reset for each answer: a compressor's tables
+//! are large, and building them for every answer is most of what compressing
+//! a small answer costs.
 //!
 //! Each variant has its own `ETag` (the identity's with `-gz` or `-br`
 //! added), so a cache or browser holding one variant revalidates that one,

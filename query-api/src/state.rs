@@ -18,9 +18,8 @@ use crate::telemetry;
 use crate::widget::RenderedViews;
 
 /// The state behind every route: one `Arc`, so the clone every extractor
-/// and middleware makes of it is one atomic increment (cloning the fields,
-/// each cache a handful of `Arc`s and channels, was a tenth of a cached
-/// read's time).
+/// and middleware makes of it is one atomic increment, not one per `Arc`
+/// and channel each of its caches holds.
 #[derive(Debug, Clone)]
 pub struct AppState(Arc<Shared>);
 
