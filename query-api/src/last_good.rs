@@ -20,7 +20,6 @@
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use axum::body::Bytes;
 use axum::http::HeaderValue;
 use common::Id;
 use moka::ops::compute::Op;
@@ -76,15 +75,12 @@ impl PageRead {
 /// and when the HBase read behind it began.
 #[derive(Debug, Clone)]
 pub struct Answer {
-    /// The body: JSON, or the HTML of a server-rendered widget.
-    pub body: Bytes,
+    /// The body (JSON, or the HTML of a server-rendered widget) with its
+    /// `ETag`, and the compressed variants it was prepared with when it is
+    /// served many times (a cached ranking's answer, a rendered view).
+    pub body: Arc<Prepared>,
     /// The body's `Content-Type` ([`JSON`] or [`HTML`]).
     pub content_type: &'static str,
-    /// The body prepared once with its `ETag` and compressed variants, when
-    /// it was (a cached ranking's answer, a rendered view); else
-    /// [`crate::etag::conditional_get`] tags it and the compression layer
-    /// compresses it per request.
-    pub prepared: Option<Arc<Prepared>>,
     /// The answer's `Cache-Control`, when it has one.
     pub cache_control: Option<HeaderValue>,
     /// When the HBase read behind the body began: the order in which answers replace each other.
@@ -124,8 +120,7 @@ impl LastGood {
         let answers = Cache::builder()
             .name("last-good")
             .weigher(|read: &PageRead, answer: &Arc<Answer>| {
-                let body = answer.prepared.as_ref().map_or(answer.body.len(), |prepared| prepared.weight_bytes());
-                let bytes = body + read.heap_bytes() + ENTRY_OVERHEAD_BYTES;
+                let bytes = answer.body.weight_bytes() + read.heap_bytes() + ENTRY_OVERHEAD_BYTES;
                 u32::try_from(bytes).unwrap_or(u32::MAX)
             })
             .max_capacity(max_bytes.max(1))
@@ -171,13 +166,14 @@ impl LastGood {
 
 #[cfg(test)]
 mod tests {
+    use axum::body::Bytes;
+
     use super::*;
 
     fn answer(body: &'static str, read_at: Instant) -> Answer {
         Answer {
-            body: Bytes::from_static(body.as_bytes()),
+            body: Arc::new(Prepared::tagged(Bytes::from_static(body.as_bytes()))),
             content_type: JSON,
-            prepared: None,
             cache_control: None,
             read_at,
         }
@@ -195,10 +191,10 @@ mod tests {
         let later = earlier + Duration::from_millis(5);
         kept.remember(read.clone(), &answer("later", later));
         kept.remember(read.clone(), &answer("earlier, finished last", earlier));
-        assert_eq!(kept.recall(&read).expect("kept").body, "later");
+        assert_eq!(kept.recall(&read).expect("kept").body.body(), "later");
         let latest = later + Duration::from_millis(5);
         kept.remember(read.clone(), &answer("latest", latest));
-        assert_eq!(kept.recall(&read).expect("kept").body, "latest");
+        assert_eq!(kept.recall(&read).expect("kept").body.body(), "latest");
         let other = PageRead::Latest { product: product(), limit: 20, authors: false };
         assert!(kept.recall(&other).is_none(), "each read keeps its own answer");
     }
@@ -222,9 +218,8 @@ mod tests {
     #[test]
     fn the_answers_kept_weigh_no_more_than_the_byte_bound() {
         let large = Answer {
-            body: Bytes::from(vec![b'x'; 10_000]),
+            body: Arc::new(Prepared::tagged(Bytes::from(vec![b'x'; 10_000]))),
             content_type: JSON,
-            prepared: None,
             cache_control: None,
             read_at: Instant::now(),
         };

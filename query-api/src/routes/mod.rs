@@ -32,19 +32,23 @@ use crate::widget::shown_stale;
 /// A ranked read's answer: prepared JSON, cacheable by clients for as long as
 /// this service caches it, from a read of HBase that began at `read_at`.
 pub(crate) fn ranked_answer(state: &AppState, body: Bytes, read_at: Instant) -> Answer {
-    Answer {
-        body,
-        content_type: last_good::JSON,
-        prepared: None,
-        cache_control: Some(state.ranked_cache().cache_control().clone()),
-        read_at,
-    }
+    prepared_answer(state, Arc::new(Prepared::tagged(body)), read_at)
+}
+
+/// A first page's answer: JSON read now, whose caching nobody promises.
+pub(crate) fn page_answer(body: Bytes, read_at: Instant) -> Answer {
+    Answer { body: Arc::new(Prepared::tagged(body)), content_type: last_good::JSON, cache_control: None, read_at }
 }
 
 /// A ranked read's answer from a body prepared once ([`Prepared`]), with
 /// its `ETag` and compressed variants.
-pub(crate) fn prepared_answer(state: &AppState, prepared: Arc<Prepared>, read_at: Instant) -> Answer {
-    Answer { prepared: Some(Arc::clone(&prepared)), ..ranked_answer(state, prepared.body().clone(), read_at) }
+pub(crate) fn prepared_answer(state: &AppState, body: Arc<Prepared>, read_at: Instant) -> Answer {
+    Answer {
+        body,
+        content_type: last_good::JSON,
+        cache_control: Some(state.ranked_cache().cache_control().clone()),
+        read_at,
+    }
 }
 
 /// How much of the request's deadline is left for answering from the last
@@ -88,13 +92,11 @@ pub(crate) async fn answer_kept(
 /// computed with it) `ETag`.
 fn fresh_response(answer: Answer) -> Response {
     let content_type = HeaderValue::from_static(answer.content_type);
-    let mut response = ([(header::CONTENT_TYPE, content_type)], answer.body).into_response();
+    let mut response = ([(header::CONTENT_TYPE, content_type)], answer.body.body().clone()).into_response();
     if let Some(cache_control) = answer.cache_control {
         response.headers_mut().insert(header::CACHE_CONTROL, cache_control);
     }
-    if let Some(prepared) = answer.prepared {
-        prepared.mark(&mut response);
-    }
+    answer.body.mark(&mut response);
     response
 }
 
@@ -117,14 +119,12 @@ fn stale_response(kept: &Answer, keep_for: Duration) -> Response {
     ];
     // A widget's view shows its stale notice: other bytes, compressed as they go.
     if kept.content_type == last_good::HTML {
-        let mut response = (headers, shown_stale(&kept.body)).into_response();
+        let mut response = (headers, shown_stale(kept.body.body())).into_response();
         response.extensions_mut().insert(ServedStale);
         return response;
     }
-    let mut response = (headers, kept.body.clone()).into_response();
-    if let Some(prepared) = &kept.prepared {
-        prepared.mark(&mut response);
-    }
+    let mut response = (headers, kept.body.body().clone()).into_response();
+    kept.body.mark(&mut response);
     response.extensions_mut().insert(ServedStale);
     response
 }

@@ -16,10 +16,10 @@ use utoipa::openapi::{HttpMethod, OpenApi};
 use utoipa::Modify;
 
 use super::answers::Answers;
-use super::{answer_kept, json_response, prepared_answer, Unavailable};
+use super::{answer_kept, json_response, page_answer, prepared_answer, Unavailable};
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{JsonBody, LimitQuery, ProductId, RawLimitQuery, UserId};
-use crate::last_good::{self, Answer, PageRead};
+use crate::last_good::PageRead;
 use crate::pages::seed_page;
 use crate::ranking_reads;
 use crate::state::AppState;
@@ -58,7 +58,7 @@ pub async fn seed_product_latest(
     answer_kept(&state, PageRead::SeedLatest { product, limit }, async {
         let read_at = Instant::now();
         let body = seed_page(&state, IndexKind::Product, keys::product_comment_prefix(&product), None, limit).await?;
-        Ok(Answer { body, content_type: last_good::JSON, prepared: None, cache_control: None, read_at })
+        Ok(page_answer(body, read_at))
     })
     .await
 }

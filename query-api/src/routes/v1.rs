@@ -12,13 +12,13 @@ use common::keys;
 use common::store::stars::StarList;
 use common::store::IndexKind;
 
-use super::{answer_kept, prepared_answer, ranked_answer, Unavailable};
+use super::{answer_kept, page_answer, prepared_answer, ranked_answer, Unavailable};
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{
     CommentOrder, IncludeQuery, PageQuery, ProductId, ProductPageQuery, RankedQuery, RawIncludeQuery, RawPageQuery,
     RawProductPageQuery, RawRankedQuery, RawSummariesQuery, ReviewId, SummariesQuery, UserId,
 };
-use crate::last_good::{self, Answer, PageRead};
+use crate::last_good::PageRead;
 use crate::pages;
 use crate::ranking_reads;
 use crate::state::AppState;
@@ -63,7 +63,7 @@ pub async fn v1_product_comments(
     answer_kept(&state, PageRead::Latest { product, limit, authors }, async {
         let read_at = Instant::now();
         let page = pages::v1_page(&state, IndexKind::Product, prefix, None, limit, authors).await?;
-        Ok(Answer { body: render(&page)?, content_type: last_good::JSON, prepared: None, cache_control: None, read_at })
+        Ok(page_answer(render(&page)?, read_at))
     })
     .await
 }
