@@ -4,22 +4,24 @@
 use std::time::Duration;
 
 use crate::error::Result;
-use crate::hbase::{Hbase, HbaseConfig};
+use crate::hbase::{GatewayList, Hbase, HbaseConfig};
 use crate::store::Store;
 use crate::tables::Tables;
 
 /// How to reach HBase; flatten into a binary's clap arguments.
 #[derive(Debug, Clone, clap::Args)]
 pub struct HbaseArgs {
-    /// Address (host:port) of HBase's Thrift1 gateway.
+    /// Addresses (host:port, comma-separated) of HBase's Thrift1 gateways.
+    /// The connections are spread over them; one that dies is taken out
+    /// and its reads go to another at once.
     #[arg(long, env = "REVIEWS_THRIFT_ADDR", default_value = "127.0.0.1:9090")]
-    pub thrift_addr: String,
+    pub thrift_addr: GatewayList,
 
-    /// Address (host:port) of HBase's Thrift2 gateway, for what Thrift1
-    /// cannot do (time-range scans, pre-split tables). Connected to only
-    /// when such an operation runs.
+    /// Addresses (host:port, comma-separated) of HBase's Thrift2 gateways,
+    /// for what Thrift1 cannot do (time-range scans, timeline reads,
+    /// pre-split tables). Connected to only when such an operation runs.
     #[arg(long, env = "REVIEWS_THRIFT2_ADDR", default_value = "127.0.0.1:9091")]
-    pub thrift2_addr: String,
+    pub thrift2_addr: GatewayList,
 
     /// Prefix in front of every table name (empty: the seed's names).
     #[arg(long, env = "REVIEWS_TABLE_PREFIX", default_value = "")]
@@ -43,8 +45,8 @@ impl HbaseArgs {
     pub fn hbase_config(&self) -> HbaseConfig {
         let operation_timeout = Duration::from_millis(self.hbase_timeout_ms.max(1));
         HbaseConfig {
-            address: self.thrift_addr.clone(),
-            thrift2_address: self.thrift2_addr.clone(),
+            thrift1_gateways: self.thrift_addr.clone(),
+            thrift2_gateways: self.thrift2_addr.clone(),
             pool_size: self.pool_size.max(1),
             // A socket may not block longer than the whole operation may take.
             io_timeout: operation_timeout.min(HbaseConfig::default().io_timeout),

@@ -11,6 +11,10 @@ pub const HBASE_CALL_SECONDS: &str = "reviews_hbase_call_seconds";
 pub const HBASE_CALL_ERRORS: &str = "reviews_hbase_call_errors_total";
 /// Thrift connections that could not be opened.
 pub const HBASE_CONNECT_ERRORS: &str = "reviews_hbase_connect_errors_total";
+/// Gateways taken out of a pool at a sign of their death, by kind (`Thrift1`, `Thrift2`).
+pub const HBASE_GATEWAYS_TAKEN_OUT: &str = "reviews_hbase_gateways_taken_out_total";
+/// Gateways of a pool live now, by kind: a gauge.
+pub const HBASE_GATEWAYS_LIVE: &str = "reviews_hbase_gateways_live";
 /// Retries after a transient HBase failure.
 pub const HBASE_RETRIES: &str = "reviews_hbase_retries_total";
 /// Timeline reads answered (in part) by a secondary region replica.
@@ -53,6 +57,9 @@ pub fn describe_shared_metrics() {
     for reason in ["queue_full", "queue_timeout"] {
         metrics::counter!(HBASE_OVERLOADED, "reason" => reason).absolute(0);
     }
+    for gateway in ["Thrift1", "Thrift2"] {
+        metrics::counter!(HBASE_GATEWAYS_TAKEN_OUT, "gateway" => gateway).absolute(0);
+    }
     metrics::describe_histogram!(
         HBASE_CALL_SECONDS,
         metrics::Unit::Seconds,
@@ -64,6 +71,14 @@ pub fn describe_shared_metrics() {
         "Thrift connections to the HBase gateway that could not be opened"
     );
     metrics::describe_counter!(HBASE_RETRIES, "Retries after a transient HBase failure");
+    metrics::describe_counter!(
+        HBASE_GATEWAYS_TAKEN_OUT,
+        "Thrift gateways taken out of a pool at a sign of their death (refused, reset or closed connection), by kind"
+    );
+    metrics::describe_gauge!(
+        HBASE_GATEWAYS_LIVE,
+        "Thrift gateways of a pool live now (not taken out, or answering their probe again), by kind"
+    );
     metrics::describe_counter!(
         HBASE_REPLICA_READS,
         "Timeline-consistent HBase reads answered, in part or whole, by a secondary region replica (its primary was slow or down)"

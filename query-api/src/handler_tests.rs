@@ -9,7 +9,7 @@ use std::time::{Duration, Instant};
 use axum::body::Body;
 use axum::http::{header, HeaderMap, Method, Request, StatusCode};
 use axum::Router;
-use common::hbase::{Hbase, HbaseConfig};
+use common::hbase::{GatewayList, Hbase, HbaseConfig};
 use common::store::ReadStore;
 use common::tables::Tables;
 use tower::ServiceExt;
@@ -22,7 +22,7 @@ const CLOSED_ADDRESS: &str = "127.0.0.1:1";
 
 fn offline_app(operation_timeout: Duration) -> Router {
     let hbase = Hbase::new(HbaseConfig {
-        address: CLOSED_ADDRESS.to_owned(),
+        thrift1_gateways: GatewayList::single(CLOSED_ADDRESS),
         connect_timeout: Duration::from_millis(100),
         operation_timeout,
         retries: 1,
@@ -217,7 +217,7 @@ async fn a_read_cut_short_by_the_request_deadline_is_a_timeout() {
     });
     let settings = Settings { request_timeout: Duration::from_millis(300), ..Settings::default() };
     let hbase = Hbase::new(crate::config::service_hbase_config(
-        HbaseConfig { address, ..HbaseConfig::default() },
+        HbaseConfig { thrift1_gateways: GatewayList::single(address), ..HbaseConfig::default() },
         settings.request_timeout,
     ));
     let store = ReadStore::new(hbase, Tables::with_prefix("black_hole_").expect("prefix"));
@@ -309,7 +309,8 @@ async fn a_prepared_answer_is_sent_in_the_variant_asked_for_and_revalidated_as_t
 
 #[tokio::test]
 async fn cors_allows_only_configured_origins() {
-    let hbase = Hbase::new(HbaseConfig { address: CLOSED_ADDRESS.to_owned(), ..HbaseConfig::default() });
+    let hbase =
+        Hbase::new(HbaseConfig { thrift1_gateways: GatewayList::single(CLOSED_ADDRESS), ..HbaseConfig::default() });
     let store = ReadStore::new(hbase, Tables::with_prefix("offline_").expect("prefix"));
     let settings = Settings { cors_origins: vec!["https://shop.example".to_owned()], ..Settings::default() };
     let app = crate::app(AppState::new(store, settings));

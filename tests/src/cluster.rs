@@ -9,7 +9,7 @@
 use std::path::PathBuf;
 use std::process::Command;
 
-use common::hbase::HbaseConfig;
+use common::hbase::{GatewayList, HbaseConfig};
 
 use crate::free_port;
 
@@ -38,8 +38,8 @@ impl TestCluster {
     /// [`crate::hbase_config`].
     pub fn hbase_config(&self) -> HbaseConfig {
         HbaseConfig {
-            address: self.thrift_address(),
-            thrift2_address: self.thrift2_address(),
+            thrift1_gateways: GatewayList::single(self.thrift_address()),
+            thrift2_gateways: GatewayList::single(self.thrift2_address()),
             ..crate::hbase_config(&self.thrift_address())
         }
     }

@@ -19,7 +19,7 @@ use std::sync::atomic::{AtomicU32, Ordering};
 use std::sync::Mutex;
 use std::time::{Duration, Instant};
 
-use common::hbase::{Hbase, HbaseConfig};
+use common::hbase::{GatewayList, Hbase, HbaseConfig};
 use common::schema::{self, RegionReplication, Regions};
 use common::store::Store;
 use common::tables::Tables;
@@ -48,8 +48,8 @@ pub fn thrift2_addr() -> String {
 /// Thrift2 gateway), patient enough for a loaded CI machine.
 pub fn hbase_config(address: &str) -> HbaseConfig {
     HbaseConfig {
-        address: address.to_owned(),
-        thrift2_address: thrift2_addr(),
+        thrift1_gateways: GatewayList::single(address),
+        thrift2_gateways: GatewayList::single(thrift2_addr()),
         pool_size: 8,
         operation_timeout: Duration::from_secs(60),
         ..HbaseConfig::default()

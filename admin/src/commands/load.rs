@@ -177,7 +177,7 @@ struct Summary<'a> {
 
 fn write_summary_json(path: &Path, args: &LoadArgs, report: &LoadReport) -> anyhow::Result<()> {
     let summary = Summary {
-        thrift_addr: &args.hbase.thrift_addr,
+        thrift_addr: &args.hbase.thrift_addr.to_string(),
         table_prefix: &args.hbase.table_prefix,
         seed: args.seed,
         end_time_ms: args.end_time_ms,

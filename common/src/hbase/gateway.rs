@@ -13,13 +13,14 @@
 //! of handing it out again.
 
 use std::io::{BufReader, BufWriter};
-use std::marker::PhantomData;
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use thrift::protocol::{TBinaryInputProtocol, TBinaryOutputProtocol};
 use thrift::transport::{ReadHalf, TIoChannel, TTcpChannel, WriteHalf};
 
+use super::gateways::{Gateways, Origin};
 use crate::error::{Error, Result};
 
 /// Buffer size for each direction of a connection. The crate's default (4 KiB)
@@ -68,7 +69,12 @@ pub struct GatewayConnection<C> {
     /// When the caller of the current operation stops waiting, if it said.
     deadline: Option<Instant>,
     broken: bool,
+    /// A transport error said the gateway itself has gone (refused, reset
+    /// or closed the socket), not merely that it was slow.
+    gateway_gone: bool,
     last_used: Instant,
+    /// The gateway this connection was opened to, when a pool opened it.
+    origin: Option<Origin>,
 }
 
 impl<C: GatewayClient> std::fmt::Debug for GatewayConnection<C> {
@@ -80,16 +86,44 @@ impl<C: GatewayClient> std::fmt::Debug for GatewayConnection<C> {
     }
 }
 
-/// Maps a Thrift error onto the data layer's error, and says whether the
-/// connection is still in step with the server.
-fn classify<C: GatewayClient>(error: thrift::Error) -> (Error, bool) {
+/// What a failed call says of its connection and of the gateway behind it.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+enum Damage {
+    /// The connection is still in step with the server.
+    None,
+    /// The socket may hold half a reply: the connection must go.
+    Connection,
+    /// The gateway refused, reset or closed the socket: it has gone (or
+    /// restarted), and every connection to it with it.
+    Gateway,
+}
+
+/// Maps a Thrift error onto the data layer's error, and says what it did to
+/// the connection. A timeout breaks the connection but says nothing of the
+/// gateway: a slow answer is usually HBase's.
+fn classify<C: GatewayClient>(error: thrift::Error) -> (Error, Damage) {
     match error {
-        thrift::Error::Transport(error) => (Error::Unavailable(format!("{} transport: {error}", C::GATEWAY)), true),
-        thrift::Error::Protocol(error) => (Error::Unavailable(format!("{} protocol: {error}", C::GATEWAY)), true),
-        thrift::Error::Application(error) => {
-            (Error::Hbase(format!("{} gateway application error: {error}", C::GATEWAY)), false)
+        thrift::Error::Transport(error) => {
+            let gone = match error.kind {
+                thrift::TransportErrorKind::NotOpen | thrift::TransportErrorKind::EndOfFile => true,
+                // Thrift folds the other socket errors into Unknown, keeping
+                // only the message: a write to a closed socket is one.
+                thrift::TransportErrorKind::Unknown => {
+                    let message = error.message.to_ascii_lowercase();
+                    ["broken pipe", "connection reset", "connection aborted"].iter().any(|sign| message.contains(sign))
+                }
+                _ => false,
+            };
+            let damage = if gone { Damage::Gateway } else { Damage::Connection };
+            (Error::Unavailable(format!("{} transport: {error}", C::GATEWAY)), damage)
         }
-        thrift::Error::User(error) => (C::declared_error(error.as_ref()), false),
+        thrift::Error::Protocol(error) => {
+            (Error::Unavailable(format!("{} protocol: {error}", C::GATEWAY)), Damage::Connection)
+        }
+        thrift::Error::Application(error) => {
+            (Error::Hbase(format!("{} gateway application error: {error}", C::GATEWAY)), Damage::None)
+        }
+        thrift::Error::User(error) => (C::declared_error(error.as_ref()), Damage::None),
     }
 }
 
@@ -172,8 +206,25 @@ impl<C: GatewayClient> GatewayConnection<C> {
             applied_timeout: io_timeout,
             deadline: None,
             broken: false,
+            gateway_gone: false,
             last_used: Instant::now(),
+            origin: None,
         })
+    }
+
+    /// Records which gateway (and epoch of it) the pool opened this connection to.
+    pub(super) fn set_origin(&mut self, origin: Origin) {
+        self.origin = Some(origin);
+    }
+
+    /// The gateway this connection was opened to, when a pool opened it.
+    pub(super) fn origin(&self) -> Option<&Origin> {
+        self.origin.as_ref()
+    }
+
+    /// Whether a failed call showed that the gateway itself has gone.
+    pub(super) fn gateway_gone(&self) -> bool {
+        self.gateway_gone
     }
 
     /// Whether a transport error left this connection out of step with the
@@ -225,8 +276,9 @@ impl<C: GatewayClient> GatewayConnection<C> {
         metrics::histogram!(crate::telemetry::HBASE_CALL_SECONDS, "op" => operation)
             .record(started.elapsed().as_secs_f64());
         outcome.map_err(|error| {
-            let (error, broken) = classify::<C>(error);
-            self.broken |= broken;
+            let (error, damage) = classify::<C>(error);
+            self.broken |= damage != Damage::None;
+            self.gateway_gone |= damage == Damage::Gateway;
             let kind = match &error {
                 Error::Unavailable(_) => "unavailable",
                 Error::NotFound(_) => "not_found",
@@ -243,27 +295,22 @@ impl<C: GatewayClient> GatewayConnection<C> {
     }
 }
 
-/// Opens, validates and retires pooled connections to one gateway for r2d2.
+/// Opens, validates and retires pooled connections to the gateways of one
+/// kind for r2d2 (`gateways.rs` chooses among them).
 pub struct GatewayManager<C> {
-    /// `host:port` of the gateway.
-    pub address: String,
-    /// How long to wait for the TCP handshake.
-    pub connect_timeout: Duration,
-    /// How long one read or write on the socket may block.
-    pub io_timeout: Duration,
-    client: PhantomData<fn() -> C>,
+    gateways: Arc<Gateways<C>>,
 }
 
 impl<C> GatewayManager<C> {
-    /// A manager of connections to `address`.
-    pub fn new(address: String, connect_timeout: Duration, io_timeout: Duration) -> Self {
-        GatewayManager { address, connect_timeout, io_timeout, client: PhantomData }
+    /// A manager of connections to `gateways`.
+    pub(super) fn new(gateways: Arc<Gateways<C>>) -> Self {
+        GatewayManager { gateways }
     }
 }
 
 impl<C: GatewayClient> std::fmt::Debug for GatewayManager<C> {
     fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GatewayManager").field("gateway", &C::GATEWAY).field("address", &self.address).finish()
+        f.debug_struct("GatewayManager").field("gateway", &C::GATEWAY).field("gateways", &self.gateways).finish()
     }
 }
 
@@ -272,12 +319,19 @@ impl<C: GatewayClient> r2d2::ManageConnection for GatewayManager<C> {
     type Error = Error;
 
     fn connect(&self) -> Result<GatewayConnection<C>> {
-        GatewayConnection::open(&self.address, self.connect_timeout, self.io_timeout)
+        self.gateways.connect()
     }
 
-    /// Pings only connections idle long enough for the gateway to have closed
-    /// them; a busy connection is used without an extra round trip.
+    /// Retires a connection to a gateway taken out since it opened, and
+    /// pings only connections idle long enough for the gateway to have
+    /// closed them; a busy connection is used without an extra round trip.
     fn is_valid(&self, connection: &mut GatewayConnection<C>) -> Result<()> {
+        if connection.origin().is_some_and(|origin| !self.gateways.still_current(origin)) {
+            return Err(Error::Unavailable(format!(
+                "the {} gateway was taken out since this connection opened",
+                C::GATEWAY
+            )));
+        }
         // The previous user's deadline does not bind the validation ping.
         connection.set_deadline(None);
         if connection.last_used.elapsed() >= VALIDATE_AFTER_IDLE {
@@ -288,5 +342,34 @@ impl<C: GatewayClient> r2d2::ManageConnection for GatewayManager<C> {
 
     fn has_broken(&self, connection: &mut GatewayConnection<C>) -> bool {
         connection.broken
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use thrift::{TransportError, TransportErrorKind};
+
+    use super::*;
+    use crate::hbase::connection::Thrift1Client;
+
+    fn damage_of(error: std::io::Error) -> Damage {
+        classify::<Thrift1Client>(thrift::Error::from(error)).1
+    }
+
+    #[test]
+    fn a_refused_reset_or_closed_socket_is_the_gateways_death_and_a_timeout_is_not() {
+        use std::io::{Error as IoError, ErrorKind};
+        for kind in
+            [ErrorKind::ConnectionRefused, ErrorKind::ConnectionReset, ErrorKind::UnexpectedEof, ErrorKind::BrokenPipe]
+        {
+            assert_eq!(damage_of(IoError::new(kind, kind.to_string())), Damage::Gateway, "{kind:?}");
+        }
+        // A socket read timeout is WouldBlock on Linux: HBase was slow, the gateway may be fine.
+        for kind in [ErrorKind::TimedOut, ErrorKind::WouldBlock] {
+            assert_eq!(damage_of(IoError::new(kind, kind.to_string())), Damage::Connection, "{kind:?}");
+        }
+        let unknown =
+            thrift::Error::Transport(TransportError::new(TransportErrorKind::Unknown, "Broken pipe (os error 32)"));
+        assert_eq!(classify::<Thrift1Client>(unknown).1, Damage::Gateway);
     }
 }

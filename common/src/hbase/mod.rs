@@ -34,6 +34,7 @@
 
 mod connection;
 mod gateway;
+mod gateways;
 mod latency;
 mod thrift2;
 mod timeline;
@@ -48,6 +49,8 @@ use connection::Thrift1Client;
 #[cfg_attr(feature = "test-support", visibility::make(pub))]
 pub(crate) use connection::{Connection, Row, RowMutation, ScanSpec};
 use gateway::{GatewayClient, GatewayConnection, GatewayManager};
+use gateways::Gateways;
+pub use gateways::{GatewayList, InvalidGatewayList};
 use thrift2::Thrift2Client;
 #[cfg_attr(feature = "test-support", visibility::make(pub))]
 pub(crate) use thrift2::Thrift2Connection;
@@ -76,13 +79,13 @@ pub(crate) const COLUMN_STARS: &[u8] = b"cf:r";
 /// How to reach HBase and how patient to be with it.
 #[derive(Debug, Clone)]
 pub struct HbaseConfig {
-    /// `host:port` of the Thrift1 gateway.
-    pub address: String,
-    /// `host:port` of the Thrift2 gateway (time-range scans, existence
-    /// checks, pre-split tables). Connected to only when such an operation runs.
-    pub thrift2_address: String,
-    /// Most connections open at once to each gateway (and most operations in
-    /// flight on each).
+    /// The Thrift1 gateways (`gateways.rs` spreads the pool over them).
+    pub thrift1_gateways: GatewayList,
+    /// The Thrift2 gateways (time-range scans, existence checks, pre-split
+    /// tables). Connected to only when such an operation runs.
+    pub thrift2_gateways: GatewayList,
+    /// Most connections open at once to the gateways of each kind together
+    /// (and most operations in flight on each kind).
     pub pool_size: u32,
     /// TCP connect timeout.
     pub connect_timeout: Duration,
@@ -112,8 +115,8 @@ pub struct HbaseConfig {
 impl Default for HbaseConfig {
     fn default() -> Self {
         HbaseConfig {
-            address: "127.0.0.1:9090".to_owned(),
-            thrift2_address: "127.0.0.1:9091".to_owned(),
+            thrift1_gateways: GatewayList::single("127.0.0.1:9090"),
+            thrift2_gateways: GatewayList::single("127.0.0.1:9091"),
             pool_size: 16,
             connect_timeout: Duration::from_secs(1),
             io_timeout: Duration::from_secs(30),
@@ -159,26 +162,34 @@ struct Inner {
 /// operations running on it to its size.
 struct Lane<C: GatewayClient> {
     pool: r2d2::Pool<GatewayManager<C>>,
+    gateways: Arc<Gateways<C>>,
     permits: Arc<tokio::sync::Semaphore>,
 }
 
 impl<C: GatewayClient> Lane<C> {
     /// A lazy pool: no connection opens before an operation needs one, so
-    /// this succeeds while the gateway is down (or not deployed at all).
-    fn new(address: &str, config: &HbaseConfig) -> Lane<C> {
-        let manager = GatewayManager::new(address.to_owned(), config.connect_timeout, config.io_timeout);
+    /// this succeeds while the gateways are down (or not deployed at all).
+    fn new(list: &GatewayList, config: &HbaseConfig) -> Lane<C> {
+        let gateways = Gateways::new(list, config.connect_timeout, config.io_timeout);
+        let manager = GatewayManager::new(gateways.clone());
         let pool = r2d2::Pool::builder()
             .max_size(config.pool_size.max(1))
             .min_idle(Some(0))
             // Idle connections are retired before the gateway's 60 s idle close
             // would break them under us.
             .idle_timeout(Some(Duration::from_secs(45)))
+            // A busy connection is never idle, so without a lifetime a
+            // gateway that came back after a death would get no connection
+            // until the survivors' were dropped: replaced every two minutes,
+            // the pool spreads over the live gateways again (a new connection
+            // goes to the one with the fewest).
+            .max_lifetime(Some(Duration::from_secs(120)))
             .test_on_check_out(true)
             .connection_timeout(config.operation_timeout)
             .error_handler(Box::new(CountErrors))
             .build_unchecked(manager);
         let permits = Arc::new(tokio::sync::Semaphore::new(config.pool_size.max(1) as usize));
-        Lane { pool, permits }
+        Lane { pool, gateways, permits }
     }
 }
 
@@ -254,8 +265,8 @@ impl Hbase {
     pub fn new(config: HbaseConfig) -> Hbase {
         Hbase {
             inner: Arc::new(Inner {
-                thrift1: Lane::new(&config.address, &config),
-                thrift2: Lane::new(&config.thrift2_address, &config),
+                thrift1: Lane::new(&config.thrift1_gateways, &config),
+                thrift2: Lane::new(&config.thrift2_gateways, &config),
                 queued: AtomicUsize::new(0),
                 in_flight: AtomicUsize::new(0),
                 latency: latency::CallLatency::new(),
@@ -284,14 +295,29 @@ impl Hbase {
         let backoff = Backoff::uncapped(config.retry_backoff);
         let mut attempt = 0;
         loop {
+            let mut gateway_died = false;
             let outcome = self.checkout::<C>(deadline).and_then(|mut connection| {
                 // Every round trip of the operation ends by the caller's deadline.
                 connection.set_deadline(Some(deadline));
-                operation(&mut connection)
+                let outcome = operation(&mut connection);
+                if let (Err(error), Some(origin)) = (&outcome, connection.origin()) {
+                    if connection.gateway_gone() {
+                        gateway_died = C::lane(&self.inner).gateways.report_death(origin, error);
+                    }
+                }
+                outcome
             });
             match outcome {
                 Err(error) if error.is_transient() && retry == Retry::Idempotent && attempt < config.retries => {
-                    let Some(delay) = backoff.delay_within(attempt + 1, deadline) else {
+                    // A gateway that has just died says nothing of HBase:
+                    // the read goes to another gateway (or, behind a load
+                    // balancer, a new connection) at once, not after a pause.
+                    let delay = if gateway_died {
+                        Some(Duration::ZERO).filter(|_| Instant::now() < deadline)
+                    } else {
+                        backoff.delay_within(attempt + 1, deadline)
+                    };
+                    let Some(delay) = delay else {
                         return Err(error);
                     };
                     if abandoned.load(Ordering::Relaxed) {
@@ -300,7 +326,9 @@ impl Hbase {
                     attempt += 1;
                     metrics::counter!(crate::telemetry::HBASE_RETRIES).increment(1);
                     tracing::debug!(%error, attempt, ?delay, "retrying a transient HBase failure");
-                    std::thread::sleep(delay);
+                    if !delay.is_zero() {
+                        std::thread::sleep(delay);
+                    }
                 }
                 outcome => return outcome,
             }
@@ -481,7 +509,7 @@ mod tests {
 
     fn patient_pool(address: String) -> Hbase {
         Hbase::new(HbaseConfig {
-            address,
+            thrift1_gateways: GatewayList::single(address),
             pool_size: 1,
             io_timeout: Duration::from_secs(5),
             operation_timeout: Duration::from_secs(5),
@@ -546,7 +574,7 @@ mod tests {
     async fn a_bounded_queue_refuses_at_once_and_a_queue_timeout_refuses_in_time() {
         let (_gateway, address) = silent_gateway();
         let hbase = Hbase::new(HbaseConfig {
-            address,
+            thrift1_gateways: GatewayList::single(address),
             pool_size: 1,
             io_timeout: Duration::from_secs(3),
             operation_timeout: Duration::from_secs(3),

@@ -154,15 +154,15 @@ mod tests {
     use std::time::Duration;
 
     use super::*;
-    use crate::hbase::{Hbase, HbaseConfig};
+    use crate::hbase::{GatewayList, Hbase, HbaseConfig};
     use crate::ids::Id;
     use crate::tables::Tables;
 
     /// A store whose gateways refuse every connection: any read fails.
     fn offline_store() -> Store {
         let hbase = Hbase::new(HbaseConfig {
-            address: "127.0.0.1:1".to_owned(),
-            thrift2_address: "127.0.0.1:1".to_owned(),
+            thrift1_gateways: GatewayList::single("127.0.0.1:1"),
+            thrift2_gateways: GatewayList::single("127.0.0.1:1"),
             connect_timeout: Duration::from_millis(100),
             operation_timeout: Duration::from_millis(500),
             retries: 0,

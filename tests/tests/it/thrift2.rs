@@ -5,7 +5,9 @@
 use std::ops::Range;
 use std::time::Duration;
 
-use common::hbase::{Hbase, HbaseConfig, RangeScan, Region, Retry, ScanCells, TimedRow, COLUMN_SCORE, COLUMN_VALUE};
+use common::hbase::{
+    GatewayList, Hbase, HbaseConfig, RangeScan, Region, Retry, ScanCells, TimedRow, COLUMN_SCORE, COLUMN_VALUE,
+};
 use common::store::Store;
 use common::Error;
 use integration_tests::app::closed_address;
@@ -164,7 +166,7 @@ async fn the_thrift2_pool_connects_only_when_used() {
     // No Thrift2 gateway where this pool looks for one: Thrift1 work is unaffected,
     // and a Thrift2 operation reports the gateway unavailable.
     let hbase = Hbase::new(HbaseConfig {
-        thrift2_address: closed_address(),
+        thrift2_gateways: GatewayList::single(closed_address()),
         // The pool retries a refused connection until the deadline.
         operation_timeout: Duration::from_secs(3),
         ..hbase_config(&thrift_addr())

@@ -40,7 +40,7 @@ pub async fn start_service(args: &BenchArgs, name: &str, ranked_cache_ttl_ms: u6
     let log = File::create(&log_path).with_context(|| format!("cannot create {}", log_path.display()))?;
     let child = Command::new(&binary)
         .args(["--listen", &listen.to_string()])
-        .args(["--thrift-addr", &args.hbase.thrift_addr])
+        .args(["--thrift-addr", &args.hbase.thrift_addr.to_string()])
         .args(["--table-prefix", &args.hbase.table_prefix])
         .args(["--pool-size", &args.hbase.pool_size.to_string()])
         .args(["--ranked-cache-ttl-ms", &ranked_cache_ttl_ms.to_string()])

@@ -23,7 +23,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::hbase::{Hbase, HbaseConfig};
+use common::hbase::{GatewayList, Hbase, HbaseConfig};
 use common::store::Store;
 use integration_tests::{fresh_store, thrift2_addr, thrift_addr, wait_for, FaultyProxy, ProxyMode};
 use query_api::clients::ClientPolicy;
@@ -38,7 +38,11 @@ use integration_tests::fixtures::{post_all, Catalogue, AS_OF_MS};
 /// A store over `tables_of`'s tables, reached through `proxy`.
 fn store_through(proxy: &FaultyProxy, tables_of: &Store, config: HbaseConfig) -> (Store, Hbase) {
     // The Thrift2 gateway directly: summaries read their newer reviews through it.
-    let hbase = Hbase::new(HbaseConfig { address: proxy.address(), thrift2_address: thrift2_addr(), ..config });
+    let hbase = Hbase::new(HbaseConfig {
+        thrift1_gateways: GatewayList::single(proxy.address()),
+        thrift2_gateways: GatewayList::single(thrift2_addr()),
+        ..config
+    });
     (Store::new(hbase.clone(), tables_of.tables().clone()), hbase)
 }
 

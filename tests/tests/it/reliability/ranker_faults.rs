@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
-use common::hbase::{Hbase, HbaseConfig};
+use common::hbase::{GatewayList, Hbase, HbaseConfig};
 use common::store::lease::Clock;
 use common::store::{NewComment, Store};
 use integration_tests::{cargo_binary, fresh_store, thrift_addr, PrivateGateway};
@@ -76,8 +76,8 @@ async fn copy_of(source: &Store, name: &str) -> Store {
 /// deadline (2 s, one retry) so that an outage shows within seconds.
 fn store_through(gateway: &PrivateGateway, tables_of: &Store) -> Store {
     let hbase = Hbase::new(HbaseConfig {
-        address: gateway.address(),
-        thrift2_address: integration_tests::thrift2_addr(),
+        thrift1_gateways: GatewayList::single(gateway.address()),
+        thrift2_gateways: GatewayList::single(integration_tests::thrift2_addr()),
         pool_size: 4,
         operation_timeout: Duration::from_secs(2),
         retries: 1,
