@@ -122,6 +122,17 @@ pub fn read_tables(tables: &Tables) -> [&str; 5] {
     [&tables.user, &tables.comment, &tables.user_comment, &tables.product_comment, &tables.product_comment_rank]
 }
 
+/// The most replicas any region of the [`read_tables`] has (1: none has a
+/// secondary). Asks the master (the tables' descriptors).
+pub async fn most_read_replicas(hbase: &Hbase, tables: &Tables) -> Result<u32> {
+    let names: Vec<String> = read_tables(tables).iter().map(|name| (*name).to_owned()).collect();
+    hbase
+        .run_thrift2(Retry::Idempotent, move |connection| {
+            names.iter().try_fold(1, |most, table| Ok(most.max(connection.region_replication(table)?)))
+        })
+        .await
+}
+
 /// Creates every missing table with family `cf` (one version, block cache on,
 /// row bloom filter, a row index in each data block), the [`split_tables`]
 /// split into `regions` regions, the [`read_tables`] in `replication`

@@ -24,6 +24,18 @@ pub const DEFAULT_HBASE_TIMEOUT_MS: &str = "1500";
 /// gateway closed is replaced once, without stretching an outage into a hang.
 pub const DEFAULT_HBASE_RETRIES: &str = "1";
 
+/// What `--read-consistency` asks for: a [`ReadConsistency`], or `auto`.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
+pub enum ConsistencyChoice {
+    /// Timeline when the tables the pages read have region replicas.
+    #[default]
+    Auto,
+    /// Always strong.
+    Strong,
+    /// Always timeline.
+    Timeline,
+}
+
 /// `query-api`: serve the review tables over HTTP.
 /// Index rows a star-filtered page examines at most by default: a full page
 /// of 100 reviews of a star that one review in a hundred has, in a few
@@ -125,10 +137,14 @@ pub struct Args {
     /// Thrift2 gateway, and a secondary region replica answers when the
     /// primary has not within HBase's primary call timeout (a dead region
     /// server's regions stay readable), the answer then carrying
-    /// `X-Replica-Read: stale`. `timeline` pays off only on tables created
-    /// with `reviews-admin schema create --region-replication 2` or more.
-    #[arg(long, env = "REVIEWS_API_READ_CONSISTENCY", value_enum, default_value_t = ReadConsistency::Strong)]
-    pub read_consistency: ReadConsistency,
+    /// `X-Replica-Read: stale`. `auto` decides at start: `timeline` when
+    /// a table the pages read has region replicas (`reviews-admin schema
+    /// create --region-replication 2` or `schema upgrade`), or when the
+    /// tables cannot be asked (timeline reads answer on either kind of
+    /// table); `strong` otherwise. A table given replicas later takes a
+    /// restart to be read from them.
+    #[arg(long, env = "REVIEWS_API_READ_CONSISTENCY", value_enum, default_value_t = ConsistencyChoice::Auto)]
+    pub read_consistency: ConsistencyChoice,
 
     /// While HBase is busy (as many operations running as the pool has
     /// connections, or one waiting), refuse (429, `Retry-After`) the clients
@@ -279,15 +295,48 @@ impl Args {
     }
 
     /// The HBase pool configuration for this service: the shared flags, with
-    /// the HBase deadline never longer than a request may take.
+    /// the HBase deadline never longer than a request may take. `auto`
+    /// reads strong here; [`Args::resolved_hbase_config`] decides it.
     pub fn hbase_config(&self) -> HbaseConfig {
+        let read_consistency = match self.read_consistency {
+            ConsistencyChoice::Timeline => ReadConsistency::Timeline,
+            ConsistencyChoice::Strong | ConsistencyChoice::Auto => ReadConsistency::Strong,
+        };
         let config = HbaseConfig {
             queue_timeout: Some(Duration::from_millis(self.hbase_queue_timeout_ms)),
             max_queued: Some(self.hbase_max_queued),
-            read_consistency: self.read_consistency,
+            read_consistency,
             ..self.hbase.hbase_config()
         };
         service_hbase_config(config, self.settings().request_timeout)
+    }
+
+    /// [`Args::hbase_config`] with `auto` decided: timeline when a table
+    /// the pages read has more than one region replica, or when HBase
+    /// cannot say (timeline reads answer from tables of either kind, and a
+    /// replicated deployment must not fall back to reads that stall while
+    /// a region server is dead just because the master was away at start).
+    pub async fn resolved_hbase_config(&self, tables: &common::tables::Tables) -> HbaseConfig {
+        let config = self.hbase_config();
+        if self.read_consistency != ConsistencyChoice::Auto {
+            return config;
+        }
+        let asked = common::hbase::Hbase::new(config.clone());
+        let read_consistency = match common::schema::most_read_replicas(&asked, tables).await {
+            Ok(replicas) if replicas > 1 => {
+                tracing::info!(replicas, "the tables have region replicas: page reads are timeline");
+                ReadConsistency::Timeline
+            }
+            Ok(_) => {
+                tracing::info!("the tables have no region replicas: page reads are strong");
+                ReadConsistency::Strong
+            }
+            Err(error) => {
+                tracing::warn!(%error, "cannot read the tables' region replication: page reads are timeline");
+                ReadConsistency::Timeline
+            }
+        };
+        HbaseConfig { read_consistency, ..config }
     }
 }
 
@@ -409,6 +458,17 @@ mod tests {
         assert!(config.connect_timeout <= config.operation_timeout);
         assert_eq!(args.settings().cors_origins, ["https://shop.example", "https://m.shop.example"]);
         assert_eq!(args.hbase.tables().expect("tables").comment, "dev_comment");
+    }
+
+    #[test]
+    fn gateway_lists_parse_and_a_malformed_address_is_named() {
+        let args = Args::try_parse_from(["query-api", "--thrift-addr", "10.0.0.1:9090,10.0.0.2:9090"]).expect("a list");
+        assert_eq!(args.hbase_config().thrift1_gateways.addresses(), ["10.0.0.1:9090", "10.0.0.2:9090"]);
+        let error =
+            Args::try_parse_from(["query-api", "--thrift2-addr", "10.0.0.1:9091,10.0.0.2"]).expect_err("no port");
+        assert!(error.to_string().contains("\"10.0.0.2\""), "{error}");
+        // Decided at start from the tables: strong until then.
+        assert_eq!(Args::try_parse_from(["query-api"]).expect("defaults").read_consistency, ConsistencyChoice::Auto);
     }
 
     #[test]

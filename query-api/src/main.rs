@@ -70,7 +70,7 @@ fn fit_connections_to_file_limit(limits: &mut ConnectionLimits) {
 
 /// Serves until a shutdown signal; a graceful stop is a success (0), not an interruption.
 async fn serve(args: &Args, tables: common::tables::Tables) -> anyhow::Result<()> {
-    let store = ReadStore::new(Hbase::new(args.hbase_config()), tables);
+    let store = ReadStore::new(Hbase::new(args.resolved_hbase_config(&tables).await), tables);
     let mut settings = args.settings();
     fit_connections_to_file_limit(&mut settings.connections);
     let state = AppState::new(store, settings);

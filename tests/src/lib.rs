@@ -157,23 +157,36 @@ pub async fn outlast_delete_markers() {
 }
 
 /// A private Thrift gateway on its own port, against the shared HBase, that a
-/// test may stop and restart to simulate an outage without disturbing the
-/// shared gateway other tests use. Stopped when dropped.
+/// test may stop, kill and restart to simulate an outage without disturbing
+/// the shared gateways other tests use. Stopped when dropped.
 #[derive(Debug)]
 pub struct PrivateGateway {
     port: u16,
+    /// `thrift1` or `thrift2`, as `hbasectl start-gateway` names the kinds.
+    kind: &'static str,
 }
 
 impl PrivateGateway {
-    /// Starts a gateway on a free port and waits until it answers.
+    /// Starts a Thrift1 gateway on a free port and waits until it answers.
     pub fn start() -> PrivateGateway {
-        let port = std::net::TcpListener::bind("127.0.0.1:0")
-            .and_then(|listener| listener.local_addr())
-            .map(|address| address.port())
-            .expect("find a free port");
-        let gateway = PrivateGateway { port };
+        PrivateGateway::start_of("thrift1")
+    }
+
+    /// Starts a Thrift2 gateway on a free port and waits until it answers.
+    pub fn start_thrift2() -> PrivateGateway {
+        PrivateGateway::start_of("thrift2")
+    }
+
+    fn start_of(kind: &'static str) -> PrivateGateway {
+        let gateway = PrivateGateway { port: free_port(), kind };
         gateway.resume();
         gateway
+    }
+
+    /// Kills the gateway with SIGKILL (a crash: its connections are reset,
+    /// nothing is said first) until [`Self::resume`].
+    pub fn kill(&self) {
+        hbasectl(&["kill-gateway", &self.port.to_string()]);
     }
 
     /// The gateway's `host:port`.
@@ -183,12 +196,12 @@ impl PrivateGateway {
 
     /// Stops the gateway (connections to it are refused until [`Self::resume`]).
     pub fn stop(&self) {
-        hbasectl(&["stop-gateway", &self.port.to_string()]);
+        hbasectl(&["stop-gateway", &self.port.to_string(), self.kind]);
     }
 
     /// Starts the gateway again on the same port and waits until it answers.
     pub fn resume(&self) {
-        hbasectl(&["start-gateway", &self.port.to_string()]);
+        hbasectl(&["start-gateway", &self.port.to_string(), self.kind]);
     }
 }
 

@@ -73,10 +73,18 @@ impl ReadStore {
         usize::try_from(self.store.hbase().config().pool_size).unwrap_or(usize::MAX).max(1)
     }
 
-    /// Whether HBase answers: lists the tables (which reaches the master),
-    /// retried like a read. Readiness of a service that reads these tables.
+    /// Whether pages can be read: one row of the rankings table, read as a
+    /// page reads (with the pool's consistency, retried like any read). It
+    /// is what a service's readiness asks, so it must not ask more than the
+    /// pages do: listing tables would reach the master, which no page read
+    /// needs, and a master restarting would take every replica of the
+    /// service out of its load balancer while the pages could be served.
+    /// A missing table fails it ([`crate::Error::NotFound`]).
     pub async fn check_ready(&self) -> Result<()> {
-        self.store.hbase().check_ready().await
+        let table = self.store.tables().product_comment_rank.clone();
+        // No ranking row starts with a zero byte (every one starts with a
+        // product id), and HBase refuses an empty row key.
+        self.store.page_values(&table, vec![b"\0readiness".to_vec()]).await.map(drop)
     }
 
     /// One page of a walk of an index ([`Store::walk`]).

@@ -6,7 +6,7 @@ use axum::response::{IntoResponse, Response};
 use axum::Json;
 
 use super::Unavailable;
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
 use crate::state::AppState;
 use crate::views::Status;
 
@@ -16,7 +16,9 @@ pub async fn healthz() -> Json<Status> {
     Json(Status { status: "ok".to_owned() })
 }
 
-/// Readiness: HBase answers through the Thrift gateway.
+/// Readiness: a page can be read (HBase answers a page's read through the
+/// gateways; the master is not asked). Any failure, a missing table too, is
+/// 503: the load balancer sends the requests elsewhere.
 #[utoipa::path(
     get,
     path = "/readyz",
@@ -24,7 +26,7 @@ pub async fn healthz() -> Json<Status> {
     responses((status = 200, body = Status), Unavailable)
 )]
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<Status>, ApiError> {
-    state.store().check_ready().await?;
+    state.store().check_ready().await.map_err(|error| ApiError::new(ErrorCode::Unavailable, error.to_string()))?;
     Ok(Json(Status { status: "ready".to_owned() }))
 }
 

@@ -6,6 +6,9 @@
 //!   cached rankings meanwhile, and leaving no backlog after an outage.
 //! - [`gateway_outage`]: the query service under load while its Thrift
 //!   gateway (a private one, never the shared gateway) stops and returns.
+//! - [`gateway_failover`]: two gateways of each kind behind the query
+//!   service, one of each killed with SIGKILL under a read loop of every
+//!   page kind, then the others once the first are back: no read fails.
 //! - [`ranker_faults`]: the `ranker` binary killed with SIGKILL and rerun, and
 //!   the library losing its gateway mid-run; both end byte-identical to an
 //!   uninterrupted run.
@@ -25,6 +28,7 @@
 
 mod contention;
 mod corrupt_data;
+mod gateway_failover;
 mod gateway_outage;
 mod hostile_input;
 mod ranker_faults;

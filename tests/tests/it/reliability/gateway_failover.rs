@@ -1,0 +1,259 @@
+//! Two gateways of each kind behind the query service, and one of each
+//! killed with SIGKILL under a read loop of every kind of page: while
+//! another gateway of its kind lives, no read fails. The dead gateway's
+//! connections are retired at the first sign of its death, the read that
+//! saw it goes to the other gateway at once, and the dead one is probed
+//! until it answers again: then the other gateways are killed in turn, and
+//! the reads ride on the ones that came back.
+
+use std::sync::{Arc, Mutex};
+use std::time::{Duration, Instant};
+
+use common::hbase::{Hbase, HbaseConfig, Retry};
+use integration_tests::app::{service_store_via, uncached_settings, TestApp};
+use integration_tests::fixtures::{post_all, Catalogue, AS_OF_MS};
+use integration_tests::{fresh_store, hbase_config, thrift_addr, PrivateGateway};
+use reqwest::StatusCode;
+use tokio_util::sync::CancellationToken;
+
+use crate::rows::drop_tables;
+
+/// Concurrent request loops.
+const WORKERS: usize = 6;
+/// How long the loop reads before a kill, and after it.
+const BEFORE_KILL: Duration = Duration::from_secs(2);
+const AFTER_KILL: Duration = Duration::from_secs(5);
+/// The slowest answer allowed: the bound on any read through a kill.
+const SLOWEST: Duration = Duration::from_secs(3);
+
+/// What one request saw.
+#[derive(Debug, Clone)]
+struct Sample {
+    started: Instant,
+    elapsed: Duration,
+    route: &'static str,
+    outcome: Result<StatusCode, String>,
+}
+
+/// The page kinds a frontend reads, each a path on the service. Uncached,
+/// so every read reaches HBase through the gateways: Thrift1 for the index
+/// pages, rankings and comments, Thrift2 for the filtered pages, cursor
+/// walks and summaries.
+fn path(catalogue: &Catalogue, cursors: &[String], turn: usize) -> (&'static str, String) {
+    let number = u64::try_from(turn).expect("small") % catalogue.products;
+    let product = catalogue.product(number);
+    let user = catalogue.user(number % catalogue.users);
+    match turn % 8 {
+        0 => ("latest", format!("/v1/products/{product}/comments?limit=10")),
+        1 => ("user timeline", format!("/v1/users/{user}/comments?limit=10")),
+        2 => ("ranked", format!("/v1/products/{product}/comments/ranked")),
+        3 => ("summary", format!("/v1/products/{product}/comments/summary")),
+        4 => ("five stars", format!("/v1/products/{product}/comments?rating=5&limit=5")),
+        5 => ("rating order", format!("/v1/products/{product}/comments?sort=rating_desc&limit=5")),
+        6 => (
+            "listing summaries",
+            format!("/v1/summaries?productIds={product},{}", catalogue.product((number + 1) % catalogue.products)),
+        ),
+        _ => {
+            let cursor = &cursors[turn % cursors.len()];
+            (
+                "cursor page",
+                format!("/v1/products/{product}/comments?limit=5&cursor={cursor}", product = catalogue.product(0)),
+            )
+        }
+    }
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_gateway_killed_under_load_costs_no_read_while_another_of_its_kind_lives() {
+    let store = fresh_store("rel_gateway_failover").await;
+    let catalogue = Catalogue { products: 8, comments_per_product: 15, users: 6 };
+    post_all(&store, catalogue.new_comments(0)).await;
+    let ranked = ranker::run(&store, &ranker::RunOptions::new(ranker::Scope::All, AS_OF_MS), CancellationToken::new())
+        .await
+        .expect("rank the products");
+    assert!(ranked.failures.is_empty(), "{:?}", ranked.failures);
+
+    let gateways = tokio::task::spawn_blocking(|| {
+        [
+            PrivateGateway::start(),
+            PrivateGateway::start(),
+            PrivateGateway::start_thrift2(),
+            PrivateGateway::start_thrift2(),
+        ]
+    })
+    .await
+    .expect("start two private gateways of each kind");
+    let gateways = Arc::new(gateways);
+    let thrift1 = format!("{},{}", gateways[0].address(), gateways[1].address());
+    let thrift2 = format!("{},{}", gateways[2].address(), gateways[3].address());
+    // The service's own defaults (a 1.5 s deadline, one retry) and strong
+    // reads: the gateways' death is what is tested, not the region servers'.
+    let service = TestApp::spawn(
+        service_store_via(&thrift1, &thrift2, &store, &["--read-consistency", "strong"]),
+        uncached_settings(),
+    )
+    .await;
+
+    // Cursors into product 0's list, and every route answering once, before the load.
+    let first = service.get(&format!("/v1/products/{}/comments?limit=5", catalogue.product(0))).await;
+    let mut cursors = Vec::new();
+    let mut next = first.body["nextCursor"].as_str().map(str::to_owned);
+    while let Some(cursor) = next {
+        let page =
+            service.get(&format!("/v1/products/{}/comments?limit=5&cursor={cursor}", catalogue.product(0))).await;
+        assert_eq!(page.status, StatusCode::OK, "{}", page.raw);
+        next = page.body["nextCursor"].as_str().map(str::to_owned);
+        cursors.push(cursor);
+    }
+    assert!(cursors.len() >= 2, "product 0 has pages after the first: {}", first.raw);
+    let warm_until = Instant::now() + Duration::from_secs(60);
+    for turn in 0..8 * usize::try_from(catalogue.products).expect("small") {
+        loop {
+            let (route, target) = path(&catalogue, &cursors, turn);
+            let answer = service.get(&target).await;
+            if answer.status == StatusCode::OK {
+                break;
+            }
+            assert!(Instant::now() < warm_until, "{route} never answered 200 through fresh gateways: {}", answer.raw);
+            tokio::time::sleep(Duration::from_millis(200)).await;
+        }
+    }
+
+    let samples: Arc<Mutex<Vec<Sample>>> = Arc::new(Mutex::new(Vec::new()));
+    let stop_load = CancellationToken::new();
+    let cursors = Arc::new(cursors);
+    let mut workers = tokio::task::JoinSet::new();
+    for worker in 0..WORKERS {
+        let (client, base, samples, stop_load, cursors) =
+            (service.client.clone(), service.base.clone(), samples.clone(), stop_load.clone(), cursors.clone());
+        workers.spawn(async move {
+            let mut turn = worker;
+            while !stop_load.is_cancelled() {
+                let (route, target) = path(&catalogue, &cursors, turn);
+                let started = Instant::now();
+                let outcome = client
+                    .get(format!("{base}{target}"))
+                    .send()
+                    .await
+                    .map(|response| response.status())
+                    .map_err(|error| error.to_string());
+                samples.lock().expect("samples").push(Sample { started, elapsed: started.elapsed(), route, outcome });
+                turn += WORKERS;
+                tokio::time::sleep(Duration::from_millis(5)).await;
+            }
+        });
+    }
+
+    // First the first gateway of each kind dies; then, once both are back,
+    // the second of each, so that the reads must ride on the gateways that
+    // were dead a moment ago.
+    tokio::time::sleep(BEFORE_KILL).await;
+    let kills = gateways.clone();
+    let first_kill = tokio::task::spawn_blocking(move || {
+        kills[0].kill();
+        kills[2].kill();
+        Instant::now()
+    })
+    .await
+    .expect("kill the first gateway of each kind");
+    tokio::time::sleep(AFTER_KILL).await;
+    let revive = gateways.clone();
+    tokio::task::spawn_blocking(move || {
+        revive[0].resume();
+        revive[2].resume();
+    })
+    .await
+    .expect("restart the first gateways");
+    // The probes find them back within their longest pause (5 s).
+    tokio::time::sleep(Duration::from_secs(6)).await;
+    let kills = gateways.clone();
+    let second_kill = tokio::task::spawn_blocking(move || {
+        kills[1].kill();
+        kills[3].kill();
+        Instant::now()
+    })
+    .await
+    .expect("kill the second gateway of each kind");
+    tokio::time::sleep(AFTER_KILL).await;
+    stop_load.cancel();
+    while let Some(done) = workers.join_next().await {
+        done.expect("load worker");
+    }
+    let samples = std::mem::take(&mut *samples.lock().expect("samples"));
+
+    let after = |kill: Instant| samples.iter().filter(move |sample| sample.started + sample.elapsed >= kill).count();
+    let slowest = samples.iter().map(|sample| sample.elapsed).max().unwrap_or_default();
+    println!(
+        "gateway failover: {} reads, {} finished after the first kill, {} after the second; slowest {slowest:?}",
+        samples.len(),
+        after(first_kill),
+        after(second_kill)
+    );
+    let failed: Vec<&Sample> = samples.iter().filter(|sample| !matches!(sample.outcome, Ok(StatusCode::OK))).collect();
+    assert!(
+        failed.is_empty(),
+        "{} of {} reads failed, the first: {:?}",
+        failed.len(),
+        samples.len(),
+        &failed[..failed.len().min(5)]
+    );
+    assert!(slowest < SLOWEST, "the slowest read took {slowest:?}");
+    for kill in [first_kill, second_kill] {
+        let routes_after: std::collections::BTreeSet<&str> = samples
+            .iter()
+            .filter(|sample| sample.started >= kill + Duration::from_millis(500))
+            .map(|sample| sample.route)
+            .collect();
+        assert_eq!(routes_after.len(), 8, "every kind of read ran after the kill: {routes_after:?}");
+    }
+
+    service.shut_down().await;
+    tokio::task::spawn_blocking(move || drop(gateways)).await.expect("stop the private gateways");
+    drop_tables(&[&store]).await;
+}
+
+/// The pool's half of the story, call by call: a pool whose connections
+/// are spread over two gateways, one of them killed. Every connection to
+/// the dead gateway would fail its next call; the first to fail takes the
+/// gateway out and retires the others, so with one retry (the service's
+/// default) no call fails: the retry never meets another dead connection.
+#[tokio::test(flavor = "multi_thread", worker_threads = 4)]
+async fn a_dead_gateways_pooled_connections_are_retired_at_its_first_failure() {
+    let gateways = tokio::task::spawn_blocking(|| [PrivateGateway::start(), PrivateGateway::start()])
+        .await
+        .expect("start two private gateways");
+    let list = format!("{},{}", gateways[0].address(), gateways[1].address());
+    let hbase = Hbase::new(HbaseConfig {
+        thrift1_gateways: list.parse().expect("a valid list"),
+        pool_size: 8,
+        retries: 1,
+        ..hbase_config(&thrift_addr())
+    });
+    // Eight calls at once, each holding its connection a moment: the pool
+    // opens eight connections, four to each gateway.
+    let mut filling = tokio::task::JoinSet::new();
+    for _ in 0..8 {
+        let hbase = hbase.clone();
+        filling.spawn(async move {
+            hbase
+                .run(Retry::Idempotent, |connection| {
+                    connection.ping()?;
+                    std::thread::sleep(Duration::from_millis(300));
+                    Ok(())
+                })
+                .await
+        });
+    }
+    while let Some(done) = filling.join_next().await {
+        done.expect("task").expect("a call through a live gateway");
+    }
+    let gateways = Arc::new(gateways);
+    let killing = gateways.clone();
+    tokio::task::spawn_blocking(move || killing[0].kill()).await.expect("kill the first gateway");
+    for call in 0..40 {
+        let outcome = hbase.run(Retry::Idempotent, |connection| connection.ping()).await;
+        assert!(outcome.is_ok(), "call {call} after the kill failed: {outcome:?}");
+    }
+    tokio::task::spawn_blocking(move || drop(gateways)).await.expect("stop the private gateways");
+}
