@@ -54,11 +54,6 @@ impl ShutdownSignals {
     }
 }
 
-/// Completes on the first SIGTERM or SIGINT after the call.
-pub async fn first_signal() {
-    ShutdownSignals::listen().next().await;
-}
-
 /// Listens now; on the first signal calls `stop` with the signal's name (to
 /// begin a graceful stop), and on a second exits at once with
 /// [`ExitStatus::Interrupted`], without waiting for the work in flight.

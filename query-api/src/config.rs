@@ -105,6 +105,14 @@ pub struct Args {
     #[arg(long, env = "REVIEWS_API_DRAIN_DEADLINE_MS", default_value_t = 10_000)]
     pub drain_deadline_ms: u64,
 
+    /// After SIGTERM, how long the service keeps serving with `/readyz`
+    /// answering 503 before it stops accepting connections, in
+    /// milliseconds: the time a load balancer's health checks take to see
+    /// it leave (HAProxy's reference configuration: two failed checks a
+    /// second apart). 0 stops accepting at once; Ctrl-C always does.
+    #[arg(long, env = "REVIEWS_API_UNREADY_BEFORE_DRAIN_MS", default_value_t = 0)]
+    pub unready_before_drain_ms: u64,
+
     /// How long a request head may take to arrive, in milliseconds, counted
     /// from its first byte (from the connection's acceptance, for its first
     /// request); a connection that misses it is closed.
@@ -273,6 +281,7 @@ impl Args {
                 .filter(|o| !o.is_empty())
                 .collect(),
             drain_deadline: Duration::from_millis(self.drain_deadline_ms),
+            unready_before_drain: Duration::from_millis(self.unready_before_drain_ms),
             metrics_on_main_listener: self.metrics_listen.is_none(),
             demo_pages: self.demo_pages,
             connections: ConnectionLimits {
@@ -382,6 +391,8 @@ pub struct Settings {
     pub cors_origins: Vec<String>,
     /// How long in-flight requests may run after a shutdown signal.
     pub drain_deadline: Duration,
+    /// How long the service serves, unready, between SIGTERM and the drain.
+    pub unready_before_drain: Duration,
     /// Whether the main router serves `/metrics` (not when `--metrics-listen` moves it).
     pub metrics_on_main_listener: bool,
     /// Whether the demo pages are served (`--demo-pages`).
@@ -403,6 +414,7 @@ impl Default for Settings {
             star_budget_rows: DEFAULT_STAR_BUDGET_ROWS as usize,
             cors_origins: Vec::new(),
             drain_deadline: Duration::from_secs(10),
+            unready_before_drain: Duration::ZERO,
             metrics_on_main_listener: true,
             demo_pages: false,
             connections: ConnectionLimits {

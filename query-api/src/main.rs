@@ -96,7 +96,18 @@ async fn serve(args: &Args, tables: common::tables::Tables) -> anyhow::Result<()
         // Not fatal: the service answers 503 until HBase is back, and /readyz says so.
         tracing::warn!(%error, "HBase does not answer yet");
     }
-    query_api::serve(listener, state, common::shutdown::first_signal()).await.context("serving failed")?;
+    let stopping = state.clone();
+    let unready_before_drain = state.settings().unready_before_drain;
+    let shutdown = async move {
+        let signal = common::shutdown::ShutdownSignals::listen().next().await;
+        stopping.mark_stopping();
+        // A person at a terminal (Ctrl-C) has no load balancer to wait for.
+        if signal == "SIGTERM" && !unready_before_drain.is_zero() {
+            tracing::info!(?unready_before_drain, "unready: serving on while load balancers notice");
+            tokio::time::sleep(unready_before_drain).await;
+        }
+    };
+    query_api::serve(listener, state, shutdown).await.context("serving failed")?;
     tracing::info!("query-api stopped");
     Ok(())
 }

@@ -34,6 +34,9 @@ struct Shared {
     rendered_views: RenderedViews,
     clients: Clients,
     metrics: PrometheusHandle,
+    /// Set when the service has been told to stop: `/readyz` answers 503
+    /// from then on, so load balancers stop sending before the drain.
+    stopping: std::sync::atomic::AtomicBool,
 }
 
 impl AppState {
@@ -60,7 +63,27 @@ impl AppState {
         // markup beside the embedded answer), so the views of the rankings
         // held fit beside them.
         let rendered_views = RenderedViews::new(settings.ranked_cache_ttl, settings.ranked_cache_max_bytes / 2);
-        AppState(Arc::new(Shared { store, settings, loads, ranked_cache, last_good, rendered_views, clients, metrics }))
+        AppState(Arc::new(Shared {
+            store,
+            settings,
+            loads,
+            ranked_cache,
+            last_good,
+            rendered_views,
+            clients,
+            metrics,
+            stopping: std::sync::atomic::AtomicBool::new(false),
+        }))
+    }
+
+    /// Marks the service as stopping: `/readyz` answers 503 from now on.
+    pub fn mark_stopping(&self) {
+        self.0.stopping.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether the service has been told to stop.
+    pub fn is_stopping(&self) -> bool {
+        self.0.stopping.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The store the routes read.

@@ -74,7 +74,9 @@ struct PageLoadArgs {
     seed: u64,
 
     /// The kinds of reads in the mix, comma-separated, in equal shares:
-    /// ranked, summary, latest, user, next-page, deep-page, star, summaries.
+    /// ranked, summary, latest, user, next-page, deep-page, star, summaries,
+    /// rating-order (best first), review (one review by the id a latest page
+    /// gave it) and html (the server-rendered `reviews.html`).
     #[arg(long, value_enum, value_delimiter = ',', default_value = "ranked,summary,latest,user,next-page")]
     routes: Vec<Route>,
 
@@ -98,6 +100,9 @@ enum Route {
     DeepPage,
     Star,
     Summaries,
+    RatingOrder,
+    Review,
+    Html,
 }
 
 impl Route {
@@ -111,6 +116,9 @@ impl Route {
             Route::DeepPage => "deep-page",
             Route::Star => "star",
             Route::Summaries => "summaries",
+            Route::RatingOrder => "rating-order",
+            Route::Review => "review",
+            Route::Html => "html",
         }
     }
 }
@@ -130,6 +138,8 @@ struct Pages {
     products: u64,
     last_fresh: Mutex<HashMap<String, Vec<u8>>>,
     cursors: Mutex<HashMap<u64, String>>,
+    /// The id of the first review of each product's latest page, for `review`.
+    review_ids: Mutex<HashMap<u64, String>>,
     /// Cursors of the hottest product's pages past its first ten, from `--warm`.
     deep_cursors: Vec<String>,
 }
@@ -173,6 +183,16 @@ impl Pages {
                 }
             }
             Route::Star => format!("/v1/products/{product_id}/comments?rating=1&limit=20"),
+            Route::RatingOrder => format!("/v1/products/{product_id}/comments?sort=rating_desc&limit=20"),
+            Route::Html => format!("/v1/products/{product_id}/reviews.html"),
+            Route::Review => {
+                let id = self.review_ids.lock().ok().and_then(|ids| ids.get(&product).cloned());
+                match id {
+                    Some(id) => format!("/v1/reviews/{id}"),
+                    // Not seen yet: the latest page that gives it.
+                    None => format!("/v1/products/{product_id}/comments?limit=20"),
+                }
+            }
             Route::Summaries => {
                 let ids: Vec<String> = (0..LISTING_PRODUCTS)
                     .map(|offset| demo::product_id((product + offset * 7) % self.products + 1).map(|id| id.to_string()))
@@ -200,11 +220,12 @@ impl Pages {
                 last_fresh.insert(path.to_owned(), body);
             }
         }
-        if let (Route::Latest, Some(cursor)) =
-            (route, parsed.as_ref().and_then(|value| value["nextCursor"].as_str().map(str::to_owned)))
-        {
-            if let Ok(mut cursors) = self.cursors.lock() {
-                cursors.insert(product, cursor);
+        if let (Route::Latest | Route::Review, Some(page)) = (route, parsed.as_ref()) {
+            if let (Some(cursor), Ok(mut cursors)) = (page["nextCursor"].as_str(), self.cursors.lock()) {
+                cursors.insert(product, cursor.to_owned());
+            }
+            if let (Some(id), Ok(mut ids)) = (page["comments"][0]["id"].as_str(), self.review_ids.lock()) {
+                ids.insert(product, id.to_owned());
             }
         }
         Ok(Seen { status, code, stale, replica, same_as_last_fresh })
@@ -268,6 +289,7 @@ async fn main() -> anyhow::Result<()> {
         products: args.products,
         last_fresh: Mutex::new(HashMap::new()),
         cursors: Mutex::new(HashMap::new()),
+        review_ids: Mutex::new(HashMap::new()),
         deep_cursors: Vec::new(),
     };
     if args.snapshot {

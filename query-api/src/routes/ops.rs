@@ -18,7 +18,9 @@ pub async fn healthz() -> Json<Status> {
 
 /// Readiness: a page can be read (HBase answers a page's read through the
 /// gateways; the master is not asked). Any failure, a missing table too, is
-/// 503: the load balancer sends the requests elsewhere.
+/// 503: the load balancer sends the requests elsewhere. So is a service
+/// told to stop (SIGTERM), which keeps serving a moment before it drains
+/// (`--unready-before-drain-ms`).
 #[utoipa::path(
     get,
     path = "/readyz",
@@ -26,6 +28,9 @@ pub async fn healthz() -> Json<Status> {
     responses((status = 200, body = Status), Unavailable)
 )]
 pub async fn readyz(State(state): State<AppState>) -> Result<Json<Status>, ApiError> {
+    if state.is_stopping() {
+        return Err(ApiError::new(ErrorCode::Unavailable, "the service is stopping"));
+    }
     state.store().check_ready().await.map_err(|error| ApiError::new(ErrorCode::Unavailable, error.to_string()))?;
     Ok(Json(Status { status: "ready".to_owned() }))
 }

@@ -21,6 +21,9 @@
 //!   newest served, and an expired ranking reloaded by one request while the
 //!   others are answered from the expiring copy.
 //!
+//! - [`stopping`]: the binary told to stop (SIGTERM) answers `/readyz` 503
+//!   at once and serves on until it drains and exits 0.
+//!
 //! The restart of the HBase master itself and the ten-minute soak do not fit
 //! in the test command's time (or would disturb the HBase other tests share):
 //! `scripts/fault-master-restart.sh` and `scripts/soak.sh` run them, and
@@ -34,3 +37,4 @@ mod hostile_input;
 mod ranker_faults;
 mod slow_clients;
 mod stale_answers;
+mod stopping;
