@@ -80,3 +80,19 @@ stop_fault_run() {
     hbase/hbasectl clean >/dev/null 2>&1 || true
   fi
 }
+
+# ensure_haproxy: installs Debian's haproxy when it is missing (as root, or
+# through sudo), without starting the system's own instance: the scripts
+# run theirs, with the project's configuration, in the foreground.
+ensure_haproxy() {
+  command -v haproxy >/dev/null && return 0
+  local -a as_root=()
+  [ "$(id -u)" -eq 0 ] || as_root=(sudo)
+  echo "installing haproxy from Debian's packages" >&2
+  "${as_root[@]}" apt-get update -qq
+  DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq --no-install-recommends haproxy >&2
+  command -v haproxy >/dev/null || {
+    echo "haproxy is not installed and could not be" >&2
+    return 1
+  }
+}

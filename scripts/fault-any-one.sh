@@ -1,0 +1,277 @@
+#!/usr/bin/env bash
+# Fault test (issue 51): any one process of a deployment killed with SIGKILL
+# under every kind of read a frontend makes, through a real proxy, with a
+# ranking run going; then the next, once the first is back.
+#
+# It never touches the shared HBase: it starts a SEPARATE deployment-shaped
+# HBase in its own run dir on its own ports (`hbasectl start --regionservers 3
+# --gateways 2 --zookeepers 3`: three region servers, two Thrift1 and two
+# Thrift2 gateways, a ZooKeeper ensemble of three, a master, each a JVM of
+# its own), creates the tables (6 regions; with FAULT_REPLICAS=2, the
+# default, the tables a page reads get two replicas per region), loads the
+# demo data set of 200 products and ranks it, and starts two release
+# query-api replicas with their defaults (both gateway lists; `auto` reads
+# timeline on replicated tables) behind HAProxy with the project's
+# configuration (deploy/haproxy/query-api.cfg; Debian's haproxy, installed
+# when missing).
+#
+# Then one round per victim, in this order: the region server holding
+# hbase:meta's primary, the region server holding the most primaries of the
+# user tables, Thrift1 gateway 1, Thrift2 gateway 1, query-api replica 1, the
+# master, the ZooKeeper leader. Each round reads for FAULT_ROUND_SECS (70)
+# at FAULT_RATE (250) reads a second through the proxy, of every kind
+# (`page-load` with every route: ranked, summary, latest, deep and next
+# cursor pages, user timelines, one-star and rating-ordered pages, listing
+# summaries, single reviews, reviews.html); ten seconds in, a ranking run
+# starts, and a second later the victim is killed with SIGKILL. The victim is
+# started again once its loss is repaired (a region server: once HBase has
+# reopened its regions elsewhere; the others at once) and the next round
+# waits until it serves.
+#
+# Printed, per round: reads from the kill to the round's end, failed (any
+# status but 200, or no answer), p99 and max latency, the share answered
+# from a secondary replica or a last good copy, seconds until the victim's
+# loss was repaired and until it served again, and the ranking run's exit
+# status; then every product's ranked reviews, summary and whole latest list
+# compared with before the faults; and the resident memory of every process.
+#
+# It exits non-zero when a read failed, a ranking run did not exit 0, or an
+# answer differs after the faults.
+#
+# Usage: scripts/fault-any-one.sh
+# Environment: FAULT_REPLICAS (2, or 1 for none), FAULT_RUN_DIR (default
+# target/fault-any-one-hbase), FAULT_THRIFT_PORT (default 9690: Thrift1
+# gateways on 9690 and 9692, Thrift2 on 9691 and 9693), FAULT_ZK_PORT
+# (default 22390), FAULT_API_PORT (default 18490: the proxy; the replicas on
+# the next two), FAULT_RATE (250), FAULT_ROUND_SECS (70), FAULT_VICTIMS
+# (a comma-separated subset of meta-rs,busiest-rs,thrift1,thrift2,query-api,
+# master,zookeeper), FAULT_KEEP=1 keeps the cluster and its data.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/lib.sh
+
+use_fault_hbase "$PWD/target/fault-any-one-hbase" 9690 22390
+unset HBASE_MASTER_HEAP HBASE_REGIONSERVERS HBASE_GATEWAYS HBASE_ZOOKEEPERS
+PROXY_PORT="${FAULT_API_PORT:-18490}"
+API_PORTS=("$((PROXY_PORT + 1))" "$((PROXY_PORT + 2))")
+RATE="${FAULT_RATE:-250}"
+ROUND_SECS="${FAULT_ROUND_SECS:-70}"
+REPLICAS="${FAULT_REPLICAS:-2}"
+VICTIMS="${FAULT_VICTIMS:-meta-rs,busiest-rs,thrift1,thrift2,query-api,master,zookeeper}"
+PRODUCTS=200
+USERS=2000
+AS_OF=1793491200000
+PREFIX=fault_
+OUT_DIR="$HBASE_RUN_DIR/report"
+ROUTES=ranked,summary,latest,deep-page,next-page,user,star,rating-order,summaries,review,html
+now_ms() { date +%s%3N; }
+[[ "$REPLICAS" =~ ^[12]$ ]] || {
+  echo "FAULT_REPLICAS must be 1 or 2" >&2
+  exit 2
+}
+
+ensure_haproxy
+build_release_binaries
+
+api_pids=("" "")
+proxy_pid=""
+load_pid=""
+cleanup() {
+  stop_fault_run "$load_pid" "${api_pids[@]}" "$proxy_pid"
+}
+trap cleanup EXIT
+
+echo "fault: a fresh deployment-shaped HBase in $HBASE_RUN_DIR"
+hbase/hbasectl discard >/dev/null 2>&1 || true
+started_ms=$(now_ms)
+hbase/hbasectl start --regionservers 3 --gateways 2 --zookeepers 3
+echo "fault: cluster up in $((($(now_ms) - started_ms) / 1000)) s"
+mkdir -p "$OUT_DIR"
+rm -f "$OUT_DIR"/round-*.jsonl "$OUT_DIR/rounds.txt"
+t1="127.0.0.1:$HBASE_THRIFT_PORT,127.0.0.1:$((HBASE_THRIFT_PORT + 2))"
+t2="127.0.0.1:$HBASE_THRIFT2_PORT,127.0.0.1:$((HBASE_THRIFT2_PORT + 2))"
+hbase_flags=(--thrift-addr "$t1" --thrift2-addr "$t2" --table-prefix "$PREFIX")
+"$BIN/reviews-admin" schema create "${hbase_flags[@]}" --regions 6 --region-replication "$REPLICAS" \
+  >"$OUT_DIR/schema.txt"
+"$BIN/reviews-admin" demo load "${hbase_flags[@]}" --users "$USERS" --products "$PRODUCTS" --comments 20000 \
+  >"$OUT_DIR/load.txt" 2>&1
+"$BIN/ranker" run "${hbase_flags[@]}" --as-of "$AS_OF" >"$OUT_DIR/ranker-first.txt" 2>&1
+
+# start_replica K: query-api replica K (0 or 1) with its defaults, behind the proxy.
+start_replica() {
+  start_query_api "${API_PORTS[$1]}" "$OUT_DIR/query-api-$1.log" "${hbase_flags[@]}" \
+    --unready-before-drain-ms 3000 --trusted-proxies 127.0.0.1/32
+  api_pids[$1]=$api_pid
+}
+start_replica 0
+start_replica 1
+REVIEWS_PROXY_LISTEN="127.0.0.1:$PROXY_PORT" REVIEWS_API_1="127.0.0.1:${API_PORTS[0]}" \
+  REVIEWS_API_2="127.0.0.1:${API_PORTS[1]}" haproxy -f deploy/haproxy/query-api.cfg >"$OUT_DIR/haproxy.log" 2>&1 &
+proxy_pid=$!
+base="http://127.0.0.1:$PROXY_PORT"
+until curl -fsS "$base/readyz" >/dev/null 2>&1; do
+  kill -0 "$proxy_pid" 2>/dev/null || {
+    cat "$OUT_DIR/haproxy.log" >&2
+    exit 1
+  }
+  sleep 0.2
+done
+"$BIN/page-load" --base "$base" --products "$PRODUCTS" --snapshot --out "$OUT_DIR/before.json"
+
+# Whether every region of the cluster (hbase:meta's included) is served by a
+# live region server: hbase:meta names no server hbasectl does not know.
+all_served() {
+  local regions
+  regions="$(hbase/hbasectl regions 2>/dev/null)" || return 1
+  [[ -n "$regions" ]] && ! grep -q '^rs-?' <<<"$regions"
+}
+
+# The region server (its number) holding hbase:meta's primary.
+meta_server() {
+  hbase/hbasectl regions | awk '$2 == "hbase:meta" && $3 == 0 { print substr($1, 4); exit }'
+}
+
+# The region server holding the most primaries of the user tables, of those
+# not holding hbase:meta's primary.
+busiest_server() {
+  hbase/hbasectl regions | awk -v prefix="$PREFIX" '$2 == "hbase:meta" && $3 == 0 { meta = $1 }
+    index($2, prefix) == 1 && $3 == 0 { n[$1]++ }
+    END { for (s in n) if (s != meta && n[s] > best) { best = n[s]; pick = s } print substr(pick, 4) }'
+}
+
+zookeeper_leader() {
+  hbase/hbasectl status | awk '/^zk-[0-9]+:.*leader/ { sub(/^zk-/, "", $1); sub(/:$/, "", $1); print $1; exit }'
+}
+
+# kill_victim NAME: kills the round's victim; prints how to bring it back.
+kill_victim() {
+  case "$1" in
+    meta-rs | busiest-rs)
+      local number
+      if [[ "$1" == meta-rs ]]; then number="$(meta_server)"; else number="$(busiest_server)"; fi
+      hbase/hbasectl kill-rs "$number" >&2
+      echo "rs $number"
+      ;;
+    thrift1) hbase/hbasectl kill-gateway thrift1-1 >&2 && echo "gateway thrift1-1" ;;
+    thrift2) hbase/hbasectl kill-gateway thrift2-1 >&2 && echo "gateway thrift2-1" ;;
+    query-api)
+      kill -KILL "${api_pids[0]}"
+      wait "${api_pids[0]}" 2>/dev/null || true
+      echo "replica 0"
+      ;;
+    master) hbase/hbasectl kill-master >&2 && echo "master" ;;
+    zookeeper)
+      local leader
+      leader="$(zookeeper_leader)"
+      hbase/hbasectl kill-zk "$leader" >&2
+      echo "zk $leader"
+      ;;
+  esac
+}
+
+# revive WHAT NUMBER: starts the victim again and waits until it serves.
+revive() {
+  case "$1" in
+    rs) hbase/hbasectl start-rs "$2" >&2 ;;
+    gateway) hbase/hbasectl start-gateway "$2" >&2 ;;
+    replica) start_replica "$2" ;;
+    master) hbase/hbasectl start-master >&2 ;;
+    zk) hbase/hbasectl start-zk "$2" >&2 ;;
+  esac
+}
+
+# One warm-up minute through the proxy, not counted: a cluster just started
+# serves its first minute slowly (cold JVMs, empty block caches).
+"$BIN/page-load" --base "$base" --warm --rate "$RATE" --duration-secs 60 --products "$PRODUCTS" --users "$USERS" \
+  --routes "$ROUTES" --out "$OUT_DIR/warm-up.jsonl"
+
+IFS=, read -r -a victims <<<"$VICTIMS"
+for victim in "${victims[@]}"; do
+  reads="$OUT_DIR/round-$victim.jsonl"
+  "$BIN/page-load" --base "$base" --warm --rate "$RATE" --duration-secs "$ROUND_SECS" --products "$PRODUCTS" \
+    --users "$USERS" --routes "$ROUTES" --out "$reads" &
+  load_pid=$!
+  until [[ -e "$reads" ]]; do sleep 0.2; done
+  sleep 9
+  "$BIN/ranker" run "${hbase_flags[@]}" --as-of "$AS_OF" >"$OUT_DIR/ranker-$victim.txt" 2>&1 &
+  ranker_pid=$!
+  sleep 1
+  killed_ms=$(now_ms)
+  read -r what number < <(kill_victim "$victim")
+  echo "fault: $victim: killed $what ${number:-}"
+  if [[ "$what" == rs ]]; then
+    until all_served; do sleep 0.5; done
+  fi
+  repaired_ms=$(now_ms)
+  revive "$what" "${number:-}"
+  served_ms=$(now_ms)
+  ranker_status=0
+  wait "$ranker_pid" || ranker_status=$?
+  wait "$load_pid"
+  load_pid=""
+  echo "fault: $victim: repaired after $(((repaired_ms - killed_ms) / 1000)) s, serving again after $(((served_ms - killed_ms) / 1000)) s, ranking run exited $ranker_status"
+  printf '%s %s %s %s %s\n' "$victim" "$killed_ms" "$repaired_ms" "$served_ms" "$ranker_status" >>"$OUT_DIR/rounds.txt"
+  # Every process of the deployment serving again before the next victim.
+  until curl -fsS "http://127.0.0.1:${API_PORTS[0]}/readyz" >/dev/null 2>&1 &&
+    curl -fsS "http://127.0.0.1:${API_PORTS[1]}/readyz" >/dev/null 2>&1; do sleep 0.5; done
+  sleep 5
+done
+
+"$BIN/page-load" --base "$base" --products "$PRODUCTS" --snapshot --out "$OUT_DIR/after.json"
+memory="$(for pidfile in "$HBASE_RUN_DIR"/*.pid; do
+  printf '%s %s\n' "$(basename "$pidfile" .pid)" "$(ps -o rss= -p "$(cat "$pidfile")" 2>/dev/null || echo 0)"
+done
+for k in 0 1; do printf 'query-api-%s %s\n' "$k" "$(ps -o rss= -p "${api_pids[$k]}")"; done
+printf 'haproxy %s\n' "$(ps -o rss= -p "$proxy_pid")")"
+
+python3 - "$OUT_DIR" "$memory" <<'PY'
+import json, sys
+out, memory = sys.argv[1], sys.argv[2]
+rounds = [line.split() for line in open(f"{out}/rounds.txt")]
+problems = []
+
+def p99(values):
+    values = sorted(values)
+    return values[min(len(values) - 1, int(len(values) * 0.99))] if values else 0.0
+
+print(f"{'victim':11} {'reads':>6} {'failed':>6} {'p99 ms':>7} {'max ms':>7} {'stale %':>7} {'repaired s':>10} {'serving s':>9} {'ranker':>6}")
+for victim, killed, repaired, served, ranker in rounds:
+    killed, repaired, served = int(killed), int(repaired), int(served)
+    reads = [json.loads(line) for line in open(f"{out}/round-{victim}.jsonl") if line.strip()]
+    after = [a for a in reads if a["due_ms"] >= killed]
+    failed = [a for a in after if a["status"] != 200]
+    latency = [a["latency_ms"] for a in after]
+    stale = sum(1 for a in after if a["status"] == 200 and (a["replica"] or a["stale"]))
+    share = 100.0 * stale / len(after) if after else 0.0
+    print(f"{victim:11} {len(after):6} {len(failed):6} {p99(latency):7.0f} {max(latency, default=0):7.0f} "
+          f"{share:7.1f} {(repaired - killed) / 1000:10.1f} {(served - killed) / 1000:9.1f} {ranker:>6}")
+    by_kind = {}
+    for a in failed:
+        by_kind.setdefault(a["route"], []).append(a)
+    for kind, seen in sorted(by_kind.items()):
+        last = max(a["due_ms"] + a["latency_ms"] for a in seen) - killed
+        codes = sorted({str(a.get("code") or a["status"]) for a in seen})
+        print(f"    {kind}: {len(seen)} failed ({', '.join(codes)}), the last ending {last / 1000:.1f} s after the kill")
+    if failed:
+        problems.append(f"{victim}: {len(failed)} of {len(after)} reads failed")
+    if ranker != "0":
+        problems.append(f"{victim}: the ranking run exited {ranker}")
+
+before = json.load(open(f"{out}/before.json"))
+after = json.load(open(f"{out}/after.json"))
+differ = [path for path in before if before[path] != after.get(path)]
+print(f"answers compared: {len(before)} (every product's ranked reviews, summary and whole latest list); "
+      f"differing after the faults: {len(differ)}")
+if differ:
+    problems.append(f"{len(differ)} answers differ after the faults, e.g. {differ[:3]}")
+total = 0
+for line in memory.splitlines():
+    name, rss = line.split()
+    total += int(rss)
+    print(f"memory {name:12} {int(rss) / 1024:7.0f} MiB")
+print(f"memory in all      {total / 1024:7.0f} MiB")
+if problems:
+    print("FAILED: " + "; ".join(problems))
+    sys.exit(1)
+print("passed")
+PY
