@@ -23,11 +23,12 @@ pub struct TestCluster {
 }
 
 impl TestCluster {
-    /// Starts a cluster of `regionservers` region servers and waits until
+    /// Starts a cluster of `regionservers` region servers (its run dir named
+    /// after `name`, so that two tests' clusters stay apart) and waits until
     /// every one has reported for duty and both gateways answer. Blocking:
     /// call it from `spawn_blocking` in an async test.
-    pub fn start(regionservers: u32) -> TestCluster {
-        let run_dir = std::env::temp_dir().join(format!("reviews-test-cluster-{}", std::process::id()));
+    pub fn start(name: &str, regionservers: u32) -> TestCluster {
+        let run_dir = std::env::temp_dir().join(format!("reviews-test-cluster-{name}-{}", std::process::id()));
         let cluster =
             TestCluster { run_dir, thrift_port: free_port(), thrift2_port: free_port(), zk_port: free_port() };
         cluster.hbasectl(&["start", "--regionservers", &regionservers.to_string()]);
