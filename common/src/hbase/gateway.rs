@@ -1,6 +1,8 @@
 //! What a connection to either Thrift gateway shares, whatever its IDL: the
 //! socket, its timeouts cut to the caller's deadline, the broken flag, the
-//! metrics of every call, and the r2d2 manager that pools connections.
+//! metrics of every call, and the gateway it was opened to with what the
+//! pool knows of that gateway's health (`gateways.rs` keeps the set and
+//! pools the connections).
 //!
 //! The Thrift1 client (`connection.rs`) and the Thrift2 client (`thrift2/`)
 //! are this one connection around a different generated client; each says
@@ -14,13 +16,13 @@
 
 use std::io::{BufReader, BufWriter};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
+use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use thrift::protocol::{TBinaryInputProtocol, TBinaryOutputProtocol};
 use thrift::transport::{ReadHalf, TIoChannel, TTcpChannel, WriteHalf};
 
-use super::gateways::{Gateways, Origin};
 use crate::error::{Error, Result};
 
 /// Buffer size for each direction of a connection. The crate's default (4 KiB)
@@ -30,10 +32,6 @@ const BUFFER_BYTES: usize = 256 * 1024;
 /// The server-side filter of a keys-only scan, in HBase's filter language, for
 /// both gateways: the first cell of each row, without its value.
 pub const KEYS_ONLY_FILTER: &str = "FirstKeyOnlyFilter() AND KeyOnlyFilter()";
-
-/// A connection idle longer than this is pinged before use: both gateways
-/// close connections idle for 60 s (`hbase.thrift.server.socket.read.timeout`).
-const VALIDATE_AFTER_IDLE: Duration = Duration::from_secs(20);
 
 /// The protocol both gateways speak (as `hbasectl` starts them): binary, over
 /// a buffered, unframed socket.
@@ -83,6 +81,36 @@ impl<C: GatewayClient> std::fmt::Debug for GatewayConnection<C> {
             .field("gateway", &C::GATEWAY)
             .field("broken", &self.broken)
             .finish_non_exhaustive()
+    }
+}
+
+/// What a pool knows of one gateway (`gateways.rs` keeps one per address),
+/// shared with every connection opened to it.
+#[derive(Debug)]
+pub(super) struct GatewayHealth {
+    pub(super) address: String,
+    /// Bumped each time the gateway is taken out: a connection opened
+    /// under an older epoch is retired at its next checkout.
+    pub(super) epoch: AtomicU64,
+    /// Taken out, and not yet answering a probe.
+    pub(super) down: AtomicBool,
+    /// Whether a probe thread watches it now.
+    pub(super) probing: AtomicBool,
+    /// Pooled connections open to it now.
+    pub(super) open_connections: AtomicUsize,
+}
+
+/// Where a pooled connection was opened: its gateway and that gateway's
+/// epoch then. Dropping it (with its connection) counts the connection out.
+#[derive(Debug)]
+pub(super) struct Origin {
+    pub(super) gateway: Arc<GatewayHealth>,
+    pub(super) epoch: u64,
+}
+
+impl Drop for Origin {
+    fn drop(&mut self) {
+        self.gateway.open_connections.fetch_sub(1, Ordering::Relaxed);
     }
 }
 
@@ -222,6 +250,11 @@ impl<C: GatewayClient> GatewayConnection<C> {
         self.origin.as_ref()
     }
 
+    /// How long since the connection's last call.
+    pub(super) fn idle(&self) -> Duration {
+        self.last_used.elapsed()
+    }
+
     /// Whether a failed call showed that the gateway itself has gone.
     pub(super) fn gateway_gone(&self) -> bool {
         self.gateway_gone
@@ -292,56 +325,6 @@ impl<C: GatewayClient> GatewayConnection<C> {
     /// A call the gateway answers without touching HBase: proves the socket is alive.
     pub fn ping(&mut self) -> Result<()> {
         self.call("ping", C::ping)
-    }
-}
-
-/// Opens, validates and retires pooled connections to the gateways of one
-/// kind for r2d2 (`gateways.rs` chooses among them).
-pub struct GatewayManager<C> {
-    gateways: Arc<Gateways<C>>,
-}
-
-impl<C> GatewayManager<C> {
-    /// A manager of connections to `gateways`.
-    pub(super) fn new(gateways: Arc<Gateways<C>>) -> Self {
-        GatewayManager { gateways }
-    }
-}
-
-impl<C: GatewayClient> std::fmt::Debug for GatewayManager<C> {
-    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
-        f.debug_struct("GatewayManager").field("gateway", &C::GATEWAY).field("gateways", &self.gateways).finish()
-    }
-}
-
-impl<C: GatewayClient> r2d2::ManageConnection for GatewayManager<C> {
-    type Connection = GatewayConnection<C>;
-    type Error = Error;
-
-    fn connect(&self) -> Result<GatewayConnection<C>> {
-        self.gateways.connect()
-    }
-
-    /// Retires a connection to a gateway taken out since it opened, and
-    /// pings only connections idle long enough for the gateway to have
-    /// closed them; a busy connection is used without an extra round trip.
-    fn is_valid(&self, connection: &mut GatewayConnection<C>) -> Result<()> {
-        if connection.origin().is_some_and(|origin| !self.gateways.still_current(origin)) {
-            return Err(Error::Unavailable(format!(
-                "the {} gateway was taken out since this connection opened",
-                C::GATEWAY
-            )));
-        }
-        // The previous user's deadline does not bind the validation ping.
-        connection.set_deadline(None);
-        if connection.last_used.elapsed() >= VALIDATE_AFTER_IDLE {
-            connection.ping()?;
-        }
-        Ok(())
-    }
-
-    fn has_broken(&self, connection: &mut GatewayConnection<C>) -> bool {
-        connection.broken
     }
 }
 

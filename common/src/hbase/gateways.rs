@@ -28,7 +28,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use super::gateway::{GatewayClient, GatewayConnection};
+use super::gateway::{GatewayClient, GatewayConnection, GatewayHealth, Origin};
 use crate::error::{Error, Result};
 
 /// The wait before a dead gateway is first probed.
@@ -100,38 +100,13 @@ impl fmt::Display for GatewayList {
     }
 }
 
-/// One gateway of a [`Gateways`] set, and what the pool knows of it.
-#[derive(Debug)]
-struct Member {
-    address: String,
-    /// Bumped each time the gateway is taken out: a connection opened
-    /// under an older epoch is retired at its next checkout.
-    epoch: AtomicU64,
-    /// Taken out, and not yet answering a probe.
-    down: AtomicBool,
-    /// Whether a probe thread watches it now.
-    probing: AtomicBool,
-    /// Pooled connections open to it now.
-    open_connections: AtomicUsize,
-}
-
-/// Where a pooled connection was opened: its gateway and that gateway's
-/// epoch then. Dropping it (with its connection) counts the connection out.
-#[derive(Debug)]
-pub(crate) struct Origin {
-    member: Arc<Member>,
-    epoch: u64,
-}
-
-impl Drop for Origin {
-    fn drop(&mut self) {
-        self.member.open_connections.fetch_sub(1, Ordering::Relaxed);
-    }
-}
+/// A connection idle longer than this is pinged before use: both gateways
+/// close connections idle for 60 s (`hbase.thrift.server.socket.read.timeout`).
+const VALIDATE_AFTER_IDLE: Duration = Duration::from_secs(20);
 
 /// The live state of a pool's gateways of kind `C`.
 pub(crate) struct Gateways<C> {
-    members: Vec<Arc<Member>>,
+    members: Vec<Arc<GatewayHealth>>,
     /// Where the search for the least loaded gateway starts next, so that
     /// ties rotate instead of always going to the first gateway listed.
     turn: AtomicUsize,
@@ -156,7 +131,7 @@ impl<C: GatewayClient> Gateways<C> {
                 .addresses()
                 .iter()
                 .map(|address| {
-                    Arc::new(Member {
+                    Arc::new(GatewayHealth {
                         address: address.clone(),
                         epoch: AtomicU64::new(0),
                         down: AtomicBool::new(false),
@@ -214,7 +189,7 @@ impl<C: GatewayClient> Gateways<C> {
                         tracing::info!(gateway = C::GATEWAY, address = %member.address, "gateway accepts connections again");
                     }
                     member.open_connections.fetch_add(1, Ordering::Relaxed);
-                    connection.set_origin(Origin { member: member.clone(), epoch });
+                    connection.set_origin(Origin { gateway: member.clone(), epoch });
                     return Ok(connection);
                 }
                 Err(error) => {
@@ -234,7 +209,7 @@ impl<C: GatewayClient> Gateways<C> {
     /// Whether a pooled connection may still be used: its gateway has not
     /// been taken out since it was opened.
     pub(crate) fn still_current(&self, origin: &Origin) -> bool {
-        origin.member.epoch.load(Ordering::Acquire) == origin.epoch
+        origin.gateway.epoch.load(Ordering::Acquire) == origin.epoch
     }
 
     /// Takes out the gateway `origin` was opened to, after a sign of its
@@ -243,10 +218,10 @@ impl<C: GatewayClient> Gateways<C> {
     /// out by this call or already was (as opposed to having been put
     /// back since the connection opened: then the sign is old news).
     pub(crate) fn report_death(&self, origin: &Origin, cause: &Error) -> bool {
-        self.take_out(&origin.member, origin.epoch, cause)
+        self.take_out(&origin.gateway, origin.epoch, cause)
     }
 
-    fn take_out(&self, member: &Arc<Member>, seen_epoch: u64, cause: &Error) -> bool {
+    fn take_out(&self, member: &Arc<GatewayHealth>, seen_epoch: u64, cause: &Error) -> bool {
         // Only the first to see this death bumps the epoch: a hundred
         // connections failing at once take the gateway out once.
         if member.epoch.compare_exchange(seen_epoch, seen_epoch + 1, Ordering::AcqRel, Ordering::Acquire).is_err() {
@@ -269,7 +244,7 @@ impl<C: GatewayClient> Gateways<C> {
 
     /// Starts a thread that probes `member` until it answers a ping, unless
     /// one watches it already.
-    fn probe(&self, member: &Arc<Member>) {
+    fn probe(&self, member: &Arc<GatewayHealth>) {
         if member.probing.swap(true, Ordering::AcqRel) {
             return;
         }
@@ -303,6 +278,56 @@ impl<C: GatewayClient> Gateways<C> {
             member.probing.store(false, Ordering::Release);
             tracing::warn!(%error, "cannot start a gateway probe thread");
         }
+    }
+}
+
+/// Opens, validates and retires pooled connections to the gateways of one
+/// kind for r2d2 (`gateways.rs` chooses among them).
+pub struct GatewayManager<C> {
+    gateways: Arc<Gateways<C>>,
+}
+
+impl<C> GatewayManager<C> {
+    /// A manager of connections to `gateways`.
+    pub(super) fn new(gateways: Arc<Gateways<C>>) -> Self {
+        GatewayManager { gateways }
+    }
+}
+
+impl<C: GatewayClient> std::fmt::Debug for GatewayManager<C> {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("GatewayManager").field("gateway", &C::GATEWAY).field("gateways", &self.gateways).finish()
+    }
+}
+
+impl<C: GatewayClient> r2d2::ManageConnection for GatewayManager<C> {
+    type Connection = GatewayConnection<C>;
+    type Error = Error;
+
+    fn connect(&self) -> Result<GatewayConnection<C>> {
+        self.gateways.connect()
+    }
+
+    /// Retires a connection to a gateway taken out since it opened, and
+    /// pings only connections idle long enough for the gateway to have
+    /// closed them; a busy connection is used without an extra round trip.
+    fn is_valid(&self, connection: &mut GatewayConnection<C>) -> Result<()> {
+        if connection.origin().is_some_and(|origin| !self.gateways.still_current(origin)) {
+            return Err(Error::Unavailable(format!(
+                "the {} gateway was taken out since this connection opened",
+                C::GATEWAY
+            )));
+        }
+        // The previous user's deadline does not bind the validation ping.
+        connection.set_deadline(None);
+        if connection.idle() >= VALIDATE_AFTER_IDLE {
+            connection.ping()?;
+        }
+        Ok(())
+    }
+
+    fn has_broken(&self, connection: &mut GatewayConnection<C>) -> bool {
+        connection.is_broken()
     }
 }
 
@@ -342,7 +367,7 @@ mod tests {
         assert_eq!(set.live(), 1, "the refusing gateway is out");
         for connection in &connections {
             let origin = connection.origin().expect("pooled connections know their gateway");
-            assert_eq!(origin.member.address, live);
+            assert_eq!(origin.gateway.address, live);
         }
         assert_eq!(set.members[1].open_connections.load(Ordering::Relaxed), 4);
         drop(connections);
@@ -357,7 +382,7 @@ mod tests {
         let connections: Vec<_> = (0..6).map(|_| set.connect().expect("accepts")).collect();
         let on_first = connections
             .iter()
-            .filter(|connection| connection.origin().expect("origin").member.address == first)
+            .filter(|connection| connection.origin().expect("origin").gateway.address == first)
             .count();
         assert_eq!(on_first, 3, "three of six on each gateway");
     }
@@ -370,7 +395,7 @@ mod tests {
         let connections: Vec<_> = (0..4).map(|_| set.connect().expect("accepts")).collect();
         let on_first: Vec<_> = connections
             .iter()
-            .filter(|connection| connection.origin().expect("origin").member.address == first)
+            .filter(|connection| connection.origin().expect("origin").gateway.address == first)
             .collect();
         let cause = Error::Unavailable("Thrift1 transport: end of file".to_owned());
         assert!(set.report_death(on_first[0].origin().expect("origin"), &cause));
@@ -379,12 +404,12 @@ mod tests {
         assert_eq!(set.members[0].epoch.load(Ordering::Relaxed), 1, "one death, one epoch");
         for connection in &connections {
             let origin = connection.origin().expect("origin");
-            assert_eq!(set.still_current(origin), origin.member.address == second, "{}", origin.member.address);
+            assert_eq!(set.still_current(origin), origin.gateway.address == second, "{}", origin.gateway.address);
         }
         // New connections go to the live gateway while the other is out
         // (its probe finds no Thrift answer on the silent listener).
         let fresh = set.connect().expect("accepts");
-        assert_eq!(fresh.origin().expect("origin").member.address, second);
+        assert_eq!(fresh.origin().expect("origin").gateway.address, second);
     }
 
     #[test]
@@ -398,7 +423,7 @@ mod tests {
         // A gateway back before its probe saw it is found by the next connection.
         let listener = TcpListener::bind(&second).expect("bind the second gateway's port again");
         let connection = set.connect().expect("the gateway that came back accepts");
-        assert_eq!(connection.origin().expect("origin").member.address, second);
+        assert_eq!(connection.origin().expect("origin").gateway.address, second);
         assert_eq!(set.live(), 1, "and it is back in");
         drop(listener);
     }

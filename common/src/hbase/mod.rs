@@ -48,9 +48,9 @@ pub use connection::Region;
 use connection::Thrift1Client;
 #[cfg_attr(feature = "test-support", visibility::make(pub))]
 pub(crate) use connection::{Connection, Row, RowMutation, ScanSpec};
-use gateway::{GatewayClient, GatewayConnection, GatewayManager};
-use gateways::Gateways;
+use gateway::{GatewayClient, GatewayConnection};
 pub use gateways::{GatewayList, InvalidGatewayList};
+use gateways::{GatewayManager, Gateways};
 use thrift2::Thrift2Client;
 #[cfg_attr(feature = "test-support", visibility::make(pub))]
 pub(crate) use thrift2::Thrift2Connection;
