@@ -465,6 +465,12 @@ impl Hbase {
         self.inner.in_flight.load(Ordering::Relaxed)
     }
 
+    /// The Thrift1 and Thrift2 gateways live now (not taken out, or
+    /// answering their probe again), of the pool's lists.
+    pub fn live_gateways(&self) -> (usize, usize) {
+        (self.inner.thrift1.gateways.live(), self.inner.thrift2.gateways.live())
+    }
+
     /// Operations waiting for a pool slot now.
     pub fn queued(&self) -> usize {
         self.inner.queued.load(Ordering::Relaxed)

@@ -12,7 +12,7 @@ use std::time::{Duration, Instant};
 use common::hbase::{Hbase, HbaseConfig, Retry};
 use integration_tests::app::{service_store_via, uncached_settings, TestApp};
 use integration_tests::fixtures::{post_all, Catalogue, AS_OF_MS};
-use integration_tests::{fresh_store, hbase_config, thrift_addr, PrivateGateway};
+use integration_tests::{fresh_store, hbase_config, thrift_addr, wait_for, PrivateGateway};
 use reqwest::StatusCode;
 use tokio_util::sync::CancellationToken;
 
@@ -215,11 +215,12 @@ async fn a_gateway_killed_under_load_costs_no_read_while_another_of_its_kind_liv
 
 /// The pool's half of the story, call by call: a pool whose connections
 /// are spread over two gateways, one of them killed. Every connection to
-/// the dead gateway would fail its next call; the first to fail takes the
-/// gateway out and retires the others, so with one retry (the service's
-/// default) no call fails: the retry never meets another dead connection.
+/// the dead gateway fails its next call; the first to fail takes the
+/// gateway out (new connections go to the other, and the dead one's others
+/// are retired at their next checkout), so with one retry (the service's
+/// default) no call fails. Restarted, the gateway is put back by its probe.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_dead_gateways_pooled_connections_are_retired_at_its_first_failure() {
+async fn a_dead_gateway_is_taken_out_at_its_first_failure_and_probed_back() {
     let gateways = tokio::task::spawn_blocking(|| [PrivateGateway::start(), PrivateGateway::start()])
         .await
         .expect("start two private gateways");
@@ -230,30 +231,51 @@ async fn a_dead_gateways_pooled_connections_are_retired_at_its_first_failure() {
         retries: 1,
         ..hbase_config(&thrift_addr())
     });
-    // Eight calls at once, each holding its connection a moment: the pool
-    // opens eight connections, four to each gateway.
-    let mut filling = tokio::task::JoinSet::new();
-    for _ in 0..8 {
-        let hbase = hbase.clone();
-        filling.spawn(async move {
-            hbase
-                .run(Retry::Idempotent, |connection| {
-                    connection.ping()?;
-                    std::thread::sleep(Duration::from_millis(300));
-                    Ok(())
-                })
-                .await
-        });
+    // Eight calls at once, each holding its connection a moment, use every
+    // connection of the pool: the first round opens eight, four to each
+    // gateway; every later round uses each of them again.
+    let round = |hbase: Hbase| async move {
+        let mut calls = tokio::task::JoinSet::new();
+        for _ in 0..8 {
+            let hbase = hbase.clone();
+            calls.spawn(async move {
+                hbase
+                    .run(Retry::Idempotent, |connection| {
+                        connection.ping()?;
+                        std::thread::sleep(Duration::from_millis(100));
+                        Ok(())
+                    })
+                    .await
+            });
+        }
+        let mut outcomes = Vec::new();
+        while let Some(done) = calls.join_next().await {
+            outcomes.push(done.expect("task"));
+        }
+        outcomes
+    };
+    for outcome in round(hbase.clone()).await {
+        outcome.expect("a call through a live gateway");
     }
-    while let Some(done) = filling.join_next().await {
-        done.expect("task").expect("a call through a live gateway");
-    }
+    assert_eq!(hbase.live_gateways().0, 2);
     let gateways = Arc::new(gateways);
     let killing = gateways.clone();
     tokio::task::spawn_blocking(move || killing[0].kill()).await.expect("kill the first gateway");
-    for call in 0..40 {
-        let outcome = hbase.run(Retry::Idempotent, |connection| connection.ping()).await;
-        assert!(outcome.is_ok(), "call {call} after the kill failed: {outcome:?}");
+    for number in 0..3 {
+        for outcome in round(hbase.clone()).await {
+            assert!(outcome.is_ok(), "a call of round {number} after the kill failed: {outcome:?}");
+        }
+    }
+    assert_eq!(hbase.live_gateways().0, 1, "the dead gateway is out");
+    // Back, it is found by its probe (every 0.25 to 5 s), and serves again.
+    let reviving = gateways.clone();
+    tokio::task::spawn_blocking(move || reviving[0].resume()).await.expect("restart the first gateway");
+    wait_for(Duration::from_secs(10), "the probe to put the gateway back", async || {
+        (hbase.live_gateways().0 == 2).then_some(())
+    })
+    .await;
+    for outcome in round(hbase.clone()).await {
+        outcome.expect("a call once both gateways live again");
     }
     tokio::task::spawn_blocking(move || drop(gateways)).await.expect("stop the private gateways");
 }
