@@ -1,7 +1,9 @@
 #!/usr/bin/env bash
 # Runs every check and every test, the way CI does, on a fresh machine:
 # formatting, lints, unit tests, the monitoring rules' own tests (promtool,
-# installing Debian's prometheus packages on first use), the integration tests
+# installing Debian's prometheus packages on first use), the deployment
+# files (Kubernetes' schemas and checkov, from PyPI on first use, and
+# systemd-analyze), the integration tests
 # against a real HBase that this script starts (resolving it from Maven
 # Central on first use), the OpenAPI fuzzer against the live service on
 # that HBase, and the review widgets' tests in headless Chromium (installing
@@ -77,6 +79,10 @@ deploy/monitoring/check.sh
 # runs `cargo build --workspace --bin <name>`), which finds it up to date after this.
 phase "build binaries"
 cargo build --workspace --bins --locked
+phase "deployment files"
+# The Kubernetes manifests against Kubernetes' schemas and checkov, the
+# systemd units with systemd-analyze (against the binaries just built).
+scripts/check-manifests.sh
 phase "build tests"
 cargo test --workspace --locked --no-run
 
