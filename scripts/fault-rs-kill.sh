@@ -101,14 +101,6 @@ start_query_api "$API_PORT" "$OUT_DIR/query-api.log" "${hbase_flags[@]}" --read-
   --pool-size 32
 "$BIN/page-load" --base "$base" --products "$PRODUCTS" --snapshot --out "$OUT_DIR/before.json"
 
-# Whether every region of the cluster (hbase:meta's included) is served by a
-# live region server: hbase:meta names no server hbasectl does not know.
-all_served() {
-  local regions
-  regions="$(hbase/hbasectl regions 2>/dev/null)" || return 1
-  [[ -n "$regions" ]] && ! grep -q '^rs-?' <<<"$regions"
-}
-
 # kill_round NAME NUMBER: kills region server NUMBER, with a ranking run
 # going, waits until every region is served again, then starts it again.
 kill_round() {

@@ -96,3 +96,11 @@ ensure_haproxy() {
     return 1
   }
 }
+
+# Whether every region of the cluster (hbase:meta's included) is served by a
+# live region server: hbase:meta names no server hbasectl does not know.
+all_served() {
+  local regions
+  regions="$(hbase/hbasectl regions 2>/dev/null)" || return 1
+  [[ -n "$regions" ]] && ! grep -q '^rs-?' <<<"$regions"
+}

@@ -156,6 +156,19 @@ pub async fn outlast_delete_markers() {
     tokio::time::sleep(Duration::from_millis(10)).await;
 }
 
+/// A child process killed when the test ends, failed or not, so that a
+/// failing test leaves no service behind on its port.
+#[derive(Debug)]
+pub struct KilledOnDrop(pub std::process::Child);
+
+impl Drop for KilledOnDrop {
+    fn drop(&mut self) {
+        // Already gone when the test stopped it: nothing to do.
+        let _ = self.0.kill();
+        let _ = self.0.wait();
+    }
+}
+
 /// A private Thrift gateway on its own port, against the shared HBase, that a
 /// test may stop, kill and restart to simulate an outage without disturbing
 /// the shared gateways other tests use. Stopped when dropped.

@@ -38,3 +38,12 @@ mod ranker_faults;
 mod slow_clients;
 mod stale_answers;
 mod stopping;
+
+/// Ranks every product of `store` as of the fixtures' time, and requires
+/// that none failed: the setting of a fault test's "before".
+async fn rank_all(store: &common::store::Store) {
+    let options = ranker::RunOptions::new(ranker::Scope::All, integration_tests::fixtures::AS_OF_MS);
+    let ranked =
+        ranker::run(store, &options, tokio_util::sync::CancellationToken::new()).await.expect("rank the products");
+    assert!(ranked.failures.is_empty(), "{:?}", ranked.failures);
+}

@@ -11,7 +11,7 @@ use std::time::{Duration, Instant};
 
 use common::hbase::{Hbase, HbaseConfig, Retry};
 use integration_tests::app::{service_store_via, uncached_settings, TestApp};
-use integration_tests::fixtures::{post_all, Catalogue, AS_OF_MS};
+use integration_tests::fixtures::{post_all, Catalogue};
 use integration_tests::{fresh_store, hbase_config, thrift_addr, wait_for, PrivateGateway};
 use reqwest::StatusCode;
 use tokio_util::sync::CancellationToken;
@@ -69,10 +69,7 @@ async fn a_gateway_killed_under_load_costs_no_read_while_another_of_its_kind_liv
     let store = fresh_store("rel_gateway_failover").await;
     let catalogue = Catalogue { products: 8, comments_per_product: 15, users: 6 };
     post_all(&store, catalogue.new_comments(0)).await;
-    let ranked = ranker::run(&store, &ranker::RunOptions::new(ranker::Scope::All, AS_OF_MS), CancellationToken::new())
-        .await
-        .expect("rank the products");
-    assert!(ranked.failures.is_empty(), "{:?}", ranked.failures);
+    super::rank_all(&store).await;
 
     let gateways = tokio::task::spawn_blocking(|| {
         [

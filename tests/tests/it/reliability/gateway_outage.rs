@@ -16,7 +16,7 @@ use serde_json::json;
 use tokio_util::sync::CancellationToken;
 
 use integration_tests::app::{service_store, uncached_settings, TestApp};
-use integration_tests::fixtures::{post_all, Catalogue, AS_OF_MS};
+use integration_tests::fixtures::{post_all, Catalogue};
 
 use crate::rows::drop_tables;
 
@@ -81,10 +81,7 @@ async fn query_api_under_load_answers_503_through_a_gateway_outage_and_recovers_
     let store = fresh_store("rel_gateway_load").await;
     let catalogue = Catalogue { products: 20, comments_per_product: 15, users: 12 };
     post_all(&store, catalogue.new_comments(0)).await;
-    let ranked = ranker::run(&store, &ranker::RunOptions::new(ranker::Scope::All, AS_OF_MS), CancellationToken::new())
-        .await
-        .expect("rank the products");
-    assert!(ranked.failures.is_empty(), "{:?}", ranked.failures);
+    super::rank_all(&store).await;
 
     let gateway = Arc::new(tokio::task::spawn_blocking(PrivateGateway::start).await.expect("start a private gateway"));
     let timeout = HBASE_TIMEOUT_MS.to_string();

@@ -14,7 +14,7 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use integration_tests::app::TestApp;
-use integration_tests::{cargo_binary, free_port, fresh_store, thrift_addr};
+use integration_tests::{cargo_binary, free_port, fresh_store, thrift_addr, KilledOnDrop};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 use query_api::connections::ConnectionLimits;
@@ -29,18 +29,6 @@ use crate::rows::drop_tables;
 const PATIENCE: Duration = Duration::from_secs(20);
 /// A request head cut before its end: the client never sends the blank line.
 const HALF_A_HEADER: &[u8] = b"GET /healthz HTTP/1.1\r\nHost: localhost\r\nUser-Agent: slow";
-
-/// A child process killed when the test ends, failed or not, so that a
-/// failing test leaves no service behind on its port.
-struct KilledOnDrop(std::process::Child);
-
-impl Drop for KilledOnDrop {
-    fn drop(&mut self) {
-        // Already gone when the test stopped it: nothing to do.
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 fn settings(header_read_timeout: Duration, keep_alive_timeout: Duration, max_connections: usize) -> Settings {
     Settings {

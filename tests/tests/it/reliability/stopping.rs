@@ -6,7 +6,7 @@
 use std::process::{Command, Stdio};
 use std::time::{Duration, Instant};
 
-use integration_tests::{cargo_binary, free_port, fresh_store, thrift2_addr, thrift_addr, wait_for};
+use integration_tests::{cargo_binary, free_port, fresh_store, thrift2_addr, thrift_addr, wait_for, KilledOnDrop};
 use nix::sys::signal::{kill, Signal};
 use nix::unistd::Pid;
 
@@ -14,16 +14,6 @@ use crate::rows::drop_tables;
 
 /// How long the replica serves unready in this test.
 const UNREADY_FOR: Duration = Duration::from_millis(2_000);
-
-/// A child process killed when the test ends, failed or not.
-struct KilledOnDrop(std::process::Child);
-
-impl Drop for KilledOnDrop {
-    fn drop(&mut self) {
-        let _ = self.0.kill();
-        let _ = self.0.wait();
-    }
-}
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
 async fn a_replica_told_to_stop_turns_unready_first_and_serves_on_until_it_drains() {
