@@ -193,7 +193,11 @@ impl<C: GatewayClient> Gateways<C> {
                     return Ok(connection);
                 }
                 Err(error) => {
-                    self.take_out(member, epoch, &error);
+                    // One already out is being probed: trying it as a last
+                    // resort and failing is no news, and not logged again.
+                    if !member.down.load(Ordering::Acquire) {
+                        self.take_out(member, epoch, &error);
+                    }
                     refusals.push(error.to_string());
                 }
             }
@@ -282,7 +286,7 @@ impl<C: GatewayClient> Gateways<C> {
 }
 
 /// Opens, validates and retires pooled connections to the gateways of one
-/// kind for r2d2 (`gateways.rs` chooses among them).
+/// kind for r2d2 ([`Gateways`] chooses among them).
 pub struct GatewayManager<C> {
     gateways: Arc<Gateways<C>>,
 }
