@@ -118,14 +118,6 @@ until curl -fsS "$base/readyz" >/dev/null 2>&1; do
 done
 "$BIN/page-load" --base "$base" --products "$PRODUCTS" --snapshot --out "$OUT_DIR/before.json"
 
-# Whether every region of the cluster (hbase:meta's included) is served by a
-# live region server: hbase:meta names no server hbasectl does not know.
-all_served() {
-  local regions
-  regions="$(hbase/hbasectl regions 2>/dev/null)" || return 1
-  [[ -n "$regions" ]] && ! grep -q '^rs-?' <<<"$regions"
-}
-
 # The region server (its number) holding hbase:meta's primary.
 meta_server() {
   hbase/hbasectl regions | awk '$2 == "hbase:meta" && $3 == 0 { print substr($1, 4); exit }'
