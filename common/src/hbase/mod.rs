@@ -1,9 +1,11 @@
 //! The HBase storage layer: the only module that speaks Thrift.
 //!
-//! [`Hbase`] owns a bounded pool of `Connection`s to the Thrift1 gateway, and
-//! one of `Thrift2Connection`s to the Thrift2 gateway (`thrift2`: time-range
-//! scans, existence checks and pre-split tables, which Thrift1 cannot express), and runs
-//! operations on them with retries for transient failures. The Thrift clients
+//! [`Hbase`] owns a bounded pool of `Connection`s to the Thrift1 gateways, and
+//! one of `Thrift2Connection`s to the Thrift2 gateways (`thrift2`: time-range
+//! scans, existence checks and pre-split tables, which Thrift1 cannot express;
+//! `gateways.rs` spreads each pool over its gateways and takes a dead one
+//! out), and runs operations on them with retries for transient failures.
+//! The Thrift clients
 //! are synchronous, so `Hbase::run` (and `Hbase::run_thrift2`) moves each whole
 //! operation (checkout, every round trip, return) onto tokio's blocking pool
 //! behind a semaphore sized to the pool, and bounds it with a deadline so a
@@ -11,8 +13,8 @@
 //! connections lazily: a binary that never uses Thrift2 never connects to it.
 //!
 //! `gateway.rs` is the connection both clients share (socket, deadlines,
-//! metrics, pooling); `connection.rs` holds the Thrift1 operations,
-//! `thrift2/` the Thrift2 ones and the generated Thrift2 client.
+//! metrics, the gateway it was opened to); `connection.rs` holds the Thrift1
+//! operations, `thrift2/` the Thrift2 ones and the generated Thrift2 client.
 //!
 //! Outside `common` only the pool handle, its configuration,
 //! [`with_deadline`] and the read-only range scan ([`Hbase::range_scanner`])
