@@ -19,9 +19,6 @@ pub const HBASE_GATEWAYS_LIVE: &str = "reviews_hbase_gateways_live";
 pub const HBASE_RETRIES: &str = "reviews_hbase_retries_total";
 /// Timeline reads answered (in part) by a secondary region replica.
 pub const HBASE_REPLICA_READS: &str = "reviews_hbase_replica_reads_total";
-/// Timeline multi-gets answered by a secondary without some of the rows
-/// asked for, whose missing rows were read again from the primaries.
-pub const HBASE_MISSING_REREAD: &str = "reviews_hbase_missing_reread_total";
 /// Rows skipped because they do not decode, by table (without prefix) and reason.
 pub const SKIPPED_ROWS: &str = "reviews_skipped_rows_total";
 /// Operations refused at once because HBase was saturated, by reason (`queue_full`, `queue_timeout`).
@@ -54,7 +51,7 @@ pub fn prometheus_builder() -> PrometheusBuilder {
 /// `increase()` cannot see a counter's first value, so an alert would miss
 /// the first connect error of a process). Call it once the recorder is installed.
 pub fn describe_shared_metrics() {
-    for counter in [HBASE_CONNECT_ERRORS, HBASE_RETRIES, HBASE_ABANDONED, HBASE_REPLICA_READS, HBASE_MISSING_REREAD] {
+    for counter in [HBASE_CONNECT_ERRORS, HBASE_RETRIES, HBASE_ABANDONED, HBASE_REPLICA_READS] {
         metrics::counter!(counter).absolute(0);
     }
     for reason in ["queue_full", "queue_timeout"] {
@@ -85,10 +82,6 @@ pub fn describe_shared_metrics() {
     metrics::describe_counter!(
         HBASE_REPLICA_READS,
         "Timeline-consistent HBase reads answered, in part or whole, by a secondary region replica (its primary was slow or down)"
-    );
-    metrics::describe_counter!(
-        HBASE_MISSING_REREAD,
-        "Timeline multi-gets answered by a secondary replica without some rows, read again from the primaries"
     );
     metrics::describe_counter!(
         HBASE_OVERLOADED,

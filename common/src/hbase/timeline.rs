@@ -70,12 +70,6 @@ pub fn note_replica_read() {
     let _ = READ_FROM_REPLICA.try_with(|flag| flag.set(true));
 }
 
-/// The keys of `keys` that no row of `rows` has, in order.
-fn missing_keys(keys: &[Vec<u8>], rows: &[Row]) -> Vec<Vec<u8>> {
-    let present: std::collections::HashSet<&[u8]> = rows.iter().map(|row| row.key.as_slice()).collect();
-    keys.iter().filter(|key| !present.contains(key.as_slice())).cloned().collect()
-}
-
 /// Notes a read's answer, when a secondary replica gave it, and hands the rows on.
 pub(super) fn noted<T>((rows, from_replica): (T, bool)) -> T {
     if from_replica {
@@ -99,31 +93,10 @@ impl Hbase {
             ReadConsistency::Strong => {
                 self.run(Retry::Idempotent, move |connection| connection.get_rows(&table, &keys, &columns)).await
             }
-            ReadConsistency::Timeline => {
-                let (lookup_table, lookup_keys, lookup_columns) = (table.clone(), keys.clone(), columns.clone());
-                let (mut rows, stale) = self
-                    .run_thrift2(Retry::Idempotent, move |connection| {
-                        connection.get_rows_timeline(&lookup_table, &lookup_keys, &lookup_columns)
-                    })
-                    .await?;
-                let missing = missing_keys(&keys, &rows);
-                if stale && !missing.is_empty() {
-                    // A secondary answered, and some rows are not in its
-                    // answer. A secondary behind its primary (or just
-                    // opened elsewhere after a crash) can lack a row the
-                    // primary holds; taken as gone, a review that exists
-                    // would answer 404 (seen in scripts/fault-any-one.sh).
-                    // The missing ones are read again from the primaries:
-                    // found, or truly gone, or, while the primary is away,
-                    // an error the reader retries, never a false "gone".
-                    metrics::counter!(crate::telemetry::HBASE_MISSING_REREAD).increment(1);
-                    let found = self
-                        .run(Retry::Idempotent, move |connection| connection.get_rows(&table, &missing, &columns))
-                        .await?;
-                    rows.extend(found);
-                }
-                Ok(noted((rows, stale)))
-            }
+            ReadConsistency::Timeline => self
+                .run_thrift2(Retry::Idempotent, move |connection| connection.get_rows_timeline(&table, &keys, &columns))
+                .await
+                .map(noted),
         }
     }
 
@@ -153,14 +126,6 @@ impl Hbase {
 #[cfg(test)]
 mod tests {
     use super::*;
-
-    #[test]
-    fn the_keys_an_answer_lacks_are_found_in_order() {
-        let row = |key: &[u8]| Row { key: key.to_vec(), cells: std::collections::BTreeMap::new() };
-        let keys = vec![b"a".to_vec(), b"b".to_vec(), b"c".to_vec(), b"d".to_vec()];
-        assert_eq!(missing_keys(&keys, &[row(b"c"), row(b"a")]), [b"b".to_vec(), b"d".to_vec()]);
-        assert!(missing_keys(&keys, &[row(b"d"), row(b"c"), row(b"b"), row(b"a")]).is_empty());
-    }
 
     #[tokio::test]
     async fn a_scope_reports_a_replica_read_noted_anywhere_inside_it_and_only_inside_it() {
