@@ -37,6 +37,9 @@ struct Shared {
     /// Set when the service has been told to stop: `/readyz` answers 503
     /// from then on, so load balancers stop sending before the drain.
     stopping: std::sync::atomic::AtomicBool,
+    /// Set once a page read has answered since start: from then on an
+    /// HBase outage does not make the service unready (see `routes::ops`).
+    has_read: std::sync::atomic::AtomicBool,
 }
 
 impl AppState {
@@ -73,6 +76,7 @@ impl AppState {
             clients,
             metrics,
             stopping: std::sync::atomic::AtomicBool::new(false),
+            has_read: std::sync::atomic::AtomicBool::new(false),
         }))
     }
 
@@ -84,6 +88,16 @@ impl AppState {
     /// Whether the service has been told to stop.
     pub fn is_stopping(&self) -> bool {
         self.0.stopping.load(std::sync::atomic::Ordering::Relaxed)
+    }
+
+    /// Records that a page read has answered since start.
+    pub fn mark_has_read(&self) {
+        self.0.has_read.store(true, std::sync::atomic::Ordering::Relaxed);
+    }
+
+    /// Whether a page read has answered since start.
+    pub fn has_read(&self) -> bool {
+        self.0.has_read.load(std::sync::atomic::Ordering::Relaxed)
     }
 
     /// The store the routes read.
