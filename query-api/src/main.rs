@@ -92,9 +92,11 @@ async fn serve(args: &Args, tables: common::tables::Tables) -> anyhow::Result<()
         });
     }
     tracing::info!(%address, thrift = %args.hbase.thrift_addr, prefix = %args.hbase.table_prefix, "query-api listening");
-    if let Err(error) = state.store().check_ready().await {
+    match state.store().check_ready().await {
+        // Ready from the start: /readyz need not read the page again.
+        Ok(()) => state.mark_has_read(),
         // Not fatal: the service answers 503 until HBase is back, and /readyz says so.
-        tracing::warn!(%error, "HBase does not answer yet");
+        Err(error) => tracing::warn!(%error, "HBase does not answer yet"),
     }
     let stopping = state.clone();
     let unready_before_drain = state.settings().unready_before_drain;
