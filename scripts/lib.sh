@@ -81,20 +81,28 @@ stop_fault_run() {
   fi
 }
 
-# ensure_haproxy: installs Debian's haproxy when it is missing (as root, or
-# through sudo), without starting the system's own instance: the scripts
-# run theirs, with the project's configuration, in the foreground.
-ensure_haproxy() {
-  command -v haproxy >/dev/null && return 0
+# ensure_debian_package COMMAND PACKAGE: installs Debian's PACKAGE when
+# COMMAND is missing (as root, or through sudo). Fails, saying so, when it
+# cannot be installed.
+ensure_debian_package() {
+  local command=$1 package=$2
+  command -v "$command" >/dev/null && return 0
   local -a as_root=()
   [ "$(id -u)" -eq 0 ] || as_root=(sudo)
-  echo "installing haproxy from Debian's packages" >&2
+  echo "installing $package from Debian's packages" >&2
   "${as_root[@]}" apt-get update -qq
-  DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq --no-install-recommends haproxy >&2
-  command -v haproxy >/dev/null || {
-    echo "haproxy is not installed and could not be" >&2
+  DEBIAN_FRONTEND=noninteractive "${as_root[@]}" apt-get install -y -qq --no-install-recommends "$package" >&2
+  command -v "$command" >/dev/null || {
+    echo "$package is not installed and could not be" >&2
     return 1
   }
+}
+
+# ensure_haproxy: installs Debian's haproxy when it is missing, without
+# starting the system's own instance: the scripts run theirs, with the
+# project's configuration, in the foreground.
+ensure_haproxy() {
+  ensure_debian_package haproxy haproxy
 }
 
 # Whether every region of the cluster (hbase:meta's included) is served by a

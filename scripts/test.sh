@@ -6,8 +6,9 @@
 # systemd-analyze), the integration tests
 # against a real HBase that this script starts (resolving it from Maven
 # Central on first use), the OpenAPI fuzzer against the live service on
-# that HBase, and the review widgets' tests in headless Chromium (installing
-# Debian's chromium package and the pinned npm packages on first use).
+# that HBase, the review widgets' tests in headless Chromium (installing
+# Debian's chromium package and the pinned npm packages on first use), and
+# the container images run against it (umoci from Debian's packages).
 #
 # The tests get an HBase of their own, fresh on every run (run dir
 # hbase/run-test, Thrift1 port 9190, Thrift2 port 9191, ZooKeeper port 21910;
@@ -113,6 +114,11 @@ scripts/fuzz-api.sh || status=1
 # same HBase (scripts/browser-tests.sh; node's test runner).
 phase "browser tests"
 scripts/browser-tests.sh 2>&1 | tee -a "$results" || status=1
+# The container images, built from Debian's packages and the release
+# binaries, each run from its archive against the same HBase
+# (deploy/images/check.sh).
+phase "images"
+deploy/images/check.sh 2>&1 | tee -a "$results" || status=1
 phase "stop HBase"
 trap 'rm -f "$results"' EXIT
 hbase/hbasectl discard || true

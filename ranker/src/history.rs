@@ -39,15 +39,46 @@ impl std::str::FromStr for ChangedSince {
     }
 }
 
-/// Parses a time given as RFC 3339 (any offset) or epoch milliseconds.
+/// Parses a time given as RFC 3339 (any offset), epoch milliseconds, or
+/// `today@HH:MM[:SS]OFFSET` (`today@03:00+09:00`): that time of today's date
+/// in that offset, so a scheduler without a shell (a Kubernetes CronJob in an
+/// image with nothing but the binary) can name "03:00 tonight in Seoul".
 pub fn parse_time(text: &str) -> Result<i64, String> {
+    parse_time_at(text, chrono::Utc::now())
+}
+
+/// [`parse_time`] with `now` given, for `today@`.
+pub fn parse_time_at(text: &str, now: chrono::DateTime<chrono::Utc>) -> Result<i64, String> {
     let text = text.trim();
     if let Ok(millis) = text.parse::<i64>() {
         return Ok(millis);
     }
-    chrono::DateTime::parse_from_rfc3339(text)
+    if let Some(time_of_day) = text.strip_prefix("today@") {
+        return today_at(time_of_day, now);
+    }
+    chrono::DateTime::parse_from_rfc3339(text).map(|time| time.timestamp_millis()).map_err(|error| {
+        format!(
+            "expected RFC 3339 (2024-05-01T03:00:00Z), epoch milliseconds or today@HH:MM+HH:MM \
+             (today@03:00+09:00): {error}"
+        )
+    })
+}
+
+/// `HH:MM[:SS]OFFSET` on the date `now` has in that offset.
+fn today_at(time_of_day: &str, now: chrono::DateTime<chrono::Utc>) -> Result<i64, String> {
+    let offset_at = time_of_day
+        .find(['+', '-', 'Z', 'z'])
+        .ok_or_else(|| format!("today@{time_of_day}: give the offset, as in today@03:00+09:00 or today@03:00Z"))?;
+    let (clock, offset) = time_of_day.split_at(offset_at);
+    let clock = if clock.len() == 5 { format!("{clock}:00") } else { clock.to_owned() };
+    let date_in_offset = chrono::DateTime::parse_from_rfc3339(&format!("{}T{clock}{offset}", now.format("%Y-%m-%d")))
+        .map_err(|error| format!("today@{time_of_day}: expected HH:MM[:SS] and an offset (03:00+09:00): {error}"))?
+        .offset()
+        .to_owned();
+    let today = now.with_timezone(&date_in_offset).format("%Y-%m-%d");
+    chrono::DateTime::parse_from_rfc3339(&format!("{today}T{clock}{offset}"))
         .map(|time| time.timestamp_millis())
-        .map_err(|error| format!("expected RFC 3339 (2024-05-01T03:00:00Z) or epoch milliseconds: {error}"))
+        .map_err(|error| format!("today@{time_of_day}: {error}"))
 }
 
 /// Where an incremental run starts from, read from the last completed runs

@@ -17,8 +17,9 @@ use super::pass::{self, PassArgs};
 
 #[derive(Debug, Args)]
 pub struct RunArgs {
-    /// The as-of time of the recency term: RFC 3339 (2024-05-01T03:00:00+09:00)
-    /// or epoch milliseconds [default: now].
+    /// The as-of time of the recency term: RFC 3339 (2024-05-01T03:00:00+09:00),
+    /// epoch milliseconds, or today@03:00+09:00 (that time of today's date in
+    /// that offset) [default: now].
     #[arg(long, value_name = "TIME", value_parser = parse_time)]
     as_of: Option<i64>,
 
@@ -175,6 +176,23 @@ mod tests {
         for bad in ["", "yesterday", "2024-05-01", "2024-05-01 03:00", "1e12"] {
             let error = parse_time(bad).expect_err(bad);
             assert!(error.contains("RFC 3339"), "{bad}: {error}");
+        }
+    }
+
+    #[test]
+    fn as_of_today_takes_the_date_in_the_offset_given() {
+        use crate::history::parse_time_at;
+        // 2024-04-30T20:00Z is already 1 May in Seoul, still 30 April in UTC.
+        let evening_utc = chrono::DateTime::parse_from_rfc3339("2024-04-30T20:00:00Z").unwrap().to_utc();
+        assert_eq!(parse_time_at("today@03:00+09:00", evening_utc), Ok(1_714_500_000_000));
+        assert_eq!(
+            parse_time_at("today@03:00+09:00", evening_utc),
+            parse_time_at("2024-05-01T03:00:00+09:00", evening_utc)
+        );
+        assert_eq!(parse_time_at("today@03:00:30Z", evening_utc), parse_time_at("2024-04-30T03:00:30Z", evening_utc));
+        for bad in ["today@03:00", "today@3am+09:00", "today@25:00+09:00", "today@"] {
+            let error = parse_time_at(bad, evening_utc).expect_err(bad);
+            assert!(error.starts_with("today@"), "{bad}: {error}");
         }
     }
 
