@@ -8,7 +8,8 @@
 # Central on first use), the OpenAPI fuzzer against the live service on
 # that HBase, the review widgets' tests in headless Chromium (installing
 # Debian's chromium package and the pinned npm packages on first use), and
-# the container images run against it (umoci from Debian's packages).
+# the container images run against it (umoci from Debian's packages); the
+# traces test builds Jaeger with Go first.
 #
 # The tests get an HBase of their own, fresh on every run (run dir
 # hbase/run-test, Thrift1 port 9190, Thrift2 port 9191, ZooKeeper port 21910;
@@ -86,6 +87,10 @@ phase "deployment files"
 scripts/check-manifests.sh
 phase "build tests"
 cargo test --workspace --locked --no-run
+# The trace store the traces test sends spans to, built from its Go module
+# on first use (scripts/jaeger.sh; about four minutes on two cores).
+phase "trace store"
+scripts/jaeger.sh build >/dev/null
 
 phase "start HBase"
 if ! wait "$classpath_pid"; then

@@ -67,22 +67,3 @@ impl HbaseArgs {
         Ok(Store::new(Hbase::new(self.hbase_config()), self.tables()?))
     }
 }
-
-/// Installs the tracing subscriber every binary uses: human-readable lines on
-/// stderr, or JSON lines when `REVIEWS_LOG_FORMAT=json`; levels from `RUST_LOG`
-/// (default `info`).
-pub fn init_tracing() {
-    use tracing_subscriber::EnvFilter;
-    let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    // Colour codes only where a person reads the log live: redirected to a file
-    // or collected by journald, every line would carry escape sequences.
-    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let builder = tracing_subscriber::fmt().with_env_filter(filter).with_writer(std::io::stderr).with_ansi(colour);
-    let installed = if std::env::var("REVIEWS_LOG_FORMAT").is_ok_and(|format| format == "json") {
-        builder.json().try_init()
-    } else {
-        builder.try_init()
-    };
-    // A second install (tests that start several services) keeps the first.
-    drop(installed);
-}

@@ -44,6 +44,7 @@ pub mod store;
 pub mod summary;
 pub mod tables;
 pub mod telemetry;
+pub mod traces;
 
 pub use error::{Error, Result};
 pub use ids::Id;

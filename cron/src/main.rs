@@ -11,7 +11,7 @@ use cron::{CronArgs, Daemon};
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    common::config::init_tracing();
+    let _tracing = common::traces::init("ranker-cron");
     match run().await {
         Ok(code) => code,
         Err(error) => {

@@ -24,7 +24,7 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    common::config::init_tracing();
+    let _tracing = common::traces::init("query-api");
     // Flags that do not parse exit 2 inside `Args::parse`, like every binary's usage errors.
     let args = Args::parse();
     let tables = match args.hbase.tables() {

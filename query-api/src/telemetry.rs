@@ -162,6 +162,7 @@ pub async fn record_request(request: Request, next: Next) -> Response {
         metrics.seconds.record(elapsed.as_secs_f64());
         metrics.requests.increment(1);
     });
+    record_on_span(&method, route, status);
     let elapsed_ms = elapsed.as_secs_f64() * 1_000.0;
     if elapsed >= SLOW_REQUEST {
         tracing::info!(%route, status = status.as_u16(), elapsed_ms, "slow request");
@@ -222,13 +223,38 @@ impl RequestMetrics {
 }
 
 /// The span of one request: its id, method and path, for the log lines and
-/// the access line of `record_request` under it.
+/// the access line of `record_request` under it. When spans are exported it
+/// continues the caller's trace (W3C `traceparent`), and `record_request`
+/// names it by its route template and records its status.
 pub fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Span {
     let request_id = request.headers().get("x-request-id").and_then(|value| value.to_str().ok()).unwrap_or("-");
-    tracing::info_span!(
+    let span = tracing::info_span!(
         "request",
         request_id = %request_id,
         method = %request.method(),
         path = %request.uri().path(),
-    )
+        otel.kind = "server",
+        otel.status_code = tracing::field::Empty,
+        http.route = tracing::field::Empty,
+        http.response.status_code = tracing::field::Empty,
+    );
+    common::traces::continue_trace(&span, request.headers());
+    span
+}
+
+/// Names the request's span by its method and route template (never the raw
+/// path, which would make one span name per product) and records its status;
+/// a 5xx marks the span failed. Only when spans are exported: nothing else
+/// reads these fields.
+fn record_on_span(method: &Method, route: &str, status: axum::http::StatusCode) {
+    if !common::traces::exporting() {
+        return;
+    }
+    let span = tracing::Span::current();
+    common::traces::rename(&span, format!("{method} {route}"));
+    span.record("http.route", route);
+    span.record("http.response.status_code", i64::from(status.as_u16()));
+    if status.is_server_error() {
+        span.record("otel.status_code", "ERROR");
+    }
 }

@@ -8,6 +8,7 @@
 //! not grow with the number of products.
 
 use std::time::Duration;
+use tracing::Instrument as _;
 
 use common::retry::Backoff;
 use common::store::products::{CountedIndexPage, ListedProduct, ProductIndex};
@@ -114,7 +115,8 @@ impl Discovery {
         let mut listers = JoinSet::new();
         let mut source = |index, rows| {
             let (sender, receiver) = mpsc::channel(LOOKAHEAD);
-            listers.spawn(list(lister.clone(), index, range.clone(), rows, sender));
+            // Listing is the run's work: its reads belong under the run's span.
+            listers.spawn(list(lister.clone(), index, range.clone(), rows, sender).in_current_span());
             Source { receiver, head: None, done: false }
         };
         let comments = source(ProductIndex::Comments, COMMENT_LISTING_ROWS);

@@ -13,6 +13,7 @@
 use std::future::Future;
 use std::sync::{Arc, OnceLock};
 use std::time::Duration;
+use tracing::Instrument as _;
 
 use common::store::lease::{Clock, HeldLease, LeaseRequest, ReleaseOutcome, RenewOutcome};
 use common::store::Store;
@@ -211,13 +212,17 @@ pub async fn while_held<T>(
     // Should the caller drop this future midway, the keeper stops renewing
     // too, and the lease lapses at its expiry.
     let _stop_keeping_if_dropped = done.clone().drop_guard();
-    let keeper = tokio::spawn(keep_lease(
-        StoreRenewer::new(store.clone(), lease, clock.clone()),
-        ttl / 3,
-        clock.clone(),
-        done.clone(),
-        stop.clone(),
-    ));
+    // The renewals are the command's work: under its span.
+    let keeper = tokio::spawn(
+        keep_lease(
+            StoreRenewer::new(store.clone(), lease, clock.clone()),
+            ttl / 3,
+            clock.clone(),
+            done.clone(),
+            stop.clone(),
+        )
+        .in_current_span(),
+    );
     let result = work.await;
     done.cancel();
     let end = match keeper.await {

@@ -22,6 +22,7 @@ use common::store::{ProductRanking, Store};
 use common::summary::ReviewSummary;
 use common::Id;
 use tokio::sync::mpsc;
+use tracing::Instrument as _;
 
 use crate::config::ScoringConfig;
 use crate::fetch::CommentFetcher;
@@ -167,21 +168,25 @@ impl IndexReader {
         let store = store.clone();
         let product = *product;
         let pacer = pacer.clone();
-        let task = tokio::spawn(async move {
-            let mut start = None;
-            loop {
-                let page = pacer.call(store.product_comment_page_counted(&product, start, rows)).await;
-                let next = page.as_ref().ok().and_then(|page| page.next.clone());
-                let failed = page.is_err();
-                if sender.send(page).await.is_err() || failed {
-                    return;
-                }
-                match next {
-                    Some(next) => start = Some(next),
-                    None => return,
+        // The read-ahead reads for the product whose span starts it.
+        let task = tokio::spawn(
+            async move {
+                let mut start = None;
+                loop {
+                    let page = pacer.call(store.product_comment_page_counted(&product, start, rows)).await;
+                    let next = page.as_ref().ok().and_then(|page| page.next.clone());
+                    let failed = page.is_err();
+                    if sender.send(page).await.is_err() || failed {
+                        return;
+                    }
+                    match next {
+                        Some(next) => start = Some(next),
+                        None => return,
+                    }
                 }
             }
-        });
+            .in_current_span(),
+        );
         IndexReader::of(IndexPages::Reading { pages, _task: AbortOnDrop(task) })
     }
 

@@ -12,6 +12,7 @@ use common::store::Store;
 use common::Id;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
 
 use crate::changes::{find_products, ChangeReport, ChosenProduct, Incremental};
 use crate::config::PaceMode;
@@ -45,7 +46,31 @@ enum Pass {
 /// finishes the ones in flight (each ends with its old slots or its new ones,
 /// never a mix) and returns a report with `interrupted: true`.
 pub async fn run(store: &Store, options: &RunOptions, stop: CancellationToken) -> Result<RunReport, RankerError> {
-    drive(store, options, stop, Pass::Rank).await
+    drive(store, options, stop, Pass::Rank).instrument(run_span(options, Pass::Rank)).await
+}
+
+/// The span of a run's pass over its products, with one child per product
+/// and their HBase calls under those: made only when spans are exported, so
+/// the log lines of a run read the same either way.
+fn run_span(options: &RunOptions, pass: Pass) -> tracing::Span {
+    if !common::traces::exporting() {
+        return tracing::Span::none();
+    }
+    tracing::info_span!(
+        "pass",
+        otel.name = if pass == Pass::Rank { "ranking pass" } else { "read pass" },
+        scope = ?options.scope,
+        as_of_ms = options.as_of_ms,
+        concurrency = options.concurrency,
+    )
+}
+
+/// The span of one product's ranking, every attempt of it, under the run's.
+fn product_span(product: &Id) -> tracing::Span {
+    if !common::traces::exporting() {
+        return tracing::Span::none();
+    }
+    tracing::info_span!("product", otel.name = "rank product", product = %product)
 }
 
 /// Reads exactly what [`run`] reads (the same discovery, index pages and
@@ -53,7 +78,7 @@ pub async fn run(store: &Store, options: &RunOptions, stop: CancellationToken) -
 /// scoring or writing: the baseline of the throughput benchmark. The report
 /// counts products and comments read; nothing is written.
 pub async fn read_pass(store: &Store, options: &RunOptions, stop: CancellationToken) -> Result<RunReport, RankerError> {
-    drive(store, options, stop, Pass::ReadOnly).await
+    drive(store, options, stop, Pass::ReadOnly).instrument(run_span(options, Pass::ReadOnly)).await
 }
 
 /// A run in named steps: set up the workers, choose the products, rank each,
@@ -226,7 +251,8 @@ async fn rank_each(
                 }
                 let worker = worker.clone();
                 let id = product.product;
-                let task = in_flight.spawn(async move { worker.product(product).await });
+                let span = product_span(&id);
+                let task = in_flight.spawn(async move { worker.product(product).await }.instrument(span));
                 task_products.insert(task.id(), id);
             }
             Some(Err(failure)) => {

@@ -14,6 +14,7 @@
 
 use common::store::{ProductRanking, Store};
 use tokio::sync::{mpsc, oneshot};
+use tracing::Instrument as _;
 
 use crate::pace::Pacer;
 
@@ -36,7 +37,9 @@ impl SlotWriter {
     /// Starts the writer task for `store`, its calls taking turns from `pacer`.
     pub(crate) fn start(store: Store, pacer: Pacer) -> SlotWriter {
         let (requests, queue) = mpsc::channel(MAX_PRODUCTS_PER_CALL * 4);
-        tokio::spawn(write_queued(store, pacer, queue));
+        // One call writes several products' slots, so it belongs to no one
+        // product's span: it goes under the pass that starts the writer.
+        tokio::spawn(write_queued(store, pacer, queue).in_current_span());
         SlotWriter { requests }
     }
 

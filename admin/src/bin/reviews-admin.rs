@@ -8,7 +8,6 @@ use admin::commands::load::{self, LoadArgs};
 use admin::commands::schema::SchemaCommand;
 use admin::demo::DemoError;
 use clap::{Parser, Subcommand};
-use common::config::init_tracing;
 use common::exit::ExitStatus;
 
 /// Operator commands for the product-review tables in HBase.
@@ -55,7 +54,7 @@ enum IndexCommand {
 
 #[tokio::main]
 async fn main() -> ExitCode {
-    init_tracing();
+    let _tracing = common::traces::init("reviews-admin");
     let outcome = match Cli::parse().command {
         Command::Schema(command) => command.run().await,
         Command::Demo(DemoCommand::Load(args)) => load::load_demo(&args).await,

@@ -7,9 +7,9 @@
 
 use std::collections::BTreeMap;
 
-use hbase_thrift::hbase::{BatchMutation, HbaseSyncClient, Mutation, THbaseSyncClient, TRowResult, TScan};
+use hbase_thrift::hbase::{BatchMutation, HbaseSyncClient, Mutation, THbaseSyncClient, TRegionInfo, TRowResult, TScan};
 
-use super::gateway::{io_error, GatewayClient, GatewayConnection, Input, Output, KEYS_ONLY_FILTER};
+use super::gateway::{io_error, AnswerRow, GatewayClient, GatewayConnection, Input, Output, KEYS_ONLY_FILTER};
 use super::COLUMN_VALUE;
 use crate::error::{Error, Result};
 
@@ -54,6 +54,9 @@ pub struct Row {
     /// Cell values by column (`cf:q`).
     pub cells: BTreeMap<Column, Vec<u8>>,
 }
+
+impl AnswerRow for TRowResult {}
+impl AnswerRow for TRegionInfo {}
 
 impl Row {
     /// The value of `column`, if the row has it.
@@ -141,24 +144,25 @@ pub enum RowMutation {
 impl Connection {
     /// The names of every table (this reaches the HBase master, so it also proves HBase is up).
     pub fn table_names(&mut self) -> Result<Vec<String>> {
-        let names = self.call("table_names", |client| client.get_table_names())?;
+        let names = self.call("table_names", "", |client| client.get_table_names())?;
         Ok(names.into_iter().map(|name| String::from_utf8_lossy(&name).into_owned()).collect())
     }
 
     /// Disables (unless already disabled) and deletes `table`. A drop cut short
     /// between the two steps leaves a disabled table, which a retry must finish.
     pub fn drop_table(&mut self, table: &str) -> Result<()> {
-        if self.call("is_table_enabled", |client| client.is_table_enabled(table.as_bytes().to_vec()))? {
-            self.call("disable_table", |client| client.disable_table(table.as_bytes().to_vec()))?;
+        if self.call("is_table_enabled", table, |client| client.is_table_enabled(table.as_bytes().to_vec()))? {
+            self.call("disable_table", table, |client| client.disable_table(table.as_bytes().to_vec()))?;
         }
-        self.call("delete_table", |client| client.delete_table(table.as_bytes().to_vec()))
+        self.call("delete_table", table, |client| client.delete_table(table.as_bytes().to_vec()))
     }
 
     /// The regions of `table`, in key order (one for a table never split),
     /// each once: Thrift1 lists every replica of a region as a region of
     /// its own, with the same keys.
     pub fn table_regions(&mut self, table: &str) -> Result<Vec<Region>> {
-        let regions = self.call("table_regions", |client| client.get_table_regions(table.as_bytes().to_vec()))?;
+        let regions =
+            self.call("table_regions", table, |client| client.get_table_regions(table.as_bytes().to_vec()))?;
         let mut regions: Vec<Region> = regions
             .into_iter()
             .map(|region| Region {
@@ -177,7 +181,7 @@ impl Connection {
         if keys.is_empty() {
             return Ok(Vec::new());
         }
-        let results = self.call("get_rows", |client| {
+        let results = self.call("get_rows", table, |client| {
             client.get_rows_with_columns(table.as_bytes().to_vec(), keys.to_vec(), columns.to_vec(), BTreeMap::new())
         })?;
         Ok(results.into_iter().map(Row::from_thrift).filter(|row| !row.cells.is_empty()).collect())
@@ -254,15 +258,15 @@ impl Connection {
             reversed: Some(false),
             cache_blocks: Some(spec.cache_blocks),
         };
-        let scanner = self.call("scanner_open", |client| {
+        let scanner = self.call("scanner_open", table, |client| {
             client.scanner_open_with_scan(table.as_bytes().to_vec(), scan, BTreeMap::new())
         })?;
-        let outcome = self.drain_scanner(scanner, spec.limit, page_size, &mut on_page);
+        let outcome = self.drain_scanner(table, scanner, spec.limit, page_size, &mut on_page);
         // Close even after an error: an open scanner holds server memory until it
         // expires. A broken connection cannot carry the close, and the server
         // reaps the scanner by its lease.
         if !self.is_broken() {
-            let closed = self.call("scanner_close", |client| client.scanner_close(scanner));
+            let closed = self.call("scanner_close", table, |client| client.scanner_close(scanner));
             if outcome.is_ok() {
                 closed?;
             }
@@ -272,6 +276,7 @@ impl Connection {
 
     fn drain_scanner(
         &mut self,
+        table: &str,
         scanner: i32,
         limit: usize,
         page_size: usize,
@@ -280,7 +285,7 @@ impl Connection {
         let mut remaining = limit;
         while remaining > 0 {
             let wanted = i32::try_from(page_size.min(remaining)).unwrap_or(i32::MAX);
-            let page = self.call("scanner_get_list", |client| client.scanner_get_list(scanner, wanted))?;
+            let page = self.call("scanner_get_list", table, |client| client.scanner_get_list(scanner, wanted))?;
             if page.is_empty() {
                 break;
             }
@@ -301,7 +306,9 @@ impl Connection {
             return Ok(());
         }
         let batches = mutations.into_iter().map(to_batch).collect();
-        self.call("mutate_rows", |client| client.mutate_rows(table.as_bytes().to_vec(), batches, BTreeMap::new()))
+        self.call("mutate_rows", table, |client| {
+            client.mutate_rows(table.as_bytes().to_vec(), batches, BTreeMap::new())
+        })
     }
 
     /// Writes `value` into `column` of `key` only if the column currently holds
@@ -315,7 +322,7 @@ impl Connection {
         value: Vec<u8>,
     ) -> Result<bool> {
         let mutation = put_mutation(column.to_vec(), value);
-        self.call("check_and_put", |client| {
+        self.call("check_and_put", table, |client| {
             client.check_and_put(
                 table.as_bytes().to_vec(),
                 key.to_vec(),
@@ -333,7 +340,7 @@ impl Connection {
     #[cfg(feature = "test-support")]
     pub fn put_at(&mut self, table: &str, key: &[u8], cells: Vec<(Column, Vec<u8>)>, timestamp: i64) -> Result<()> {
         let mutations = cells.into_iter().map(|(column, value)| put_mutation(column, value)).collect();
-        self.call("put_at", |client| {
+        self.call("put_at", table, |client| {
             client.mutate_row_ts(table.as_bytes().to_vec(), key.to_vec(), mutations, timestamp, BTreeMap::new())
         })
     }
@@ -342,7 +349,7 @@ impl Connection {
     /// No table of ours holds a counter; the tests check the gateway's increment.
     #[cfg(feature = "test-support")]
     pub fn atomic_increment(&mut self, table: &str, key: &[u8], column: &[u8], delta: i64) -> Result<i64> {
-        self.call("atomic_increment", |client| {
+        self.call("atomic_increment", table, |client| {
             client.atomic_increment(table.as_bytes().to_vec(), key.to_vec(), column.to_vec(), delta)
         })
     }

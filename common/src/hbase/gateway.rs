@@ -55,6 +55,46 @@ pub trait GatewayClient: Send + 'static {
     fn declared_error(error: &(dyn std::error::Error + Send + Sync + 'static)) -> Error;
 }
 
+/// What a trace says of a call's answer: how many rows (keys, regions,
+/// existence flags) it carried, and whether a secondary region replica gave
+/// any of them. Answers that are neither say nothing.
+pub trait Answer {
+    /// The rows the answer carried.
+    fn rows(&self) -> Option<usize> {
+        None
+    }
+
+    /// Whether a secondary region replica answered (timeline reads only).
+    fn stale(&self) -> Option<bool> {
+        None
+    }
+}
+
+/// One row (key, region, flag) of a list answer.
+pub trait AnswerRow {
+    /// Whether a secondary region replica gave this row (timeline reads only).
+    fn stale(&self) -> Option<bool> {
+        None
+    }
+}
+
+impl<R: AnswerRow> Answer for Vec<R> {
+    fn rows(&self) -> Option<usize> {
+        Some(self.len())
+    }
+
+    fn stale(&self) -> Option<bool> {
+        self.iter().filter_map(AnswerRow::stale).reduce(|one, other| one || other)
+    }
+}
+
+impl Answer for () {}
+impl Answer for bool {}
+impl Answer for i32 {}
+impl Answer for i64 {}
+impl AnswerRow for bool {}
+impl AnswerRow for Vec<u8> {}
+
 /// One pooled connection to a Thrift gateway, around its generated client `C`.
 pub struct GatewayConnection<C> {
     client: C,
@@ -298,16 +338,34 @@ impl<C: GatewayClient> GatewayConnection<C> {
         Ok(())
     }
 
-    /// Runs one Thrift call, recording its latency and outcome under the
-    /// `op` label `operation`, and marking the connection broken when the
-    /// error leaves the socket in an unknown state.
-    pub fn call<T>(&mut self, operation: &'static str, request: impl FnOnce(&mut C) -> thrift::Result<T>) -> Result<T> {
+    /// Runs one Thrift call on `table` (empty for a call on no table),
+    /// recording its latency and outcome under the `op` label `operation`,
+    /// and marking the connection broken when the error leaves the socket in
+    /// an unknown state. When spans are exported, the call is a client span
+    /// under the caller's (operation, table, gateway, rows, stale replica).
+    pub fn call<T: Answer>(
+        &mut self,
+        operation: &'static str,
+        table: &str,
+        request: impl FnOnce(&mut C) -> thrift::Result<T>,
+    ) -> Result<T> {
+        let span = self.call_span(operation, table);
+        let _entered = span.enter();
         self.apply_deadline()?;
         let started = Instant::now();
         let outcome = request(&mut self.client);
         self.last_used = Instant::now();
         metrics::histogram!(crate::telemetry::HBASE_CALL_SECONDS, "op" => operation)
             .record(started.elapsed().as_secs_f64());
+        if let Ok(answer) = &outcome {
+            if let Some(rows) = answer.rows() {
+                // As a signed integer: an unsigned one reaches a trace store as text.
+                span.record("hbase.rows", i64::try_from(rows).unwrap_or(i64::MAX));
+            }
+            if let Some(stale) = answer.stale() {
+                span.record("hbase.stale", stale);
+            }
+        }
         outcome.map_err(|error| {
             let (error, damage) = classify::<C>(error);
             self.broken |= damage != Damage::None;
@@ -318,13 +376,37 @@ impl<C: GatewayClient> GatewayConnection<C> {
                 _ => "failed",
             };
             metrics::counter!(crate::telemetry::HBASE_CALL_ERRORS, "op" => operation, "kind" => kind).increment(1);
+            span.record("otel.status_code", "ERROR");
+            span.record("error.type", kind);
             error
         })
     }
 
+    /// The span of one call, or a disabled one when no span is exported:
+    /// then a call costs no span at all.
+    fn call_span(&self, operation: &'static str, table: &str) -> tracing::Span {
+        if !crate::traces::exporting() {
+            return tracing::Span::none();
+        }
+        let gateway = self.origin.as_ref().map_or("", |origin| origin.gateway.address.as_str());
+        tracing::info_span!(
+            "hbase call",
+            otel.name = %format_args!("{} {operation}", C::GATEWAY),
+            otel.kind = "client",
+            otel.status_code = tracing::field::Empty,
+            db.system.name = "hbase",
+            db.operation.name = operation,
+            db.collection.name = table,
+            hbase.gateway = gateway,
+            hbase.rows = tracing::field::Empty,
+            hbase.stale = tracing::field::Empty,
+            error.type = tracing::field::Empty,
+        )
+    }
+
     /// A call the gateway answers without touching HBase: proves the socket is alive.
     pub fn ping(&mut self) -> Result<()> {
-        self.call("ping", C::ping)
+        self.call("ping", "", C::ping)
     }
 }
 

@@ -404,7 +404,11 @@ impl Hbase {
         let _abandon = AbandonOnDrop(abandoned.clone());
         let permit = self.wait_for_permit(&C::lane(&self.inner).permits, deadline).await?;
         let hbase = self.clone();
+        // The blocking thread works for the caller: its log lines and its
+        // calls' spans belong under the caller's span (a request, a product).
+        let caller_span = tracing::Span::current();
         let work = tokio::task::spawn_blocking(move || {
+            let _in_caller_span = caller_span.enter();
             let _permit = permit;
             // The blocking pool may start this late; whoever asked may be gone by then.
             if abandoned.load(Ordering::Relaxed) || Instant::now() >= deadline {

@@ -18,5 +18,6 @@ mod shards;
 mod stars;
 mod summaries;
 mod thrift2;
+mod traces;
 mod whole_rankings;
 mod widget;

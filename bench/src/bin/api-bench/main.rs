@@ -114,7 +114,7 @@ struct BenchArgs {
 
 #[tokio::main]
 async fn main() -> anyhow::Result<()> {
-    common::config::init_tracing();
+    let _tracing = common::traces::init("api-bench");
     let args = BenchArgs::parse();
     if args.connections == 0 || args.duration_secs == 0 {
         bail!("--connections and --duration-secs must be positive");

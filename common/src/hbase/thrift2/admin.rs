@@ -14,7 +14,7 @@ use crate::error::Result;
 impl Thrift2Connection {
     /// Whether `table` exists.
     pub fn table_exists(&mut self, table: &str) -> Result<bool> {
-        self.call("thrift2_table_exists", |client| client.table_exists(table_name(table)))
+        self.call("thrift2_table_exists", table, |client| client.table_exists(table_name(table)))
     }
 
     /// Creates `table` with one column family `family` (one version, block
@@ -60,7 +60,7 @@ impl Thrift2Connection {
             attributes,
             durability: None,
         };
-        self.call("thrift2_create_table", |client| client.create_table(descriptor, split_keys.to_vec()))
+        self.call("thrift2_create_table", table, |client| client.create_table(descriptor, split_keys.to_vec()))
     }
 
     /// Each column family of `table`, with the name of its data-block encoding
@@ -116,13 +116,15 @@ impl Thrift2Connection {
                 values.remove(*key);
             }
         }
-        self.call("thrift2_modify_column_family", |client| client.modify_column_family(table_name(table), family))
+        self.call("thrift2_modify_column_family", table, |client| {
+            client.modify_column_family(table_name(table), family)
+        })
     }
 
     /// How many replicas each region of `table` has (1: the primary alone).
     pub fn region_replication(&mut self, table: &str) -> Result<u32> {
         let descriptor =
-            self.call("thrift2_get_table_descriptor", |client| client.get_table_descriptor(table_name(table)))?;
+            self.call("thrift2_get_table_descriptor", table, |client| client.get_table_descriptor(table_name(table)))?;
         Ok(replication_of(&descriptor))
     }
 
@@ -135,7 +137,7 @@ impl Thrift2Connection {
     /// already is left alone.
     pub fn set_region_replication(&mut self, table: &str, replicas: u32) -> Result<u32> {
         let mut descriptor =
-            self.call("thrift2_get_table_descriptor", |client| client.get_table_descriptor(table_name(table)))?;
+            self.call("thrift2_get_table_descriptor", table, |client| client.get_table_descriptor(table_name(table)))?;
         let before = replication_of(&descriptor);
         if before == replicas {
             return Ok(before);
@@ -144,15 +146,16 @@ impl Thrift2Connection {
             .attributes
             .get_or_insert_with(BTreeMap::new)
             .insert(REGION_REPLICATION_KEY.to_vec(), replicas.to_string().into_bytes());
-        let enabled = self.call("thrift2_is_table_enabled", |client| client.is_table_enabled(table_name(table)))?;
+        let enabled =
+            self.call("thrift2_is_table_enabled", table, |client| client.is_table_enabled(table_name(table)))?;
         if enabled {
-            self.call("thrift2_disable_table", |client| client.disable_table(table_name(table)))?;
+            self.call("thrift2_disable_table", table, |client| client.disable_table(table_name(table)))?;
         }
-        let modified = self.call("thrift2_modify_table", |client| client.modify_table(descriptor));
+        let modified = self.call("thrift2_modify_table", table, |client| client.modify_table(descriptor));
         // Enabled again even when the change failed: a table left disabled
         // would refuse every read.
         if enabled {
-            self.call("thrift2_enable_table", |client| client.enable_table(table_name(table)))?;
+            self.call("thrift2_enable_table", table, |client| client.enable_table(table_name(table)))?;
         }
         modified.map(|()| before)
     }
@@ -160,7 +163,7 @@ impl Thrift2Connection {
     /// The column families of `table` as HBase holds them.
     fn families(&mut self, table: &str) -> Result<Vec<TColumnFamilyDescriptor>> {
         let descriptor =
-            self.call("thrift2_get_table_descriptor", |client| client.get_table_descriptor(table_name(table)))?;
+            self.call("thrift2_get_table_descriptor", table, |client| client.get_table_descriptor(table_name(table)))?;
         Ok(descriptor.columns.unwrap_or_default())
     }
 }

@@ -53,7 +53,7 @@ use std::ops::Range;
 pub(crate) use admin::ROW_INDEX_NAME;
 use generated::{TColumn, TGet, THBaseServiceSyncClient, TResult, TScan, TTHBaseServiceSyncClient, TTimeRange};
 
-use super::gateway::{io_error, GatewayClient, GatewayConnection, Input, Output, KEYS_ONLY_FILTER};
+use super::gateway::{io_error, Answer, AnswerRow, GatewayClient, GatewayConnection, Input, Output, KEYS_ONLY_FILTER};
 use super::{Hbase, Retry};
 use crate::error::{Error, Result};
 
@@ -269,8 +269,9 @@ impl Thrift2Connection {
     ) -> Result<(Vec<TimedRow>, bool)> {
         let rows = i32::try_from(rows.max(1)).unwrap_or(i32::MAX);
         let request = scan.to_thrift(start, rows, timeline)?;
-        let results = self
-            .call("thrift2_scan_page", |client| client.get_scanner_results(table.as_bytes().to_vec(), request, rows));
+        let results = self.call("thrift2_scan_page", table, |client| {
+            client.get_scanner_results(table.as_bytes().to_vec(), request, rows)
+        });
         let results = results.map_err(|error| self.naming_a_missing_table(table, error))?;
         let stale = timeline::any_stale(&results);
         Ok((results.into_iter().map(TimedRow::from_thrift).collect(), stale))
@@ -314,7 +315,8 @@ impl Thrift2Connection {
                 filter_bytes: None,
             })
             .collect();
-        let exist = self.call("thrift2_exists_all", |client| client.exists_all(table.as_bytes().to_vec(), gets))?;
+        let exist =
+            self.call("thrift2_exists_all", table, |client| client.exists_all(table.as_bytes().to_vec(), gets))?;
         // Callers pair the answers with their keys; a short or long answer
         // would silently pair them wrongly, so it is refused here.
         if exist.len() != keys.len() {
@@ -323,6 +325,14 @@ impl Thrift2Connection {
         Ok(exist)
     }
 }
+
+impl AnswerRow for TResult {
+    fn stale(&self) -> Option<bool> {
+        Some(self.stale == Some(true))
+    }
+}
+
+impl Answer for generated::TTableDescriptor {}
 
 /// Pages through a [`RangeScan`], one retried round trip per page; see
 /// [`Hbase::range_scanner`].
@@ -460,7 +470,7 @@ impl Thrift2Connection {
             // region server to build and consult on every row.
             filter_bytes: (ranges.len() > 1).then(|| multi_row_range_filter(ranges)),
         };
-        let results = self.call("thrift2_scan_row_ranges", |client| {
+        let results = self.call("thrift2_scan_row_ranges", table, |client| {
             client.get_scanner_results(table.as_bytes().to_vec(), request, rows)
         })?;
         let stale = timeline::any_stale(&results);

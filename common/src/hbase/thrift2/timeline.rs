@@ -65,7 +65,7 @@ impl Thrift2Connection {
             })
             .collect();
         let results = self
-            .call("thrift2_get_multiple", |client| client.get_multiple(table.as_bytes().to_vec(), gets))
+            .call("thrift2_get_multiple", table, |client| client.get_multiple(table.as_bytes().to_vec(), gets))
             .map_err(|error| self.naming_a_missing_table(table, error))?;
         Ok(rows_of(results))
     }
@@ -100,7 +100,7 @@ impl Thrift2Connection {
             filter_bytes: None,
         };
         let results = self
-            .call("thrift2_scan_timeline", |client| {
+            .call("thrift2_scan_timeline", table, |client| {
                 client.get_scanner_results(table.as_bytes().to_vec(), request, rows)
             })
             .map_err(|error| self.naming_a_missing_table(table, error))?;

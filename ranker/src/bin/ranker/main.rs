@@ -6,6 +6,7 @@ use std::process::ExitCode;
 use clap::{Parser, Subcommand};
 use ranker::commands::{bench_read, explain, run, runs, shards};
 use ranker::RankerError;
+use tracing::Instrument as _;
 
 /// Picks each product's ten best reviews and writes them to product-comment-rank.
 ///
@@ -61,14 +62,32 @@ enum Command {
 #[tokio::main]
 async fn main() -> ExitCode {
     let cli = Cli::parse();
-    common::config::init_tracing();
-    let outcome = match cli.command {
-        Command::Run(args) => run::execute(args).await,
-        Command::Explain(args) => explain::execute(args).await,
-        Command::BenchRead(args) => bench_read::execute(args).await,
-        Command::Runs(args) => runs::execute(args).await,
-        Command::Shards(args) => shards::execute(args).await,
+    let _tracing = common::traces::init("ranker");
+    // When spans are exported, the whole command is one trace: its lease,
+    // its run record and its pass over the products.
+    let span = if common::traces::exporting() {
+        let name = match &cli.command {
+            Command::Run(_) => "run",
+            Command::Explain(_) => "explain",
+            Command::BenchRead(_) => "bench-read",
+            Command::Runs(_) => "runs",
+            Command::Shards(_) => "shards",
+        };
+        tracing::info_span!("command", otel.name = %format_args!("ranker {name}"))
+    } else {
+        tracing::Span::none()
     };
+    let outcome = async {
+        match cli.command {
+            Command::Run(args) => run::execute(args).await,
+            Command::Explain(args) => explain::execute(args).await,
+            Command::BenchRead(args) => bench_read::execute(args).await,
+            Command::Runs(args) => runs::execute(args).await,
+            Command::Shards(args) => shards::execute(args).await,
+        }
+    }
+    .instrument(span)
+    .await;
     match outcome {
         Ok(status) => status.into(),
         // A configuration that does not validate is a usage error, like a bad flag.

@@ -1,0 +1,244 @@
+//! Distributed traces in a real trace store: Jaeger, built from its Go
+//! module and started by `scripts/jaeger.sh run`, receives the spans of
+//! query-api and of the ranker over OTLP, and its query API shows them as
+//! one trace each, with the HBase calls under the spans that made them.
+
+use std::collections::HashMap;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use integration_tests::fixtures::{post_all, Catalogue};
+use integration_tests::{cargo_binary, free_port, fresh_store, thrift2_addr, thrift_addr, wait_for, KilledOnDrop};
+use serde_json::Value;
+
+use crate::rows::drop_tables;
+
+/// Jaeger on free ports, killed when the test ends.
+struct Jaeger {
+    _process: KilledOnDrop,
+    otlp_port: u16,
+    query_port: u16,
+}
+
+impl Jaeger {
+    /// Starts Jaeger (building it first if no build is there yet: minutes)
+    /// and waits until its health check says it serves.
+    async fn start() -> Jaeger {
+        let script = concat!(env!("CARGO_MANIFEST_DIR"), "/../scripts/jaeger.sh");
+        let (otlp_port, query_port, grpc_port, health_port) = (free_port(), free_port(), free_port(), free_port());
+        let process = KilledOnDrop(
+            Command::new(script)
+                .arg("run")
+                .env("JAEGER_OTLP_HTTP_PORT", otlp_port.to_string())
+                .env("JAEGER_QUERY_PORT", query_port.to_string())
+                .env("JAEGER_QUERY_GRPC_PORT", grpc_port.to_string())
+                .env("JAEGER_HEALTH_PORT", health_port.to_string())
+                .stdin(Stdio::null())
+                .spawn()
+                .expect("start scripts/jaeger.sh run"),
+        );
+        let health = format!("http://127.0.0.1:{health_port}/status");
+        wait_for(Duration::from_secs(600), "Jaeger to serve", async || {
+            let answer = reqwest::get(&health).await.ok()?;
+            answer.status().is_success().then_some(())
+        })
+        .await;
+        Jaeger { _process: process, otlp_port, query_port }
+    }
+
+    /// The variables that make a binary export its spans here.
+    fn exporting_to(&self, command: &mut Command) {
+        command
+            .env("OTEL_EXPORTER_OTLP_ENDPOINT", format!("http://127.0.0.1:{}", self.otlp_port))
+            .env_remove("OTEL_EXPORTER_OTLP_TRACES_ENDPOINT")
+            .env_remove("OTEL_SERVICE_NAME")
+            .env_remove("OTEL_TRACES_SAMPLER");
+    }
+
+    /// The spans of trace `trace_id` once at least `at_least` of them are stored.
+    async fn trace(&self, trace_id: &str, at_least: usize) -> Vec<JaegerSpan> {
+        let url = format!("http://127.0.0.1:{}/api/traces/{trace_id}", self.query_port);
+        wait_for(Duration::from_secs(30), "the trace in Jaeger", async || {
+            let answer: Value = reqwest::get(&url).await.ok()?.json().await.ok()?;
+            let spans = spans_of(&answer);
+            (spans.len() >= at_least).then_some(spans)
+        })
+        .await
+    }
+
+    /// The traces of `service` that Jaeger holds.
+    async fn traces_of(&self, service: &str) -> Vec<Vec<JaegerSpan>> {
+        let url = format!("http://127.0.0.1:{}/api/traces?service={service}&limit=20", self.query_port);
+        let answer: Value = reqwest::get(&url).await.expect("Jaeger's query API").json().await.expect("JSON");
+        answer["data"].as_array().map_or_else(Vec::new, |traces| {
+            traces.iter().map(|trace| spans_of(&serde_json::json!({ "data": [trace] }))).collect()
+        })
+    }
+}
+
+/// One span as Jaeger's query API gives it.
+#[derive(Debug, Clone)]
+struct JaegerSpan {
+    span_id: String,
+    parent_id: Option<String>,
+    operation: String,
+    service: String,
+    tags: HashMap<String, Value>,
+}
+
+/// The spans of the first trace in a `/api/traces` answer.
+fn spans_of(answer: &Value) -> Vec<JaegerSpan> {
+    let Some(trace) = answer["data"].get(0) else {
+        return Vec::new();
+    };
+    let services: HashMap<&str, &str> = trace["processes"]
+        .as_object()
+        .map(|processes| {
+            processes
+                .iter()
+                .map(|(id, process)| (id.as_str(), process["serviceName"].as_str().unwrap_or_default()))
+                .collect()
+        })
+        .unwrap_or_default();
+    trace["spans"]
+        .as_array()
+        .map(|spans| {
+            spans
+                .iter()
+                .map(|span| JaegerSpan {
+                    span_id: span["spanID"].as_str().unwrap_or_default().to_owned(),
+                    parent_id: span["references"].as_array().and_then(|references| {
+                        references
+                            .iter()
+                            .find(|reference| reference["refType"] == "CHILD_OF")
+                            .and_then(|reference| reference["spanID"].as_str())
+                            .map(str::to_owned)
+                    }),
+                    operation: span["operationName"].as_str().unwrap_or_default().to_owned(),
+                    service: services
+                        .get(span["processID"].as_str().unwrap_or_default())
+                        .copied()
+                        .unwrap_or("")
+                        .to_owned(),
+                    tags: span["tags"]
+                        .as_array()
+                        .map(|tags| {
+                            tags.iter()
+                                .filter_map(|tag| Some((tag["key"].as_str()?.to_owned(), tag["value"].clone())))
+                                .collect()
+                        })
+                        .unwrap_or_default(),
+                })
+                .collect()
+        })
+        .unwrap_or_default()
+}
+
+fn go_is_installed() -> bool {
+    Command::new("go")
+        .arg("version")
+        .stdout(Stdio::null())
+        .stderr(Stdio::null())
+        .status()
+        .is_ok_and(|status| status.success())
+}
+
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn a_request_continues_the_callers_trace_and_its_hbase_calls_are_its_children_in_jaeger() {
+    if !go_is_installed() {
+        eprintln!("SKIPPED: Go is not installed, so Jaeger cannot be built");
+        return;
+    }
+    let jaeger = Jaeger::start().await;
+    let catalogue = Catalogue { products: 2, comments_per_product: 6, users: 5 };
+    let store = fresh_store("traces").await;
+    post_all(&store, catalogue.new_comments(0)).await;
+    let product = catalogue.product(0).to_string();
+    let prefix = store.tables().prefix.clone();
+
+    // The ranker: one trace per run, a span per product under it, the
+    // product's HBase calls under that.
+    let mut ranker = Command::new(cargo_binary("ranker"));
+    ranker
+        .args(["run", "--product", &product, "--table-prefix", &prefix])
+        .args(["--thrift-addr", &thrift_addr(), "--thrift2-addr", &thrift2_addr()])
+        .stdout(Stdio::null());
+    jaeger.exporting_to(&mut ranker);
+    let ranked = tokio::task::spawn_blocking(move || ranker.status()).await.expect("ranker task").expect("ranker");
+    assert!(ranked.success(), "ranker run: {ranked}");
+    // The binary flushes its spans before it exits: the trace is whole.
+    let traces = jaeger.traces_of("ranker").await;
+    assert_eq!(traces.len(), 1, "one command, one trace: {traces:#?}");
+    let run = &traces[0];
+    let root = run.iter().find(|span| span.operation == "ranker run").expect("the command's span");
+    assert_eq!(root.parent_id, None, "the command is the root of its trace: {run:#?}");
+    let pass = run.iter().find(|span| span.operation == "ranking pass").expect("the pass's span");
+    assert_eq!(pass.parent_id.as_deref(), Some(root.span_id.as_str()));
+    let product_span = run.iter().find(|span| span.operation == "rank product").expect("a product span");
+    assert_eq!(product_span.parent_id.as_deref(), Some(pass.span_id.as_str()));
+    assert_eq!(product_span.tags.get("product").and_then(Value::as_str), Some(product.as_str()));
+    let product_reads: Vec<&JaegerSpan> =
+        run.iter().filter(|span| span.parent_id.as_deref() == Some(product_span.span_id.as_str())).collect();
+    assert!(
+        product_reads.iter().any(|span| span.tags.get("db.collection.name").and_then(Value::as_str)
+            == Some(format!("{prefix}product-comment").as_str())),
+        "the product's index scan is a child of its span: {run:#?}"
+    );
+
+    let port = free_port();
+    let mut service = Command::new(cargo_binary("query-api"));
+    service
+        .args(["--listen", &format!("127.0.0.1:{port}"), "--table-prefix", &prefix])
+        .args(["--thrift-addr", &thrift_addr(), "--thrift2-addr", &thrift2_addr()])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null());
+    jaeger.exporting_to(&mut service);
+    let _service = KilledOnDrop(service.spawn().expect("start query-api"));
+    let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().expect("client");
+    let base = format!("http://127.0.0.1:{port}");
+    wait_for(Duration::from_secs(30), "query-api to be ready", async || {
+        let answer = client.get(format!("{base}/readyz")).send().await.ok()?;
+        answer.status().is_success().then_some(())
+    })
+    .await;
+
+    // A caller's trace (a CDN or a frontend) with its own span: the request
+    // must become that span's child, in the same trace.
+    let trace_id = format!("{:032x}", rand::random::<u128>());
+    let caller_span = format!("{:016x}", rand::random::<u64>() | 1);
+    let answer = client
+        .get(format!("{base}/v1/products/{product}/comments"))
+        .header("traceparent", format!("00-{trace_id}-{caller_span}-01"))
+        .send()
+        .await
+        .expect("latest page");
+    assert_eq!(answer.status(), 200);
+
+    let spans = jaeger.trace(&trace_id, 2).await;
+    let request = spans
+        .iter()
+        .find(|span| span.service == "query-api" && span.operation == "GET /v1/products/{productId}/comments")
+        .unwrap_or_else(|| panic!("the request's span, named by its route: {spans:#?}"));
+    assert_eq!(request.parent_id.as_deref(), Some(caller_span.as_str()), "the caller's span is the request's parent");
+    assert_eq!(request.tags.get("http.response.status_code").and_then(Value::as_i64), Some(200));
+    let calls: Vec<&JaegerSpan> =
+        spans.iter().filter(|span| span.parent_id.as_deref() == Some(request.span_id.as_str())).collect();
+    let index_scan: Vec<&&JaegerSpan> = calls
+        .iter()
+        .filter(|span| {
+            span.tags.get("db.collection.name").and_then(Value::as_str)
+                == Some(format!("{prefix}product-comment").as_str())
+        })
+        .collect();
+    assert!(!index_scan.is_empty(), "the product-comment scan's calls are children of the request: {spans:#?}");
+    let gateways = [thrift_addr(), thrift2_addr()];
+    for call in &index_scan {
+        let gateway = call.tags.get("hbase.gateway").and_then(Value::as_str).unwrap_or_default();
+        assert!(gateways.iter().any(|address| address == gateway), "each call names its gateway: {call:#?}");
+    }
+    assert!(
+        index_scan.iter().any(|call| call.tags.get("hbase.rows").and_then(Value::as_i64).is_some_and(|rows| rows > 0)),
+        "a page of the scan says how many rows it carried: {index_scan:#?}"
+    );
+    drop_tables(&[&store]).await;
+}
