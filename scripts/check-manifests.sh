@@ -7,6 +7,9 @@
 # - each systemd unit (deploy/*.service) with `systemd-analyze verify`, its
 #   ExecStart pointed at the binary built in target/debug; any complaint
 #   (an unknown key, a bad value) fails.
+# Then it plants a mistake in a copy of each kind of file (a misspelt field
+# in a manifest, a misspelt key in a unit) and fails unless the check
+# refuses the copy: a check that passes everything would pass here too.
 # The tools are installed once into a virtualenv under target/ (about a
 # minute on a clean clone).
 set -euo pipefail
@@ -40,12 +43,33 @@ command -v systemd-analyze >/dev/null || {
 }
 units_dir="$(mktemp -d)"
 trap 'rm -rf "$units_dir"' EXIT
+# verify_unit UNIT: systemd-analyze's complaints about UNIT (a copy whose
+# ExecStart is the debug build), empty when it has none.
+verify_unit() {
+  local copy
+  copy="$units_dir/$(basename "$1")"
+  sed "s|^ExecStart=/usr/local/bin/\([a-z-]*\)|ExecStart=$PWD/target/debug/\1|" "$1" >"$copy"
+  systemd-analyze verify "$copy" 2>&1 || true
+}
 for unit in deploy/*.service; do
-  sed "s|^ExecStart=/usr/local/bin/\([a-z-]*\)|ExecStart=$PWD/target/debug/\1|" "$unit" >"$units_dir/$(basename "$unit")"
-  complaints="$(systemd-analyze verify "$units_dir/$(basename "$unit")" 2>&1)" || true
+  complaints="$(verify_unit "$unit")"
   if [[ -n "$complaints" ]]; then
     echo "check-manifests: $unit: $complaints" >&2
     exit 1
   fi
 done
 echo "check-manifests: $(echo deploy/*.service) verified by systemd-analyze"
+
+# The planted mistakes.
+mkdir -p "$units_dir/planted"
+sed 's/^\( *\)readinessProbe:/\1readinesProbe:/' deploy/query-api.yaml >"$units_dir/planted/query-api.yaml"
+if "$TOOLS/bin/kubernetes-validate" --strict --quiet "$units_dir/planted/query-api.yaml" >/dev/null 2>&1; then
+  echo "check-manifests: a Deployment with a misspelt readinessProbe passed validation" >&2
+  exit 1
+fi
+sed 's/^Restart=/Restrat=/' deploy/query-api.service >"$units_dir/planted/query-api.service"
+if [[ -z "$(verify_unit "$units_dir/planted/query-api.service")" ]]; then
+  echo "check-manifests: a unit with a misspelt Restart= passed systemd-analyze" >&2
+  exit 1
+fi
+echo "check-manifests: a misspelt field in a manifest and a misspelt key in a unit are refused"

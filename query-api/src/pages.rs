@@ -45,7 +45,7 @@ pub async fn v1_page(
 /// The review stored under `key`, with its author when asked for; `None`
 /// when no comment is stored there.
 pub async fn review(state: &AppState, key: CommentKey, include_author: bool) -> Result<Option<CommentView>, ApiError> {
-    let Some(comment) = state.store().get_comments(&[key]).await?.into_iter().next().flatten() else {
+    let Some(comment) = state.store().get_comment(&key).await? else {
         return Ok(None);
     };
     let page = with_authors(state, vec![comment], None, include_author).await?;

@@ -100,6 +100,35 @@ impl Hbase {
         }
     }
 
+    /// The row `key` of `table` with the `columns` asked for, read like
+    /// [`Hbase::read_rows`]; `None` only when the row is known not to exist.
+    /// A secondary replica's "no such row" may only mean that it is behind
+    /// its primary (a secondary reopened after a crash has what was flushed
+    /// until it catches up), and a 404 is taken as final by browsers, caches
+    /// and crawlers: so the absence is asked of the primary, through Thrift1,
+    /// and when the primary cannot answer in time the read fails unavailable
+    /// rather than call a stored row absent.
+    pub(crate) async fn read_row(&self, table: &str, key: Vec<u8>, columns: Vec<Column>) -> Result<Option<Row>> {
+        if self.read_consistency() == ReadConsistency::Timeline {
+            let (table, key, columns) = (table.to_owned(), key.clone(), columns.clone());
+            let answer = self
+                .run_thrift2(Retry::Idempotent, move |connection| {
+                    connection.get_rows_timeline(&table, std::slice::from_ref(&key), &columns)
+                })
+                .await?;
+            let (rows, from_replica) = &answer;
+            if !rows.is_empty() || !from_replica {
+                return Ok(noted(answer).into_iter().next());
+            }
+            tracing::debug!("a secondary replica has no such row; asking the primary");
+        }
+        let table = table.to_owned();
+        let rows = self
+            .run(Retry::Idempotent, move |connection| connection.get_rows(&table, std::slice::from_ref(&key), &columns))
+            .await?;
+        Ok(rows.into_iter().next())
+    }
+
     /// The rows of `spec` in `table` (those passing `filter`, a filter in
     /// HBase's filter language, when given): a page read, with the pool's
     /// [`ReadConsistency`].

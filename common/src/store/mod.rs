@@ -271,6 +271,15 @@ impl Store {
         Ok(self.stored_values(table, vec![key.clone()]).await?.remove(&key))
     }
 
+    /// Reads one comment by key: `None` only when HBase says it is not
+    /// stored (a secondary replica's word alone is not taken for it:
+    /// [`Hbase::read_row`]) or it does not decode (skipped and counted).
+    pub async fn get_comment(&self, key: &CommentKey) -> Result<Option<Comment>> {
+        let table = self.tables.comment.clone();
+        let row = self.hbase.read_row(&table, key.as_bytes().to_vec(), vec![COLUMN_VALUE.to_vec()]).await?;
+        Ok(decode_comments(&self.tables, &table, std::slice::from_ref(key), row.into_iter().collect()).pop().flatten())
+    }
+
     /// Reads comments by key in one multi-get. The result lines up with `keys`:
     /// `None` where the comment is gone or does not decode (skipped and counted).
     pub async fn get_comments(&self, keys: &[CommentKey]) -> Result<Vec<Option<Comment>>> {

@@ -92,6 +92,11 @@ impl ReadStore {
         self.store.walk(request).await
     }
 
+    /// One comment by key, its absence confirmed by the primary ([`Store::get_comment`]).
+    pub async fn get_comment(&self, key: &CommentKey) -> Result<Option<Comment>> {
+        self.store.get_comment(key).await
+    }
+
     /// Comments by key in one multi-get ([`Store::get_comments`]).
     pub async fn get_comments(&self, keys: &[CommentKey]) -> Result<Vec<Option<Comment>>> {
         self.store.get_comments(keys).await

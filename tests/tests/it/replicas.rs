@@ -16,9 +16,11 @@
 use std::time::Duration;
 
 use common::hbase::{Hbase, Retry};
+use common::keys::CommentKey;
 use common::schema::{self, RegionReplication, Regions};
 use common::store::Store;
 use common::tables::Tables;
+use common::Id;
 use integration_tests::app::{service_store_via, uncached_settings, Answer, TestApp};
 use integration_tests::cluster::TestCluster;
 use integration_tests::fixtures::{post_all, Catalogue};
@@ -112,6 +114,22 @@ async fn a_page_whose_primary_region_server_was_killed_is_served_from_a_secondar
         assert!(page.headers.get("age").is_none(), "page {number}: read from HBase, not a kept copy");
     }
     assert_eq!(comments_of(&pages_during), walked_before, "a cursor walk lists each review once, as before the crash");
+    // A single review is a secondary's too; but a secondary's "no such
+    // review" is not taken for the truth (it may be behind its primary), and
+    // with the primary dead nobody can say: 503, never a 404 that browsers,
+    // caches and crawlers would keep.
+    let stored = walked_before[0]["id"].as_str().expect("a review id");
+    let review = app.get(&format!("/v1/reviews/{stored}")).await;
+    assert_eq!(review.status, StatusCode::OK, "a stored review through the crash: {}", review.raw);
+    assert_eq!(replica_read(&review), Some("stale"), "read from a secondary, and saying so");
+    let never_written = CommentKey::new(&"O999999999".parse::<Id>().expect("order id"), &product).review_id();
+    let absent = app.get(&format!("/v1/reviews/{never_written}")).await;
+    assert_eq!(
+        absent.status,
+        StatusCode::SERVICE_UNAVAILABLE,
+        "no word of absence while the primary is dead: {}",
+        absent.raw
+    );
     let metrics = app.metrics().await;
     for route in ["/v1/products/{productId}/comments/ranked", "/v1/products/{productId}/comments"] {
         let series = format!("reviews_api_replica_reads_total{{route=\"{route}\"}} ");
