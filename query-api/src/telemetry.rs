@@ -162,7 +162,7 @@ pub async fn record_request(request: Request, next: Next) -> Response {
         metrics.seconds.record(elapsed.as_secs_f64());
         metrics.requests.increment(1);
     });
-    record_on_span(&method, route, status);
+    record_on_span(route, status);
     let elapsed_ms = elapsed.as_secs_f64() * 1_000.0;
     if elapsed >= SLOW_REQUEST {
         tracing::info!(%route, status = status.as_u16(), elapsed_ms, "slow request");
@@ -228,11 +228,18 @@ impl RequestMetrics {
 /// names it by its route template and records its status.
 pub fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Span {
     let request_id = request.headers().get("x-request-id").and_then(|value| value.to_str().ok()).unwrap_or("-");
+    // The route is matched before the middleware runs: the span is named by
+    // it from the start (only for export; the log lines carry the path).
+    let route = common::traces::exporting()
+        .then(|| request.extensions().get::<MatchedPath>())
+        .flatten()
+        .map(|route| tracing::field::display(format!("{} {}", request.method(), route.as_str())));
     let span = tracing::info_span!(
         "request",
         request_id = %request_id,
         method = %request.method(),
         path = %request.uri().path(),
+        otel.name = route,
         otel.kind = "server",
         otel.status_code = tracing::field::Empty,
         http.route = tracing::field::Empty,
@@ -242,16 +249,14 @@ pub fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing:
     span
 }
 
-/// Names the request's span by its method and route template (never the raw
-/// path, which would make one span name per product) and records its status;
-/// a 5xx marks the span failed. Only when spans are exported: nothing else
-/// reads these fields.
-fn record_on_span(method: &Method, route: &str, status: axum::http::StatusCode) {
+/// Records the request's route template (never the raw path, which would
+/// make one series per product) and status on its span; a 5xx marks the
+/// span failed. Only when spans are exported: nothing else reads these fields.
+fn record_on_span(route: &str, status: axum::http::StatusCode) {
     if !common::traces::exporting() {
         return;
     }
     let span = tracing::Span::current();
-    common::traces::rename(&span, format!("{method} {route}"));
     span.record("http.route", route);
     span.record("http.response.status_code", i64::from(status.as_u16()));
     if status.is_server_error() {
