@@ -94,6 +94,10 @@ pub fn init(service_name: &'static str) -> Tracing {
             .with_location(false)
             .with_threads(false)
             .with_target(false)
+            // Nothing here reads OpenTelemetry's own current context (the
+            // parent of a span is the tracing span it was made under), so
+            // entering a span, several times per request, need not set it.
+            .with_context_activation(false)
             .with_filter(tracing_subscriber::filter::LevelFilter::INFO)
     });
     if tracing_subscriber::registry().with(lines).with(export).try_init().is_err() {

@@ -229,8 +229,10 @@ impl RequestMetrics {
 pub fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Span {
     let request_id = request.headers().get("x-request-id").and_then(|value| value.to_str().ok()).unwrap_or("-");
     // The route is matched before the middleware runs: the span is named by
-    // it from the start (only for export; the log lines carry the path).
-    let route = common::traces::exporting()
+    // it from the start. Only for export: every field given a value here is
+    // also formatted for the log lines' span context, on every request.
+    let exporting = common::traces::exporting();
+    let route = exporting
         .then(|| request.extensions().get::<MatchedPath>())
         .flatten()
         .map(|route| tracing::field::display(format!("{} {}", request.method(), route.as_str())));
@@ -240,7 +242,7 @@ pub fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing:
         method = %request.method(),
         path = %request.uri().path(),
         otel.name = route,
-        otel.kind = "server",
+        otel.kind = exporting.then_some("server"),
         otel.status_code = tracing::field::Empty,
         http.route = tracing::field::Empty,
         http.response.status_code = tracing::field::Empty,
