@@ -65,8 +65,14 @@ cargo build --release --locked -p query-api --bin query-api -p ranker --bin rank
 # and the zone files, taken from the Debian packages this machine's apt
 # resolves (the same versions the binaries were linked against).
 # As root, apt would hand the download to its unprivileged user, who cannot
-# write under target/.
-(cd "$work/debs" && apt-get download -o APT::Sandbox::User="$(id -un)" libc6 libgcc-s1 ca-certificates tzdata >/dev/null)
+# write under target/. A fresh machine may have no package lists yet.
+download_base_packages() {
+  (cd "$work/debs" && apt-get download -o APT::Sandbox::User="$(id -un)" libc6 libgcc-s1 ca-certificates tzdata >/dev/null)
+}
+if ! download_base_packages 2>/dev/null; then
+  if [ "$(id -u)" -eq 0 ]; then apt-get update -qq; else sudo apt-get update -qq; fi
+  download_base_packages
+fi
 extracted="$work/extracted"
 for deb in "$work"/debs/*.deb; do dpkg-deb -x "$deb" "$extracted"; done
 base="$work/base"
