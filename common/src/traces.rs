@@ -12,12 +12,14 @@
 //! that exist only for traces (HBase calls, a request's route and status)
 //! are never created or recorded.
 
+use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::OnceLock;
 use std::time::Duration;
 
-use opentelemetry::trace::TracerProvider as _;
+use opentelemetry::trace::{SpanKind, TraceContextExt as _, TraceId, TracerProvider as _};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
-use opentelemetry_sdk::trace::SdkTracerProvider;
+use opentelemetry_sdk::trace::{Sampler, SamplingDecision, SdkTracerProvider, ShouldSample};
 use opentelemetry_sdk::Resource;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use tracing_subscriber::layer::SubscriberExt as _;
@@ -37,6 +39,13 @@ const FLUSH_AT_EXIT: Duration = Duration::from_secs(5);
 /// trace would read.
 pub fn exporting() -> bool {
     EXPORTING.load(Ordering::Relaxed)
+}
+
+/// Whether the work running now belongs to a trace that is exported: the
+/// spans made only for a trace (an HBase call's) are skipped otherwise,
+/// since even a span the export never sees is formatted for the log lines.
+pub fn in_kept_trace() -> bool {
+    exporting() && tracing::Span::current().context().span().span_context().is_sampled()
 }
 
 /// Keeps the export running; dropping it sends the spans still batched
@@ -98,7 +107,7 @@ pub fn init(service_name: &'static str) -> Tracing {
             // parent of a span is the tracing span it was made under), so
             // entering a span, several times per request, need not set it.
             .with_context_activation(false)
-            .with_filter(tracing_subscriber::filter::LevelFilter::INFO)
+            .with_filter(tracing_subscriber::filter::dynamic_filter_fn(exported))
     });
     if tracing_subscriber::registry().with(lines).with(export).try_init().is_err() {
         // Installed before: the first install's export (if any) stays.
@@ -109,6 +118,9 @@ pub fn init(service_name: &'static str) -> Tracing {
     }
     if provider.is_some() {
         opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
+        // The standard variables' sampler decides before a root span exists
+        // (`root_span`); what reaches the export is then all kept.
+        let _ = HEAD_SAMPLER.set(opentelemetry_sdk::trace::Config::default().sampler);
         EXPORTING.store(true, Ordering::Relaxed);
     }
     Tracing { provider }
@@ -126,19 +138,77 @@ fn span_exporter(service_name: &'static str) -> Result<SdkTracerProvider, String
     } else {
         Resource::builder().with_service_name(service_name).build()
     };
-    Ok(SdkTracerProvider::builder().with_batch_exporter(exporter).with_resource(resource).build())
+    Ok(SdkTracerProvider::builder()
+        .with_batch_exporter(exporter)
+        .with_resource(resource)
+        // Sampled already, by `root_span`, before the spans exist.
+        .with_sampler(Sampler::AlwaysOn)
+        .build())
 }
 
-/// Makes `span` continue the trace of the caller whose W3C `traceparent`
-/// (and `tracestate`) headers are `headers`; without them, or when nothing
-/// is exported, `span` stays the root of its own trace.
-pub fn continue_trace(span: &tracing::Span, headers: &http::HeaderMap) {
+thread_local! {
+    /// While [`root_span`] makes a root span: whether its trace is kept.
+    static ROOT_KEPT: Cell<Option<bool>> = const { Cell::new(None) };
+}
+
+/// The sampler of the SDK's standard variables, asked once per trace
+/// begun here, before its root span exists.
+static HEAD_SAMPLER: OnceLock<Box<dyn ShouldSample>> = OnceLock::new();
+
+/// Makes the root span of a piece of work (a request, a command) with
+/// `make`, deciding first whether its trace is kept: the caller's decision
+/// when `headers` carry a W3C `traceparent`, else the sampler of
+/// `OTEL_TRACES_SAMPLER`. A kept span continues the caller's trace; a span
+/// not kept, and every span and event under it, never reaches the export at
+/// all, so a request left out of the sample costs what it costs with the
+/// export off. Without export it is `make()`.
+pub fn root_span(headers: Option<&http::HeaderMap>, make: impl FnOnce() -> tracing::Span) -> tracing::Span {
     if !exporting() {
-        return;
+        return make();
     }
-    let context = opentelemetry::global::get_text_map_propagator(|propagator| {
-        propagator.extract(&opentelemetry_http::HeaderExtractor(headers))
+    let parent = headers.map_or_else(opentelemetry::Context::new, |headers| {
+        opentelemetry::global::get_text_map_propagator(|propagator| {
+            propagator.extract(&opentelemetry_http::HeaderExtractor(headers))
+        })
     });
-    // Fails only when the span is disabled: then there is nothing to continue.
-    let _ = span.set_parent(context);
+    let kept = kept(&parent);
+    ROOT_KEPT.with(|root| root.set(Some(kept)));
+    let span = make();
+    ROOT_KEPT.with(|root| root.set(None));
+    if kept && parent.has_active_span() {
+        // Fails only when the span is disabled: then there is nothing to continue.
+        let _ = span.set_parent(parent);
+    }
+    span
+}
+
+/// Whether the trace of a root span under `parent` (a remote caller's, or
+/// none) is kept, by the head sampler.
+fn kept(parent: &opentelemetry::Context) -> bool {
+    let Some(sampler) = HEAD_SAMPLER.get() else {
+        return false;
+    };
+    let remote = parent.span().span_context().clone();
+    // A trace begun here has no id yet; a ratio sampler needs one, and any
+    // random one keeps the same share of traces.
+    let trace_id = if remote.is_valid() { remote.trace_id() } else { TraceId::from(rand::random::<u128>()) };
+    let decision = sampler.should_sample(Some(parent), trace_id, "root", &SpanKind::Server, &[], &[]).decision;
+    decision == SamplingDecision::RecordAndSample
+}
+
+/// What the export sees: a root span made by [`root_span`] when its trace is
+/// kept, and `info` spans and events under a span it sees; nothing else.
+fn exported<S>(metadata: &tracing::Metadata<'_>, context: &tracing_subscriber::layer::Context<'_, S>) -> bool
+where
+    S: tracing::Subscriber + for<'lookup> tracing_subscriber::registry::LookupSpan<'lookup>,
+{
+    if *metadata.level() > tracing::Level::INFO {
+        return false;
+    }
+    if metadata.is_span() {
+        if let Some(kept) = ROOT_KEPT.with(Cell::get) {
+            return kept;
+        }
+    }
+    context.lookup_current().is_some()
 }

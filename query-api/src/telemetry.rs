@@ -236,19 +236,19 @@ pub fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing:
         .then(|| request.extensions().get::<MatchedPath>())
         .flatten()
         .map(|route| tracing::field::display(format!("{} {}", request.method(), route.as_str())));
-    let span = tracing::info_span!(
-        "request",
-        request_id = %request_id,
-        method = %request.method(),
-        path = %request.uri().path(),
-        otel.name = route,
-        otel.kind = exporting.then_some("server"),
-        otel.status_code = tracing::field::Empty,
-        http.route = tracing::field::Empty,
-        http.response.status_code = tracing::field::Empty,
-    );
-    common::traces::continue_trace(&span, request.headers());
-    span
+    common::traces::root_span(Some(request.headers()), || {
+        tracing::info_span!(
+            "request",
+            request_id = %request_id,
+            method = %request.method(),
+            path = %request.uri().path(),
+            otel.name = route,
+            otel.kind = exporting.then_some("server"),
+            otel.status_code = tracing::field::Empty,
+            http.route = tracing::field::Empty,
+            http.response.status_code = tracing::field::Empty,
+        )
+    })
 }
 
 /// Records the request's route template (never the raw path, which would

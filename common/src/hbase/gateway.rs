@@ -382,10 +382,10 @@ impl<C: GatewayClient> GatewayConnection<C> {
         })
     }
 
-    /// The span of one call, or a disabled one when no span is exported:
-    /// then a call costs no span at all.
+    /// The span of one call, or a disabled one when the caller's trace is
+    /// not exported: then a call costs no span at all.
     fn call_span(&self, operation: &'static str, table: &str) -> tracing::Span {
-        if !crate::traces::exporting() {
+        if !crate::traces::in_kept_trace() {
             return tracing::Span::none();
         }
         let gateway = self.origin.as_ref().map_or("", |origin| origin.gateway.address.as_str());

@@ -202,6 +202,18 @@ async fn a_request_continues_the_callers_trace_and_its_hbase_calls_are_its_child
     })
     .await;
 
+    // A caller that decided not to keep its trace (flags 00): nothing of the
+    // request may be exported. Asked first, so that once the kept trace
+    // below is in Jaeger, this one would have been too.
+    let dropped_trace = format!("{:032x}", rand::random::<u128>());
+    let answer = client
+        .get(format!("{base}/v1/products/{product}/comments"))
+        .header("traceparent", format!("00-{dropped_trace}-{:016x}-00", rand::random::<u64>() | 1))
+        .send()
+        .await
+        .expect("latest page");
+    assert_eq!(answer.status(), 200);
+
     // A caller's trace (a CDN or a frontend) with its own span: the request
     // must become that span's child, in the same trace.
     let trace_id = format!("{:032x}", rand::random::<u128>());
@@ -240,5 +252,9 @@ async fn a_request_continues_the_callers_trace_and_its_hbase_calls_are_its_child
         index_scan.iter().any(|call| call.tags.get("hbase.rows").and_then(Value::as_i64).is_some_and(|rows| rows > 0)),
         "a page of the scan says how many rows it carried: {index_scan:#?}"
     );
+    let dropped = reqwest::get(format!("http://127.0.0.1:{}/api/traces/{dropped_trace}", jaeger.query_port))
+        .await
+        .expect("Jaeger's query API");
+    assert_eq!(dropped.status(), 404, "a trace its caller did not keep is not exported");
     drop_tables(&[&store]).await;
 }
