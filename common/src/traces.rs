@@ -7,7 +7,8 @@
 //! OTLP over HTTP with protobuf); the SDK's other variables apply too
 //! (`OTEL_SERVICE_NAME`, `OTEL_RESOURCE_ATTRIBUTES`, `OTEL_TRACES_SAMPLER`
 //! and its argument: by default a caller's sampling decision is followed
-//! and every trace begun here is sampled). When no endpoint is set, no span
+//! and every trace begun here is kept; the decision is taken before a root
+//! span exists, [`root_span`]). When no endpoint is set, no span
 //! is made for export at all: [`exporting`] is false, and the spans below
 //! that exist only for traces (HBase calls, a request's route and status)
 //! are never created or recorded.
@@ -70,8 +71,9 @@ impl Drop for Tracing {
 /// Installs the subscriber every binary uses: human-readable lines on
 /// stderr, or JSON lines when `REVIEWS_LOG_FORMAT=json`, at the levels of
 /// `RUST_LOG` (default `info`); and, when an OTLP endpoint is set, the
-/// export of every `info` span (whatever `RUST_LOG` says) as service
-/// `service_name` unless `OTEL_SERVICE_NAME` names it. A second install (tests
+/// export of the `info` spans of every kept trace ([`root_span`]), whatever
+/// `RUST_LOG` says, as service `service_name` unless `OTEL_SERVICE_NAME`
+/// names it. A second install (tests
 /// that start several services in one process) keeps the first.
 pub fn init(service_name: &'static str) -> Tracing {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
