@@ -8,7 +8,7 @@
 //! gzip and brotli, and each request picks the bytes it can read, instead of
 //! compressing the same bytes again on every request. Every other answer of
 //! [`MIN_COMPRESSED_BYTES`] or more is gzipped per request at the fastest
-//! level ([`compress_per_request`]), from a deflate state (`flate2` on
+//! level ([`compress_per_request`], for every request), from a deflate state (`flate2` on
 //! zlib-rs) kept per thread and reset for each answer: a compressor's tables
 //! are large, and building them for every answer is most of what compressing
 //! a small answer costs.
@@ -184,14 +184,15 @@ const UNNAMED_IDENTITY: f32 = 0.0001;
 /// The quality values a request's `Accept-Encoding` gives the codings this
 /// service prepares, and identity (RFC 9110 §12.5.3).
 #[derive(Debug, Clone, Copy, PartialEq)]
-struct AcceptedCodings {
+pub struct AcceptedCodings {
     brotli: f32,
     gzip: f32,
     identity: f32,
 }
 
 impl AcceptedCodings {
-    fn of(headers: &HeaderMap) -> AcceptedCodings {
+    /// What the `Accept-Encoding` of a request with `headers` accepts.
+    pub fn of(headers: &HeaderMap) -> AcceptedCodings {
         let (mut brotli, mut gzip, mut identity, mut any) = (None, None, None, None);
         let values = headers.get_all(header::ACCEPT_ENCODING).iter().filter_map(|value| value.to_str().ok());
         for element in values.flat_map(|value| value.split(',')) {
@@ -305,13 +306,11 @@ pub async fn serve_prepared(request: Request, next: Next) -> Response {
     Response::from_parts(parts, Body::from(body.clone()))
 }
 
-/// Middleware for every route: gzips an answer of at least
-/// [`MIN_COMPRESSED_BYTES`] whose request accepts gzip (by its q-values),
-/// unless it is already encoded, carries prepared variants
-/// ([`serve_prepared`] sends those), or is not text.
-pub async fn compress_per_request(request: Request, next: Next) -> Response {
-    let accepted = AcceptedCodings::of(request.headers());
-    let mut response = next.run(request).await;
+/// For every answer (called by [`crate::front_door`]): gzips `response`
+/// when it is at least [`MIN_COMPRESSED_BYTES`] and its request accepted gzip
+/// (by its q-values, `accepted`), unless it is already encoded, carries
+/// prepared variants ([`serve_prepared`] sends those), or is not text.
+pub async fn compress_per_request(accepted: AcceptedCodings, mut response: Response) -> Response {
     let compressible = response.headers().get(header::CONTENT_TYPE).and_then(|value| value.to_str().ok()).is_some_and(
         |content_type| {
             content_type.starts_with("application/json")

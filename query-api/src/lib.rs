@@ -7,7 +7,8 @@
 //! store it holds has no write methods.
 //!
 //! - [`server`] builds the router ([`app`]) with its middleware and serves it
-//!   with a bounded graceful shutdown ([`serve`]); [`connections`] accepts and
+//!   with a bounded graceful shutdown ([`serve`]); [`front_door`] gives every
+//!   request its id, span and metrics; [`connections`] accepts and
 //!   keeps connections within their timeouts and cap; [`clients`] tells
 //!   clients apart and, when the service must shed, refuses the ones over
 //!   their fair share first.
@@ -18,9 +19,9 @@
 //!   that holds the answer; [`widget`] renders the review widgets' first
 //!   view for a shop's server and puts their script together.
 //! - [`pages`] reads pages of comments (plain, star-filtered, by rating,
-//!   with authors); [`summaries`] loads a product's ranking with its summary
-//!   as of now, and a listing page's summaries; [`loads`] shares the reads of
-//!   concurrent ranking loads.
+//!   with authors); [`ranking_reads`] loads a product's ranking with its
+//!   summary as of now, and a listing page's summaries; [`ranking_batches`]
+//!   shares the reads of concurrent ranking loads.
 //! - [`state`] is what requests share (fields and accessors only);
 //!   [`ranked_cache`] the ranked-read cache, its refresh protocol and the
 //!   prepared rankings it holds; [`last_good`] the last good answers a
@@ -35,6 +36,7 @@ pub mod encoding;
 pub mod error;
 pub mod etag;
 pub mod extract;
+pub mod front_door;
 pub mod last_good;
 pub mod openapi;
 pub mod pages;

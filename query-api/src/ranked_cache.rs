@@ -104,25 +104,57 @@ impl RankedCache {
     where
         F: Future<Output = common::Result<Arc<Ranking>>>,
     {
+        // A hit, by far the most common answer, is a lookup. The loads are
+        // boxed, so that a hit's future is not as large as theirs: it would
+        // be kilobytes, moved and copied through every layer of every request.
         let Some(cache) = &self.cache else {
             self.results.disabled.increment(1);
-            return load().await.map_err(ApiError::from);
+            return Box::pin(load()).await.map_err(ApiError::from);
         };
         if let Some(cached) = cache.get(&product).await {
             if cached.is_fresh(self.ttl) {
                 self.results.hit.increment(1);
                 return Ok(cached);
             }
-            let Some(_claim) = RefreshClaim::take(&self.refreshing, product) else {
-                self.results.refreshing.increment(1);
-                return Ok(cached);
-            };
-            let fresh = load().await?;
-            cache.insert(product, Arc::clone(&fresh)).await;
-            metrics::gauge!(telemetry::RANKED_CACHE_BYTES).set(cache.weighted_size() as f64);
-            self.results.refresh.increment(1);
-            return Ok(fresh);
+            return Box::pin(self.refresh(cache, product, cached, load)).await;
         }
+        Box::pin(self.load_missing(cache, product, load)).await
+    }
+
+    /// Reloads `product`'s expired ranking `cached`, or answers it while
+    /// another request reloads it.
+    async fn refresh<F>(
+        &self,
+        cache: &Cache<Id, Arc<Ranking>>,
+        product: Id,
+        cached: Arc<Ranking>,
+        load: impl FnOnce() -> F,
+    ) -> Result<Arc<Ranking>, ApiError>
+    where
+        F: Future<Output = common::Result<Arc<Ranking>>>,
+    {
+        let Some(_claim) = RefreshClaim::take(&self.refreshing, product) else {
+            self.results.refreshing.increment(1);
+            return Ok(cached);
+        };
+        let fresh = load().await?;
+        cache.insert(product, Arc::clone(&fresh)).await;
+        metrics::gauge!(telemetry::RANKED_CACHE_BYTES).set(cache.weighted_size() as f64);
+        self.results.refresh.increment(1);
+        Ok(fresh)
+    }
+
+    /// Loads `product`'s ranking into the cache, which holds none, sharing
+    /// the load with concurrent requests for it.
+    async fn load_missing<F>(
+        &self,
+        cache: &Cache<Id, Arc<Ranking>>,
+        product: Id,
+        load: impl FnOnce() -> F,
+    ) -> Result<Arc<Ranking>, ApiError>
+    where
+        F: Future<Output = common::Result<Arc<Ranking>>>,
+    {
         let entry =
             cache.entry(product).or_try_insert_with(load()).await.map_err(|error| ApiError::from_store(&error))?;
         let result = if entry.is_fresh() { &self.results.miss } else { &self.results.hit };

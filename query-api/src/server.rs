@@ -13,9 +13,6 @@ use tokio::net::TcpListener;
 use tower::ServiceBuilder;
 use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
-use tower_http::request_id::{MakeRequestUuid, PropagateRequestIdLayer, SetRequestIdLayer};
-use tower_http::trace::{DefaultOnResponse, TraceLayer};
-use tracing::Level;
 use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
 
@@ -24,6 +21,7 @@ use crate::connections::serve_connections;
 use crate::encoding;
 use crate::error::{ApiError, ErrorCode};
 use crate::etag;
+use crate::front_door::{self, REQUEST_ID_HEADER};
 use crate::openapi::{self, ApiDoc, TypedParameters};
 use crate::routes;
 use crate::routes::answers::{documented, Answers};
@@ -102,26 +100,19 @@ fn routes(state: &AppState) -> Router<AppState> {
         .method_not_allowed_fallback(routes::method_not_allowed)
 }
 
-/// Wraps `routes` in the service's middleware, outermost first: request id,
-/// tracing, metrics, CORS, per-request compression, the body limit, the request
-/// deadline, and innermost the panic catcher. Tests wrap routes of their own in it to reach
-/// what no real route does (a handler that panics).
+/// Wraps `routes` in the service's middleware, outermost first: the front
+/// door (request id, span, metrics, per-request compression), CORS, the body
+/// limit, the request deadline, and innermost the panic catcher. Tests wrap
+/// routes of their own in it to reach what no real route does (a handler
+/// that panics).
 pub(crate) fn with_middleware(routes: Router<AppState>, state: AppState) -> Router {
     let request_timeout = state.settings().request_timeout;
     let cors = cors_layer(&state.settings().cors_origins, &state.settings().clients.api_key_header);
     let middleware = ServiceBuilder::new()
-        .layer(SetRequestIdLayer::x_request_id(MakeRequestUuid))
-        .layer(
-            TraceLayer::new_for_http()
-                .make_span_with(telemetry::request_span)
-                // The access line per request is `telemetry::record_request`'s
-                // (debug, or info when slow); this one is for tracing at debug.
-                .on_response(DefaultOnResponse::new().level(Level::DEBUG)),
-        )
-        .layer(PropagateRequestIdLayer::x_request_id())
-        .layer(middleware::from_fn(telemetry::record_request))
+        .layer(middleware::from_fn(front_door::front_door))
+        // Inside the front door, so a preflight is counted like any request;
+        // outside the deadline, so a 503 for a late answer can be read by a browser.
         .layer(cors)
-        .layer(middleware::from_fn(encoding::compress_per_request))
         .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
         .layer(middleware::from_fn_with_state(request_timeout, enforce_deadline))
         // Innermost, so a panic becomes a 500 that the layers above still log,
@@ -198,9 +189,6 @@ async fn enforce_deadline(State(deadline): State<Duration>, request: Request, ne
         Err(_) => ApiError::timeout(deadline).into_response(),
     }
 }
-
-/// The header naming a request, taken from the client or made here, and sent back.
-const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The header of an answer read (in part) from a secondary region replica,
 /// whose rows may lag the primary's by about a second: `X-Replica-Read: stale`.

@@ -3,11 +3,10 @@
 
 use std::collections::HashMap;
 use std::sync::{LazyLock, OnceLock, PoisonError, RwLock};
-use std::time::{Duration, Instant};
+use std::time::Duration;
 
 use axum::extract::{MatchedPath, Request};
 use axum::http::Method;
-use axum::middleware::Next;
 use axum::response::Response;
 use metrics_exporter_prometheus::{PrometheusBuilder, PrometheusHandle};
 
@@ -133,41 +132,57 @@ fn describe_metrics() {
     );
 }
 
-/// Marks an answer served from the last good copy, for [`record_request`] to count by route.
+/// Marks an answer served from the last good copy, for [`record_answer`] to count by route.
 #[derive(Debug, Clone, Copy)]
 pub struct ServedStale;
 
 /// Marks an answer read (in part) from a secondary region replica, for
-/// [`record_request`] to count by route.
+/// [`record_answer`] to count by route.
 #[derive(Debug, Clone, Copy)]
 pub struct ServedFromReplica;
 
-/// Counts each request and records its latency, by route template (never the
-/// raw path, whose ids would make one series per product) and status.
-pub async fn record_request(request: Request, next: Next) -> Response {
-    let route = request.extensions().get::<MatchedPath>().cloned();
-    let route = route.as_ref().map_or("unmatched", MatchedPath::as_str);
-    // Any token is a method in HTTP: those the service does not know count as one.
-    let method = match *request.method() {
+/// The route template of a request (never the raw path, whose ids would
+/// make one series per product), `unmatched` when no route has its path.
+pub fn route_of(request: &Request) -> MatchedRoute {
+    MatchedRoute(request.extensions().get::<MatchedPath>().cloned())
+}
+
+/// A request's route template, or none ([`route_of`]).
+#[derive(Debug, Clone)]
+pub struct MatchedRoute(Option<MatchedPath>);
+
+impl MatchedRoute {
+    pub fn as_str(&self) -> &str {
+        self.0.as_ref().map_or("unmatched", MatchedPath::as_str)
+    }
+}
+
+/// The method a request counts under: any token is a method in HTTP, and
+/// those the service does not know count as one, `OTHER`.
+pub fn method_label(method: &Method) -> Method {
+    match *method {
         Method::GET | Method::HEAD | Method::POST | Method::PUT | Method::DELETE | Method::OPTIONS | Method::PATCH => {
-            request.method().clone()
+            method.clone()
         }
         _ => OTHER_METHOD.clone(),
-    };
-    let started = Instant::now();
-    let response = next.run(request).await;
+    }
+}
+
+/// Counts an answered request and records its latency, by route template
+/// and status; logs its access line (debug, or info when slow) under its
+/// `span`, and, when spans are exported, records route and status on it.
+pub fn record_answer(span: &tracing::Span, route: &str, method: &Method, elapsed: Duration, response: &Response) {
     let status = response.status();
-    let elapsed = started.elapsed();
-    RequestMetrics::of(route, &method, status.as_u16(), |metrics| {
+    RequestMetrics::of(route, method, status.as_u16(), |metrics| {
         metrics.seconds.record(elapsed.as_secs_f64());
         metrics.requests.increment(1);
     });
-    record_on_span(route, status);
+    record_on_span(span, route, status);
     let elapsed_ms = elapsed.as_secs_f64() * 1_000.0;
     if elapsed >= SLOW_REQUEST {
-        tracing::info!(%route, status = status.as_u16(), elapsed_ms, "slow request");
+        tracing::info!(parent: span, %route, status = status.as_u16(), elapsed_ms, "slow request");
     } else {
-        tracing::debug!(%route, status = status.as_u16(), elapsed_ms, "request");
+        tracing::debug!(parent: span, %route, status = status.as_u16(), elapsed_ms, "request");
     }
     if let Some(code) = response.extensions().get::<ErrorCode>() {
         metrics::counter!(HTTP_ERRORS, "route" => route.to_owned(), "code" => code.as_str()).increment(1);
@@ -178,7 +193,6 @@ pub async fn record_request(request: Request, next: Next) -> Response {
     if response.extensions().get::<ServedFromReplica>().is_some() {
         metrics::counter!(REPLICA_ANSWERS, "route" => route.to_owned()).increment(1);
     }
-    response
 }
 
 /// The label of a method the service does not know (`FOO`, `PROPFIND`...).
@@ -222,27 +236,23 @@ impl RequestMetrics {
     }
 }
 
-/// The span of one request: its id, method and path, for the log lines and
-/// the access line of `record_request` under it. When spans are exported it
-/// continues the caller's trace (W3C `traceparent`), and `record_request`
-/// names it by its route template and records its status.
-pub fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing::Span {
-    let request_id = request.headers().get("x-request-id").and_then(|value| value.to_str().ok()).unwrap_or("-");
-    // The route is matched before the middleware runs: the span is named by
-    // it from the start. Only for export: every field given a value here is
-    // also formatted for the log lines' span context, on every request.
+/// The span of one request: its id, method and path, for the log lines
+/// under it ([`record_answer`]'s access line among them). When spans are
+/// exported it continues the caller's trace (W3C `traceparent`), is named by
+/// its route template, and [`record_answer`] records its status.
+pub fn request_span(request: &Request, request_id: &axum::http::HeaderValue, route: &MatchedRoute) -> tracing::Span {
+    let request_id = request_id.to_str().unwrap_or("-");
+    // The fields given a value here are formatted for the log lines' span
+    // context on every request whose span is enabled, and only then: the
+    // macro evaluates none of them for a span that is not.
     let exporting = common::traces::exporting();
-    let route = exporting
-        .then(|| request.extensions().get::<MatchedPath>())
-        .flatten()
-        .map(|route| tracing::field::display(format!("{} {}", request.method(), route.as_str())));
     common::traces::root_span(Some(request.headers()), || {
         tracing::info_span!(
             "request",
             request_id = %request_id,
             method = %request.method(),
             path = %request.uri().path(),
-            otel.name = route,
+            otel.name = exporting.then(|| tracing::field::display(format!("{} {}", request.method(), route.as_str()))),
             otel.kind = exporting.then_some("server"),
             otel.status_code = tracing::field::Empty,
             http.route = tracing::field::Empty,
@@ -251,14 +261,13 @@ pub fn request_span(request: &axum::http::Request<axum::body::Body>) -> tracing:
     })
 }
 
-/// Records the request's route template (never the raw path, which would
-/// make one series per product) and status on its span; a 5xx marks the
-/// span failed. Only when spans are exported: nothing else reads these fields.
-fn record_on_span(route: &str, status: axum::http::StatusCode) {
-    if !common::traces::exporting() {
+/// Records the request's route template and status on its span; a 5xx
+/// marks the span failed. Only when spans are exported: nothing else reads
+/// these fields.
+fn record_on_span(span: &tracing::Span, route: &str, status: axum::http::StatusCode) {
+    if !common::traces::exporting() || span.is_disabled() {
         return;
     }
-    let span = tracing::Span::current();
     span.record("http.route", route);
     span.record("http.response.status_code", i64::from(status.as_u16()));
     if status.is_server_error() {

@@ -1,0 +1,77 @@
+//! What every request gets on its way in and its answer on its way out, in
+//! one middleware: its request id, its span, its metrics and access line,
+//! and the per-request compression of its answer.
+//!
+//! These were five layers (tower-http's request id, its propagation and its
+//! trace layer, and two `from_fn` middlewares), and on a cached read, whose
+//! own work is a cache lookup, the layers were most of what a request cost:
+//! each boxed its future and cloned the service beneath it, the trace layer
+//! wrapped the body to enter the span around every frame, and a request id
+//! was a `getrandom` system call. Here the span is entered around the
+//! request's future only, and a request id comes from the thread's random
+//! generator.
+
+use std::time::Instant;
+
+use axum::extract::Request;
+use axum::http::{HeaderName, HeaderValue};
+use axum::middleware::Next;
+use axum::response::Response;
+use tracing::Instrument as _;
+
+use crate::encoding::{self, AcceptedCodings};
+use crate::telemetry;
+
+/// The header naming a request, taken from the client or made here, and sent back.
+pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id");
+
+/// The middleware, outermost of the service's: every answer, an error or a
+/// refusal included, carries the request's id and is counted by route.
+pub async fn front_door(mut request: Request, next: Next) -> Response {
+    let request_id = match request.headers().get(&REQUEST_ID_HEADER) {
+        Some(chosen_by_the_client) => chosen_by_the_client.clone(),
+        None => {
+            let made = new_request_id();
+            request.headers_mut().insert(REQUEST_ID_HEADER, made.clone());
+            made
+        }
+    };
+    let route = telemetry::route_of(&request);
+    let method = telemetry::method_label(request.method());
+    let accepted = AcceptedCodings::of(request.headers());
+    let span = telemetry::request_span(&request, &request_id, &route);
+    let started = Instant::now();
+    async move {
+        let response = next.run(request).await;
+        let mut response = encoding::compress_per_request(accepted, response).await;
+        telemetry::record_answer(&tracing::Span::current(), route.as_str(), &method, started.elapsed(), &response);
+        response.headers_mut().insert(REQUEST_ID_HEADER, request_id);
+        response
+    }
+    .instrument(span)
+    .await
+}
+
+/// A new request id: a random (version 4) UUID, from the thread's
+/// generator (seeded from the operating system, and reseeded by it).
+fn new_request_id() -> HeaderValue {
+    let uuid = uuid::Builder::from_random_bytes(rand::random()).into_uuid();
+    let mut text = uuid::Uuid::encode_buffer();
+    HeaderValue::from_str(uuid.hyphenated().encode_lower(&mut text))
+        .unwrap_or_else(|_| unreachable!("a UUID's text is a valid header value"))
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn request_ids_are_version_4_uuids_and_differ() {
+        let first = new_request_id();
+        let second = new_request_id();
+        assert_ne!(first, second);
+        let parsed = uuid::Uuid::parse_str(first.to_str().expect("ascii")).expect("a UUID");
+        assert_eq!(parsed.get_version_num(), 4);
+        assert_eq!(first.len(), 36);
+    }
+}
