@@ -18,10 +18,12 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
+use opentelemetry::propagation::TextMapPropagator as _;
 use opentelemetry::trace::{SpanKind, TraceContextExt as _, TraceId, TracerProvider as _};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
 use opentelemetry_sdk::trace::{Sampler, SamplingDecision, SdkTracerProvider, ShouldSample};
 use opentelemetry_sdk::Resource;
+use tracing::level_filters::LevelFilter;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
@@ -29,6 +31,10 @@ use tracing_subscriber::{EnvFilter, Layer as _};
 
 /// Whether spans are exported (set once, by [`init`]).
 static EXPORTING: AtomicBool = AtomicBool::new(false);
+
+/// Whether the log lines show `info` spans (by `RUST_LOG`), so a root span
+/// left out of the sample is still made for them ([`root_span`]).
+static LOGS_SHOW_ROOT_SPANS: AtomicBool = AtomicBool::new(true);
 
 /// The variables that turn the export on, most specific first.
 const ENDPOINT_VARIABLES: [&str; 2] = ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"];
@@ -77,6 +83,7 @@ impl Drop for Tracing {
 /// that start several services in one process) keeps the first.
 pub fn init(service_name: &'static str) -> Tracing {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
+    LOGS_SHOW_ROOT_SPANS.store(filter.max_level_hint().is_none_or(|most| most >= LevelFilter::INFO), Ordering::Relaxed);
     // Colour codes only where a person reads the log live: redirected to a file
     // or collected by journald, every line would carry escape sequences.
     let colour = std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -109,7 +116,19 @@ pub fn init(service_name: &'static str) -> Tracing {
             // parent of a span is the tracing span it was made under), so
             // entering a span, several times per request, need not set it.
             .with_context_activation(false)
-            .with_filter(tracing_subscriber::filter::dynamic_filter_fn(exported))
+            .with_filter(
+                tracing_subscriber::filter::dynamic_filter_fn(exported)
+                    // Decided once per call site, not on every event: the
+                    // export never takes what is finer than `info`.
+                    .with_callsite_filter(|metadata| {
+                        if *metadata.level() > tracing::Level::INFO {
+                            tracing::subscriber::Interest::never()
+                        } else {
+                            tracing::subscriber::Interest::sometimes()
+                        }
+                    })
+                    .with_max_level_hint(LevelFilter::INFO),
+            )
     });
     if tracing_subscriber::registry().with(lines).with(export).try_init().is_err() {
         // Installed before: the first install's export (if any) stays.
@@ -119,7 +138,6 @@ pub fn init(service_name: &'static str) -> Tracing {
         tracing::warn!(%error, "OTLP endpoint set, but the span exporter could not be built; no spans are exported");
     }
     if provider.is_some() {
-        opentelemetry::global::set_text_map_propagator(TraceContextPropagator::new());
         // The standard variables' sampler decides before a root span exists
         // (`root_span`); what reaches the export is then all kept.
         let _ = HEAD_SAMPLER.set(opentelemetry_sdk::trace::Config::default().sampler);
@@ -148,6 +166,9 @@ fn span_exporter(service_name: &'static str) -> Result<SdkTracerProvider, String
         .build())
 }
 
+/// The W3C Trace Context header a caller's trace arrives in.
+const TRACEPARENT: &str = "traceparent";
+
 thread_local! {
     /// While [`root_span`] makes a root span: whether its trace is kept.
     static ROOT_KEPT: Cell<Option<bool>> = const { Cell::new(None) };
@@ -160,22 +181,31 @@ static HEAD_SAMPLER: OnceLock<Box<dyn ShouldSample>> = OnceLock::new();
 /// Makes the root span of a piece of work (a request, a command) with
 /// `make`, deciding first whether its trace is kept: the caller's decision
 /// when `headers` carry a W3C `traceparent`, else the sampler of
-/// `OTEL_TRACES_SAMPLER`. A kept span continues the caller's trace; a span
-/// not kept, and every span and event under it, never reaches the export at
-/// all, so a request left out of the sample costs what it costs with the
-/// export off. Without export it is `make()`.
-pub fn root_span(headers: Option<&http::HeaderMap>, make: impl FnOnce() -> tracing::Span) -> tracing::Span {
+/// `OTEL_TRACES_SAMPLER`; `make` is told the decision, so that it gives the
+/// fields only a trace reads to a kept span alone. A kept span continues the
+/// caller's trace; a span not kept, and every span and event under it, never
+/// reaches the export at all, so a request left out of the sample costs what
+/// it costs with the export off. Without export it is `make(false)`.
+pub fn root_span(headers: Option<&http::HeaderMap>, make: impl FnOnce(bool) -> tracing::Span) -> tracing::Span {
     if !exporting() {
-        return make();
+        return make(false);
     }
-    let parent = headers.map_or_else(opentelemetry::Context::new, |headers| {
-        opentelemetry::global::get_text_map_propagator(|propagator| {
-            propagator.extract(&opentelemetry_http::HeaderExtractor(headers))
-        })
-    });
+    // Most requests carry no `traceparent`; only one that does is parsed.
+    let parent = match headers {
+        Some(headers) if headers.contains_key(TRACEPARENT) => {
+            TraceContextPropagator::new().extract(&opentelemetry_http::HeaderExtractor(headers))
+        }
+        _ => opentelemetry::Context::new(),
+    };
     let kept = kept(&parent);
+    // A span both the export's filter and the log lines' filter refuse is
+    // still made and entered (seen in a profile: with `RUST_LOG=warn` and no
+    // trace kept, every request's span was), so it is not asked for at all.
+    if !kept && !LOGS_SHOW_ROOT_SPANS.load(Ordering::Relaxed) {
+        return tracing::Span::none();
+    }
     ROOT_KEPT.with(|root| root.set(Some(kept)));
-    let span = make();
+    let span = make(kept);
     ROOT_KEPT.with(|root| root.set(None));
     if kept && parent.has_active_span() {
         // Fails only when the span is disabled: then there is nothing to continue.

@@ -39,12 +39,13 @@ pub async fn front_door(mut request: Request, next: Next) -> Response {
     let route = telemetry::route_of(&request);
     let method = telemetry::method_label(request.method());
     let accepted = AcceptedCodings::of(request.headers());
-    let span = telemetry::request_span(&request, &request_id, &route);
+    let (span, exported) = telemetry::request_span(&request, &request_id, &route);
     let started = Instant::now();
     async move {
         let response = next.run(request).await;
         let mut response = encoding::compress_per_request(accepted, response).await;
-        telemetry::record_answer(&tracing::Span::current(), route.as_str(), &method, started.elapsed(), &response);
+        let span = tracing::Span::current();
+        telemetry::record_answer(&span, exported, route.as_str(), &method, started.elapsed(), &response);
         response.headers_mut().insert(REQUEST_ID_HEADER, request_id);
         response
     }

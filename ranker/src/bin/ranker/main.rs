@@ -73,7 +73,7 @@ async fn main() -> ExitCode {
             Command::Runs(_) => "runs",
             Command::Shards(_) => "shards",
         };
-        common::traces::root_span(None, || tracing::info_span!("command", otel.name = %format_args!("ranker {name}")))
+        common::traces::root_span(None, |_| tracing::info_span!("command", otel.name = %format_args!("ranker {name}")))
     } else {
         tracing::Span::none()
     };
