@@ -83,7 +83,7 @@ impl Drop for Tracing {
 /// that start several services in one process) keeps the first.
 pub fn init(service_name: &'static str) -> Tracing {
     let filter = EnvFilter::try_from_default_env().unwrap_or_else(|_| EnvFilter::new("info"));
-    LOGS_SHOW_ROOT_SPANS.store(filter.max_level_hint().is_none_or(|most| most >= LevelFilter::INFO), Ordering::Relaxed);
+    let logs_show_root_spans = filter.max_level_hint().is_none_or(|most| most >= LevelFilter::INFO);
     // Colour codes only where a person reads the log live: redirected to a file
     // or collected by journald, every line would carry escape sequences.
     let colour = std::io::IsTerminal::is_terminal(&std::io::stderr());
@@ -134,6 +134,7 @@ pub fn init(service_name: &'static str) -> Tracing {
         // Installed before: the first install's export (if any) stays.
         return Tracing { provider: None };
     }
+    LOGS_SHOW_ROOT_SPANS.store(logs_show_root_spans, Ordering::Relaxed);
     if let Some(error) = export_error {
         tracing::warn!(%error, "OTLP endpoint set, but the span exporter could not be built; no spans are exported");
     }
@@ -199,8 +200,7 @@ pub fn root_span(headers: Option<&http::HeaderMap>, make: impl FnOnce(bool) -> t
     };
     let kept = kept(&parent);
     // A span both the export's filter and the log lines' filter refuse is
-    // still made and entered (seen in a profile: with `RUST_LOG=warn` and no
-    // trace kept, every request's span was), so it is not asked for at all.
+    // still made and entered by the registry, so it is not asked for at all.
     if !kept && !LOGS_SHOW_ROOT_SPANS.load(Ordering::Relaxed) {
         return tracing::Span::none();
     }
@@ -212,6 +212,13 @@ pub fn root_span(headers: Option<&http::HeaderMap>, make: impl FnOnce(bool) -> t
         let _ = span.set_parent(parent);
     }
     span
+}
+
+/// The root span of a piece of work that only a trace reads (a command, a
+/// scheduled run): made with `make` when a trace begun here is kept
+/// ([`root_span`]), none otherwise.
+pub fn root_span_for_trace(make: impl FnOnce() -> tracing::Span) -> tracing::Span {
+    root_span(None, |kept| if kept { make() } else { tracing::Span::none() })
 }
 
 /// Whether the trace of a root span under `parent` (a remote caller's, or

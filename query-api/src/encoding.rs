@@ -8,7 +8,7 @@
 //! gzip and brotli, and each request picks the bytes it can read, instead of
 //! compressing the same bytes again on every request. Every other answer of
 //! [`MIN_COMPRESSED_BYTES`] or more is gzipped per request at the fastest
-//! level ([`compress_per_request`], for every request), from a deflate state (`flate2` on
+//! level ([`compress_per_request`]), from a deflate state (`flate2` on
 //! zlib-rs) kept per thread and reset for each answer: a compressor's tables
 //! are large, and building them for every answer is most of what compressing
 //! a small answer costs.

@@ -2,14 +2,12 @@
 //! one middleware: its request id, its span, its metrics and access line,
 //! and the per-request compression of its answer.
 //!
-//! These were five layers (tower-http's request id, its propagation and its
-//! trace layer, and two `from_fn` middlewares), and on a cached read, whose
-//! own work is a cache lookup, the layers were most of what a request cost:
-//! each boxed its future and cloned the service beneath it, the trace layer
-//! wrapped the body to enter the span around every frame, and a request id
-//! was a `getrandom` system call. Here the span is entered around the
-//! request's future only, and a request id comes from the thread's random
-//! generator.
+//! One middleware, not a layer for each: every layer boxes its future and
+//! clones the service beneath it on each request, and on a cached read,
+//! whose own work is a cache lookup, that bookkeeping is most of the cost.
+//! The span is entered around the request's future only (not around each
+//! frame of the body), and a request id comes from the thread's random
+//! generator, not from a system call.
 
 use std::time::Instant;
 

@@ -30,7 +30,7 @@ pub enum ChangedSince {
 impl std::str::FromStr for ChangedSince {
     type Err = String;
 
-    /// `last`, RFC 3339, or epoch milliseconds.
+    /// `last`, or a time as [`parse_time`] reads it.
     fn from_str(text: &str) -> Result<ChangedSince, String> {
         if text.trim() == "last" {
             return Ok(ChangedSince::Last);
@@ -48,7 +48,7 @@ pub fn parse_time(text: &str) -> Result<i64, String> {
 }
 
 /// [`parse_time`] with `now` given, for `today@`.
-pub fn parse_time_at(text: &str, now: chrono::DateTime<chrono::Utc>) -> Result<i64, String> {
+pub(crate) fn parse_time_at(text: &str, now: chrono::DateTime<chrono::Utc>) -> Result<i64, String> {
     let text = text.trim();
     if let Ok(millis) = text.parse::<i64>() {
         return Ok(millis);

@@ -50,10 +50,11 @@ pub async fn run(store: &Store, options: &RunOptions, stop: CancellationToken) -
 }
 
 /// The span of a run's pass over its products, with one child per product
-/// and their HBase calls under those: made only when spans are exported, so
-/// the log lines of a run read the same either way.
+/// and their HBase calls under those: made only under a kept trace (a
+/// command's or a scheduled attempt's root), so the log lines of a run read
+/// the same either way.
 fn run_span(options: &RunOptions, pass: Pass) -> tracing::Span {
-    if !common::traces::exporting() {
+    if !common::traces::in_kept_trace() {
         return tracing::Span::none();
     }
     tracing::info_span!(
@@ -67,7 +68,7 @@ fn run_span(options: &RunOptions, pass: Pass) -> tracing::Span {
 
 /// The span of one product's ranking, every attempt of it, under the run's.
 fn product_span(product: &Id) -> tracing::Span {
-    if !common::traces::exporting() {
+    if !common::traces::in_kept_trace() {
         return tracing::Span::none();
     }
     tracing::info_span!("product", otel.name = "rank product", product = %product)

@@ -357,7 +357,8 @@ impl<C: GatewayClient> GatewayConnection<C> {
         self.last_used = Instant::now();
         metrics::histogram!(crate::telemetry::HBASE_CALL_SECONDS, "op" => operation)
             .record(started.elapsed().as_secs_f64());
-        if let Ok(answer) = &outcome {
+        // Only for a span that exists: a Thrift2 answer's staleness is a walk of its rows.
+        if let (Ok(answer), false) = (&outcome, span.is_disabled()) {
             if let Some(rows) = answer.rows() {
                 // As a signed integer: an unsigned one reaches a trace store as text.
                 span.record("hbase.rows", i64::try_from(rows).unwrap_or(i64::MAX));

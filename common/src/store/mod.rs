@@ -276,8 +276,12 @@ impl Store {
     /// [`Hbase::read_row`]) or it does not decode (skipped and counted).
     pub async fn get_comment(&self, key: &CommentKey) -> Result<Option<Comment>> {
         let table = self.tables.comment.clone();
-        let row = self.hbase.read_row(&table, key.as_bytes().to_vec(), vec![COLUMN_VALUE.to_vec()]).await?;
-        Ok(decode_comments(&self.tables, &table, std::slice::from_ref(key), row.into_iter().collect()).pop().flatten())
+        // No row is an answer (a review nobody wrote), not an index row
+        // pointing at a lost comment: it is not counted as skipped.
+        let Some(row) = self.hbase.read_row(&table, key.as_bytes().to_vec(), vec![COLUMN_VALUE.to_vec()]).await? else {
+            return Ok(None);
+        };
+        Ok(decode_comments(&self.tables, &table, std::slice::from_ref(key), vec![row]).pop().flatten())
     }
 
     /// Reads comments by key in one multi-get. The result lines up with `keys`:

@@ -9,6 +9,7 @@ use ranker::history::{ChangedSince, ChangesWanted};
 use ranker::lease::RunStop;
 use ranker::recorded::RunIdentity;
 use ranker::RankerError;
+use tracing::Instrument as _;
 
 use super::{utc, Daemon, Inner};
 use crate::metrics;
@@ -29,6 +30,10 @@ impl Daemon {
         let identity = RunIdentity::scheduled(settings.lease.holder.clone(), slot_ms, attempt);
         let timer = std::time::Instant::now();
         metrics::run_in_progress(true);
+        // When its trace is kept, an attempt is one trace, as a `ranker` command is.
+        let span = common::traces::root_span_for_trace(|| {
+            tracing::info_span!("attempt", otel.name = "ranker-cron attempt", slot_ms, attempt)
+        });
         let outcome = ranker::recorded::run_recorded(
             store,
             options,
@@ -37,6 +42,7 @@ impl Daemon {
             async |options: &mut ranker::RunOptions| self.prepare(slot_ms, options).await,
             stop,
         )
+        .instrument(span)
         .await;
         metrics::run_in_progress(false);
         let record = outcome.record;

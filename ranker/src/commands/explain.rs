@@ -15,7 +15,7 @@ pub struct ExplainArgs {
     #[arg(long, value_name = "ID")]
     product: Id,
 
-    /// The as-of time: RFC 3339 or epoch milliseconds [default: now].
+    /// The as-of time: RFC 3339, epoch milliseconds or today@HH:MM[:SS]OFFSET [default: now].
     #[arg(long, value_name = "TIME", value_parser = parse_time)]
     as_of: Option<i64>,
 

@@ -32,7 +32,7 @@ pub struct RunArgs {
     /// times); plus the slices of the rolling refresh due. `last`: since the
     /// earliest start of the newest completed runs that together cover the
     /// same products, less --skew-margin-secs (every product when there are
-    /// none). TIME: RFC 3339 or epoch milliseconds.
+    /// none). TIME: RFC 3339, epoch milliseconds or today@HH:MM[:SS]OFFSET.
     #[arg(long, value_name = "TIME|last", conflicts_with = "product")]
     changed_since: Option<ChangedSince>,
 

@@ -20,11 +20,10 @@ use common::keys::CommentKey;
 use common::schema::{self, RegionReplication, Regions};
 use common::store::Store;
 use common::tables::Tables;
-use common::Id;
 use integration_tests::app::{service_store_via, uncached_settings, Answer, TestApp};
 use integration_tests::cluster::TestCluster;
 use integration_tests::fixtures::{post_all, Catalogue};
-use integration_tests::{unique_prefix, wait_for};
+use integration_tests::{test_id, unique_prefix, wait_for};
 use reqwest::StatusCode;
 use serde_json::Value;
 
@@ -122,7 +121,7 @@ async fn a_page_whose_primary_region_server_was_killed_is_served_from_a_secondar
     let review = app.get(&format!("/v1/reviews/{stored}")).await;
     assert_eq!(review.status, StatusCode::OK, "a stored review through the crash: {}", review.raw);
     assert_eq!(replica_read(&review), Some("stale"), "read from a secondary, and saying so");
-    let never_written = CommentKey::new(&"O999999999".parse::<Id>().expect("order id"), &product).review_id();
+    let never_written = CommentKey::new(&test_id("O", 999_999_999), &product).review_id();
     let absent = app.get(&format!("/v1/reviews/{never_written}")).await;
     assert_eq!(
         absent.status,

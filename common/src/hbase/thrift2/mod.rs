@@ -328,7 +328,7 @@ impl Thrift2Connection {
 
 impl AnswerRow for TResult {
     fn stale(&self) -> Option<bool> {
-        Some(self.stale == Some(true))
+        self.stale
     }
 }
 

@@ -63,9 +63,9 @@ enum Command {
 async fn main() -> ExitCode {
     let cli = Cli::parse();
     let _tracing = common::traces::init("ranker");
-    // When spans are exported, the whole command is one trace: its lease,
+    // When its trace is kept, the whole command is one trace: its lease,
     // its run record and its pass over the products.
-    let span = if common::traces::exporting() {
+    let span = common::traces::root_span_for_trace(|| {
         let name = match &cli.command {
             Command::Run(_) => "run",
             Command::Explain(_) => "explain",
@@ -73,10 +73,8 @@ async fn main() -> ExitCode {
             Command::Runs(_) => "runs",
             Command::Shards(_) => "shards",
         };
-        common::traces::root_span(None, |_| tracing::info_span!("command", otel.name = %format_args!("ranker {name}")))
-    } else {
-        tracing::Span::none()
-    };
+        tracing::info_span!("command", otel.name = %format_args!("ranker {name}"))
+    });
     let outcome = async {
         match cli.command {
             Command::Run(args) => run::execute(args).await,
