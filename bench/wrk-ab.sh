@@ -7,9 +7,10 @@
 # is the bottleneck and hides what the service costs; wrk is not.
 #
 # Each round runs A B N N B A (N: the anchor), so every configuration's
-# runs sit at the same mean position and drift falls on all alike. Per run
-# it prints req/s and the server's CPU time per request (from /proc); per
-# round, B / A and A / anchor, B / anchor (req/s).
+# runs sit at the same mean position and drift falls on all alike. Per
+# round it prints each one's mean req/s and server CPU time per request
+# (from /proc), and B / A, A / anchor, B / anchor (req/s); every run's
+# figures go to bench/out/wrk-ab/runs.csv.
 #
 #   bench/wrk-ab.sh [OPTIONS]
 #
@@ -28,8 +29,7 @@
 #   bench/wrk-ab.sh --b-env 'OTEL_EXPORTER_OTLP_ENDPOINT=http://127.0.0.1:4318
 #     OTEL_TRACES_SAMPLER=traceidratio OTEL_TRACES_SAMPLER_ARG=0.01'
 # Both services keep a ranking for an hour, so the ranked read is a cache
-# hit after the first request. Every figure is written to
-# bench/out/wrk-ab/runs.csv.
+# hit after the first request.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib.sh
@@ -62,18 +62,9 @@ trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
 # start NAME PORT BIN ENV: a query-api with a ranking cache that outlives the
 # run, logging at warn unless ENV sets RUST_LOG.
 start() {
-  local name=$1 port=$2 bin=$3 env=$4
-  # shellcheck disable=SC2086 # ENV is a list of K=V words.
-  env RUST_LOG=warn $env "$bin" --listen "127.0.0.1:$port" --table-prefix "$prefix" --pool-size 32 \
-    --ranked-cache-ttl-ms 3600000 >"$out/$name.log" 2>&1 &
-  pids+=($!)
-  for _ in $(seq 1 60); do
-    curl -fsS "http://127.0.0.1:$port/readyz" >/dev/null 2>&1 && return 0
-    sleep 0.5
-  done
-  echo "$name on port $port is not ready; its log:" >&2
-  tail -n 20 "$out/$name.log" >&2
-  exit 1
+  QUERY_API_BIN=$3 QUERY_API_ENV=$4 start_query_api "$2" "$out/$1.log" --table-prefix "$prefix" \
+    --pool-size 32 --ranked-cache-ttl-ms 3600000
+  pids+=("$api_pid")
 }
 start A 18121 "$a_bin" "$a_env"
 start B 18122 "$b_bin" "$b_env"
@@ -82,7 +73,10 @@ curl -fsS "http://127.0.0.1:18121$path" -o "$out/anchor-body"
 curl -fsS "http://127.0.0.1:18122$path" -o /dev/null
 target/release/anchor --listen 127.0.0.1:18123 --body "$out/anchor-body" >"$out/anchor.log" 2>&1 &
 pids+=($!)
-sleep 1
+for _ in $(seq 1 60); do
+  curl -fsS http://127.0.0.1:18123/anchor -o /dev/null 2>/dev/null && break
+  sleep 0.5
+done
 declare -A pid_of=([A]=${pids[0]} [B]=${pids[1]} [N]=${pids[2]})
 declare -A url_of=([A]="http://127.0.0.1:18121$path" [B]="http://127.0.0.1:18122$path" [N]="http://127.0.0.1:18123/anchor")
 headers=()
@@ -95,7 +89,7 @@ run() {
   before=$(awk '{print $14 + $15}' "/proc/${pid_of[$who]}/stat")
   report=$(wrk -t1 -c32 -d"${seconds}s" "${headers[@]}" "${url_of[$who]}")
   after=$(awk '{print $14 + $15}' "/proc/${pid_of[$who]}/stat")
-  if grep -q "Non-2xx" <<<"$report"; then
+  if grep -qE "Non-2xx|Socket errors" <<<"$report"; then
     echo "$who answered errors:" >&2
     echo "$report" >&2
     exit 1

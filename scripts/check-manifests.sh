@@ -63,8 +63,12 @@ echo "check-manifests: $(echo deploy/*.service) verified by systemd-analyze"
 # The planted mistakes.
 mkdir -p "$units_dir/planted"
 sed 's/^\( *\)readinessProbe:/\1readinesProbe:/' deploy/query-api.yaml >"$units_dir/planted/query-api.yaml"
-if "$TOOLS/bin/kubernetes-validate" --strict --quiet "$units_dir/planted/query-api.yaml" >/dev/null 2>&1; then
-  echo "check-manifests: a Deployment with a misspelt readinessProbe passed validation" >&2
+# Refused for the misspelt field itself, not for any failure of the validator.
+if "$TOOLS/bin/kubernetes-validate" --strict --quiet "$units_dir/planted/query-api.yaml" 2>&1 |
+  grep -q readinesProbe; then
+  :
+else
+  echo "check-manifests: a Deployment with a misspelt readinessProbe was not refused for it" >&2
   exit 1
 fi
 sed 's/^Restart=/Restrat=/' deploy/query-api.service >"$units_dir/planted/query-api.service"

@@ -24,15 +24,19 @@ build_release_binaries() {
     -p query-api --bin query-api -p bench --bin soak --bin api-bench --bin anchor --bin page-load
 }
 
-# start_query_api PORT LOG HBASE_FLAGS...: starts the release query-api on
-# 127.0.0.1:PORT in the background, logging to LOG (at `warn` unless RUST_LOG
-# says otherwise), sets `api_pid`, and waits until /readyz answers. Fails,
-# showing the end of LOG, when the service exits first or is not ready after
-# 30 s. The caller stops it (`kill -TERM "$api_pid"`), in its EXIT trap too.
+# start_query_api PORT LOG HBASE_FLAGS...: starts the release query-api (or
+# the binary QUERY_API_BIN names) on 127.0.0.1:PORT in the background, with
+# QUERY_API_ENV's K=V words added to its environment, logging to LOG (at
+# `warn` unless RUST_LOG or QUERY_API_ENV says otherwise), sets `api_pid`,
+# and waits until /readyz answers. Fails, showing the end of LOG, when the
+# service exits first or is not ready after 30 s. The caller stops it
+# (`kill -TERM "$api_pid"`), in its EXIT trap too.
 start_query_api() {
   local port=$1 log=$2
   shift 2
-  RUST_LOG="${RUST_LOG:-warn}" "$BIN/query-api" --listen "127.0.0.1:$port" "$@" >"$log" 2>&1 &
+  # shellcheck disable=SC2086 # QUERY_API_ENV is a list of K=V words.
+  env RUST_LOG="${RUST_LOG:-warn}" ${QUERY_API_ENV:-} "${QUERY_API_BIN:-$BIN/query-api}" \
+    --listen "127.0.0.1:$port" "$@" >"$log" 2>&1 &
   api_pid=$!
   local _
   for _ in $(seq 1 60); do

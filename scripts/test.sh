@@ -91,6 +91,10 @@ cargo test --workspace --locked --no-run
 # on first use (scripts/jaeger.sh; about four minutes on two cores).
 phase "trace store"
 scripts/jaeger.sh build >/dev/null
+# The container images (release binaries, Debian's base packages), run
+# against the tests' HBase in the "images" phase below.
+phase "build images"
+IMAGE_LOAD=0 deploy/images/build.sh
 
 phase "start HBase"
 if ! wait "$classpath_pid"; then
@@ -123,7 +127,7 @@ scripts/browser-tests.sh 2>&1 | tee -a "$results" || status=1
 # binaries, each run from its archive against the same HBase
 # (deploy/images/check.sh).
 phase "images"
-deploy/images/check.sh 2>&1 | tee -a "$results" || status=1
+IMAGES_BUILT=1 deploy/images/check.sh 2>&1 | tee -a "$results" || status=1
 phase "stop HBase"
 trap 'rm -f "$results"' EXIT
 hbase/hbasectl discard || true

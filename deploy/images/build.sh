@@ -63,7 +63,7 @@ cargo build --release --locked -p query-api --bin query-api -p ranker --bin rank
 
 # The base layer: only what the binaries load at run time, the CA roots
 # and the zone files, taken from the Debian packages this machine's apt
-# resolves (the same versions the binaries were linked against).
+# resolves.
 # As root, apt would hand the download to its unprivileged user, who cannot
 # write under target/. A fresh machine may have no package lists yet.
 download_base_packages() {

@@ -11,13 +11,16 @@
 #                   exits 0 (the documented status).
 #
 # Fails, saying which step, when any of it does not hold. scripts/test.sh
-# runs it while its HBase is up; alone it needs an HBase at
-# REVIEWS_THRIFT_ADDR / REVIEWS_THRIFT2_ADDR (default: the local one,
-# hbase/hbasectl start) and root.
+# builds the images before its HBase starts and runs this while it is up
+# (IMAGES_BUILT=1: the archives in target/images are used as they are);
+# alone it builds them first, and needs an HBase at REVIEWS_THRIFT_ADDR /
+# REVIEWS_THRIFT2_ADDR (default: the local one, hbase/hbasectl start) and
+# root.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/../.."
 
-deploy/images/build.sh
+# Nothing here runs podman: the images are not loaded into it.
+[[ "${IMAGES_BUILT:-0}" == 1 ]] || IMAGE_LOAD=0 deploy/images/build.sh
 run=deploy/images/run.sh
 hbase_env=(
   -e "REVIEWS_THRIFT_ADDR=${REVIEWS_THRIFT_ADDR:-127.0.0.1:9090}"
@@ -30,7 +33,9 @@ log="$(mktemp)"
 api_pid=
 cleanup() {
   # run.sh passes the TERM on to the service.
-  [[ -n "$api_pid" ]] && kill -TERM "$api_pid" 2>/dev/null && wait "$api_pid"
+  if [[ -n "$api_pid" ]] && kill -TERM "$api_pid" 2>/dev/null; then
+    wait "$api_pid" || true
+  fi
   "$run" "${hbase_env[@]}" reviews-admin schema drop --table-prefix "$prefix" >/dev/null 2>&1 || true
   rm -f "$log"
 }

@@ -39,6 +39,7 @@ archive="target/images/$image.tar"
 
 bundle="$PWD/target/images/run/$image"
 rm -rf "$bundle" "$bundle.layout"
+trap 'rm -rf "$bundle" "$bundle.layout"' EXIT
 mkdir -p "$bundle.layout"
 tar -C "$bundle.layout" -xf "$archive"
 tag="$(umoci ls --layout "$bundle.layout" | head -n 1)"
