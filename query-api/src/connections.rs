@@ -172,8 +172,8 @@ enum Expiry {
 /// its watcher ([`Activity::expired`]).
 ///
 /// A phase change wakes nobody: the watcher looks again at the deadline it
-/// computed, or at the latest a header read timeout from when it last
-/// looked. Waking it on every change would cost three wake-ups and two
+/// computed, or at the latest the shorter of the two timeouts from when it
+/// last looked. Waking it on every change would cost three wake-ups and two
 /// timer registrations per request: 0.5 to 1 µs of a cached read's 14.
 #[derive(Debug)]
 struct Activity {
@@ -227,13 +227,15 @@ impl Activity {
     /// which is never while a request is in flight.
     ///
     /// Since no change wakes it, it looks again at least every header read
-    /// timeout: an idle connection whose next request head begins arriving
-    /// is then caught at that head's own deadline, however long its idle
-    /// deadline is; a deadline is never missed, only looked at more often.
+    /// or keep-alive timeout, whichever is shorter: a phase that begins after
+    /// a look has its deadline no earlier than that, so no deadline is
+    /// missed (a request answered, or a head begun on an idle connection,
+    /// moves the deadline earlier than the one being slept on).
     async fn expired(&self, limits: ConnectionLimits) -> Expiry {
+        let longest_sleep = limits.header_read_timeout.min(limits.keep_alive_timeout);
         loop {
             let looked_at = Instant::now();
-            let next_look = looked_at + limits.header_read_timeout;
+            let next_look = looked_at + longest_sleep;
             let (deadline, expiry) = match self.phase() {
                 Phase::ReadingHead(since) => (since + limits.header_read_timeout, Some(Expiry::HeaderTimeout)),
                 Phase::Idle(since) => (since + limits.keep_alive_timeout, Some(Expiry::Idle)),
@@ -367,4 +369,33 @@ async fn serve_one(
         }
     }
     open.decrement(1.0);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A keep-alive timeout shorter than the header read timeout, as a test
+    /// of idle connections sets them.
+    const LIMITS: ConnectionLimits = ConnectionLimits {
+        header_read_timeout: Duration::from_secs(60),
+        keep_alive_timeout: Duration::from_millis(400),
+        max_connections: 1,
+    };
+
+    #[tokio::test(start_paused = true)]
+    async fn a_request_answered_while_the_watcher_sleeps_keeps_its_keep_alive_deadline() {
+        let activity = Activity::new();
+        activity.request_started();
+        let started = Instant::now();
+        let expired = activity.expired(LIMITS);
+        tokio::pin!(expired);
+        // The watcher looks while the request is in flight, and sleeps.
+        assert!(futures_util::poll!(&mut expired).is_pending());
+        tokio::time::advance(Duration::from_millis(100)).await;
+        activity.request_answered();
+        assert_eq!(expired.await, Expiry::Idle);
+        let waited = started.elapsed();
+        assert!(waited >= Duration::from_millis(500) && waited < Duration::from_secs(1), "closed after {waited:?}");
+    }
 }
