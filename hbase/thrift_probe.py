@@ -211,7 +211,16 @@ def region_locations(conn):
         namespace, qualifier = name.get(1, b"default"), name.get(2, b"")
         table = qualifier if namespace == b"default" else namespace + b":" + qualifier
         # getAllRegionLocations(1: table) -> THRegionLocation {1: TServerName {2: port}, 2: THRegionInfo {7: replicaId}}
-        for location in conn.call("getAllRegionLocations", f_bin(1, table)) or []:
+        locations = conn.call("getAllRegionLocations", f_bin(1, table)) or []
+        if table == b"hbase:meta":
+            # For meta's primary the gateway's client answers from the
+            # location it cached when it last needed meta, which may be long
+            # ago (it needs meta only for regions it has no location for):
+            # asked to reload, it reads meta's location afresh.
+            # getRegionLocation(1: table, 2: row, 3: reload) -> THRegionLocation
+            primary = conn.call("getRegionLocation", f_bin(1, table) + f_bin(2, b"") + f_bool(3, True))
+            locations = [primary] + [location for location in locations if location.get(2, {}).get(7, 0) != 0]
+        for location in locations:
             port = location.get(1, {}).get(2, 0)
             located.append((port, table.decode(errors="replace"), location.get(2, {}).get(7, 0)))
     return located

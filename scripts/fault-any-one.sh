@@ -4,10 +4,11 @@
 # ranking run going; then the next, once the first is back.
 #
 # It never touches the shared HBase: it starts a SEPARATE deployment-shaped
-# HBase in its own run dir on its own ports (`hbasectl start --regionservers 3
-# --gateways 2 --zookeepers 3`: three region servers, two Thrift1 and two
-# Thrift2 gateways, a ZooKeeper ensemble of three, a master, each a JVM of
-# its own), creates the tables (6 regions; with FAULT_REPLICAS=2, the
+# HBase in its own run dir on its own ports (`hbasectl start --regionservers 4
+# --gateways 2 --zookeepers 3`: four region servers, the first holding
+# hbase:meta alone and three the user regions, two Thrift1 and two Thrift2
+# gateways, a ZooKeeper ensemble of three, a master, each a JVM of its
+# own), creates the tables (6 regions; with FAULT_REPLICAS=2, the
 # default, the tables a page reads get two replicas per region), loads the
 # demo data set of 200 products and ranks it, and starts two release
 # query-api replicas with their defaults (both gateway lists; `auto` reads
@@ -42,8 +43,9 @@
 # Environment: FAULT_REPLICAS (2, or 1 for none), FAULT_RUN_DIR (default
 # target/fault-any-one-hbase), FAULT_THRIFT_PORT (default 9690: Thrift1
 # gateways on 9690 and 9692, Thrift2 on 9691 and 9693), FAULT_ZK_PORT
-# (default 22390), FAULT_API_PORT (default 18490: the proxy; the replicas on
-# the next two), FAULT_RATE (250), FAULT_ROUND_SECS (70), FAULT_VICTIMS
+# (default 22390), FAULT_META_SERVER (dedicated, or shared), FAULT_API_PORT
+# (default 18490: the proxy; the replicas on the next two), FAULT_RATE
+# (250), FAULT_ROUND_SECS (70), FAULT_VICTIMS
 # (a comma-separated subset of meta-rs,busiest-rs,thrift1,thrift2,query-api,
 # master,zookeeper), FAULT_KEEP=1 keeps the cluster and its data.
 set -euo pipefail
@@ -84,7 +86,10 @@ trap cleanup EXIT
 echo "fault: a fresh deployment-shaped HBase in $HBASE_RUN_DIR"
 hbase/hbasectl discard >/dev/null 2>&1 || true
 started_ms=$(now_ms)
-hbase/hbasectl start --regionservers 3 --gateways 2 --zookeepers 3
+# Region server 1 holds hbase:meta alone (hbasectl's default for a cluster of
+# three or more); three more hold the user regions, as three did before meta
+# had a server of its own. FAULT_META_SERVER=shared puts meta among them.
+hbase/hbasectl start --regionservers 4 --gateways 2 --zookeepers 3 --meta-server "${FAULT_META_SERVER:-dedicated}"
 echo "fault: cluster up in $((($(now_ms) - started_ms) / 1000)) s"
 mkdir -p "$OUT_DIR"
 rm -f "$OUT_DIR"/round-*.jsonl "$OUT_DIR/rounds.txt"

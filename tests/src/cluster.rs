@@ -85,9 +85,28 @@ impl TestCluster {
         replicas.into_iter().map(|(_, server)| server).collect()
     }
 
+    /// The tables (hbase:meta included) of which region server `number`
+    /// serves a region replica, one entry per replica.
+    pub fn tables_served_by(&self, number: u32) -> Vec<String> {
+        let server = format!("rs-{number}");
+        self.hbasectl(&["regions"])
+            .lines()
+            .filter_map(|line| match line.split_whitespace().collect::<Vec<_>>()[..] {
+                [name, table, _] if name == server => Some(table.to_owned()),
+                _ => None,
+            })
+            .collect()
+    }
+
     /// Kills region server `number` with SIGKILL: a crash, nothing flushed.
     pub fn kill_regionserver(&self, number: u32) {
         self.hbasectl(&["kill-rs", &number.to_string()]);
+    }
+
+    /// Starts region server `number` again and waits until it has reported
+    /// for duty (and, for a dedicated meta server, holds hbase:meta again).
+    pub fn start_regionserver(&self, number: u32) {
+        self.hbasectl(&["start-rs", &number.to_string()]);
     }
 
     /// Runs `hbase/hbasectl` on this cluster and returns what it printed;
@@ -125,7 +144,8 @@ impl TestCluster {
             .env_remove("HBASE_REGIONSERVERS")
             .env_remove("HBASE_RS_PORT")
             .env_remove("HBASE_MASTER_PORT")
-            .env_remove("HBASE_META_REPLICAS");
+            .env_remove("HBASE_META_REPLICAS")
+            .env_remove("HBASE_META_SERVER");
         command
     }
 }

@@ -8,6 +8,7 @@ mod demo;
 mod foundation;
 mod incremental;
 mod java_rows;
+mod meta_holder;
 mod monitoring;
 mod ranker;
 mod refresh;
