@@ -98,6 +98,20 @@ impl TestCluster {
             .collect()
     }
 
+    /// The region server (its number) holding hbase:meta's primary, or
+    /// `None` while nobody can say: meta not yet reopened after its
+    /// server's death (the gateway's lookup of it fails or times out), or
+    /// reopened on a server hbasectl does not know.
+    pub fn meta_server(&self) -> Option<u32> {
+        let output = self.command(&["regions"]).output().ok().filter(|output| output.status.success())?;
+        String::from_utf8_lossy(&output.stdout).lines().find_map(|line| {
+            match line.split_whitespace().collect::<Vec<_>>()[..] {
+                [server, "hbase:meta", "0"] => server.strip_prefix("rs-")?.parse().ok(),
+                _ => None,
+            }
+        })
+    }
+
     /// Kills region server `number` with SIGKILL: a crash, nothing flushed.
     pub fn kill_regionserver(&self, number: u32) {
         self.hbasectl(&["kill-rs", &number.to_string()]);
@@ -145,7 +159,9 @@ impl TestCluster {
             .env_remove("HBASE_RS_PORT")
             .env_remove("HBASE_MASTER_PORT")
             .env_remove("HBASE_META_REPLICAS")
-            .env_remove("HBASE_META_SERVER");
+            .env_remove("HBASE_META_SERVER")
+            .env_remove("HBASE_GATEWAYS")
+            .env_remove("HBASE_ZOOKEEPERS");
         command
     }
 }

@@ -12,46 +12,48 @@
 //! with the tables a page reads in two replicas, serves it with query-api's
 //! defaults, kills -9 the meta holder and reads a user's timeline, a
 //! product's first page, a cursor page and the ranked reviews through the
-//! whole of meta's outage; then starts the server again and finds meta back
-//! on it, alone.
+//! whole of meta's outage; then starts the server again, which hbasectl
+//! gives meta back to.
 
+use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use common::hbase::Hbase;
-use common::schema::{self, RegionReplication, Regions};
 use common::store::Store;
 use common::tables::Tables;
 use integration_tests::app::{service_store_via, uncached_settings, Answer, TestApp};
 use integration_tests::cluster::TestCluster;
 use integration_tests::fixtures::{post_all, Catalogue};
-use integration_tests::{unique_prefix, wait_for};
+use integration_tests::unique_prefix;
 use reqwest::StatusCode;
 
+use crate::replicas::create_replicated_tables;
 use crate::summaries::rank;
 
 /// The region server a dedicated meta server is: the first.
 const META_SERVER: u32 = 1;
 
-/// How long the reads go on after the kill. HBase finds the server dead
-/// when its ZooKeeper session expires (6 s in cluster mode), then splits its
-/// log and reopens meta elsewhere: 8 to 14 s in all on this machine
-/// (docs/what-it-survives.md). 20 s covers that with room to spare.
-const READ_THROUGH: Duration = Duration::from_secs(20);
+/// The shortest time the reads go on after the kill, and the longest that
+/// HBase may take to reopen meta on another server before the test gives
+/// up. HBase finds the server dead when its ZooKeeper session expires (6 s
+/// in cluster mode), then splits its log and reopens meta elsewhere: 8 to
+/// 14 s in all on this machine (docs/what-it-survives.md). The reads go on
+/// until both have happened: the whole outage, on a slow machine too.
+const READ_AT_LEAST: Duration = Duration::from_secs(20);
+const META_REOPENED_WITHIN: Duration = Duration::from_secs(90);
 
 /// The slowest answer allowed during the outage: issue 51's bound on the
 /// longest read while any one process dies.
 const SLOWEST_READ: Duration = Duration::from_secs(3);
-
-/// How long the gateway may go on reporting meta where it was before the
-/// restarted server took it back.
-const META_REPORTED_WITHIN: Duration = Duration::from_secs(30);
 
 /// Reviews per page of the cursor reads: 25 reviews make four pages.
 const WALK_PAGE: usize = 7;
 
 #[tokio::test]
 async fn the_meta_holders_death_fails_no_page_read() {
-    let cluster = tokio::task::spawn_blocking(|| TestCluster::start("meta", 3)).await.expect("start the cluster");
+    let cluster =
+        tokio::task::spawn_blocking(|| Arc::new(TestCluster::start("meta", 3))).await.expect("start the cluster");
     assert_eq!(
         cluster.tables_served_by(META_SERVER),
         ["hbase:meta"],
@@ -95,9 +97,29 @@ async fn the_meta_holders_death_fails_no_page_read() {
     // A short blocking call: the service waits on this runtime meanwhile, but nothing asks it anything.
     cluster.kill_regionserver(META_SERVER);
     let killed = Instant::now();
+    // Where meta is served again is asked beside the reads, on a thread of
+    // its own: each asking blocks until the gateway answers.
+    let meta_reopened = Arc::new(AtomicBool::new(false));
+    let watcher = {
+        let (cluster, meta_reopened) = (cluster.clone(), meta_reopened.clone());
+        tokio::task::spawn_blocking(move || {
+            while killed.elapsed() < META_REOPENED_WITHIN {
+                if cluster.meta_server().is_some_and(|server| server != META_SERVER) {
+                    meta_reopened.store(true, Ordering::Relaxed);
+                    return killed.elapsed();
+                }
+                std::thread::sleep(Duration::from_millis(500));
+            }
+            panic!("hbase:meta was not served again within {META_REOPENED_WITHIN:?} of its server's death");
+        })
+    };
     let mut reads = 0;
     let mut slower_than_a_second = 0;
-    while killed.elapsed() < READ_THROUGH {
+    while killed.elapsed() < READ_AT_LEAST || !meta_reopened.load(Ordering::Relaxed) {
+        assert!(
+            !watcher.is_finished() || meta_reopened.load(Ordering::Relaxed),
+            "hbase:meta was not served again within {META_REOPENED_WITHIN:?} of its server's death"
+        );
         for (path, earlier) in paths.iter().zip(&before) {
             let started = Instant::now();
             let answer = app.get(path).await;
@@ -112,24 +134,19 @@ async fn the_meta_holders_death_fails_no_page_read() {
         }
         tokio::time::sleep(Duration::from_millis(100)).await;
     }
+    let reopened_after = watcher.await.expect("the meta watcher");
     eprintln!(
-        "meta_holder: {reads} reads in the {READ_THROUGH:?} after the kill, {slower_than_a_second} slower than 1 s"
+        "meta_holder: meta served again {reopened_after:?} after the kill; {reads} reads in the {:?} after it, \
+         {slower_than_a_second} slower than 1 s",
+        killed.elapsed()
     );
 
-    // Started again, the server is a new one to HBase: meta goes back to it,
-    // alone. The gateway reports meta's new place once its client has
-    // looked meta up again, which may take a few calls.
+    // Started again, the server is a new one to HBase: hbasectl returns
+    // once HBase's RegionMover has seen meta open on it and drained it.
+    // (Where `hbasectl regions` then says meta is was seen lagging behind
+    // the move for half a minute, so it is not asked here.)
     let restarted = tokio::task::spawn_blocking(move || {
         cluster.start_regionserver(META_SERVER);
-        let reported = Instant::now();
-        while cluster.tables_served_by(META_SERVER) != ["hbase:meta"] {
-            assert!(
-                reported.elapsed() < META_REPORTED_WITHIN,
-                "meta back on region server {META_SERVER}, alone: {:?}",
-                cluster.tables_served_by(META_SERVER)
-            );
-            std::thread::sleep(Duration::from_millis(500));
-        }
         cluster
     })
     .await
@@ -140,20 +157,4 @@ async fn the_meta_holders_death_fails_no_page_read() {
     }
     app.shut_down().await;
     tokio::task::spawn_blocking(move || drop(restarted)).await.expect("discard the cluster");
-}
-
-/// Creates the tables, those a page reads in two replicas, one region each.
-/// A master just started refuses to create tables while it initialises
-/// ("Master is initializing", longer on a busy machine): the creation is
-/// tried again until it takes it.
-async fn create_replicated_tables(hbase: &Hbase, tables: &Tables) {
-    let replicated = RegionReplication::new(2).expect("two replicas");
-    wait_for(Duration::from_secs(240), "the new cluster's master to create tables", async || {
-        match schema::create_tables(hbase, tables, Regions::ONE, replicated).await {
-            Ok(_) => Some(()),
-            Err(common::Error::Unavailable(_)) => None,
-            Err(error) => panic!("create the tables: {error}"),
-        }
-    })
-    .await;
 }

@@ -158,10 +158,20 @@ fn page_tables(tables: &Tables) -> [&str; 3] {
 }
 
 /// Creates every missing table of `tables`, those a page reads in two
-/// replicas, one region each, and checks what was created.
-async fn create_replicated_tables(hbase: &Hbase, tables: &Tables) {
+/// replicas, one region each, and checks what was created. A master just
+/// started refuses to create tables while it initialises ("Master is
+/// initializing", longer on a busy machine): the creation is tried again
+/// until it takes it.
+pub(crate) async fn create_replicated_tables(hbase: &Hbase, tables: &Tables) {
     let replicated = RegionReplication::new(2).expect("two replicas");
-    let created = schema::create_tables(hbase, tables, Regions::ONE, replicated).await.expect("create the tables");
+    let created = wait_for(Duration::from_secs(240), "the cluster's master to create tables", async || {
+        match schema::create_tables(hbase, tables, Regions::ONE, replicated).await {
+            Ok(created) => Some(created),
+            Err(common::Error::Unavailable(_)) => None,
+            Err(error) => panic!("create the tables: {error}"),
+        }
+    })
+    .await;
     for outcome in &created {
         let wanted = if schema::read_tables(tables).contains(&outcome.name.as_str()) { 2 } else { 1 };
         assert_eq!(outcome.region_replication, wanted, "{}: replicas as created", outcome.name);
