@@ -87,8 +87,8 @@ echo "fault: a fresh deployment-shaped HBase in $HBASE_RUN_DIR"
 hbase/hbasectl discard >/dev/null 2>&1 || true
 started_ms=$(now_ms)
 # Region server 1 holds hbase:meta alone (hbasectl's default for a cluster of
-# three or more); three more hold the user regions, as three did before meta
-# had a server of its own. FAULT_META_SERVER=shared puts meta among them.
+# three or more); three more hold the user regions, so one's death leaves
+# two. FAULT_META_SERVER=shared puts meta among them.
 hbase/hbasectl start --regionservers 4 --gateways 2 --zookeepers 3 --meta-server "${FAULT_META_SERVER:-dedicated}"
 echo "fault: cluster up in $((($(now_ms) - started_ms) / 1000)) s"
 mkdir -p "$OUT_DIR"

@@ -3,8 +3,9 @@
 # page's reads and a ranking run, on a three-server HBase cluster.
 #
 # It never touches the shared HBase: it starts a SEPARATE cluster
-# (`hbasectl start --regionservers 3 --meta-server shared`: ZooKeeper, a master, three region
-# servers and both Thrift gateways, each a JVM of its own) in its own run dir
+# (`hbasectl start --regionservers 3 --meta-server shared`: ZooKeeper, a
+# master, three region servers, meta among the user regions, and both
+# Thrift gateways, each a JVM of its own) in its own run dir
 # on its own ports, creates the tables (pre-split into 6 regions; with
 # FAULT_REPLICAS=2, the default, the tables a page reads get two replicas per
 # region), loads the demo data set of 200 products, ranks it, and starts the

@@ -58,28 +58,19 @@ impl TestCluster {
     /// The region server (its number, 1..N) serving the primary of `table`'s
     /// first region, as `hbasectl regions` reports it.
     pub fn primary_server_of(&self, table: &str) -> u32 {
-        let regions = self.hbasectl(&["regions"]);
-        regions
-            .lines()
-            .find_map(|line| match line.split_whitespace().collect::<Vec<_>>()[..] {
-                [server, name, "0"] if name == table => server.strip_prefix("rs-")?.parse().ok(),
-                _ => None,
-            })
-            .unwrap_or_else(|| panic!("no region server holds the primary of {table}:\n{regions}"))
+        let printed = self.hbasectl(&["regions"]);
+        let primary = region_replicas(&printed)
+            .find_map(|replica| (replica.table == table && replica.id == 0).then_some(replica.server).flatten());
+        primary.unwrap_or_else(|| panic!("no region server holds the primary of {table}:\n{printed}"))
     }
 
     /// The region servers (their numbers) serving each replica of `table`'s
     /// first region, by replica id: the primary first.
     pub fn servers_of(&self, table: &str) -> Vec<u32> {
-        let regions = self.hbasectl(&["regions"]);
-        let mut replicas: Vec<(u32, u32)> = regions
-            .lines()
-            .filter_map(|line| match line.split_whitespace().collect::<Vec<_>>()[..] {
-                [server, name, replica] if name == table => {
-                    Some((replica.parse().ok()?, server.strip_prefix("rs-")?.parse().ok()?))
-                }
-                _ => None,
-            })
+        let printed = self.hbasectl(&["regions"]);
+        let mut replicas: Vec<(u32, u32)> = region_replicas(&printed)
+            .filter(|replica| replica.table == table)
+            .filter_map(|replica| Some((replica.id, replica.server?)))
             .collect();
         replicas.sort_unstable();
         replicas.into_iter().map(|(_, server)| server).collect()
@@ -88,13 +79,10 @@ impl TestCluster {
     /// The tables (hbase:meta included) of which region server `number`
     /// serves a region replica, one entry per replica.
     pub fn tables_served_by(&self, number: u32) -> Vec<String> {
-        let server = format!("rs-{number}");
-        self.hbasectl(&["regions"])
-            .lines()
-            .filter_map(|line| match line.split_whitespace().collect::<Vec<_>>()[..] {
-                [name, table, _] if name == server => Some(table.to_owned()),
-                _ => None,
-            })
+        let printed = self.hbasectl(&["regions"]);
+        region_replicas(&printed)
+            .filter(|replica| replica.server == Some(number))
+            .map(|replica| replica.table.to_owned())
             .collect()
     }
 
@@ -104,12 +92,10 @@ impl TestCluster {
     /// reopened on a server hbasectl does not know.
     pub fn meta_server(&self) -> Option<u32> {
         let output = self.command(&["regions"]).output().ok().filter(|output| output.status.success())?;
-        String::from_utf8_lossy(&output.stdout).lines().find_map(|line| {
-            match line.split_whitespace().collect::<Vec<_>>()[..] {
-                [server, "hbase:meta", "0"] => server.strip_prefix("rs-")?.parse().ok(),
-                _ => None,
-            }
-        })
+        let printed = String::from_utf8_lossy(&output.stdout);
+        let primary = region_replicas(&printed)
+            .find_map(|replica| (replica.table == "hbase:meta" && replica.id == 0).then_some(replica.server).flatten());
+        primary
     }
 
     /// Kills region server `number` with SIGKILL: a crash, nothing flushed.
@@ -164,6 +150,25 @@ impl TestCluster {
             .env_remove("HBASE_ZOOKEEPERS");
         command
     }
+}
+
+/// One line of `hbasectl regions`: `rs-K TABLE REPLICA_ID`.
+struct RegionReplica<'a> {
+    /// The region server's number; `None` for `rs-?`, a server hbasectl
+    /// did not start (or a dead one's old port).
+    server: Option<u32>,
+    table: &'a str,
+    id: u32,
+}
+
+/// The region replicas `hbasectl regions` printed, skipping any line not of its shape.
+fn region_replicas(printed: &str) -> impl Iterator<Item = RegionReplica<'_>> {
+    printed.lines().filter_map(|line| match line.split_whitespace().collect::<Vec<_>>()[..] {
+        [server, table, id] => {
+            Some(RegionReplica { server: server.strip_prefix("rs-")?.parse().ok(), table, id: id.parse().ok()? })
+        }
+        _ => None,
+    })
 }
 
 impl Drop for TestCluster {

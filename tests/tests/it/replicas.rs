@@ -158,20 +158,10 @@ fn page_tables(tables: &Tables) -> [&str; 3] {
 }
 
 /// Creates every missing table of `tables`, those a page reads in two
-/// replicas, one region each, and checks what was created. A master just
-/// started refuses to create tables while it initialises ("Master is
-/// initializing", longer on a busy machine): the creation is tried again
-/// until it takes it.
+/// replicas, one region each, and checks what was created.
 pub(crate) async fn create_replicated_tables(hbase: &Hbase, tables: &Tables) {
     let replicated = RegionReplication::new(2).expect("two replicas");
-    let created = wait_for(Duration::from_secs(240), "the cluster's master to create tables", async || {
-        match schema::create_tables(hbase, tables, Regions::ONE, replicated).await {
-            Ok(created) => Some(created),
-            Err(common::Error::Unavailable(_)) => None,
-            Err(error) => panic!("create the tables: {error}"),
-        }
-    })
-    .await;
+    let created = create_tables_once_the_master_takes_them(hbase, tables, replicated).await;
     for outcome in &created {
         let wanted = if schema::read_tables(tables).contains(&outcome.name.as_str()) { 2 } else { 1 };
         assert_eq!(outcome.region_replication, wanted, "{}: replicas as created", outcome.name);
@@ -226,17 +216,7 @@ async fn place_primaries(cluster: &TestCluster, hbase: &Hbase, tables: &Tables, 
 /// nothing.
 async fn upgrading_gives_existing_tables_their_replicas(cluster: &TestCluster, hbase: &Hbase) {
     let tables = Tables::with_prefix(&unique_prefix("upgrade")).expect("prefix");
-    // A master just started serves reads before it creates tables ("Master
-    // is initializing", for longer on a busy machine): the first creation on
-    // the new cluster is tried again until the master takes it.
-    wait_for(Duration::from_secs(240), "the new cluster's master to create tables", async || {
-        match schema::create_tables(hbase, &tables, Regions::ONE, RegionReplication::PRIMARY_ONLY).await {
-            Ok(_) => Some(()),
-            Err(common::Error::Unavailable(_)) => None,
-            Err(error) => panic!("create the tables: {error}"),
-        }
-    })
-    .await;
+    create_tables_once_the_master_takes_them(hbase, &tables, RegionReplication::PRIMARY_ONLY).await;
     let replicated = RegionReplication::new(2).expect("two replicas");
     let upgraded = schema::upgrade_tables(hbase, &tables, Some(replicated)).await.expect("upgrade");
     for outcome in &upgraded {
@@ -248,4 +228,23 @@ async fn upgrading_gives_existing_tables_their_replicas(cluster: &TestCluster, h
     assert_ne!(comment_replicas[0], comment_replicas[1], "on two servers: {comment_replicas:?}");
     let again = schema::upgrade_tables(hbase, &tables, Some(replicated)).await.expect("upgrade again");
     assert!(again.iter().all(|outcome| outcome.replication_changed.is_none()), "a second upgrade changes nothing");
+}
+
+/// Creates every missing table of `tables` (one region each, `replication`
+/// for those a page reads). A master just started serves reads before it
+/// creates tables ("Master is initializing", for longer on a busy machine):
+/// the creation on a new cluster is tried again until the master takes it.
+async fn create_tables_once_the_master_takes_them(
+    hbase: &Hbase,
+    tables: &Tables,
+    replication: RegionReplication,
+) -> Vec<schema::TableOutcome> {
+    wait_for(Duration::from_secs(240), "the cluster's master to create tables", async || {
+        match schema::create_tables(hbase, tables, Regions::ONE, replication).await {
+            Ok(created) => Some(created),
+            Err(common::Error::Unavailable(_)) => None,
+            Err(error) => panic!("create the tables: {error}"),
+        }
+    })
+    .await
 }
