@@ -1,6 +1,6 @@
 //! Answers prepared once with their compressed variants ([`Prepared`]), and
 //! serving each request the variant its `Accept-Encoding` asks for
-//! ([`serve_prepared`]).
+//! ([`serve_prepared`], called by [`crate::etag::conditional_get`]).
 //!
 //! Every browser sends `Accept-Encoding: gzip, deflate, br, zstd`. An answer
 //! the service serves again and again (a cached ranking's answers, a rendered
@@ -21,9 +21,7 @@ use std::io::Write;
 use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
-use axum::extract::Request;
 use axum::http::{header, HeaderMap, HeaderValue};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::error::{ApiError, ErrorCode};
@@ -284,14 +282,14 @@ fn variant_tag(identity: &HeaderValue, coding: Coding) -> HeaderValue {
 #[derive(Debug, Clone)]
 pub struct PreparedAnswer(pub Arc<Prepared>);
 
-/// Middleware for the routes that answer prepared bytes: swaps a response
-/// carrying a [`PreparedAnswer`] with variants for the variant the request
-/// accepts, with its `Content-Encoding` and `ETag`, and says
-/// `Vary: Accept-Encoding`. Inside the conditional-GET layer, so a 304 is
-/// judged against the variant's tag.
-pub async fn serve_prepared(request: Request, next: Next) -> Response {
-    let accepted = AcceptedCodings::of(request.headers());
-    let response = next.run(request).await;
+/// The variant of a prepared answer that `accepted` asks for (called by
+/// [`crate::etag::conditional_get`] for the routes that answer prepared
+/// bytes): swaps a response carrying a [`PreparedAnswer`] with variants for
+/// that variant, with its `Content-Encoding` and `ETag`, and says
+/// `Vary: Accept-Encoding`; any other response is left as it is. Picked
+/// before the conditional GET compares tags, so a 304 is judged against the
+/// variant's tag.
+pub fn serve_prepared(accepted: AcceptedCodings, response: Response) -> Response {
     let Some(PreparedAnswer(prepared)) = response.extensions().get::<PreparedAnswer>().cloned() else {
         return response;
     };

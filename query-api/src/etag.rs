@@ -15,6 +15,7 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use sha2::{Digest, Sha256};
 
+use crate::encoding::{self, AcceptedCodings};
 use crate::error::{ApiError, ErrorCode};
 
 /// Bytes of the SHA-256 kept in the tag: 128 bits make a collision between
@@ -50,10 +51,17 @@ fn opaque(tag: &str) -> &str {
     tag.trim().trim_start_matches("W/")
 }
 
-/// Middleware for GET routes: tags a 200 answer, and turns it into a 304 with
-/// no body when the request already holds that tag. An answer that comes
-/// with its `ETag` (computed once with a kept body) keeps it, unhashed.
+/// Middleware for GET routes: answers a prepared answer's variant that the
+/// request accepts ([`encoding::serve_prepared`]), tags a 200 answer, and
+/// turns it into a 304 with no body when the request already holds that
+/// tag. An answer that comes with its `ETag` (computed once with a kept
+/// body) keeps it, unhashed.
+///
+/// One middleware for both, not a layer each: every layer boxes its future
+/// and clones the route beneath it on each request, and on a cached read
+/// that bookkeeping is a good part of the cost.
 pub async fn conditional_get(request: Request, next: Next) -> Response {
+    let accepted = AcceptedCodings::of(request.headers());
     // Only the validators, and only when sent: most requests send none.
     let mut conditions = HeaderMap::new();
     for value in request.headers().get_all(header::IF_NONE_MATCH) {
@@ -63,6 +71,7 @@ pub async fn conditional_get(request: Request, next: Next) -> Response {
     if response.status() != StatusCode::OK {
         return response;
     }
+    let response = encoding::serve_prepared(accepted, response);
     if let Some(tag) = response.headers().get(header::ETAG).cloned() {
         return if none_match_hits(&conditions, &tag) { not_modified(response.headers(), tag) } else { response };
     }

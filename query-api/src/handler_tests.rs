@@ -348,6 +348,33 @@ async fn cors_allows_only_configured_origins() {
 }
 
 #[tokio::test]
+async fn without_configured_origins_no_answer_carries_cors_headers() {
+    let app = offline_app(Duration::from_secs(5));
+    let read = Request::builder()
+        .uri("/healthz")
+        .header(header::ORIGIN, "https://shop.example")
+        .body(Body::empty())
+        .expect("request");
+    let answer = send(&app, read).await;
+    assert_eq!(answer.status, StatusCode::OK);
+    let cors_headers: Vec<_> =
+        answer.headers.keys().filter(|name| name.as_str().starts_with("access-control-")).collect();
+    assert!(cors_headers.is_empty(), "{cors_headers:?}");
+    // The answer is the same for every origin: nothing to vary by.
+    assert!(answer.headers.get(header::VARY).is_none_or(|vary| !vary.to_str().expect("ascii").contains("origin")));
+    let preflight = Request::builder()
+        .method(Method::OPTIONS)
+        .uri("/v1/products/PRODUCT001/comments")
+        .header(header::ORIGIN, "https://shop.example")
+        .header(header::ACCESS_CONTROL_REQUEST_METHOD, "GET")
+        .body(Body::empty())
+        .expect("request");
+    let refused = send(&app, preflight).await;
+    assert_eq!(refused.status, StatusCode::METHOD_NOT_ALLOWED);
+    assert!(refused.headers.get(header::ACCESS_CONTROL_ALLOW_ORIGIN).is_none());
+}
+
+#[tokio::test]
 async fn the_openapi_document_lists_every_route() {
     let app = offline_app(Duration::from_secs(5));
     let document = get(&app, "/openapi.json").await.json();

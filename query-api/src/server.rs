@@ -3,7 +3,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use axum::extract::{DefaultBodyLimit, Request, State};
+use axum::extract::Request;
 use axum::http::{header, HeaderName, HeaderValue, Method, StatusCode};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
@@ -18,7 +18,6 @@ use utoipa_axum::router::OpenApiRouter;
 
 use crate::clients;
 use crate::connections::serve_connections;
-use crate::encoding;
 use crate::error::{ApiError, ErrorCode};
 use crate::etag;
 use crate::front_door::{self, REQUEST_ID_HEADER};
@@ -28,9 +27,6 @@ use crate::routes::answers::{documented, Answers};
 use crate::routes::seed::SeedIndex;
 use crate::state::AppState;
 use crate::telemetry;
-
-/// The largest request body accepted; the seed's next-page bodies are well under 1 KiB.
-const MAX_BODY_BYTES: usize = 16 * 1024;
 
 /// How often histogram samples are folded into the exported buckets.
 const METRICS_UPKEEP_EVERY: Duration = Duration::from_secs(5);
@@ -63,8 +59,7 @@ fn routes(state: &AppState) -> Router<AppState> {
         .routes(documented(utoipa_axum::routes!(seed::seed_user_latest), Answers::SEED_PAGE))
         .routes(documented(utoipa_axum::routes!(seed::seed_ranked), Answers::SEED_RANKED))
         .route(widget::SCRIPT_PATH, get(widget::widget_script))
-        // A prepared answer's variant is picked before its tag is compared.
-        .route_layer(middleware::from_fn(encoding::serve_prepared))
+        // The variant a request accepts, and 304 when it holds that variant's tag.
         .route_layer(middleware::from_fn(etag::conditional_get))
         // Documented by `ApiDoc` from `seed_next`: one operation, two indexes.
         .route(SeedIndex::Product.next_page_path(), seed::next_page_route(SeedIndex::Product))
@@ -77,10 +72,10 @@ fn routes(state: &AppState) -> Router<AppState> {
     } else {
         reads
     };
-    let reads = reads.route_layer(middleware::from_fn_with_state(
-        clients::Shedding::new(state.clients().clone(), state.store().clone()),
-        clients::shed_fairly,
-    ));
+    let shedding = clients::Shedding::new(state.clients().clone(), state.store().clone());
+    let reads = reads.route_layer(middleware::from_fn(move |request: Request, next: Next| {
+        clients::shed_fairly(shedding.clone(), request, next)
+    }));
     let mut router = reads
         .routes(documented(utoipa_axum::routes!(ops::healthz), Answers::OPERATIONS))
         .routes(documented(utoipa_axum::routes!(ops::readyz), Answers::OPERATIONS));
@@ -101,8 +96,8 @@ fn routes(state: &AppState) -> Router<AppState> {
 }
 
 /// Wraps `routes` in the service's middleware, outermost first: the front
-/// door (request id, span, metrics, per-request compression), CORS, the body
-/// limit, the request deadline, and innermost the panic catcher. Tests wrap
+/// door (request id, span, metrics, per-request compression), CORS (when
+/// origins are configured), the request deadline, and innermost the panic catcher. Tests wrap
 /// routes of their own in it to reach what no real route does (a handler
 /// that panics).
 pub(crate) fn with_middleware(routes: Router<AppState>, state: AppState) -> Router {
@@ -112,9 +107,10 @@ pub(crate) fn with_middleware(routes: Router<AppState>, state: AppState) -> Rout
         .layer(middleware::from_fn(front_door::front_door))
         // Inside the front door, so a preflight is counted like any request;
         // outside the deadline, so a 503 for a late answer can be read by a browser.
-        .layer(cors)
-        .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
-        .layer(middleware::from_fn_with_state(request_timeout, enforce_deadline))
+        .option_layer(cors)
+        .layer(middleware::from_fn(move |request: Request, next: Next| {
+            enforce_deadline(request_timeout, request, next)
+        }))
         // Innermost, so a panic becomes a 500 that the layers above still log,
         // count and tag with the request id.
         .layer(CatchPanicLayer::custom(panic_response));
@@ -126,13 +122,19 @@ pub fn metrics_app(state: AppState) -> Router {
     Router::new().route("/metrics", get(routes::ops::metrics)).fallback(routes::not_found).with_state(state)
 }
 
-/// CORS for browser frontends: only the configured origins, `*` for any, none
-/// when empty. A frontend may send its API key (`api_key_header`), revalidate
+/// CORS for browser frontends: only the configured origins, `*` for any;
+/// no layer at all when none is configured. Then no other origin may read an
+/// answer, and an answer is the same whatever origin asks, so there is no
+/// header to add, not even `Vary: Origin`, and a preflight is answered as
+/// any request the routes do not take (405). A frontend may send its API key (`api_key_header`), revalidate
 /// what it holds (`If-None-Match`) and name its request (`x-request-id`); it
 /// may read what tells a fresh answer from a kept one (`ETag`, `Age`,
 /// [`REPLICA_READ_HEADER`]), the request id to quote in a report, and when to
 /// retry (`Retry-After`).
-fn cors_layer(origins: &[String], api_key_header: &axum::http::HeaderName) -> CorsLayer {
+fn cors_layer(origins: &[String], api_key_header: &axum::http::HeaderName) -> Option<CorsLayer> {
+    if origins.is_empty() {
+        return None;
+    }
     let allowed = if origins.iter().any(|origin| origin == "*") {
         AllowOrigin::any()
     } else {
@@ -148,7 +150,7 @@ fn cors_layer(origins: &[String], api_key_header: &axum::http::HeaderName) -> Co
             .collect();
         AllowOrigin::list(parsed)
     };
-    CorsLayer::new()
+    let layer = CorsLayer::new()
         .allow_origin(allowed)
         .allow_methods([Method::GET, Method::POST])
         .allow_headers([header::CONTENT_TYPE, header::IF_NONE_MATCH, REQUEST_ID_HEADER, api_key_header.clone()])
@@ -159,7 +161,8 @@ fn cors_layer(origins: &[String], api_key_header: &axum::http::HeaderName) -> Co
             REQUEST_ID_HEADER,
             HeaderName::from_static(REPLICA_READ_HEADER),
         ])
-        .max_age(Duration::from_secs(3_600))
+        .max_age(Duration::from_secs(3_600));
+    Some(layer)
 }
 
 /// Answers 503 when a request outlives the service's deadline, and hands the
@@ -173,10 +176,10 @@ fn cors_layer(origins: &[String], api_key_header: &axum::http::HeaderName) -> Co
 /// timeline`) says so in [`REPLICA_READ_HEADER`], and is counted by route
 /// ([`telemetry::ServedFromReplica`]). An error or a kept copy says nothing
 /// of the reads that did not make it.
-async fn enforce_deadline(State(deadline): State<Duration>, request: Request, next: Next) -> Response {
+async fn enforce_deadline(deadline: Duration, request: Request, next: Next) -> Response {
     let request_deadline = std::time::Instant::now() + deadline;
     let work = common::hbase::with_deadline(request_deadline, common::hbase::noting_replica_reads(next.run(request)));
-    match tokio::time::timeout(deadline, work).await {
+    match tokio::time::timeout_at(request_deadline.into(), work).await {
         Ok((mut response, from_replica)) => {
             let fresh = (response.status().is_success() || response.status() == StatusCode::NOT_MODIFIED)
                 && response.extensions().get::<telemetry::ServedStale>().is_none();

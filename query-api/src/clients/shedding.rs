@@ -1,8 +1,9 @@
 //! The middleware that applies the clients' limits to every request it wraps.
 
 use std::net::SocketAddr;
+use std::sync::Arc;
 
-use axum::extract::{ConnectInfo, Request, State};
+use axum::extract::{ConnectInfo, Request};
 use axum::http::{header, HeaderValue};
 use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
@@ -12,17 +13,19 @@ use super::shares::Load;
 use super::Clients;
 use crate::error::{ApiError, ErrorCode};
 
-/// What [`shed_fairly`] reads: the clients and how HBase is doing; smaller
-/// than the whole `AppState`, since every request clones it.
+/// What [`shed_fairly`] reads: the clients and how HBase is doing, behind
+/// one `Arc`, since every request clones it.
 #[derive(Clone)]
-pub(crate) struct Shedding {
+pub(crate) struct Shedding(Arc<SheddingParts>);
+
+struct SheddingParts {
     clients: Clients,
     store: ReadStore,
 }
 
 impl Shedding {
     pub(crate) fn new(clients: Clients, store: ReadStore) -> Shedding {
-        Shedding { clients, store }
+        Shedding(Arc::new(SheddingParts { clients, store }))
     }
 }
 
@@ -31,9 +34,9 @@ impl Shedding {
 /// `Retry-After`, and holds the admission of the others until their answer
 /// is ready. It wraps the reads only (`crate::server::routes`): the probes
 /// and `/metrics` must show the service as it is, not as one of its clients.
-pub(crate) async fn shed_fairly(State(shedding): State<Shedding>, request: Request, next: Next) -> Response {
+pub(crate) async fn shed_fairly(shedding: Shedding, request: Request, next: Next) -> Response {
     let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(address)| address.ip());
-    let Shedding { clients, store } = &shedding;
+    let SheddingParts { clients, store } = &*shedding.0;
     let client = clients.identify(peer, request.headers());
     let load = Load {
         busy: store.hbase_busy(),

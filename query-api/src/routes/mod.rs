@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use axum::body::Bytes;
 use axum::http::{header, HeaderValue, Method, Uri};
 use axum::response::{IntoResponse, Response};
+use futures_util::FutureExt as _;
 use utoipa::IntoResponses;
 
 use crate::encoding::Prepared;
@@ -60,32 +61,45 @@ const STALE_ANSWER_MARGIN: Duration = Duration::from_millis(250);
 /// one. When HBase fails (unavailable, busy, or too slow for the request's
 /// deadline less [`STALE_ANSWER_MARGIN`]), answers the last good one instead,
 /// marked stale, when one is kept; otherwise the failure.
-pub(crate) async fn answer_kept(
-    state: &AppState,
+///
+/// Not an `async fn`, and no `await` in it: what follows the read is
+/// synchronous, so the future returned is the read's, timed, with a map
+/// over its outcome. An `async fn` (or block) would hold `fresh` as its
+/// argument and again where it awaits it, twice the bytes on every read's
+/// future, copied as that future moves through the layers.
+pub(crate) fn answer_kept<'state>(
+    state: &'state AppState,
     read: PageRead,
-    fresh: impl Future<Output = Result<Answer, ApiError>>,
-) -> Result<Response, ApiError> {
-    let Some(last_good) = state.last_good() else {
-        return fresh.await.map(fresh_response);
-    };
+    fresh: impl Future<Output = Result<Answer, ApiError>> + 'state,
+) -> impl Future<Output = Result<Response, ApiError>> + 'state {
+    let last_good = state.last_good();
     let request_timeout = state.settings().request_timeout;
-    let deadline = request_timeout.saturating_sub(STALE_ANSWER_MARGIN.min(request_timeout / 4));
-    let outcome = tokio::time::timeout(deadline, fresh).await.unwrap_or_else(|_| Err(ApiError::timeout(deadline)));
-    match outcome {
-        Ok(answer) => {
-            last_good.remember(read, &answer);
-            Ok(fresh_response(answer))
-        }
-        Err(error) if error.code().is_store_failure() => match last_good.recall(&read) {
-            Some(kept) => {
-                // Counted by route in reviews_api_stale_answers_total; one line per answer would flood the log in an outage.
-                tracing::debug!(cause = %error, "HBase failed; answering the last good copy");
-                Ok(stale_response(&kept, last_good.keep_for()))
+    // Without kept answers there is nothing to leave time for: the request's own deadline applies.
+    let deadline = match last_good {
+        Some(_) => request_timeout.saturating_sub(STALE_ANSWER_MARGIN.min(request_timeout / 4)),
+        None => request_timeout,
+    };
+    tokio::time::timeout(deadline, fresh).map(move |outcome| {
+        let outcome = outcome.unwrap_or_else(|_| Err(ApiError::timeout(deadline)));
+        let Some(last_good) = last_good else {
+            return outcome.map(fresh_response);
+        };
+        match outcome {
+            Ok(answer) => {
+                last_good.remember(read, &answer);
+                Ok(fresh_response(answer))
             }
-            None => Err(error),
-        },
-        Err(error) => Err(error),
-    }
+            Err(error) if error.code().is_store_failure() => match last_good.recall(&read) {
+                Some(kept) => {
+                    // Counted by route in reviews_api_stale_answers_total; one line per answer would flood the log in an outage.
+                    tracing::debug!(cause = %error, "HBase failed; answering the last good copy");
+                    Ok(stale_response(&kept, last_good.keep_for()))
+                }
+                None => Err(error),
+            },
+            Err(error) => Err(error),
+        }
+    })
 }
 
 /// A fresh answer: its body, `Content-Type`, `Cache-Control` and (when

@@ -4,7 +4,7 @@
 
 use std::time::Instant;
 
-use axum::extract::State;
+use axum::extract::{DefaultBodyLimit, State};
 use axum::response::Response;
 use axum::routing::{post, MethodRouter};
 use base64::alphabet;
@@ -115,7 +115,12 @@ pub fn next_page_route(index: SeedIndex) -> MethodRouter<AppState> {
     post(move |State(state): State<AppState>, JsonBody(request): JsonBody<SeedPageRequest>| {
         seed_next(index, state, request)
     })
+    // The only routes that read a body: the limit is theirs, not a layer every read passes.
+    .layer(DefaultBodyLimit::max(MAX_BODY_BYTES))
 }
+
+/// The largest request body accepted; the seed's next-page bodies are well under 1 KiB.
+const MAX_BODY_BYTES: usize = 16 * 1024;
 
 /// Completes the OpenAPI document of the next-page routes: the user's route is
 /// the product's operation (documented on [`seed_next`]) for the other index,

@@ -138,7 +138,9 @@ pub async fn v1_ranked_comments(
         let ranking = ranking_reads::ranking(&state, product).await?;
         // The answer is as old as the ranking it shows, however recently its authors were read.
         if query.include_author {
-            let prepared = pages::ranked_with_authors(&state, product, &ranking, limit).await?;
+            // Boxed: its reads of HBase make a future kilobytes large, which
+            // every cached read would otherwise carry and copy.
+            let prepared = Box::pin(pages::ranked_with_authors(&state, product, &ranking, limit)).await?;
             return Ok(prepared_answer(&state, prepared, ranking.read_at()));
         }
         Ok(prepared_answer(&state, ranking.v1_body(limit).map_err(render_error)?, ranking.read_at()))
