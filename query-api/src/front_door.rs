@@ -1,6 +1,6 @@
 //! What every request gets on its way in and its answer on its way out, in
-//! one middleware: its request id, its span, its metrics and access line,
-//! and the per-request compression of its answer.
+//! one middleware: its request id, its span, its deadline, its metrics and
+//! access line, and the per-request compression of its answer.
 //!
 //! One middleware, not a layer for each: every layer boxes its future and
 //! clones the service beneath it on each request, and on a cached read,
@@ -9,23 +9,27 @@
 //! frame of the body), and a request id comes from the thread's random
 //! generator, not from a system call.
 
-use std::time::Instant;
+use std::future::Future;
+use std::time::{Duration, Instant};
 
 use axum::extract::Request;
-use axum::http::{HeaderName, HeaderValue};
+use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::middleware::Next;
-use axum::response::Response;
+use axum::response::{IntoResponse, Response};
 use tracing::Instrument as _;
 
 use crate::encoding::{self, AcceptedCodings};
+use crate::error::ApiError;
+use crate::server::REPLICA_READ_HEADER;
 use crate::telemetry;
 
 /// The header naming a request, taken from the client or made here, and sent back.
 pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id");
 
-/// The middleware, outermost of the service's: every answer, an error or a
-/// refusal included, carries the request's id and is counted by route.
-pub async fn front_door(mut request: Request, next: Next) -> Response {
+/// The middleware, outermost of the service's but CORS: every answer, an
+/// error or a refusal included, carries the request's id and is counted by
+/// route; none takes longer than `deadline` ([`within_deadline`]).
+pub async fn front_door(deadline: Duration, mut request: Request, next: Next) -> Response {
     let request_id = match request.headers().get(&REQUEST_ID_HEADER) {
         Some(chosen_by_the_client) => chosen_by_the_client.clone(),
         None => {
@@ -40,7 +44,7 @@ pub async fn front_door(mut request: Request, next: Next) -> Response {
     let (span, exported) = telemetry::request_span(&request, &request_id, &route);
     let started = Instant::now();
     async move {
-        let response = next.run(request).await;
+        let response = within_deadline(started + deadline, deadline, next.run(request)).await;
         let mut response = encoding::compress_per_request(accepted, response).await;
         let span = tracing::Span::current();
         telemetry::record_answer(&span, exported, route.as_str(), &method, started.elapsed(), &response);
@@ -49,6 +53,36 @@ pub async fn front_door(mut request: Request, next: Next) -> Response {
     }
     .instrument(span)
     .await
+}
+
+/// Answers 503 when a request outlives the service's deadline (`deadline`
+/// after it came, at `ends`), and hands the deadline down to every HBase
+/// operation the request starts ([`common::hbase::with_deadline`]): the
+/// second read of a request gets what is left of it, not a fresh operation
+/// timeout, and once the request has given up its HBase work is not started.
+///
+/// A fresh answer (2xx or 304, not a last good copy) any part of which a
+/// secondary region replica served (a timeline read, `--read-consistency
+/// timeline`) says so in [`REPLICA_READ_HEADER`], and is counted by route
+/// ([`telemetry::ServedFromReplica`]). An error or a kept copy says nothing
+/// of the reads that did not make it.
+///
+/// Part of the front door rather than a layer of its own: every layer boxes
+/// its future and clones the service beneath it on each request.
+async fn within_deadline(ends: Instant, deadline: Duration, answer: impl Future<Output = Response>) -> Response {
+    let work = common::hbase::with_deadline(ends, common::hbase::noting_replica_reads(answer));
+    match tokio::time::timeout_at(ends.into(), work).await {
+        Ok((mut response, from_replica)) => {
+            let fresh = (response.status().is_success() || response.status() == StatusCode::NOT_MODIFIED)
+                && response.extensions().get::<telemetry::ServedStale>().is_none();
+            if from_replica && fresh {
+                response.headers_mut().insert(REPLICA_READ_HEADER, HeaderValue::from_static("stale"));
+                response.extensions_mut().insert(telemetry::ServedFromReplica);
+            }
+            response
+        }
+        Err(_) => ApiError::timeout(deadline).into_response(),
+    }
 }
 
 /// A new request id: a random (version 4) UUID, from the thread's

@@ -575,3 +575,34 @@ async fn a_panicking_handler_answers_a_generic_500_through_the_services_middlewa
     let metrics = get(&offline_app(Duration::from_secs(5)), "/metrics").await.text();
     assert!(metrics.contains("route=\"/boom\",status=\"500\""), "the 500 is counted: {metrics}");
 }
+
+#[tokio::test]
+async fn a_browser_can_read_the_503_of_an_answer_later_than_the_deadline() {
+    // No real route is reliably slow without HBase, so a route of the test's
+    // own, slower than the deadline, is wrapped in the service's middleware.
+    let routes = Router::new().route(
+        "/slow",
+        axum::routing::get(|| async {
+            tokio::time::sleep(Duration::from_secs(5)).await;
+            "too late"
+        }),
+    );
+    let store = ReadStore::new(Hbase::new(HbaseConfig::default()), Tables::with_prefix("slow_").expect("prefix"));
+    let settings = Settings {
+        request_timeout: Duration::from_millis(50),
+        cors_origins: vec!["https://shop.example".to_owned()],
+        ..Settings::default()
+    };
+    let router = crate::server::with_middleware(routes, AppState::new(store, settings));
+    let read = Request::builder()
+        .uri("/slow")
+        .header(header::ORIGIN, "https://shop.example")
+        .body(Body::empty())
+        .expect("request");
+    let answer = send(&router, read).await;
+    answer.assert_error(StatusCode::SERVICE_UNAVAILABLE, "timeout");
+    assert_eq!(answer.headers[header::ACCESS_CONTROL_ALLOW_ORIGIN], "https://shop.example");
+    assert!(answer.headers.contains_key("x-request-id"));
+    let exposed = answer.headers[header::ACCESS_CONTROL_EXPOSE_HEADERS].to_str().expect("ascii");
+    assert!(exposed.contains("retry-after") && exposed.contains("x-request-id"), "{exposed}");
+}

@@ -4,7 +4,7 @@ use std::future::Future;
 use std::time::Duration;
 
 use axum::extract::Request;
-use axum::http::{header, HeaderName, HeaderValue, Method, StatusCode};
+use axum::http::{header, HeaderName, HeaderValue, Method};
 use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
@@ -26,7 +26,6 @@ use crate::routes;
 use crate::routes::answers::{documented, Answers};
 use crate::routes::seed::SeedIndex;
 use crate::state::AppState;
-use crate::telemetry;
 
 /// How often histogram samples are folded into the exported buckets.
 const METRICS_UPKEEP_EVERY: Duration = Duration::from_secs(5);
@@ -95,21 +94,21 @@ fn routes(state: &AppState) -> Router<AppState> {
         .method_not_allowed_fallback(routes::method_not_allowed)
 }
 
-/// Wraps `routes` in the service's middleware, outermost first: the front
-/// door (request id, span, metrics, per-request compression), CORS (when
-/// origins are configured), the request deadline, and innermost the panic catcher. Tests wrap
-/// routes of their own in it to reach what no real route does (a handler
-/// that panics).
+/// Wraps `routes` in the service's middleware, outermost first: CORS (when
+/// origins are configured), the front door (request id, span, deadline,
+/// metrics, per-request compression), and innermost the panic catcher.
+/// Tests wrap routes of their own in it to reach what no real route does (a
+/// handler that panics).
 pub(crate) fn with_middleware(routes: Router<AppState>, state: AppState) -> Router {
     let request_timeout = state.settings().request_timeout;
     let cors = cors_layer(&state.settings().cors_origins, &state.settings().clients.api_key_header);
     let middleware = ServiceBuilder::new()
-        .layer(middleware::from_fn(front_door::front_door))
-        // Inside the front door, so a preflight is counted like any request;
-        // outside the deadline, so a 503 for a late answer can be read by a browser.
+        // Outermost, so every answer a browser may read carries its headers,
+        // the front door's 503 for a late answer among them. A preflight is
+        // answered here, before the front door: it is not counted.
         .option_layer(cors)
         .layer(middleware::from_fn(move |request: Request, next: Next| {
-            enforce_deadline(request_timeout, request, next)
+            front_door::front_door(request_timeout, request, next)
         }))
         // Innermost, so a panic becomes a 500 that the layers above still log,
         // count and tag with the request id.
@@ -163,34 +162,6 @@ fn cors_layer(origins: &[String], api_key_header: &axum::http::HeaderName) -> Op
         ])
         .max_age(Duration::from_secs(3_600));
     Some(layer)
-}
-
-/// Answers 503 when a request outlives the service's deadline, and hands the
-/// deadline down to every HBase operation the request starts
-/// ([`common::hbase::with_deadline`]): the second read of a request gets what
-/// is left of it, not a fresh operation timeout, and once the request has
-/// given up its HBase work is not started.
-///
-/// A fresh answer (2xx or 304, not a last good copy) any part of which a
-/// secondary region replica served (a timeline read, `--read-consistency
-/// timeline`) says so in [`REPLICA_READ_HEADER`], and is counted by route
-/// ([`telemetry::ServedFromReplica`]). An error or a kept copy says nothing
-/// of the reads that did not make it.
-async fn enforce_deadline(deadline: Duration, request: Request, next: Next) -> Response {
-    let request_deadline = std::time::Instant::now() + deadline;
-    let work = common::hbase::with_deadline(request_deadline, common::hbase::noting_replica_reads(next.run(request)));
-    match tokio::time::timeout_at(request_deadline.into(), work).await {
-        Ok((mut response, from_replica)) => {
-            let fresh = (response.status().is_success() || response.status() == StatusCode::NOT_MODIFIED)
-                && response.extensions().get::<telemetry::ServedStale>().is_none();
-            if from_replica && fresh {
-                response.headers_mut().insert(REPLICA_READ_HEADER, HeaderValue::from_static("stale"));
-                response.extensions_mut().insert(telemetry::ServedFromReplica);
-            }
-            response
-        }
-        Err(_) => ApiError::timeout(deadline).into_response(),
-    }
 }
 
 /// The header of an answer read (in part) from a secondary region replica,
