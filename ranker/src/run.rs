@@ -63,15 +63,54 @@ fn run_span(options: &RunOptions, pass: Pass) -> tracing::Span {
         scope = ?options.scope,
         as_of_ms = options.as_of_ms,
         concurrency = options.concurrency,
+        products_traced = tracing::field::Empty,
+        products_untraced = tracing::field::Empty,
     )
 }
 
-/// The span of one product's ranking, every attempt of it, under the run's.
-fn product_span(product: &Id) -> tracing::Span {
-    if !common::traces::in_kept_trace() {
-        return tracing::Span::none();
+/// The most products of one pass that get a span of their own (with their
+/// HBase calls under it): a nightly run ranks millions of products, and a
+/// trace of millions of spans is one no trace store shows. The first ones a
+/// pass starts are traced; the pass's span counts the rest.
+const MAX_TRACED_PRODUCTS: u64 = 1_000;
+
+/// The spans of a pass's products: one for each of the first
+/// [`MAX_TRACED_PRODUCTS`] under a kept trace, none for the others.
+#[derive(Debug, Default)]
+struct ProductSpans {
+    traced: u64,
+    untraced: u64,
+}
+
+impl ProductSpans {
+    /// The span of `product`'s ranking, every attempt of it, under the pass's.
+    fn next(&mut self, product: &Id) -> tracing::Span {
+        if !common::traces::in_kept_trace() {
+            return tracing::Span::none();
+        }
+        if !self.take_one() {
+            return tracing::Span::none();
+        }
+        tracing::info_span!("product", otel.name = "rank product", product = %product)
     }
-    tracing::info_span!("product", otel.name = "rank product", product = %product)
+
+    /// Whether the next product of the pass is traced, counting it either way.
+    fn take_one(&mut self) -> bool {
+        if self.traced < MAX_TRACED_PRODUCTS {
+            self.traced += 1;
+            true
+        } else {
+            self.untraced += 1;
+            false
+        }
+    }
+
+    /// Records the counts on the pass's span (the current one).
+    fn record_on_pass(&self) {
+        let pass = tracing::Span::current();
+        pass.record("products_traced", self.traced);
+        pass.record("products_untraced", self.untraced);
+    }
 }
 
 /// Reads exactly what [`run`] reads (the same discovery, index pages and
@@ -226,6 +265,7 @@ async fn rank_each(
     // Which product each task ranks, so that even a task that panicked is reported by name.
     let mut task_products: HashMap<tokio::task::Id, Id> = HashMap::new();
     let mut listed_all = false;
+    let mut spans = ProductSpans::default();
     loop {
         while in_flight.len() >= concurrency {
             if let Some(done) = in_flight.join_next_with_id().await {
@@ -252,7 +292,7 @@ async fn rank_each(
                 }
                 let worker = worker.clone();
                 let id = product.product;
-                let span = product_span(&id);
+                let span = spans.next(&id);
                 let task = in_flight.spawn(async move { worker.product(product).await }.instrument(span));
                 task_products.insert(task.id(), id);
             }
@@ -262,6 +302,7 @@ async fn rank_each(
             }
         }
     }
+    spans.record_on_pass();
     let cuts = products.cuts().filter(|_| listed_all && report.failures.is_empty());
     // Stop discovery before waiting on the products in flight.
     drop(products);
@@ -579,5 +620,18 @@ impl Worker {
                 })
             }
         }
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_pass_traces_its_first_products_only_and_counts_the_rest() {
+        let mut spans = ProductSpans::default();
+        let traced = (0..MAX_TRACED_PRODUCTS + 5).filter(|_| spans.take_one()).count();
+        assert_eq!(u64::try_from(traced).expect("count"), MAX_TRACED_PRODUCTS);
+        assert_eq!((spans.traced, spans.untraced), (MAX_TRACED_PRODUCTS, 5));
     }
 }
