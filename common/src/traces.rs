@@ -204,14 +204,34 @@ pub fn root_span(headers: Option<&http::HeaderMap>, make: impl FnOnce(bool) -> t
     if !kept && !LOGS_SHOW_ROOT_SPANS.load(Ordering::Relaxed) {
         return tracing::Span::none();
     }
-    ROOT_KEPT.with(|root| root.set(Some(kept)));
-    let span = make(kept);
-    ROOT_KEPT.with(|root| root.set(None));
+    let span = {
+        let _deciding = RootDecision::hold(kept);
+        make(kept)
+    };
     if kept && parent.has_active_span() {
         // Fails only when the span is disabled: then there is nothing to continue.
         let _ = span.set_parent(parent);
     }
     span
+}
+
+/// The decision on the root span being made, told to the export's filter
+/// ([`exported`]) through [`ROOT_KEPT`] for as long as it is held, and
+/// withdrawn when dropped, even when making the span panics: a decision left
+/// behind would mark the thread's next spans as roots.
+struct RootDecision;
+
+impl RootDecision {
+    fn hold(kept: bool) -> RootDecision {
+        ROOT_KEPT.with(|root| root.set(Some(kept)));
+        RootDecision
+    }
+}
+
+impl Drop for RootDecision {
+    fn drop(&mut self) {
+        ROOT_KEPT.with(|root| root.set(None));
+    }
 }
 
 /// The root span of a piece of work that only a trace reads (a command, a
@@ -224,9 +244,11 @@ pub fn root_span_for_trace(make: impl FnOnce() -> tracing::Span) -> tracing::Spa
 /// Whether the trace of a root span under `parent` (a remote caller's, or
 /// none) is kept, by the head sampler.
 fn kept(parent: &opentelemetry::Context) -> bool {
-    let Some(sampler) = HEAD_SAMPLER.get() else {
-        return false;
-    };
+    HEAD_SAMPLER.get().is_some_and(|sampler| sampled(sampler.as_ref(), parent))
+}
+
+/// Whether `sampler` keeps a trace whose root span is under `parent`.
+fn sampled(sampler: &dyn ShouldSample, parent: &opentelemetry::Context) -> bool {
     let remote = parent.span().span_context().clone();
     // A trace begun here has no id yet; a ratio sampler needs one, and any
     // random one keeps the same share of traces.
@@ -250,4 +272,42 @@ where
         }
     }
     context.lookup_current().is_some()
+}
+
+#[cfg(test)]
+mod tests {
+    use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceState};
+
+    use super::*;
+
+    fn caller(sampled: bool) -> opentelemetry::Context {
+        let flags = if sampled { TraceFlags::SAMPLED } else { TraceFlags::default() };
+        let remote = SpanContext::new(TraceId::from(7_u128), SpanId::from(3_u64), flags, true, TraceState::default());
+        opentelemetry::Context::new().with_remote_span_context(remote)
+    }
+
+    #[test]
+    fn a_parent_based_sampler_follows_the_callers_decision_and_samples_its_own_traces_by_ratio() {
+        let sampler = Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(0.0)));
+        assert!(sampled(&sampler, &caller(true)), "a caller's kept trace is continued");
+        assert!(!sampled(&sampler, &caller(false)), "a caller's dropped trace stays dropped");
+        assert!(!sampled(&sampler, &opentelemetry::Context::new()), "ratio 0 keeps none of its own");
+        let all = Sampler::ParentBased(Box::new(Sampler::TraceIdRatioBased(1.0)));
+        assert!(sampled(&all, &opentelemetry::Context::new()), "ratio 1 keeps every trace begun here");
+        // A ratio sampler needs a trace id even for a trace begun here: a
+        // random one keeps about the share asked for.
+        let tenth = Sampler::TraceIdRatioBased(0.1);
+        let kept = (0..10_000).filter(|_| sampled(&tenth, &opentelemetry::Context::new())).count();
+        assert!((700..1_300).contains(&kept), "{kept} of 10,000 kept at 0.1");
+    }
+
+    #[test]
+    fn a_root_decision_is_withdrawn_even_when_making_the_span_panics() {
+        let outcome = std::panic::catch_unwind(|| {
+            let _deciding = RootDecision::hold(true);
+            panic!("making the span failed");
+        });
+        assert!(outcome.is_err());
+        assert_eq!(ROOT_KEPT.with(Cell::get), None);
+    }
 }
