@@ -20,7 +20,6 @@ use tracing::Instrument as _;
 
 use crate::encoding::{self, AcceptedCodings};
 use crate::error::ApiError;
-use crate::server::REPLICA_READ_HEADER;
 use crate::telemetry;
 
 /// The header naming a request, taken from the client or made here, and sent back.
@@ -84,6 +83,10 @@ async fn within_deadline(ends: Instant, deadline: Duration, answer: impl Future<
         Err(_) => ApiError::timeout(deadline).into_response(),
     }
 }
+
+/// The header of an answer read (in part) from a secondary region replica,
+/// whose rows may lag the primary's by about a second: `X-Replica-Read: stale`.
+pub const REPLICA_READ_HEADER: &str = "x-replica-read";
 
 /// A new request id: a random (version 4) UUID, from the thread's
 /// generator (seeded from the operating system, and reseeded by it).

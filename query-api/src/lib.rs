@@ -30,6 +30,7 @@
 //!   generated document and `/docs`.
 
 pub mod clients;
+pub mod conditional;
 pub mod config;
 pub mod connections;
 pub mod encoding;

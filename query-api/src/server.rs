@@ -17,10 +17,10 @@ use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
 
 use crate::clients;
+use crate::conditional;
 use crate::connections::serve_connections;
 use crate::error::{ApiError, ErrorCode};
-use crate::etag;
-use crate::front_door::{self, REQUEST_ID_HEADER};
+use crate::front_door::{self, REPLICA_READ_HEADER, REQUEST_ID_HEADER};
 use crate::openapi::{self, ApiDoc, TypedParameters};
 use crate::routes;
 use crate::routes::answers::{documented, Answers};
@@ -59,7 +59,7 @@ fn routes(state: &AppState) -> Router<AppState> {
         .routes(documented(utoipa_axum::routes!(seed::seed_ranked), Answers::SEED_RANKED))
         .route(widget::SCRIPT_PATH, get(widget::widget_script))
         // The variant a request accepts, and 304 when it holds that variant's tag.
-        .route_layer(middleware::from_fn(etag::conditional_get))
+        .route_layer(middleware::from_fn(conditional::conditional_get))
         // Documented by `ApiDoc` from `seed_next`: one operation, two indexes.
         .route(SeedIndex::Product.next_page_path(), seed::next_page_route(SeedIndex::Product))
         .route(SeedIndex::User.next_page_path(), seed::next_page_route(SeedIndex::User));
@@ -163,10 +163,6 @@ fn cors_layer(origins: &[String], api_key_header: &axum::http::HeaderName) -> Op
         .max_age(Duration::from_secs(3_600));
     Some(layer)
 }
-
-/// The header of an answer read (in part) from a secondary region replica,
-/// whose rows may lag the primary's by about a second: `X-Replica-Read: stale`.
-pub const REPLICA_READ_HEADER: &str = "x-replica-read";
 
 /// The answer when a handler panicked: a generic 500; the panic goes to the log.
 pub(crate) fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
