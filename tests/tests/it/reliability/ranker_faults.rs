@@ -206,7 +206,7 @@ async fn a_ranker_killed_mid_run_then_rerun_leaves_the_same_bytes_as_an_uninterr
 async fn a_gateway_dying_mid_run_fails_products_visibly_and_a_rerun_leaves_no_mix() {
     // Enough work (one product at a time, 24 comments in pages of 2, at a
     // capped rate) that the run is still going when the gateway is gone.
-    let catalogue = Catalogue { products: 150, comments_per_product: 24, users: 40 };
+    let catalogue = Catalogue { products: 300, comments_per_product: 24, users: 40 };
     let source = load_changed_catalogue("rel_gwrank_source", &catalogue).await;
     let reference = copy_of(&source, "rel_gwrank_reference").await;
     let faulty = copy_of(&source, "rel_gwrank_faulty").await;
@@ -224,10 +224,12 @@ async fn a_gateway_dying_mid_run_fails_products_visibly_and_a_rerun_leaves_no_mi
 
     let gateway = Arc::new(tokio::task::spawn_blocking(PrivateGateway::start).await.expect("start a private gateway"));
     let through_gateway = store_through(&gateway, &faulty);
-    // The run under test is held to a ceiling that makes it last about twelve
-    // seconds (3,600 comments at 300/s), far longer than a kill takes.
-    // Unbounded, the adaptive pacing let a quiet machine finish the whole run
-    // before the fault struck.
+    // The run under test is held to a ceiling that makes it last about
+    // twenty-four seconds (7,200 comments at 300/s), far longer than a kill
+    // takes. Unbounded, the adaptive pacing let a quiet machine finish the
+    // whole run before the fault struck; with half the products, the whole
+    // test suite running beside it once slowed this test's scans of the rank
+    // table and the kill until the run had ended.
     let mut slow_options = options.clone();
     slow_options.pacing.max_rate = Some(300.0);
     let run = tokio::spawn({
