@@ -10,7 +10,6 @@ use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
 use crate::encoding::{self, AcceptedCodings};
-use crate::error::{ApiError, ErrorCode};
 use crate::etag::{entity_tag, none_match_hits};
 
 /// Middleware for GET routes: answers a prepared answer's variant that the
@@ -38,14 +37,9 @@ pub async fn conditional_get(request: Request, next: Next) -> Response {
         return if none_match_hits(&conditions, &tag) { not_modified(response.headers(), tag) } else { response };
     }
     let (mut parts, body) = response.into_parts();
-    // The handlers answer with bodies built in memory (at most a page of 100
-    // comments), so buffering them costs a copy at most.
-    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
+    let bytes = match encoding::buffered(body).await {
         Ok(bytes) => bytes,
-        Err(error) => {
-            return ApiError::new(ErrorCode::Internal, format!("cannot read the answer's body: {error}"))
-                .into_response()
-        }
+        Err(failed) => return failed,
     };
     let tag = entity_tag(&bytes);
     if none_match_hits(&conditions, &tag) {

@@ -304,6 +304,15 @@ pub fn serve_prepared(accepted: AcceptedCodings, response: Response) -> Response
     Response::from_parts(parts, Body::from(body.clone()))
 }
 
+/// The bytes of an answer's body, or the 500 to answer when it cannot be
+/// read. The service's answers are built in memory (a page of 100 comments
+/// at most; the documentation's assets), so buffering costs a copy at most.
+pub(crate) async fn buffered(body: Body) -> Result<Bytes, Response> {
+    axum::body::to_bytes(body, usize::MAX).await.map_err(|error| {
+        ApiError::new(ErrorCode::Internal, format!("cannot read the answer's body: {error}")).into_response()
+    })
+}
+
 /// For every answer (called by [`crate::front_door`]): gzips `response`
 /// when it is at least [`MIN_COMPRESSED_BYTES`] and its request accepted gzip
 /// (by its q-values, `accepted`), unless it is already encoded, carries
@@ -329,14 +338,9 @@ pub async fn compress_per_request(accepted: AcceptedCodings, mut response: Respo
         return response;
     }
     let (mut parts, body) = response.into_parts();
-    // The service's answers are built in memory (a page of 100 comments at
-    // most; the documentation's assets), so buffering costs a copy at most.
-    let bytes = match axum::body::to_bytes(body, usize::MAX).await {
+    let bytes = match buffered(body).await {
         Ok(bytes) => bytes,
-        Err(error) => {
-            return ApiError::new(ErrorCode::Internal, format!("cannot read the answer's body: {error}"))
-                .into_response()
-        }
+        Err(failed) => return failed,
     };
     if bytes.len() < MIN_COMPRESSED_BYTES {
         return Response::from_parts(parts, Body::from(bytes));

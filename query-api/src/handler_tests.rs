@@ -307,6 +307,22 @@ async fn a_prepared_answer_is_sent_in_the_variant_asked_for_and_revalidated_as_t
     assert_eq!(script(Some("br"), Some(&tags[2])).await.status, StatusCode::OK);
 }
 
+/// A browser's GET of `uri` from a page on `origin`.
+fn read_from(origin: &str, uri: &str) -> Request<Body> {
+    Request::builder().uri(uri).header(header::ORIGIN, origin).body(Body::empty()).expect("request")
+}
+
+/// A browser's preflight, from a page on `origin`, of a GET of a product's comments.
+fn preflight_from(origin: &str) -> Request<Body> {
+    Request::builder()
+        .method(Method::OPTIONS)
+        .uri("/v1/products/PRODUCT001/comments")
+        .header(header::ORIGIN, origin)
+        .header(header::ACCESS_CONTROL_REQUEST_METHOD, "GET")
+        .body(Body::empty())
+        .expect("request")
+}
+
 #[tokio::test]
 async fn cors_allows_only_configured_origins() {
     let hbase =
@@ -314,16 +330,7 @@ async fn cors_allows_only_configured_origins() {
     let store = ReadStore::new(hbase, Tables::with_prefix("offline_").expect("prefix"));
     let settings = Settings { cors_origins: vec!["https://shop.example".to_owned()], ..Settings::default() };
     let app = crate::app(AppState::new(store, settings));
-    let preflight = |origin: &str| {
-        Request::builder()
-            .method(Method::OPTIONS)
-            .uri("/v1/products/PRODUCT001/comments")
-            .header(header::ORIGIN, origin)
-            .header(header::ACCESS_CONTROL_REQUEST_METHOD, "GET")
-            .body(Body::empty())
-            .expect("request")
-    };
-    let allowed = send(&app, preflight("https://shop.example")).await;
+    let allowed = send(&app, preflight_from("https://shop.example")).await;
     assert_eq!(allowed.headers[header::ACCESS_CONTROL_ALLOW_ORIGIN], "https://shop.example");
     // A frontend may send its API key.
     let allowed_headers = allowed.headers[header::ACCESS_CONTROL_ALLOW_HEADERS].to_str().expect("ascii");
@@ -333,28 +340,20 @@ async fn cors_allows_only_configured_origins() {
         assert!(allowed_headers.contains(wanted), "{wanted} not in {allowed_headers}");
     }
     // It may read what tells a fresh answer from a kept one, and the request id.
-    let read = Request::builder()
-        .uri("/healthz")
-        .header(header::ORIGIN, "https://shop.example")
-        .body(Body::empty())
-        .expect("request");
+    let read = read_from("https://shop.example", "/healthz");
     let answer = send(&app, read).await;
     let exposed = answer.headers[header::ACCESS_CONTROL_EXPOSE_HEADERS].to_str().expect("ascii").to_owned();
     for wanted in ["etag", "age", "x-request-id", "x-replica-read", "retry-after"] {
         assert!(exposed.contains(wanted), "{wanted} not in {exposed}");
     }
-    let refused = send(&app, preflight("https://evil.example")).await;
+    let refused = send(&app, preflight_from("https://evil.example")).await;
     assert!(refused.headers.get(header::ACCESS_CONTROL_ALLOW_ORIGIN).is_none());
 }
 
 #[tokio::test]
 async fn without_configured_origins_no_answer_carries_cors_headers() {
     let app = offline_app(Duration::from_secs(5));
-    let read = Request::builder()
-        .uri("/healthz")
-        .header(header::ORIGIN, "https://shop.example")
-        .body(Body::empty())
-        .expect("request");
+    let read = read_from("https://shop.example", "/healthz");
     let answer = send(&app, read).await;
     assert_eq!(answer.status, StatusCode::OK);
     let cors_headers: Vec<_> =
@@ -362,14 +361,7 @@ async fn without_configured_origins_no_answer_carries_cors_headers() {
     assert!(cors_headers.is_empty(), "{cors_headers:?}");
     // The answer is the same for every origin: nothing to vary by.
     assert!(answer.headers.get(header::VARY).is_none_or(|vary| !vary.to_str().expect("ascii").contains("origin")));
-    let preflight = Request::builder()
-        .method(Method::OPTIONS)
-        .uri("/v1/products/PRODUCT001/comments")
-        .header(header::ORIGIN, "https://shop.example")
-        .header(header::ACCESS_CONTROL_REQUEST_METHOD, "GET")
-        .body(Body::empty())
-        .expect("request");
-    let refused = send(&app, preflight).await;
+    let refused = send(&app, preflight_from("https://shop.example")).await;
     assert_eq!(refused.status, StatusCode::METHOD_NOT_ALLOWED);
     assert!(refused.headers.get(header::ACCESS_CONTROL_ALLOW_ORIGIN).is_none());
 }
@@ -594,12 +586,7 @@ async fn a_browser_can_read_the_503_of_an_answer_later_than_the_deadline() {
         ..Settings::default()
     };
     let router = crate::server::with_middleware(routes, AppState::new(store, settings));
-    let read = Request::builder()
-        .uri("/slow")
-        .header(header::ORIGIN, "https://shop.example")
-        .body(Body::empty())
-        .expect("request");
-    let answer = send(&router, read).await;
+    let answer = send(&router, read_from("https://shop.example", "/slow")).await;
     answer.assert_error(StatusCode::SERVICE_UNAVAILABLE, "timeout");
     assert_eq!(answer.headers[header::ACCESS_CONTROL_ALLOW_ORIGIN], "https://shop.example");
     assert!(answer.headers.contains_key("x-request-id"));
