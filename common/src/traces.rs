@@ -219,18 +219,20 @@ pub fn root_span(headers: Option<&http::HeaderMap>, make: impl FnOnce(bool) -> t
 /// ([`exported`]) through [`ROOT_KEPT`] for as long as it is held, and
 /// withdrawn when dropped, even when making the span panics: a decision left
 /// behind would mark the thread's next spans as roots.
-struct RootDecision;
+struct RootDecision {
+    /// The decision held before this one (a root made while making a root), put back on drop.
+    previous: Option<bool>,
+}
 
 impl RootDecision {
     fn hold(kept: bool) -> RootDecision {
-        ROOT_KEPT.with(|root| root.set(Some(kept)));
-        RootDecision
+        RootDecision { previous: ROOT_KEPT.with(|root| root.replace(Some(kept))) }
     }
 }
 
 impl Drop for RootDecision {
     fn drop(&mut self) {
-        ROOT_KEPT.with(|root| root.set(None));
+        ROOT_KEPT.with(|root| root.set(self.previous));
     }
 }
 

@@ -1,6 +1,7 @@
-//! What every request gets on its way in and its answer on its way out, in
-//! one middleware: its request id, its span, its deadline, its metrics and
-//! access line, and the per-request compression of its answer.
+//! What every request (but a CORS preflight) gets on its way in and its
+//! answer on its way out, in one middleware: its request id, its span, its
+//! deadline, its metrics and access line, and the per-request compression of
+//! its answer.
 //!
 //! One middleware, not a layer for each: every layer boxes its future and
 //! clones the service beneath it on each request, and on a cached read,
@@ -27,7 +28,8 @@ pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id"
 
 /// The middleware, outermost of the service's but CORS: every answer, an
 /// error or a refusal included, carries the request's id and is counted by
-/// route; none takes longer than `deadline` ([`within_deadline`]).
+/// route; none takes longer than `deadline` ([`within_deadline`]). A CORS
+/// preflight, answered by the CORS layer before it, is the one exception.
 pub async fn front_door(deadline: Duration, mut request: Request, next: Next) -> Response {
     let request_id = match request.headers().get(&REQUEST_ID_HEADER) {
         Some(chosen_by_the_client) => chosen_by_the_client.clone(),
@@ -43,7 +45,7 @@ pub async fn front_door(deadline: Duration, mut request: Request, next: Next) ->
     let (span, exported) = telemetry::request_span(&request, &request_id, &route);
     let started = Instant::now();
     async move {
-        let response = within_deadline(started + deadline, deadline, next.run(request)).await;
+        let response = within_deadline(deadline, next.run(request)).await;
         let mut response = encoding::compress_per_request(accepted, response).await;
         let span = tracing::Span::current();
         telemetry::record_answer(&span, exported, route.as_str(), &method, started.elapsed(), &response);
@@ -54,9 +56,8 @@ pub async fn front_door(deadline: Duration, mut request: Request, next: Next) ->
     .await
 }
 
-/// Answers 503 when a request outlives the service's deadline (`deadline`
-/// after it came, at `ends`), and hands the deadline down to every HBase
-/// operation the request starts ([`common::hbase::with_deadline`]): the
+/// Answers 503 when a request outlives the service's `deadline`, and hands
+/// the deadline down to every HBase operation the request starts ([`common::hbase::with_deadline`]): the
 /// second read of a request gets what is left of it, not a fresh operation
 /// timeout, and once the request has given up its HBase work is not started.
 ///
@@ -68,9 +69,10 @@ pub async fn front_door(deadline: Duration, mut request: Request, next: Next) ->
 ///
 /// Part of the front door rather than a layer of its own: every layer boxes
 /// its future and clones the service beneath it on each request.
-async fn within_deadline(ends: Instant, deadline: Duration, answer: impl Future<Output = Response>) -> Response {
-    let work = common::hbase::with_deadline(ends, common::hbase::noting_replica_reads(answer));
-    match tokio::time::timeout_at(ends.into(), work).await {
+async fn within_deadline(deadline: Duration, answer: impl Future<Output = Response>) -> Response {
+    let work = common::hbase::with_deadline(Instant::now() + deadline, common::hbase::noting_replica_reads(answer));
+    // Relative, on tokio's clock: under tokio's paused time (tests) it is not the std clock.
+    match tokio::time::timeout(deadline, work).await {
         Ok((mut response, from_replica)) => {
             let fresh = (response.status().is_success() || response.status() == StatusCode::NOT_MODIFIED)
                 && response.extensions().get::<telemetry::ServedStale>().is_none();

@@ -31,6 +31,7 @@ use futures_util::{stream, Stream, TryStreamExt};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
+use crate::call_spans::CallSpans;
 use crate::pace::Pacer;
 use crate::shard::KeyRange;
 use crate::RankerError;
@@ -183,13 +184,17 @@ fn slot_pages_checked(
     concurrency: usize,
     stop: &CancellationToken,
 ) -> impl Stream<Item = Result<(SlotListing, HashSet<CommentKey>), common::Error>> {
+    // The walk's calls are the pass's: only its first ones are traced.
+    let spans = CallSpans::new();
     let pages = stream::try_unfold(Some(range.start.clone()), {
         let (store, pacer, stop_key, stop) = (store.clone(), pacer.clone(), range.stop.clone(), stop.clone());
+        let spans = spans.clone();
         move |start| {
             let (store, pacer, stop_key, stop) = (store.clone(), pacer.clone(), stop_key.clone(), stop.clone());
+            let spans = spans.clone();
             async move {
                 let Some(start) = start.filter(|_| !stop.is_cancelled()) else { return Ok(None) };
-                let listing = pacer.call(store.list_rank_slots(start, stop_key, SLOT_WALK_ROWS)).await?;
+                let listing = spans.traced(pacer.call(store.list_rank_slots(start, stop_key, SLOT_WALK_ROWS))).await?;
                 let next = listing.next.clone();
                 Ok::<_, common::Error>(Some((listing, next)))
             }
@@ -199,10 +204,10 @@ fn slot_pages_checked(
         .map_ok({
             let (store, pacer) = (store.clone(), pacer.clone());
             move |listing| {
-                let (store, pacer) = (store.clone(), pacer.clone());
+                let (store, pacer, spans) = (store.clone(), pacer.clone(), spans.clone());
                 async move {
                     let named: Vec<_> = listing.slots.iter().filter_map(|slot| slot.comment).collect();
-                    let missing = pacer.call(store.missing_comments(&named)).await;
+                    let missing = spans.traced(pacer.call(store.missing_comments(&named))).await;
                     Ok((listing, missing?))
                 }
             }
@@ -280,12 +285,19 @@ async fn written_products(
 ) -> Result<Option<Written>, RankerError> {
     let mut found = Written { products: Vec::new(), rows_written: 0 };
     let mut start = scan.start.clone();
+    let spans = CallSpans::new();
     loop {
         if stop.is_cancelled() {
             return Ok(None);
         }
-        let step = pacer
-            .call(store.products_written_since(source, since_ms, start, scan.stop.clone(), CHANGE_SCAN_ROWS))
+        let step = spans
+            .traced(pacer.call(store.products_written_since(
+                source,
+                since_ms,
+                start,
+                scan.stop.clone(),
+                CHANGE_SCAN_ROWS,
+            )))
             .await?;
         found.rows_written += step.rows_written;
         found.products.extend(step.products.into_iter().filter(|product| keep.contains(product.as_bytes())));

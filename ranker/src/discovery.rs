@@ -18,6 +18,7 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
+use crate::call_spans::CallSpans;
 use crate::pace::Pacer;
 use crate::shard::KeyRange;
 use crate::ProductFailure;
@@ -115,7 +116,8 @@ impl Discovery {
         let mut listers = JoinSet::new();
         let mut source = |index, rows| {
             let (sender, receiver) = mpsc::channel(LOOKAHEAD);
-            // Listing is the run's work: its reads belong under the run's span.
+            // Listing is the run's work: its reads belong under the run's span
+            // (its first steps only: `CallSpans`).
             listers.spawn(list(lister.clone(), index, range.clone(), rows, sender).in_current_span());
             Source { receiver, head: None, done: false }
         };
@@ -169,11 +171,12 @@ impl Discovery {
 async fn list(lister: Lister, index: ProductIndex, range: KeyRange, rows: usize, sender: mpsc::Sender<Listed>) {
     let mut start = range.start.clone();
     let mut pending: Option<ListedProduct> = None;
+    let spans = CallSpans::new();
     loop {
         if lister.stop.is_cancelled() {
             return;
         }
-        let listing = match list_step(&lister, index, &start, &range, rows).await {
+        let listing = match spans.traced(list_step(&lister, index, &start, &range, rows)).await {
             Ok(listing) => listing,
             Err(error) => {
                 let table = match index {

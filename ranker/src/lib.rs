@@ -26,6 +26,7 @@
 //!   command's subcommands, a file each; [`console`] what they print;
 //!   [`telemetry`] the run's metrics and their push to a Pushgateway.
 
+mod call_spans;
 pub mod changes;
 pub mod cli;
 pub mod commands;

@@ -49,10 +49,11 @@ pub async fn run(store: &Store, options: &RunOptions, stop: CancellationToken) -
     drive(store, options, stop, Pass::Rank).instrument(run_span(options, Pass::Rank)).await
 }
 
-/// The span of a run's pass over its products, with one child per product
-/// and their HBase calls under those: made only under a kept trace (a
-/// command's or a scheduled attempt's root), so the log lines of a run read
-/// the same either way.
+/// The span of a run's pass over its products, with a child for each of its
+/// first products ([`ProductSpans`]) and their HBase calls under those, and
+/// the first calls of its listing and slot writer (`crate::call_spans`):
+/// made only under a kept trace (a command's or a scheduled attempt's root),
+/// so the log lines of a run read the same either way.
 fn run_span(options: &RunOptions, pass: Pass) -> tracing::Span {
     if !common::traces::in_kept_trace() {
         return tracing::Span::none();

@@ -16,6 +16,7 @@ use common::store::{ProductRanking, Store};
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument as _;
 
+use crate::call_spans::CallSpans;
 use crate::pace::Pacer;
 
 /// The most products one call writes (eleven rows each).
@@ -38,7 +39,8 @@ impl SlotWriter {
     pub(crate) fn start(store: Store, pacer: Pacer) -> SlotWriter {
         let (requests, queue) = mpsc::channel(MAX_PRODUCTS_PER_CALL * 4);
         // One call writes several products' slots, so it belongs to no one
-        // product's span: it goes under the pass that starts the writer.
+        // product's span: it goes under the pass that starts the writer (its
+        // first calls only: `CallSpans`).
         tokio::spawn(write_queued(store, pacer, queue).in_current_span());
         SlotWriter { requests }
     }
@@ -53,6 +55,7 @@ impl SlotWriter {
 }
 
 async fn write_queued(store: Store, pacer: Pacer, mut queue: mpsc::Receiver<WriteRequest>) {
+    let spans = CallSpans::new();
     while let Some(first) = queue.recv().await {
         let mut batch = vec![first];
         while batch.len() < MAX_PRODUCTS_PER_CALL {
@@ -63,7 +66,7 @@ async fn write_queued(store: Store, pacer: Pacer, mut queue: mpsc::Receiver<Writ
         }
         let (rankings, waiters): (Vec<_>, Vec<_>) =
             batch.into_iter().map(|request| (request.ranking, request.done)).unzip();
-        let outcome = pacer.call(store.write_rankings(&rankings)).await;
+        let outcome = spans.traced(pacer.call(store.write_rankings(&rankings))).await;
         for waiter in waiters {
             // A waiter that went away (its run was dropped) needs no answer.
             let _ = waiter.send(outcome.clone());

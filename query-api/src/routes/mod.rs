@@ -20,6 +20,7 @@ use std::time::{Duration, Instant};
 use axum::body::Bytes;
 use axum::http::{header, HeaderValue, Method, Uri};
 use axum::response::{IntoResponse, Response};
+use futures_util::future::Either;
 use futures_util::FutureExt as _;
 use utoipa::IntoResponses;
 
@@ -63,8 +64,8 @@ const STALE_ANSWER_MARGIN: Duration = Duration::from_millis(250);
 /// marked stale, when one is kept; otherwise the failure.
 ///
 /// Not an `async fn`, and no `await` in it: what follows the read is
-/// synchronous, so the future returned is the read's, timed, with a map
-/// over its outcome. An `async fn` (or block) would hold `fresh` as its
+/// synchronous, so the future returned is the read's (timed, when answers
+/// are kept), with a map over its outcome. An `async fn` (or block) would hold `fresh` as its
 /// argument and again where it awaits it, twice the bytes on every read's
 /// future, copied as that future moves through the layers.
 pub(crate) fn answer_kept<'state>(
@@ -72,19 +73,14 @@ pub(crate) fn answer_kept<'state>(
     read: PageRead,
     fresh: impl Future<Output = Result<Answer, ApiError>> + 'state,
 ) -> impl Future<Output = Result<Response, ApiError>> + 'state {
-    let last_good = state.last_good();
-    let request_timeout = state.settings().request_timeout;
-    // Without kept answers there is nothing to leave time for: the request's own deadline applies.
-    let deadline = match last_good {
-        Some(_) => request_timeout.saturating_sub(STALE_ANSWER_MARGIN.min(request_timeout / 4)),
-        None => request_timeout,
+    let Some(last_good) = state.last_good() else {
+        // Nothing kept, nothing to leave time for: the front door's deadline bounds the read.
+        return Either::Left(fresh.map(|outcome| outcome.map(fresh_response)));
     };
-    tokio::time::timeout(deadline, fresh).map(move |outcome| {
-        let outcome = outcome.unwrap_or_else(|_| Err(ApiError::timeout(deadline)));
-        let Some(last_good) = last_good else {
-            return outcome.map(fresh_response);
-        };
-        match outcome {
+    let request_timeout = state.settings().request_timeout;
+    let deadline = request_timeout.saturating_sub(STALE_ANSWER_MARGIN.min(request_timeout / 4));
+    Either::Right(tokio::time::timeout(deadline, fresh).map(move |outcome| {
+        match outcome.unwrap_or_else(|_| Err(ApiError::timeout(deadline))) {
             Ok(answer) => {
                 last_good.remember(read, &answer);
                 Ok(fresh_response(answer))
@@ -99,7 +95,7 @@ pub(crate) fn answer_kept<'state>(
             },
             Err(error) => Err(error),
         }
-    })
+    }))
 }
 
 /// A fresh answer: its body, `Content-Type`, `Cache-Control` and (when
