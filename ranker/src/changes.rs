@@ -31,9 +31,9 @@ use futures_util::{stream, Stream, TryStreamExt};
 use serde::Serialize;
 use tokio_util::sync::CancellationToken;
 
-use crate::call_spans::CallSpans;
 use crate::pace::Pacer;
 use crate::shard::KeyRange;
+use crate::trace_budget::CallSpans;
 use crate::RankerError;
 
 /// Rows read per step of the time-range scans (keys only, so small on the wire).

@@ -18,9 +18,9 @@ use tokio::sync::mpsc;
 use tokio::task::JoinSet;
 use tokio_util::sync::CancellationToken;
 
-use crate::call_spans::CallSpans;
 use crate::pace::Pacer;
 use crate::shard::KeyRange;
+use crate::trace_budget::CallSpans;
 use crate::ProductFailure;
 
 /// Rows per listing step in `product-comment`: small, because each step jumps

@@ -26,7 +26,6 @@
 //!   command's subcommands, a file each; [`console`] what they print;
 //!   [`telemetry`] the run's metrics and their push to a Pushgateway.
 
-mod call_spans;
 pub mod changes;
 pub mod cli;
 pub mod commands;
@@ -45,11 +44,14 @@ pub mod recorded;
 pub mod refresh;
 mod report;
 mod run;
+mod run_products;
 pub mod score;
 pub mod select;
 mod shard;
 pub mod shard_plan;
 pub mod telemetry;
+mod trace_budget;
+mod worker;
 mod writer;
 
 pub use changes::{ChangeReport, Incremental};

@@ -16,8 +16,8 @@ use common::store::{ProductRanking, Store};
 use tokio::sync::{mpsc, oneshot};
 use tracing::Instrument as _;
 
-use crate::call_spans::CallSpans;
 use crate::pace::Pacer;
+use crate::trace_budget::CallSpans;
 
 /// The most products one call writes (eleven rows each).
 const MAX_PRODUCTS_PER_CALL: usize = 64;
