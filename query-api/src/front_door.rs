@@ -45,7 +45,7 @@ pub async fn front_door(deadline: Duration, mut request: Request, next: Next) ->
     let (span, exported) = telemetry::request_span(&request, &request_id, &route);
     let started = Instant::now();
     async move {
-        let response = within_deadline(deadline, next.run(request)).await;
+        let response = within_deadline(started, deadline, next.run(request)).await;
         let mut response = encoding::compress_per_request(accepted, response).await;
         let span = tracing::Span::current();
         telemetry::record_answer(&span, exported, route.as_str(), &method, started.elapsed(), &response);
@@ -56,8 +56,8 @@ pub async fn front_door(deadline: Duration, mut request: Request, next: Next) ->
     .await
 }
 
-/// Answers 503 when a request outlives the service's `deadline`, and hands
-/// the deadline down to every HBase operation the request starts ([`common::hbase::with_deadline`]): the
+/// Answers 503 when a request that came at `started` outlives the service's
+/// `deadline`, and hands the deadline down to every HBase operation the request starts ([`common::hbase::with_deadline`]): the
 /// second read of a request gets what is left of it, not a fresh operation
 /// timeout, and once the request has given up its HBase work is not started.
 ///
@@ -69,8 +69,8 @@ pub async fn front_door(deadline: Duration, mut request: Request, next: Next) ->
 ///
 /// Part of the front door rather than a layer of its own: every layer boxes
 /// its future and clones the service beneath it on each request.
-async fn within_deadline(deadline: Duration, answer: impl Future<Output = Response>) -> Response {
-    let work = common::hbase::with_deadline(Instant::now() + deadline, common::hbase::noting_replica_reads(answer));
+async fn within_deadline(started: Instant, deadline: Duration, answer: impl Future<Output = Response>) -> Response {
+    let work = common::hbase::with_deadline(started + deadline, common::hbase::noting_replica_reads(answer));
     // Relative, on tokio's clock: under tokio's paused time (tests) it is not the std clock.
     match tokio::time::timeout(deadline, work).await {
         Ok((mut response, from_replica)) => {
