@@ -59,9 +59,8 @@ impl TestCluster {
     /// first region, as `hbasectl regions` reports it.
     pub fn primary_server_of(&self, table: &str) -> u32 {
         let printed = self.hbasectl(&["regions"]);
-        let primary = region_replicas(&printed)
-            .find_map(|replica| (replica.table == table && replica.id == 0).then_some(replica.server).flatten());
-        primary.unwrap_or_else(|| panic!("no region server holds the primary of {table}:\n{printed}"))
+        primary_of(&printed, table)
+            .unwrap_or_else(|| panic!("no region server holds the primary of {table}:\n{printed}"))
     }
 
     /// The region servers (their numbers) serving each replica of `table`'s
@@ -92,10 +91,7 @@ impl TestCluster {
     /// reopened on a server hbasectl does not know.
     pub fn meta_server(&self) -> Option<u32> {
         let output = self.command(&["regions"]).output().ok().filter(|output| output.status.success())?;
-        let printed = String::from_utf8_lossy(&output.stdout);
-        let primary = region_replicas(&printed)
-            .find_map(|replica| (replica.table == "hbase:meta" && replica.id == 0).then_some(replica.server).flatten());
-        primary
+        primary_of(&String::from_utf8_lossy(&output.stdout), "hbase:meta")
     }
 
     /// Kills region server `number` with SIGKILL: a crash, nothing flushed.
@@ -159,6 +155,13 @@ struct RegionReplica<'a> {
     server: Option<u32>,
     table: &'a str,
     id: u32,
+}
+
+/// The region server (its number) serving the primary of `table`'s first
+/// region in `hbasectl regions`' output `printed`, when one does.
+fn primary_of(printed: &str, table: &str) -> Option<u32> {
+    region_replicas(printed)
+        .find_map(|replica| (replica.table == table && replica.id == 0).then_some(replica.server).flatten())
 }
 
 /// The region replicas `hbasectl regions` printed, skipping any line not of its shape.
