@@ -1,14 +1,9 @@
 //! The region server holding hbase:meta dies (issue 51): no page read fails.
 //!
-//! A reader's HBase client looks a region up in hbase:meta only when it has
-//! no location for it, or when the server at that location failed it. With
-//! meta beside user regions, the crash of its server did both at once: the
-//! reads of its user regions had to look them up again, in a meta that was
-//! down until HBase reopened it elsewhere (10 s and more), and they failed.
 //! A cluster of three region servers keeps the first for hbase:meta alone
-//! (`hbasectl start --meta-server dedicated`, its default there), so its
-//! death leaves every user region where it was and every cached location
-//! good. This test starts such a cluster of its own (see [`TestCluster`]),
+//! (`hbasectl start --meta-server dedicated`, its default there; why: see
+//! hbase/README.md), so its death leaves every user region where it was and
+//! every cached location good. This test starts such a cluster of its own (see [`TestCluster`]),
 //! with the tables a page reads in two replicas, serves it with query-api's
 //! defaults, kills -9 the meta holder and reads a user's timeline, a
 //! product's first page, a cursor page and the ranked reviews through the
@@ -143,8 +138,8 @@ async fn the_meta_holders_death_fails_no_page_read() {
 
     // Started again, the server is a new one to HBase: hbasectl returns
     // once HBase's RegionMover has seen meta open on it and drained it.
-    // (Where `hbasectl regions` then says meta is was seen lagging behind
-    // the move for half a minute, so it is not asked here.)
+    // `hbasectl regions` may lag behind that move for half a minute, so it
+    // is not asked here.
     let restarted = tokio::task::spawn_blocking(move || {
         cluster.start_regionserver(META_SERVER);
         cluster

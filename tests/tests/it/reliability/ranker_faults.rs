@@ -226,10 +226,9 @@ async fn a_gateway_dying_mid_run_fails_products_visibly_and_a_rerun_leaves_no_mi
     let through_gateway = store_through(&gateway, &faulty);
     // The run under test is held to a ceiling that makes it last about
     // twenty-four seconds (7,200 comments at 300/s), far longer than a kill
-    // takes. Unbounded, the adaptive pacing let a quiet machine finish the
-    // whole run before the fault struck; with half the products, the whole
-    // test suite running beside it once slowed this test's scans of the rank
-    // table and the kill until the run had ended.
+    // takes, even with the whole test suite slowing this test's scans of the
+    // rank table and the kill. Unbounded, the adaptive pacing lets a quiet
+    // machine finish the whole run before the fault strikes.
     let mut slow_options = options.clone();
     slow_options.pacing.max_rate = Some(300.0);
     let run = tokio::spawn({
