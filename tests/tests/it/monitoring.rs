@@ -267,7 +267,9 @@ async fn every_alert_and_dashboard_expression_selects_live_series() {
     let ports: Vec<(u16, u16)> = (0..4).map(|_| (free_port(), free_port())).collect();
     let healthy = [hbase.clone(), flags(&[("--max-connections", "3")])].concat();
     let strained = [
-        flags(&[("--thrift-addr", &black_hole()), ("--table-prefix", &prefix)]),
+        // Both kinds of gateway: with Thrift1 silent, `auto` reads timeline,
+        // through Thrift2, and a Thrift2 that answers lets a read through.
+        flags(&[("--thrift-addr", &black_hole()), ("--thrift2-addr", &black_hole()), ("--table-prefix", &prefix)]),
         flags(&[("--pool-size", "1"), ("--hbase-max-queued", "0"), ("--request-timeout-ms", "200")]),
     ]
     .concat();
