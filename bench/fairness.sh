@@ -1,90 +1,229 @@
 #!/usr/bin/env bash
-# Fair shedding (BENCHMARKS.md, "Fair shedding"): one polite client reading
-# product pages beside one greedy client, on the bench_ data (bench/load.sh).
+# Fair shedding (BENCHMARKS.md, "Fair shedding"; the rule is docs/pacing.md):
+# polite readers of every kind beside a flood, beside crowds, alone, with
+# shedding on and off, in rounds.
 #
-# For each of `--fair-shedding true` and `--fair-shedding false` (paired in
-# one run, the same build), a release query-api on its own port, then:
+# Each round, for each of `--fair-shedding true` and `false` (their order
+# alternating by round, so neither always runs first), a release query-api
+# on its own port serves, for each condition in turn:
 #
-# 1. the polite reader alone: `page-load` at FAIRNESS_POLITE_RATE (20)
-#    requests/s, the mix of a product page, from 127.0.0.1, for
-#    FAIRNESS_DURATION_SECS (30);
-# 2. the greedy client, `soak --rate FAIRNESS_GREEDY_RATE` (6000) from
-#    127.0.0.2 (another client by address), and after FAIRNESS_WARMUP_SECS
-#    (10) the polite reader again, beside it.
+# - alone:   the polite readers and nothing else;
+# - flood:   one greedy client, `soak --rate 6000` from 127.0.0.2;
+# - crowd10: ten clients at 600 req/s each (one `soak --rate 6000` sending
+#            from 127.0.2.1..10 in turn);
+# - crowd50: fifty clients at 120 req/s each (127.0.3.1..50).
 #
-# FAIRNESS_SETTINGS limits the settings run (`true`, say); FAIRNESS_API_FLAGS
-# adds query-api flags to both (`--client-rate 25`: the greedy client
-# refused nearly always, which leaves what serving its refusals and running
-# the load generator beside the service cost the polite reader).
+# A new service's readers first read FAIRNESS_WARMUP_SECS (5) unmeasured,
+# its caches being cold. Then for each condition the readers read, all at
+# once, each at FAIRNESS_POLITE_RATE (20) requests/s from its own address
+# (127.0.1.N), with `page-load`; after FAIRNESS_LEAD_SECS (2, unmeasured) a
+# flood comes, as it would while shoppers read, and the readers are measured
+# from then on for FAIRNESS_DURATION_SECS (20), the flood's first moments
+# included. The readers:
 #
-# Prints, per setting, the polite reader's failures (answers other than 200
-# and 304) and p99 alone and beside the greedy client, their ratio, and the
-# share of the greedy client's requests refused with 429. Results land in
-# bench/out/fairness/ (with each service's error and refusal counters).
+#   page            a product page's mix (ranked, summary, latest, a user's
+#                   timeline, a second page), on keep-alive connections;
+#   page-new        the same, every request on a new connection;
+#   timelines       user timelines, new connections;
+#   filtered        one-star pages and pages by rating, new connections;
+#   walk            first pages and the pages after them (cursors), new connections;
+#   listing         listing pages' /v1/summaries of twelve products, new connections;
+#   html            the server-rendered reviews.html, new connections.
+#
+# FAIRNESS_DATA is `bench` (the bench_ tables, bench/load.sh; the default) or
+# `demo` (the demo's tables, loaded and ranked here if missing, as
+# scripts/demo.sh does). FAIRNESS_ROUNDS (5), FAIRNESS_SETTINGS ("true
+# false"), FAIRNESS_CONDITIONS ("alone flood crowd10 crowd50") and
+# FAIRNESS_READERS (all seven) narrow the run; FAIRNESS_API_FLAGS adds
+# query-api flags to every service.
+#
+# Prints, per round, setting and condition, each reader's failures (answers
+# other than 200 and 304, and requests that got none) and p99, with the p99
+# over the same reader's alone in that round and setting; and the greedy
+# clients' answers a second that were not refused, and their 429s and 5xx.
+# Everything lands in bench/out/fairness/ (each service's refusal and error
+# counters too); summary.json holds the table.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib.sh
 polite_rate=${FAIRNESS_POLITE_RATE:-20}
-greedy_rate=${FAIRNESS_GREEDY_RATE:-6000}
-duration=${FAIRNESS_DURATION_SECS:-30}
-warmup=${FAIRNESS_WARMUP_SECS:-10}
+duration=${FAIRNESS_DURATION_SECS:-20}
+warmup=${FAIRNESS_WARMUP_SECS:-5}
+lead=${FAIRNESS_LEAD_SECS:-2}
+rounds=${FAIRNESS_ROUNDS:-5}
 port=${FAIRNESS_PORT:-18095}
+data=${FAIRNESS_DATA:-bench}
+settings=${FAIRNESS_SETTINGS:-true false}
+conditions=${FAIRNESS_CONDITIONS:-alone flood crowd10 crowd50}
+readers=${FAIRNESS_READERS:-page page-new timelines filtered walk listing html}
 out=bench/out/fairness
+rm -rf "$out"
 mkdir -p "$out"
 build_release_binaries
 hbase/hbasectl start >/dev/null
+case "$data" in
+  bench)
+    prefix=(--table-prefix bench_)
+    ids=(--products 10000 --users 100000)
+    ;;
+  demo)
+    prefix=()
+    ids=(--products 200 --users 2000)
+    # What scripts/demo.sh does; both recognise data already there.
+    "$BIN/reviews-admin" schema create --regions 4 >/dev/null
+    "$BIN/reviews-admin" demo load --users 2000 --products 200 --comments 20000 >/dev/null
+    "$BIN/ranker" run >/dev/null
+    ;;
+  *) echo "FAIRNESS_DATA is bench or demo, not $data" >&2; exit 2 ;;
+esac
 base="http://127.0.0.1:$port"
-data=(--products 10000 --users 100000)
 api_pid=""
 greedy_pid=""
 trap 'for pid in "$api_pid" "$greedy_pid"; do [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null; done; wait 2>/dev/null || true' EXIT
 
-polite() {
-  "$BIN/page-load" --base "$base" "${data[@]}" --rate "$polite_rate" --duration-secs "$duration" \
-    --local-address 127.0.0.1 --out "$1" 2>/dev/null
+# The routes and connection mode of each reader, and its address.
+reader_flags() {
+  case "$1" in
+    page) echo "--routes ranked,summary,latest,user,next-page" ;;
+    page-new) echo "--routes ranked,summary,latest,user,next-page --new-connections" ;;
+    timelines) echo "--routes user --new-connections" ;;
+    filtered) echo "--routes star,rating-order --new-connections" ;;
+    walk) echo "--routes latest,next-page --new-connections" ;;
+    listing) echo "--routes summaries --new-connections" ;;
+    html) echo "--routes html --new-connections" ;;
+    *) echo "unknown reader $1" >&2; return 1 ;;
+  esac
 }
 
-settings=${FAIRNESS_SETTINGS:-true false}
-for shedding in $settings; do
-  # shellcheck disable=SC2086 # FAIRNESS_API_FLAGS is a list of flags.
-  start_query_api "$port" "$out/query-api-$shedding.log" --table-prefix bench_ --fair-shedding "$shedding" \
-    ${FAIRNESS_API_FLAGS:-}
-  polite "$out/polite-alone-$shedding.jsonl"
-  "$BIN/soak" --base "$base" "${data[@]}" --rate "$greedy_rate" --duration-secs $((warmup + duration + 5)) \
-    --window-secs $((warmup + duration + 5)) --local-address 127.0.0.2 --report-only \
-    >"$out/greedy-$shedding.txt" 2>&1 &
-  greedy_pid=$!
-  sleep "$warmup"
-  polite "$out/polite-beside-$shedding.jsonl"
-  wait "$greedy_pid" || true
-  curl -fsS "$base/metrics" | grep -E '^reviews_api_(http_errors|client_refusals)_total' >"$out/metrics-$shedding.txt" || true
-  greedy_pid=""
-  kill -TERM "$api_pid"
-  wait "$api_pid" 2>/dev/null || true
-  api_pid=""
+# polite NAME SECONDS: every reader at once for SECONDS, each to
+# $out/NAME-READER.jsonl, in the background (their pids in polite_pids).
+polite() {
+  local number=0 reader
+  polite_pids=()
+  for reader in $readers; do
+    number=$((number + 1))
+    # shellcheck disable=SC2046 # reader_flags prints a list of flags.
+    "$BIN/page-load" --base "$base" "${ids[@]}" --rate "$polite_rate" --duration-secs "$2" \
+      --local-address "127.0.1.$number" --seed "$number" $(reader_flags "$reader") \
+      --out "$out/$1-$reader.jsonl" 2>/dev/null &
+    polite_pids+=($!)
+  done
+}
+
+# The greedy clients' addresses of a condition.
+addresses() {
+  case "$1" in
+    flood) echo 127.0.0.2 ;;
+    crowd10) seq -s, -f '127.0.2.%g' 1 10 ;;
+    crowd50) seq -s, -f '127.0.3.%g' 1 50 ;;
+  esac
+}
+
+for round in $(seq 1 "$rounds"); do
+  order=$settings
+  [ $((round % 2)) -eq 0 ] && order=$(echo "$settings" | tr ' ' '\n' | tac | tr '\n' ' ')
+  for shedding in $order; do
+    # shellcheck disable=SC2086 # FAIRNESS_API_FLAGS is a list of flags.
+    start_query_api "$port" "$out/query-api-$round-$shedding.log" "${prefix[@]}" \
+      --fair-shedding "$shedding" ${FAIRNESS_API_FLAGS:-}
+    # A new service's caches are cold and its first answers slow: the
+    # readers read for a while unmeasured first, so "alone" is a warm one.
+    polite "warm-$round-$shedding" "$warmup"
+    wait "${polite_pids[@]}"
+    for condition in $conditions; do
+      name="$round-$shedding-$condition"
+      polite "$name" $((lead + duration))
+      sleep "$lead"
+      if [ "$condition" != alone ]; then
+        "$BIN/soak" --base "$base" "${ids[@]}" --rate 6000 --max-in-flight 1024 \
+          --duration-secs $((duration + 1)) --window-secs $((duration + 1)) \
+          --local-address "$(addresses "$condition")" --report-only >"$out/$name-greedy.txt" 2>&1 &
+        greedy_pid=$!
+      fi
+      wait "${polite_pids[@]}"
+      if [ -n "$greedy_pid" ]; then
+        wait "$greedy_pid" || true
+        greedy_pid=""
+      fi
+      echo "round $round, --fair-shedding $shedding, $condition: done" >&2
+    done
+    curl -fsS "$base/metrics" | grep -E '^reviews_api_(http_errors|client_refusals)_total' \
+      >"$out/metrics-$round-$shedding.txt" || true
+    kill -TERM "$api_pid"
+    wait "$api_pid" 2>/dev/null || true
+    api_pid=""
+  done
 done
 
-python3 - "$out" "$settings" <<'PY'
-import json, re, sys
-out = sys.argv[1]
+python3 - "$out" "$rounds" "$settings" "$conditions" "$readers" "$duration" "$lead" <<'PY'
+import json, os, re, sys
+out, rounds, settings, conditions, readers, duration, lead = sys.argv[1:]
+rounds, duration, lead = int(rounds), int(duration), int(lead)
+settings, conditions, readers = settings.split(), conditions.split(), readers.split()
 
-def polite(name):
+def reader(name):
     lines = [json.loads(line) for line in open(f"{out}/{name}.jsonl")]
-    latencies = sorted(line["latency_ms"] for line in lines)
+    # The readers' first seconds, before a flood comes, are not measured.
+    start = min((line["due_ms"] for line in lines), default=0) + 1000 * lead
+    lines = [line for line in lines if line["due_ms"] >= start]
+    latencies = sorted(line["latency_ms"] for line in lines) or [0.0]
     failed = sum(line["status"] not in (200, 304) for line in lines)
-    p99 = latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]
-    return failed, len(lines), p99
+    return {"failed": failed, "count": len(lines), "p99": latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]}
 
-for shedding in sys.argv[2].split():
-    alone_failed, alone_count, alone_p99 = polite(f"polite-alone-{shedding}")
-    beside_failed, beside_count, beside_p99 = polite(f"polite-beside-{shedding}")
-    total = open(f"{out}/greedy-{shedding}.txt").read()
-    match = re.search(r"total: (\d+) answered .*?\((\d+) req/s held.*?4xx \d+ \(429 (\d+)\), 5xx (\d+)", total)
-    answered, held, refused, errors = (int(group) for group in match.groups())
-    print(f"--fair-shedding {shedding}:")
-    print(f"  polite reader alone:        {alone_failed} of {alone_count} failed, p99 {alone_p99:.1f} ms")
-    print(f"  polite reader beside greedy: {beside_failed} of {beside_count} failed, p99 {beside_p99:.1f} ms "
-          f"({beside_p99 / alone_p99:.1f}x alone)")
-    print(f"  greedy client: {held} req/s held, {refused} of {answered} refused with 429 "
-          f"({100 * refused / max(answered, 1):.0f} %), {errors} answered 5xx")
+def greedy(name):
+    path = f"{out}/{name}-greedy.txt"
+    if not os.path.exists(path):
+        return None
+    match = re.search(r"total: (\d+) answered .*?2xx/3xx (\d+), 4xx \d+ \(429 (\d+)\), 5xx (\d+), no answer (\d+)",
+                      open(path).read())
+    if not match:
+        return None
+    answered, ok, refused, errors, none = (int(group) for group in match.groups())
+    return {"served_per_s": ok / duration, "answered": answered, "refused": refused, "errors": errors, "no_answer": none}
+
+table = []
+for round in range(1, rounds + 1):
+    for shedding in settings:
+        alone = {r: reader(f"{round}-{shedding}-alone-{r}") for r in readers} if "alone" in conditions else {}
+        for condition in conditions:
+            name = f"{round}-{shedding}-{condition}"
+            row = {"round": round, "shedding": shedding, "condition": condition, "readers": {}, "greedy": greedy(name)}
+            for r in readers:
+                seen = reader(f"{name}-{r}")
+                if r in alone and alone[r]["p99"] > 0:
+                    seen["p99_over_alone"] = seen["p99"] / alone[r]["p99"]
+                row["readers"][r] = seen
+            table.append(row)
+json.dump(table, open(f"{out}/summary.json", "w"), indent=1)
+
+for row in table:
+    print(f"round {row['round']}, --fair-shedding {row['shedding']}, {row['condition']}:")
+    cells = []
+    for r, seen in row["readers"].items():
+        ratio = f" ({seen['p99_over_alone']:.1f}x)" if "p99_over_alone" in seen and row["condition"] != "alone" else ""
+        cells.append(f"{r} {seen['failed']}/{seen['count']} p99 {seen['p99']:.0f}{ratio}")
+    print("  readers (failed/sent, p99 ms): " + "; ".join(cells))
+    if row["greedy"]:
+        g = row["greedy"]
+        print(f"  greedy: {g['served_per_s']:.0f} served/s, {g['refused']} refused (429), {g['errors']} 5xx, "
+              f"{g['no_answer']} unanswered")
+# The targets, over every round: polite failures, the worst p99 ratio, and
+# what the greedy clients keep with shedding on against off.
+for condition in conditions:
+    rows = [row for row in table if row["condition"] == condition]
+    for shedding in settings:
+        mine = [row for row in rows if row["shedding"] == shedding]
+        failed = sum(seen["failed"] for row in mine for seen in row["readers"].values())
+        ratios = [seen.get("p99_over_alone", 0) for row in mine for seen in row["readers"].values()]
+        worst = f", worst p99 {max(ratios):.1f}x alone" if condition != "alone" and ratios else ""
+        print(f"{condition}, shedding {shedding}: {failed} polite failures over {len(mine)} rounds{worst}")
+    if condition != "alone" and {"true", "false"} <= set(settings):
+        kept = []
+        for round in range(1, rounds + 1):
+            on = next(row["greedy"] for row in rows if row["round"] == round and row["shedding"] == "true")
+            off = next(row["greedy"] for row in rows if row["round"] == round and row["shedding"] == "false")
+            if on and off and off["served_per_s"] > 0:
+                kept.append(on["served_per_s"] / off["served_per_s"])
+        print(f"{condition}: the greedy clients served with shedding on over off, by round: "
+              + ", ".join(f"{ratio:.2f}" for ratio in kept))
 PY

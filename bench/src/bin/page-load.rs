@@ -87,6 +87,10 @@ struct PageLoadArgs {
     /// another client of a service on the same machine).
     #[arg(long, value_name = "ADDRESS")]
     local_address: Option<std::net::IpAddr>,
+    /// Send every request on a new connection, as a browser's first visit
+    /// does, instead of keeping connections alive.
+    #[arg(long)]
+    new_connections: bool,
 }
 
 /// The routes of the mix.
@@ -284,7 +288,7 @@ async fn main() -> anyhow::Result<()> {
     anyhow::ensure!(args.products > 0 && args.users > 0, "--products and --users must be positive");
     anyhow::ensure!(!args.routes.is_empty(), "--routes names no route");
     let mut pages = Pages {
-        client: http_client(512, args.local_address)?,
+        client: http_client(if args.new_connections { 0 } else { 512 }, args.local_address)?,
         base: args.base.trim_end_matches('/').to_owned(),
         products: args.products,
         last_fresh: Mutex::new(HashMap::new()),

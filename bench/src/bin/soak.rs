@@ -102,10 +102,11 @@ struct SoakArgs {
     /// that measure how the service degrades rather than assert that it does not.
     #[arg(long)]
     report_only: bool,
-    /// The local address requests leave from (127.0.0.2, say, to count as
-    /// another client of a service on the same machine).
-    #[arg(long, value_name = "ADDRESS")]
-    local_address: Option<std::net::IpAddr>,
+    /// The local addresses requests leave from, comma-separated (127.0.0.2,
+    /// say, to count as another client of a service on the same machine);
+    /// several share the rate evenly, a crowd of clients, one after another.
+    #[arg(long, value_name = "ADDRESS", value_delimiter = ',')]
+    local_address: Vec<std::net::IpAddr>,
 }
 
 /// The routes of the mix.
@@ -133,9 +134,11 @@ const MIX: [(Route, u32); 8] = [
     (Route::SeedRanked, 100),
 ];
 
-/// What the requests share: the client, ids, and cursors harvested from answers.
+/// What the requests share: the clients, ids, and cursors harvested from answers.
 struct Workload {
-    client: reqwest::Client,
+    /// One per local address, taken in turn.
+    clients: Vec<reqwest::Client>,
+    next_client: AtomicUsize,
     base: String,
     products: u64,
     users: u64,
@@ -174,31 +177,35 @@ impl Workload {
         pool.lock().ok().and_then(|mut pool| pool.pop_front())
     }
 
+    /// The next client in turn.
+    fn client(&self) -> &reqwest::Client {
+        &self.clients[self.next_client.fetch_add(1, Ordering::Relaxed) % self.clients.len()]
+    }
+
     async fn send(&self, route: Route, product: common::Id, user: common::Id) -> Outcome {
         let base = &self.base;
+        let client = self.client();
         // The product whose list a v1 page reads: a next page's own, or the one picked.
         let mut asked_product = product.to_string();
         let request = match route {
-            Route::ProductLatest => self.client.get(format!("{base}/v1/products/{product}/comments?limit=20")),
+            Route::ProductLatest => client.get(format!("{base}/v1/products/{product}/comments?limit=20")),
             Route::ProductNext => match Self::take(&self.v1_cursors) {
                 Some((cursor_product, cursor)) => {
                     asked_product = cursor_product;
-                    self.client.get(format!("{base}/v1/products/{asked_product}/comments?limit=20&cursor={cursor}"))
+                    client.get(format!("{base}/v1/products/{asked_product}/comments?limit=20&cursor={cursor}"))
                 }
-                None => self.client.get(format!("{base}/v1/products/{product}/comments?limit=20")),
+                None => client.get(format!("{base}/v1/products/{product}/comments?limit=20")),
             },
-            Route::UserTimeline => self.client.get(format!("{base}/v1/users/{user}/comments?limit=20")),
-            Route::Ranked => self.client.get(format!("{base}/v1/products/{product}/comments/ranked")),
-            Route::SeedProductLatest => self.client.get(format!("{base}/product/{product}/comments/latest?limit=20")),
+            Route::UserTimeline => client.get(format!("{base}/v1/users/{user}/comments?limit=20")),
+            Route::Ranked => client.get(format!("{base}/v1/products/{product}/comments/ranked")),
+            Route::SeedProductLatest => client.get(format!("{base}/product/{product}/comments/latest?limit=20")),
             Route::SeedProductNext => {
                 let start = Self::take(&self.seed_keys)
                     .unwrap_or_else(|| STANDARD.encode(common::keys::product_comment_prefix(&product)));
-                self.client
-                    .post(format!("{base}/product/comments/get"))
-                    .json(&json!({"startIndexKey": start, "limit": 20}))
+                client.post(format!("{base}/product/comments/get")).json(&json!({"startIndexKey": start, "limit": 20}))
             }
-            Route::SeedUserLatest => self.client.get(format!("{base}/user/{user}/comments/latest?limit=20")),
-            Route::SeedRanked => self.client.get(format!("{base}/product/{product}/comments/ranked")),
+            Route::SeedUserLatest => client.get(format!("{base}/user/{user}/comments/latest?limit=20")),
+            Route::SeedRanked => client.get(format!("{base}/product/{product}/comments/ranked")),
         };
         let Ok(response) = request.send().await else {
             return Outcome::NoAnswer;
@@ -292,9 +299,17 @@ async fn main() -> anyhow::Result<()> {
     if args.window_secs == 0 || args.duration_secs < args.window_secs {
         bail!("--duration-secs must be at least one --window-secs (and windows longer than 0 s)");
     }
-    let client = http_client(args.max_in_flight, args.local_address)?;
+    let addresses: Vec<Option<std::net::IpAddr>> = match args.local_address.as_slice() {
+        [] => vec![None],
+        addresses => addresses.iter().copied().map(Some).collect(),
+    };
+    let clients = addresses
+        .into_iter()
+        .map(|address| http_client(args.max_in_flight, address))
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let workload = Arc::new(Workload {
-        client,
+        clients,
+        next_client: AtomicUsize::new(0),
         base: args.base.trim_end_matches('/').to_owned(),
         products: args.products.max(1),
         users: args.users.max(1),

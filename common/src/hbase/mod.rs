@@ -32,7 +32,8 @@
 //! during an outage abandoned requests do not keep holding the pool. A service
 //! can also bound the wait for a slot ([`HbaseConfig::queue_timeout`]) and the
 //! number of waiters ([`HbaseConfig::max_queued`]): beyond them an operation
-//! fails at once with [`Error::Overloaded`] instead of queueing.
+//! fails at once with [`Error::Overloaded`] instead of queueing. Work run
+//! with [`with_queue_bound_lifted`] waits past the second bound.
 
 mod connection;
 mod gateway;
@@ -215,6 +216,8 @@ impl Pooled for Thrift2Client {
 tokio::task_local! {
     /// The deadline of the caller's whole piece of work (an HTTP request), set by [`with_deadline`].
     static CALLER_DEADLINE: Instant;
+    /// Set by [`with_queue_bound_lifted`].
+    static QUEUE_BOUND_LIFTED: ();
 }
 
 /// Runs `work` with `deadline` as the deadline of every HBase operation it
@@ -222,6 +225,15 @@ tokio::task_local! {
 /// the request it serves, and a permit wait counts against the request's time.
 pub async fn with_deadline<F: Future>(deadline: Instant, work: F) -> F::Output {
     CALLER_DEADLINE.scope(deadline, work).await
+}
+
+/// Runs `work` with its operations exempt from [`HbaseConfig::max_queued`]:
+/// they wait for a pool slot however many wait already (still within the
+/// queue timeout and the deadline). query-api lifts the bound for the
+/// requests of clients within their fair share while it sheds a flood,
+/// whose own requests may have filled the queue a moment before.
+pub async fn with_queue_bound_lifted<F: Future>(work: F) -> F::Output {
+    QUEUE_BOUND_LIFTED.scope((), work).await
 }
 
 /// Decrements a counter when dropped.
@@ -447,7 +459,8 @@ impl Hbase {
         }
         let queued = inner.queued.fetch_add(1, Ordering::Relaxed);
         let _queued = CountWhileAlive(&inner.queued);
-        if inner.config.max_queued.is_some_and(|max_queued| queued >= max_queued) {
+        let bounded = QUEUE_BOUND_LIFTED.try_with(|()| ()).is_err();
+        if bounded && inner.config.max_queued.is_some_and(|max_queued| queued >= max_queued) {
             metrics::counter!(crate::telemetry::HBASE_OVERLOADED, "reason" => "queue_full").increment(1);
             return Err(Error::Overloaded(format!("{queued} operations already wait for an HBase connection")));
         }
@@ -583,7 +596,7 @@ mod tests {
     }
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
-    async fn a_bounded_queue_refuses_at_once_and_a_queue_timeout_refuses_in_time() {
+    async fn a_bounded_queue_refuses_at_once_unless_lifted_and_a_queue_timeout_refuses_in_time() {
         let (_gateway, address) = silent_gateway();
         let hbase = Hbase::new(HbaseConfig {
             thrift1_gateways: GatewayList::single(address),
@@ -615,6 +628,12 @@ mod tests {
         let refused = hbase.run(Retry::Once, |connection| connection.ping()).await;
         assert!(matches!(refused, Err(Error::Overloaded(_))), "{refused:?}");
         assert!(asked.elapsed() < Duration::from_millis(100), "refused at once: {:?}", asked.elapsed());
+        // With the bound lifted the same operation waits for a slot, here
+        // until the queue timeout.
+        let asked = Instant::now();
+        let lifted = with_queue_bound_lifted(hbase.run(Retry::Once, |connection| connection.ping())).await;
+        assert!(matches!(lifted, Err(Error::Overloaded(_))), "{lifted:?}");
+        assert!(asked.elapsed() >= Duration::from_millis(400), "waited: {:?}", asked.elapsed());
         let (outcome, waited) = waiter.await.expect("waiter");
         assert!(matches!(outcome, Err(Error::Overloaded(_))), "{outcome:?}");
         assert!(waited >= Duration::from_millis(400) && waited < Duration::from_millis(900), "{waited:?}");

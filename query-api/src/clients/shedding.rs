@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use common::store::ReadStore;
 
 use super::shares::Load;
-use super::Clients;
+use super::{Clients, Why};
 use crate::error::{ApiError, ErrorCode};
 
 /// What [`shed_fairly`] reads: the clients and how HBase is doing, behind
@@ -44,19 +44,29 @@ pub(crate) async fn shed_fairly(shedding: Shedding, request: Request, next: Next
         connections: store.hbase_connections(),
     };
     match clients.admit(&client, &load) {
-        Ok(_admission) => {
+        Ok(mut admission) => {
             clients.count(&client, None);
-            next.run(request).await
+            let response = if admission.sheltered() {
+                common::hbase::with_queue_bound_lifted(next.run(request)).await
+            } else {
+                next.run(request).await
+            };
+            if response.status().is_server_error() {
+                admission.failed();
+            }
+            response
         }
         Err(refusal) => {
             clients.count(&client, Some(&refusal));
-            tracing::debug!(%client, reason = refusal.reason, in_flight = refusal.in_flight, "client refused");
-            let detail = match refusal.reason {
-                "rate" => "this client is over its request rate".to_owned(),
-                "in_flight" => format!("this client already has {} requests in flight, its most", refusal.in_flight),
-                _ => format!(
-                    "the service is busy and this client already has {} requests in flight, its share now is {}",
-                    refusal.in_flight, refusal.allowed
+            tracing::debug!(%client, reason = refusal.reason(), "client refused");
+            let detail = match refusal.why {
+                Why::Rate => "this client is over its request rate".to_owned(),
+                Why::InFlight { in_flight, .. } => {
+                    format!("this client already has {in_flight} requests in flight, its most")
+                }
+                Why::FairShare { rate, fair_rate } => format!(
+                    "the service is busy and this client asks more than its fair share: \
+                     about {rate:.0} requests a second, its share now {fair_rate:.0}"
                 ),
             };
             let mut response = ApiError::new(
