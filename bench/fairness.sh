@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# Fair shedding (BENCHMARKS.md, "Fair shedding"; the rule is docs/pacing.md):
+# Fair shares (BENCHMARKS.md, "Fair shares"; the rule is docs/pacing.md):
 # polite readers of every kind beside a flood, beside crowds, alone, with
 # shedding on and off, in rounds.
 #

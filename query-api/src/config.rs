@@ -155,12 +155,12 @@ pub struct Args {
     pub read_consistency: ConsistencyChoice,
 
     /// While HBase is busy (as many operations running as the pool has
-    /// connections, or one waiting), refuse (429, `Retry-After`) the clients
-    /// that already have their fair share of requests in flight (a limit
-    /// adapted to how quickly HBase answers, at most the pool's connections,
-    /// over the clients seen in the last second or two; at least two), so one
-    /// client cannot take the service from the others. `false` sheds whoever
-    /// comes next (503 `overloaded` past the queue).
+    /// connections, or one waiting), refuse (429, `Retry-After`) first the
+    /// clients asking more requests a second than their max-min fair share
+    /// of what the service can serve, once they fill the room left for them
+    /// (docs/pacing.md), so one client or a crowd cannot take the service
+    /// from the others. `false` sheds whoever comes next (503 `overloaded`
+    /// past the queue).
     #[arg(long, env = "REVIEWS_API_FAIR_SHEDDING", default_value_t = true, action = clap::ArgAction::Set)]
     pub fair_shedding: bool,
 

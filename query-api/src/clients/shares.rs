@@ -36,38 +36,34 @@ pub(super) const BUSY_FOR: Duration = Duration::from_secs(1);
 /// a page's first requests come at once, and would otherwise count as a
 /// flood.
 const NEW_CLIENT_SPAN_MS: u64 = 100;
-/// How long what the service could serve in a second counts
-/// ([`Counts::fair_rate`]).
-const CAPACITY_MEMORY_SECS: u64 = 10;
-/// The share of its connections' time the pool is taken to serve requests
-/// in ([`capacity`]): on a machine of few cores its connections do not all
-/// run at once at their usual speed.
-const POOL_UTILIZATION: f64 = 0.5;
+/// How long the most requests the service served in a second counts as what
+/// it can serve ([`Counts::fair_rate`]).
+const SERVED_MEMORY_SECS: u64 = 10;
+/// What the service can serve, over the most it served lately: room for
+/// the readers' rates to wander above what they asked before a flood came,
+/// when the service served just that.
+const SERVED_HEADROOM: f64 = 1.25;
 
 /// The service's requests in flight, by whether their client was within its
 /// fair rate when they were admitted, and the requests it has served (those
-/// that finished without a 5xx) and the time they took: atomics, since
-/// every answer changes them and must not wait for the lock.
+/// answered without a 5xx): atomics, since every answer changes them and
+/// must not wait for the lock.
 #[derive(Debug, Default)]
 pub(super) struct Totals {
     pub(super) within: AtomicUsize,
     pub(super) over: AtomicUsize,
     pub(super) served: AtomicU64,
-    /// Microseconds, summed over the requests served.
-    pub(super) took_us: AtomicU64,
 }
 
-/// Requests served, and the time they took together.
-#[derive(Debug, Default, Clone, Copy, PartialEq)]
-pub(super) struct Served {
-    pub(super) count: u64,
-    pub(super) took_us: u64,
-}
-
-impl Served {
-    /// What was served since `mark`.
-    fn since(self, mark: Served) -> Served {
-        Served { count: self.count.saturating_sub(mark.count), took_us: self.took_us.saturating_sub(mark.took_us) }
+impl Totals {
+    /// The count of requests in flight admitted over their client's fair
+    /// rate, or within it.
+    pub(super) fn of(&self, over_share: bool) -> &AtomicUsize {
+        if over_share {
+            &self.over
+        } else {
+            &self.within
+        }
     }
 }
 
@@ -90,12 +86,17 @@ impl Window {
     /// counts as one from its first tenth of a second on.
     fn rate(self, now_ms: u64, before: f64) -> f64 {
         let since_ms = now_ms.saturating_sub(self.first_ms);
-        if since_ms < 1_000 {
+        if self.is_new(now_ms) {
             let requests = f64::from(self.before) + f64::from(self.now);
             requests * 1_000.0 / since_ms.max(NEW_CLIENT_SPAN_MS) as f64
         } else {
             f64::from(self.before) * before + f64::from(self.now)
         }
+    }
+
+    /// Whether its client came less than a second before `now_ms`.
+    fn is_new(self, now_ms: u64) -> bool {
+        now_ms < self.first_ms.saturating_add(1_000)
     }
 }
 
@@ -113,14 +114,13 @@ pub(super) struct Counts {
     requests: HashMap<ClientId, Window>,
     /// The current second, since `Inner::started`.
     second: u64,
-    /// What was served when the current second began, and in the second
-    /// before.
-    served_mark: Served,
-    served_before: Served,
-    /// What the service could serve in each of the last
-    /// [`CAPACITY_MEMORY_SECS`] seconds it was asked anything ([`capacity`]),
-    /// by second.
-    capacities: VecDeque<(u64, f64)>,
+    /// [`Totals::served`] when the current second began, and the requests
+    /// served in the second before.
+    served_mark: u64,
+    served_before: u64,
+    /// The requests served in each of the last [`SERVED_MEMORY_SECS`]
+    /// seconds the service was asked anything, by second.
+    served_by_second: VecDeque<(u64, u64)>,
     /// Until when (ms since `Inner::started`) the service counts as busy:
     /// [`BUSY_FOR`] after HBase was last seen busy.
     pub(super) busy_until_ms: u64,
@@ -165,23 +165,26 @@ impl Counts {
         }
     }
 
-    /// Counts a request of `client` at `now_ms`, when `served` were served;
-    /// moves the window to a new second first, keeping what the pool's
-    /// `connections` could serve in the second that ended.
-    pub(super) fn see(&mut self, client: &ClientId, now_ms: u64, served: Served, connections: usize) {
-        let second = now_ms / 1_000;
+    /// Counts a request of `client` at `now_ms`, when `served` requests were
+    /// served; moves the window to a new second first, keeping what was
+    /// served in the second that ended.
+    pub(super) fn see(&mut self, client: &ClientId, now_ms: u64, served: u64) {
+        // Never back: a request that read the clock just before the second
+        // turned may take the lock just after one that read it after, and
+        // would otherwise look like a gap that forgets every client.
+        let second = (now_ms / 1_000).max(self.second);
         if second != self.second {
             let next = second == self.second + 1;
-            let then = served.since(self.served_mark);
-            self.capacities.push_back((self.second, capacity(connections, then.count as f64, then.took_us as f64)));
-            while self.capacities.front().is_some_and(|(at, _)| at + CAPACITY_MEMORY_SECS < second) {
-                self.capacities.pop_front();
+            let then = served.saturating_sub(self.served_mark);
+            self.served_by_second.push_back((self.second, then));
+            while self.served_by_second.front().is_some_and(|(at, _)| at + SERVED_MEMORY_SECS < second) {
+                self.served_by_second.pop_front();
             }
             self.requests.retain(|_, window| {
                 (window.before, window.now) = (if next { window.now } else { 0 }, 0);
                 window.before > 0
             });
-            self.served_before = if next { then } else { Served::default() };
+            self.served_before = if next { then } else { 0 };
             self.served_mark = served;
             self.second = second;
         }
@@ -202,34 +205,38 @@ impl Counts {
     /// `client`'s requests in the last second at `now_ms`, and whether it
     /// came less than a second before.
     pub(super) fn rate_of(&self, client: &ClientId, now_ms: u64) -> (f64, bool) {
-        self.requests.get(client).map_or((0.0, true), |window| {
-            (window.rate(now_ms, before_weight(now_ms)), now_ms < window.first_ms.saturating_add(1_000))
-        })
+        self.requests
+            .get(client)
+            .map_or((0.0, true), |window| (window.rate(now_ms, before_weight(now_ms)), window.is_new(now_ms)))
     }
 
-    /// The fair rate at `now_ms`, in requests a second (`served`: what was
-    /// served so far; `connections`: the pool's): the max-min fair
-    /// share ([`water_level`]) of what the service can serve among the
-    /// clients' request rates. A client asking less than an even share gets
-    /// what it asks and leaves the rest to the others. What the service can
-    /// serve is the most it could in a second of the last
-    /// [`CAPACITY_MEMORY_SECS`], or in the last second ([`capacity`]): the
-    /// most of a few seconds is not lowered by a flood's first requests,
-    /// let in before anyone could tell it from the others, slowing every
-    /// answer for a moment. Worked out again every 10 ms, or every 100 ms
-    /// with a thousand clients (the work grows with them).
-    pub(super) fn fair_rate(&mut self, now_ms: u64, served: Served, connections: usize) -> f64 {
+    /// The fair rate at `now_ms`, in requests a second (`served`: the
+    /// requests served so far): the max-min fair share ([`water_level`]) of
+    /// what the service can serve among the rates of the clients known for
+    /// a second or more. A client asking less than an even share gets what
+    /// it asks and leaves the rest to the others. What the service can serve
+    /// is [`SERVED_HEADROOM`] times the most it served in a second of the
+    /// last [`SERVED_MEMORY_SECS`], or in the last second: while it sheds it
+    /// serves all it can, and the most of a few seconds is not lowered by a
+    /// flood's first requests slowing every answer for a moment. A newcomer
+    /// has asked too little to tell its rate by, and would otherwise take
+    /// an even share from the readers known before it came. Worked out again
+    /// every 10 ms, less often with many clients (the work grows with them):
+    /// every 100 ms from 900 on.
+    pub(super) fn fair_rate(&mut self, now_ms: u64, served: u64) -> f64 {
         let every = (10 + self.clients() as u64 / 10).min(ADAPT_EVERY.as_millis() as u64);
         if self.leveled_ms.is_none_or(|at| now_ms >= at.saturating_add(every)) {
             self.leveled_ms = Some(now_ms);
             let before = before_weight(now_ms);
-            let now = served.since(self.served_mark);
-            let count = self.served_before.count as f64 * before + now.count as f64;
-            let took_us = self.served_before.took_us as f64 * before + now.took_us as f64;
-            let lately = capacity(connections, count, took_us);
-            let most = self.capacities.iter().map(|(_, capacity)| *capacity).fold(lately, f64::max);
-            let mut rates: Vec<f64> = self.requests.values().map(|window| window.rate(now_ms, before)).collect();
-            (self.fair_rate, self.over_clients) = water_level(&mut rates, most);
+            let lately = self.served_before as f64 * before + served.saturating_sub(self.served_mark) as f64;
+            let most = self.served_by_second.iter().map(|(_, served)| *served as f64).fold(lately, f64::max);
+            let mut rates: Vec<f64> = self
+                .requests
+                .values()
+                .filter(|window| !window.is_new(now_ms))
+                .map(|window| window.rate(now_ms, before))
+                .collect();
+            (self.fair_rate, self.over_clients) = water_level(&mut rates, SERVED_HEADROOM * most);
         }
         self.fair_rate
     }
@@ -238,17 +245,6 @@ impl Counts {
     pub(super) fn stop_shedding(&mut self) {
         self.leveled_ms = None;
     }
-}
-
-/// What the service could serve a second, given that it `served` so many
-/// requests a second, which took `took_us` together: at least that, and at
-/// least what its pool's `connections` serve at [`POOL_UTILIZATION`] with
-/// each request taking as long as those did. The second is what the service
-/// can serve when a flood begins: until then it served only what it was
-/// asked. The first is what it serves once it sheds, whatever the machine.
-fn capacity(connections: usize, served: f64, took_us: f64) -> f64 {
-    let pool = connections.max(1) as f64 * POOL_UTILIZATION * 1e6 * served / took_us.max(1.0);
-    served.max(pool)
 }
 
 /// The weight of the second before the current one in a rate at `now_ms`:

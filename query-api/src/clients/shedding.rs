@@ -51,8 +51,8 @@ pub(crate) async fn shed_fairly(shedding: Shedding, request: Request, next: Next
             } else {
                 next.run(request).await
             };
-            if response.status().is_server_error() {
-                admission.failed();
+            if !response.status().is_server_error() {
+                admission.served();
             }
             response
         }
@@ -64,6 +64,9 @@ pub(crate) async fn shed_fairly(shedding: Shedding, request: Request, next: Next
                 Why::InFlight { in_flight, .. } => {
                     format!("this client already has {in_flight} requests in flight, its most")
                 }
+                Why::Newcomer { in_flight } => format!(
+                    "the service is busy and this client, new to it, already has {in_flight} requests in flight"
+                ),
                 Why::FairShare { rate, fair_rate } => format!(
                     "the service is busy and this client asks more than its fair share: \
                      about {rate:.0} requests a second, its share now {fair_rate:.0}"

@@ -12,8 +12,8 @@
 //!   after the gateway returns the service answers at once, with no backlog of
 //!   abandoned work to drain;
 //! - one client cannot take the service from the others (issue 44): while
-//!   HBase calls queue, a client over its fair share is refused with 429 and
-//!   another client is served; a forwarding header counts only from a trusted
+//!   HBase calls queue, a client asking more than its fair share is refused
+//!   with 429 and another client is served; a forwarding header counts only from a trusted
 //!   proxy; an API key is a client of its own, and an exempt one is never
 //!   refused; a refusal costs HBase nothing; the probes and `/metrics` are
 //!   never limited, and a browser can read a refusal and its `Retry-After`.
@@ -445,12 +445,14 @@ async fn a_flooding_client_is_refused_with_429_while_another_is_served() {
     until("the greedy client's read waits too", || hbase.queued() == 2).await;
     // Another client reads a page the cache holds: within its share, served.
     assert_eq!(get_as(&polite, &service, &ranked, &[]).await.0, StatusCode::OK);
-    // Now the greedy client, four in flight, is over its share of two
-    // connections: refused at once, for reads that need HBase (a latest page
-    // is never cached) as for a page the cache holds; a forwarding header
-    // from it (an untrusted peer) changes nothing. A refusal costs HBase
-    // nothing: none of the refused reads waits for a connection, as each
-    // would behind the silent gateway had it been let in.
+    // Now the greedy client, four in flight on an HBase that answers nothing,
+    // asks more than the service serves (or, within a second of its first
+    // request, more than a newcomer's pair): refused at once, for reads
+    // that need HBase (a latest page is never cached) as for a page the
+    // cache holds; a forwarding header from it (an untrusted peer) changes
+    // nothing. A refusal costs HBase nothing: none of the refused reads
+    // waits for a connection, as each would behind the silent gateway had
+    // it been let in.
     let latest_page = format!("/v1/products/{}/comments", catalogue.product(0));
     let refused_reads = [
         (&latest_page, &[][..]),
