@@ -25,7 +25,8 @@
 //! (`common::hbase::Hbase::latency_ratio`), up by one otherwise, because on
 //! a small machine a flood slows every operation long before it fills the
 //! pool. A client that came less than a second ago has asked too little to
-//! tell its rate by: it may have two requests in flight until it can be.
+//! tell its rate by: until it can be, it takes its place in the room, two
+//! requests at most.
 //! Without that pressure, or without another client, nobody is refused for
 //! volume, so a lone client (a benchmark, a backfill) keeps the whole
 //! service. Fixed limits per client (requests per second, with `governor`'s
@@ -63,12 +64,12 @@ mod shedding;
 
 pub use identity::{parse_trusted_proxy, ApiKey, ClientId, ForwardedHeader, ADDRESS_CLASS, OTHER_CLASS};
 pub use shares::Load;
-use shares::{Counts, Totals, BUSY_FOR};
+use shares::{Counts, Share, Totals, BUSY_FOR};
 pub(crate) use shedding::{shed_fairly, Shedding};
 
 use crate::telemetry;
 
-/// The requests a client that came less than a second ago may have in
+/// The most requests a client that came less than a second ago may have in
 /// flight while the service sheds: a page asks in pairs.
 const NEWCOMER_IN_FLIGHT: usize = 2;
 /// The clients over their fair rates together may always have the pool's
@@ -141,7 +142,8 @@ pub enum Why {
     /// requests a second.
     FairShare { rate: f64, fair_rate: f64 },
     /// The service sheds, and the client, which came less than a second
-    /// ago, has `in_flight` requests in flight ([`NEWCOMER_IN_FLIGHT`]).
+    /// ago, has `in_flight` requests in flight ([`NEWCOMER_IN_FLIGHT`]), or
+    /// the room is taken.
     Newcomer { in_flight: usize },
     /// The client has its fixed most of requests in flight.
     InFlight { in_flight: usize, most: usize },
@@ -234,12 +236,12 @@ impl Clients {
     /// client was seen in the last second or two; the shares thus come back
     /// a request at a time rather than all at once, which let a flood in
     /// whole and had it shed again a second later. While it sheds, a client
-    /// that came less than a second ago may have [`NEWCOMER_IN_FLIGHT`]
-    /// requests in flight, and a client asking more than its fair rate
-    /// ([`Counts::fair_rate`]) its even part of the room: what the limit
-    /// leaves after the requests of the clients within their rates, at least
-    /// a quarter of the pool; and those clients together no more than the
-    /// room. A slow HBase that was not busy lowers the limit but refuses
+    /// asking more than its fair rate ([`Counts::fair_rate`]) may have in
+    /// flight its even part of the room: what the limit leaves after the
+    /// requests of the clients within their rates, at least a quarter of the
+    /// pool; a client that came less than a second ago a place in the room,
+    /// [`NEWCOMER_IN_FLIGHT`] at most; and those clients together no more
+    /// than the room. A slow HBase that was not busy lowers the limit but refuses
     /// nobody. An exempt key is always admitted. The admission counts the
     /// request until it is dropped.
     pub fn admit(&self, client: &ClientId, load: &Load) -> Result<Admission, Refusal> {
@@ -272,7 +274,7 @@ impl Clients {
             counts.stop_shedding();
         }
         let mine = counts.in_flight.get(client).map_or(0, |count| count.load(Ordering::Relaxed));
-        let (mut over_share, mut newcomer) = (false, false);
+        let (mut over_share, mut sheltered) = (false, false);
         if !exempt {
             let policy = &self.inner.policy;
             if let Some(most) = policy.max_in_flight.filter(|most| mine >= *most) {
@@ -281,22 +283,26 @@ impl Clients {
             }
             if policy.fair_shedding && shedding {
                 let (rate, new) = counts.rate_of(client, now_ms);
-                newcomer = new;
-                let fair_rate = counts.fair_rate(now_ms, served);
-                // A client that came less than a second ago has asked too
-                // little to tell its rate by: a crowd's first requests are
-                // held to a page's pair each until it can be.
-                if new && mine >= NEWCOMER_IN_FLIGHT {
-                    return Err(Refusal { why: Why::Newcomer { in_flight: mine }, retry_after_secs: 1 });
-                }
-                if rate > fair_rate {
-                    let least = (load.connections / OVER_SHARE_ROOM_DIVISOR).max(1) as f64;
-                    let room = (counts.limit - within as f64).max(least);
+                let Share { fair_rate, even_rate } = counts.fair_rate(now_ms, served);
+                let least = (load.connections / OVER_SHARE_ROOM_DIVISOR).max(1) as f64;
+                let room = (counts.limit - within as f64).max(least);
+                if new {
+                    // A client that came less than a second ago has asked
+                    // too little to tell its rate by: it takes its place in
+                    // the room, a page's pair at most, so a crowd arriving at
+                    // once holds no more than one flood would.
+                    if mine >= NEWCOMER_IN_FLIGHT || over as f64 >= room {
+                        return Err(Refusal { why: Why::Newcomer { in_flight: mine }, retry_after_secs: 1 });
+                    }
+                    over_share = true;
+                } else if rate > fair_rate {
                     let each = (room / counts.over_clients.max(1) as f64).max(1.0);
                     if over as f64 >= room || mine as f64 >= each {
                         return Err(Refusal { why: Why::FairShare { rate, fair_rate }, retry_after_secs: 1 });
                     }
                     over_share = true;
+                } else {
+                    sheltered = rate <= even_rate;
                 }
             }
             // Last, so a request refused for the above spends none of its
@@ -313,7 +319,6 @@ impl Clients {
         count.fetch_add(1, Ordering::Relaxed);
         totals.of(over_share).fetch_add(1, Ordering::Relaxed);
         drop(counts);
-        let sheltered = self.inner.policy.fair_shedding && shedding && !exempt && !over_share && !newcomer;
         Ok(Admission { count, totals: Arc::clone(totals), over_share, sheltered, served: false })
     }
 
@@ -366,14 +371,12 @@ pub struct Admission {
 }
 
 impl Admission {
-    /// Whether the service sheds and this request's client is within its
-    /// fair rate, known for a second or more and not an exempt key: its
-    /// HBase operations may wait past the queue's bound, which the others
-    /// may have filled a moment before (`common::hbase::with_queue_bound_lifted`).
-    /// A flood within its rate is sheltered too, but only while the service
-    /// serves all it asks: once it cannot, the flood is over its rate. Work
-    /// the request hands to a task of its own (a batch of ranking loads) is
-    /// not sheltered.
+    /// Whether the service sheds and this request's client asks no more than
+    /// an even share of what the service can serve, is known for a second or
+    /// more and is not an exempt key: its HBase operations may wait past the
+    /// queue's bound, which the others may have filled a moment before
+    /// (`common::hbase::with_queue_bound_lifted`). Work the request hands to
+    /// a task of its own (a batch of ranking loads) is not sheltered.
     pub fn sheltered(&self) -> bool {
         self.sheltered
     }

@@ -65,7 +65,7 @@ pub(crate) async fn shed_fairly(shedding: Shedding, request: Request, next: Next
                     format!("this client already has {in_flight} requests in flight, its most")
                 }
                 Why::Newcomer { in_flight } => format!(
-                    "the service is busy and this client, new to it, already has {in_flight} requests in flight"
+                    "the service is busy and this client, new to it, may not have more than its {in_flight} requests in flight yet"
                 ),
                 Why::FairShare { rate, fair_rate } => format!(
                     "the service is busy and this client asks more than its fair share: \
