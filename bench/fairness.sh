@@ -79,7 +79,8 @@ esac
 base="http://127.0.0.1:$port"
 api_pid=""
 greedy_pid=""
-trap 'for pid in "$api_pid" "$greedy_pid"; do [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null; done; wait 2>/dev/null || true' EXIT
+polite_pids=()
+trap 'for pid in "$api_pid" "$greedy_pid" "${polite_pids[@]}"; do [ -n "$pid" ] && kill -TERM "$pid" 2>/dev/null; done; wait 2>/dev/null || true' EXIT
 
 # The routes and connection mode of each reader, and its address.
 reader_flags() {
@@ -110,6 +111,14 @@ polite() {
   done
 }
 
+# wait_readers: waits for every reader; one that failed is said, not fatal.
+wait_readers() {
+  local pid
+  for pid in "${polite_pids[@]}"; do
+    wait "$pid" || echo "a reader (pid $pid) failed" >&2
+  done
+}
+
 # The greedy clients' addresses of a condition.
 addresses() {
   case "$1" in
@@ -129,7 +138,7 @@ for round in $(seq 1 "$rounds"); do
     # A new service's caches are cold and its first answers slow: the
     # readers read for a while unmeasured first, so "alone" is a warm one.
     polite "warm-$round-$shedding" "$warmup"
-    wait "${polite_pids[@]}"
+    wait_readers
     for condition in $conditions; do
       name="$round-$shedding-$condition"
       polite "$name" $((lead + duration))
@@ -140,7 +149,7 @@ for round in $(seq 1 "$rounds"); do
           --local-address "$(addresses "$condition")" --report-only >"$out/$name-greedy.txt" 2>&1 &
         greedy_pid=$!
       fi
-      wait "${polite_pids[@]}"
+      wait_readers
       if [ -n "$greedy_pid" ]; then
         wait "$greedy_pid" || true
         greedy_pid=""
@@ -179,7 +188,8 @@ def greedy(name):
     if not match:
         return None
     answered, ok, refused, errors, none = (int(group) for group in match.groups())
-    return {"served_per_s": ok / duration, "answered": answered, "refused": refused, "errors": errors, "no_answer": none}
+    # soak runs a second longer than the readers.
+    return {"served_per_s": ok / (duration + 1), "answered": answered, "refused": refused, "errors": errors, "no_answer": none}
 
 table = []
 for round in range(1, rounds + 1):
@@ -214,7 +224,7 @@ for condition in conditions:
     for shedding in settings:
         mine = [row for row in rows if row["shedding"] == shedding]
         failed = sum(seen["failed"] for row in mine for seen in row["readers"].values())
-        ratios = [seen.get("p99_over_alone", 0) for row in mine for seen in row["readers"].values()]
+        ratios = [seen["p99_over_alone"] for row in mine for seen in row["readers"].values() if "p99_over_alone" in seen]
         worst = f", worst p99 {max(ratios):.1f}x alone" if condition != "alone" and ratios else ""
         print(f"{condition}, shedding {shedding}: {failed} polite failures over {len(mine)} rounds{worst}")
     if condition != "alone" and {"true", "false"} <= set(settings):

@@ -11,7 +11,7 @@
 //! running as the pool has connections, or one waiting, within the last
 //! second: `common::hbase::Hbase::busy`), the service works out each
 //! client's **fair rate**: the max-min fair share (`shares::water_level`) of
-//! what it can serve, by the most it served in a second lately. A client
+//! what it can serve: twice the most it served in a second of the last ten. A client
 //! asking no more than its fair rate (counted in requests a second, so
 //! however slow answers get and however many of its requests are in
 //! flight) is admitted as before. The clients asking more share a room of
@@ -25,8 +25,8 @@
 //! (`common::hbase::Hbase::latency_ratio`), up by one otherwise, because on
 //! a small machine a flood slows every operation long before it fills the
 //! pool. A client that came less than a second ago has asked too little to
-//! tell its rate by: until it can be, it takes its place in the room, two
-//! requests at most.
+//! tell its rate by: until it can be, its first request is let in and a
+//! second takes a place in the room.
 //! Without that pressure, or without another client, nobody is refused for
 //! volume, so a lone client (a benchmark, a backfill) keeps the whole
 //! service. Fixed limits per client (requests per second, with `governor`'s
@@ -239,9 +239,9 @@ impl Clients {
     /// asking more than its fair rate ([`Counts::fair_rate`]) may have in
     /// flight its even part of the room: what the limit leaves after the
     /// requests of the clients within their rates, at least a quarter of the
-    /// pool; a client that came less than a second ago a place in the room,
-    /// [`NEWCOMER_IN_FLIGHT`] at most; and those clients together no more
-    /// than the room. A slow HBase that was not busy lowers the limit but refuses
+    /// pool; a client that came less than a second ago its first request and
+    /// a place in the room, [`NEWCOMER_IN_FLIGHT`] at most; and those
+    /// clients together no more than the room (a newcomer's first aside). A slow HBase that was not busy lowers the limit but refuses
     /// nobody. An exempt key is always admitted. The admission counts the
     /// request until it is dropped.
     pub fn admit(&self, client: &ClientId, load: &Load) -> Result<Admission, Refusal> {
@@ -288,15 +288,18 @@ impl Clients {
                 let room = (counts.limit - within as f64).max(least);
                 if new {
                     // A client that came less than a second ago has asked
-                    // too little to tell its rate by: it takes its place in
-                    // the room, a page's pair at most, so a crowd arriving at
-                    // once holds no more than one flood would.
-                    if mine >= NEWCOMER_IN_FLIGHT || over as f64 >= room {
+                    // too little to tell its rate by: its first request is
+                    // let in, and a second takes a place in the room, so a
+                    // crowd arriving at once holds little more than one
+                    // flood would.
+                    if mine >= NEWCOMER_IN_FLIGHT || (mine > 0 && over as f64 >= room) {
                         return Err(Refusal { why: Why::Newcomer { in_flight: mine }, retry_after_secs: 1 });
                     }
                     over_share = true;
                 } else if rate > fair_rate {
-                    let each = (room / counts.over_clients.max(1) as f64).max(1.0);
+                    // Newcomers count too, so a known flood leaves them room.
+                    let sharing = (counts.over_clients + counts.newcomers).max(1);
+                    let each = (room / sharing as f64).max(1.0);
                     if over as f64 >= room || mine as f64 >= each {
                         return Err(Refusal { why: Why::FairShare { rate, fair_rate }, retry_after_secs: 1 });
                     }
@@ -360,9 +363,10 @@ pub struct Admission {
     /// Its client's count of requests in flight.
     count: Arc<AtomicUsize>,
     totals: Arc<Totals>,
-    /// Whether its client asked more than its fair rate when it was admitted.
+    /// Whether it was admitted in the room: its client asked more than its
+    /// fair rate, or was a newcomer.
     over_share: bool,
-    /// Whether the service shed then and its client was within its fair rate.
+    /// [`Admission::sheltered`].
     sheltered: bool,
     /// Whether it was answered without a 5xx. Only such answers say what
     /// the service can serve: a refusal of HBase's queue is quick, and would
@@ -749,6 +753,19 @@ mod tests {
     }
 
     #[test]
+    fn a_shopper_who_comes_during_a_flood_is_served_in_its_first_second() {
+        let clients = clients(ClientPolicy::default());
+        // A known flood beside a reader fills the room on the crowded HBase;
+        // two seconds on, a shopper comes, a read every 100 ms.
+        let reader = Asking { client: address("192.0.2.2"), every_ms: 100, takes_ms: 5, from_ms: 0 };
+        let flood = Asking { client: address("192.0.2.1"), every_ms: 1, takes_ms: 30, from_ms: 0 };
+        let shopper = Asking { client: address("192.0.2.9"), every_ms: 100, takes_ms: 5, from_ms: 2_000 };
+        let got = simulate(&clients, &[reader, flood, shopper], 0..3_000, crowded, |_, _| {});
+        assert!(got[1].refused.len() > 1_000, "the flood is held: {}", got[1].refused.len());
+        assert_eq!((got[2].admitted, got[2].refused.len()), (10, 0), "the shopper is never refused");
+    }
+
+    #[test]
     fn while_it_sheds_the_clients_within_their_rate_are_sheltered_but_a_newcomer_is_not() {
         let at = Duration::from_millis;
         for fair_shedding in [true, false] {
@@ -791,8 +808,7 @@ mod tests {
         counts.see(&b, 10, 0);
         counts.see(&a, 20, 0);
         assert_eq!(counts.clients(), 2);
-        assert_eq!(counts.rate_of(&a, 50), (20.0, true), "a new client's requests over a tenth of a second at least");
-        assert_eq!(counts.rate_of(&a, 500), (4.0, true), "and over the time since it came");
+        assert!(counts.rate_of(&a, 500).1, "new for a second");
         counts.see(&a, 1_000, 0);
         assert_eq!(counts.clients(), 2, "b was seen in the second before");
         assert_eq!(counts.rate_of(&a, 1_500), (2.0, false), "half the second before, and one now");

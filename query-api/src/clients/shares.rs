@@ -24,18 +24,14 @@ pub struct Load {
 /// congested: while a flood is shed, the other clients' answers should take
 /// at most about twice their usual time, and their operations are only part
 /// of an answer's time.
-pub(super) const CONGESTED_LATENCY: f64 = 1.5;
+const CONGESTED_LATENCY: f64 = 1.5;
 /// How often the limit may move.
-pub(super) const ADAPT_EVERY: Duration = Duration::from_millis(100);
+const ADAPT_EVERY: Duration = Duration::from_millis(100);
 /// How long the service counts as busy after HBase was last seen busy. A
 /// flood keeps HBase busy only while it is admitted: held to its share, it
 /// may leave connections free for a moment, and were the shares lifted then,
 /// the requests let in would queue again before anyone noticed.
 pub(super) const BUSY_FOR: Duration = Duration::from_secs(1);
-/// The shortest time a new client's requests are spread over in its rate:
-/// a page's first requests come at once, and would otherwise count as a
-/// flood.
-const NEW_CLIENT_SPAN_MS: u64 = 100;
 /// How long the most requests the service served in a second counts as what
 /// it can serve ([`Counts::fair_rate`]).
 const SERVED_MEMORY_SECS: u64 = 10;
@@ -47,8 +43,8 @@ const SERVED_MEMORY_SECS: u64 = 10;
 /// and some were refused (bench/fairness.sh).
 const SERVED_HEADROOM: f64 = 2.0;
 
-/// The service's requests in flight, by whether their client was within its
-/// fair rate when they were admitted, and the requests it has served (those
+/// The service's requests in flight, by whether they were admitted within
+/// their client's fair rate or in the room (over it, or a newcomer's), and the requests it has served (those
 /// answered without a 5xx): atomics, since every answer changes them and
 /// must not wait for the lock.
 #[derive(Debug, Default)]
@@ -81,20 +77,11 @@ struct Window {
 }
 
 impl Window {
-    /// Requests a second at `now_ms`. A client seen for a second or more:
-    /// all of the current second's and the part of the one before it that
-    /// is still within a second (`before`, the weight of that part), as if
-    /// they had been spread evenly over it. A newer one: its requests over
-    /// the time since it came, at least [`NEW_CLIENT_SPAN_MS`], so a flood
-    /// counts as one from its first tenth of a second on.
-    fn rate(self, now_ms: u64, before: f64) -> f64 {
-        let since_ms = now_ms.saturating_sub(self.first_ms);
-        if self.is_new(now_ms) {
-            let requests = f64::from(self.before) + f64::from(self.now);
-            requests * 1_000.0 / since_ms.max(NEW_CLIENT_SPAN_MS) as f64
-        } else {
-            f64::from(self.before) * before + f64::from(self.now)
-        }
+    /// Requests a second: all of the current second's and the part of the
+    /// one before it that is still within a second (`before`, the weight of
+    /// that part), as if they had been spread evenly over it.
+    fn rate(self, before: f64) -> f64 {
+        f64::from(self.before) * before + f64::from(self.now)
     }
 
     /// Whether its client came less than a second before `now_ms`.
@@ -148,6 +135,9 @@ pub(super) struct Counts {
     /// clients ask more than the fair rate.
     share: Share,
     pub(super) over_clients: usize,
+    /// How many clients came less than a second ago: they take their places
+    /// in the room beside those over the fair rate.
+    pub(super) newcomers: usize,
     /// When the fair rate was last worked out; `None` since the service last
     /// stopped shedding, so the first request it sheds for works it out.
     leveled_ms: Option<u64>,
@@ -215,12 +205,12 @@ impl Counts {
         self.requests.len()
     }
 
-    /// `client`'s requests in the last second at `now_ms`, and whether it
-    /// came less than a second before.
+    /// `client`'s requests in the last second at `now_ms` (meaningful once
+    /// it is known), and whether it came less than a second before.
     pub(super) fn rate_of(&self, client: &ClientId, now_ms: u64) -> (f64, bool) {
         self.requests
             .get(client)
-            .map_or((0.0, true), |window| (window.rate(now_ms, before_weight(now_ms)), window.is_new(now_ms)))
+            .map_or((0.0, true), |window| (window.rate(before_weight(now_ms)), window.is_new(now_ms)))
     }
 
     /// The fair rate at `now_ms`, in requests a second (`served`: the
@@ -247,8 +237,9 @@ impl Counts {
                 .requests
                 .values()
                 .filter(|window| !window.is_new(now_ms))
-                .map(|window| window.rate(now_ms, before))
+                .map(|window| window.rate(before))
                 .collect();
+            self.newcomers = self.requests.len() - rates.len();
             let capacity = SERVED_HEADROOM * most;
             let even_rate = capacity / rates.len().max(1) as f64;
             let fair_rate;

@@ -10,7 +10,7 @@ use axum::response::{IntoResponse, Response};
 use common::store::ReadStore;
 
 use super::shares::Load;
-use super::{Clients, Why};
+use super::{Clients, Why, NEWCOMER_IN_FLIGHT};
 use crate::error::{ApiError, ErrorCode};
 
 /// What [`shed_fairly`] reads: the clients and how HBase is doing, behind
@@ -65,7 +65,8 @@ pub(crate) async fn shed_fairly(shedding: Shedding, request: Request, next: Next
                     format!("this client already has {in_flight} requests in flight, its most")
                 }
                 Why::Newcomer { in_flight } => format!(
-                    "the service is busy and this client, new to it, may not have more than its {in_flight} requests in flight yet"
+                    "the service is busy and this client, new to it, has {in_flight} requests in flight: \
+                     until its rate is known it may have {NEWCOMER_IN_FLIGHT}, while room for them is left"
                 ),
                 Why::FairShare { rate, fair_rate } => format!(
                     "the service is busy and this client asks more than its fair share: \
