@@ -241,9 +241,10 @@ impl Clients {
     /// requests of the clients within their rates, at least a quarter of the
     /// pool; a client that came less than a second ago its first request and
     /// a place in the room, [`NEWCOMER_IN_FLIGHT`] at most; and those
-    /// clients together no more than the room (a newcomer's first aside). A slow HBase that was not busy lowers the limit but refuses
-    /// nobody. An exempt key is always admitted. The admission counts the
-    /// request until it is dropped.
+    /// clients together no more than the room (a newcomer's first aside). A
+    /// slow HBase that was not busy lowers the limit but refuses nobody. An
+    /// exempt key is always admitted. The admission counts the request until
+    /// it is dropped.
     pub fn admit(&self, client: &ClientId, load: &Load) -> Result<Admission, Refusal> {
         self.admit_at(client, load, self.inner.started.elapsed())
     }
@@ -256,7 +257,7 @@ impl Clients {
         // Read under the lock, and raised under it below, so two requests
         // admitted at once cannot both take the room's last place. (They are
         // lowered without it: a request finishing only frees room.)
-        let (within, over) = (totals.within.load(Ordering::Relaxed), totals.over.load(Ordering::Relaxed));
+        let (within, in_room_now) = (totals.within.load(Ordering::Relaxed), totals.in_room.load(Ordering::Relaxed));
         let served = totals.served.load(Ordering::Relaxed);
         let now_ms = u64::try_from(now.as_millis()).unwrap_or(u64::MAX);
         counts.see(client, now_ms, served);
@@ -274,7 +275,7 @@ impl Clients {
             counts.stop_shedding();
         }
         let mine = counts.in_flight.get(client).map_or(0, |count| count.load(Ordering::Relaxed));
-        let (mut over_share, mut sheltered) = (false, false);
+        let (mut in_room, mut sheltered) = (false, false);
         if !exempt {
             let policy = &self.inner.policy;
             if let Some(most) = policy.max_in_flight.filter(|most| mine >= *most) {
@@ -292,18 +293,18 @@ impl Clients {
                     // let in, and a second takes a place in the room, so a
                     // crowd arriving at once holds little more than one
                     // flood would.
-                    if mine >= NEWCOMER_IN_FLIGHT || (mine > 0 && over as f64 >= room) {
+                    if mine >= NEWCOMER_IN_FLIGHT || (mine > 0 && in_room_now as f64 >= room) {
                         return Err(Refusal { why: Why::Newcomer { in_flight: mine }, retry_after_secs: 1 });
                     }
-                    over_share = true;
+                    in_room = true;
                 } else if rate > fair_rate {
                     // Newcomers count too, so a known flood leaves them room.
                     let sharing = (counts.over_clients + counts.newcomers).max(1);
                     let each = (room / sharing as f64).max(1.0);
-                    if over as f64 >= room || mine as f64 >= each {
+                    if in_room_now as f64 >= room || mine as f64 >= each {
                         return Err(Refusal { why: Why::FairShare { rate, fair_rate }, retry_after_secs: 1 });
                     }
-                    over_share = true;
+                    in_room = true;
                 } else {
                     sheltered = rate <= even_rate;
                 }
@@ -320,9 +321,9 @@ impl Clients {
         let count = Arc::clone(counts.in_flight.entry(client.clone()).or_default());
         // Under the lock: `forget_idle` drops a count at zero only there.
         count.fetch_add(1, Ordering::Relaxed);
-        totals.of(over_share).fetch_add(1, Ordering::Relaxed);
+        totals.of(in_room).fetch_add(1, Ordering::Relaxed);
         drop(counts);
-        Ok(Admission { count, totals: Arc::clone(totals), over_share, sheltered, served: false })
+        Ok(Admission { count, totals: Arc::clone(totals), in_room, sheltered, served: false })
     }
 
     /// Forgets the clients with nothing in flight, and the rate-limit state
@@ -365,7 +366,7 @@ pub struct Admission {
     totals: Arc<Totals>,
     /// Whether it was admitted in the room: its client asked more than its
     /// fair rate, or was a newcomer.
-    over_share: bool,
+    in_room: bool,
     /// [`Admission::sheltered`].
     sheltered: bool,
     /// Whether it was answered without a 5xx. Only such answers say what
@@ -394,7 +395,7 @@ impl Admission {
 impl Drop for Admission {
     fn drop(&mut self) {
         self.count.fetch_sub(1, Ordering::Relaxed);
-        self.totals.of(self.over_share).fetch_sub(1, Ordering::Relaxed);
+        self.totals.of(self.in_room).fetch_sub(1, Ordering::Relaxed);
         if self.served {
             self.totals.served.fetch_add(1, Ordering::Relaxed);
         }

@@ -44,22 +44,22 @@ const SERVED_MEMORY_SECS: u64 = 10;
 const SERVED_HEADROOM: f64 = 2.0;
 
 /// The service's requests in flight, by whether they were admitted within
-/// their client's fair rate or in the room (over it, or a newcomer's), and the requests it has served (those
-/// answered without a 5xx): atomics, since every answer changes them and
-/// must not wait for the lock.
+/// their client's fair rate or in the room (over it, or a newcomer's), and
+/// the requests it has served (answered without a 5xx): atomics, since
+/// every answer changes them and must not wait for the lock.
 #[derive(Debug, Default)]
 pub(super) struct Totals {
     pub(super) within: AtomicUsize,
-    pub(super) over: AtomicUsize,
+    pub(super) in_room: AtomicUsize,
     pub(super) served: AtomicU64,
 }
 
 impl Totals {
-    /// The count of requests in flight admitted over their client's fair
-    /// rate, or within it.
-    pub(super) fn of(&self, over_share: bool) -> &AtomicUsize {
-        if over_share {
-            &self.over
+    /// The count of requests in flight admitted in the room, or within
+    /// their client's fair rate.
+    pub(super) fn of(&self, in_room: bool) -> &AtomicUsize {
+        if in_room {
+            &self.in_room
         } else {
             &self.within
         }
