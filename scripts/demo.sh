@@ -29,16 +29,15 @@ summary=hbase/run/demo-summary.json
 "$bin/ranker" run
 
 listen="${REVIEWS_API_LISTEN:-127.0.0.1:8080}"
-python3 - "$summary" "$listen" "${DEMO_PRODUCTS:-200}" <<'PY'
+python3 - "$summary" "$listen" <<'PY'
 import json, sys
 summary = json.load(open(sys.argv[1]))
 base = "http://" + sys.argv[2]
 hot = summary["hottestProducts"][0]["id"]
 user = summary["activeUsers"][0]["id"]
-listing = ",".join(f"P{number:09}" for number in range(1, min(48, int(sys.argv[3])) + 1))
 print("\nquery-api is starting; open in a browser:")
-print(f"  {base}/demo/products/{hot}   a product page with the review widgets (?lang=ko in Korean)")
-print(f"  {base}/demo/listing?productIds={listing}")
+print(f"  {base}/demo/products/{hot}   a product page with the review widgets (?lang=ko in Korean),")
+print("  linking to a listing page of the 48 hottest products with their stars")
 print("or try:")
 print(f"  curl -s '{base}/v1/products/{hot}/comments?limit=5'")
 print(f"  curl -s '{base}/v1/products/{hot}/comments/ranked'")

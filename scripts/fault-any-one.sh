@@ -10,7 +10,7 @@
 # gateways, a ZooKeeper ensemble of three, a master, each a JVM of its
 # own), creates the tables (6 regions; with FAULT_REPLICAS=2, the
 # default, the tables a page reads get two replicas per region), loads the
-# demo data set of 200 products and ranks it, and starts two release
+# demo data set of 200 products, ranks it and flushes it, and starts two release
 # query-api replicas with their defaults (both gateway lists; `auto` reads
 # timeline on replicated tables) behind HAProxy with the project's
 # configuration (deploy/haproxy/query-api.cfg; Debian's haproxy, installed
@@ -101,6 +101,10 @@ hbase_flags=(--thrift-addr "$t1" --thrift2-addr "$t2" --table-prefix "$PREFIX")
 "$BIN/reviews-admin" demo load "${hbase_flags[@]}" --users "$USERS" --products "$PRODUCTS" --comments 20000 \
   >"$OUT_DIR/load.txt" 2>&1
 "$BIN/ranker" run "${hbase_flags[@]}" --as-of "$AS_OF" >"$OUT_DIR/ranker-first.txt" 2>&1
+# As a shop's months-old reviews are: in store files, not only in memstores.
+# A replica reopened after a crash serves what its primary flushed, so an
+# unflushed load would read as missing there for as long as the recovery.
+hbase/hbasectl flush "$PREFIX" >"$OUT_DIR/flush.txt"
 
 # start_replica K: query-api replica K (0 or 1) with its defaults, behind the proxy.
 start_replica() {

@@ -18,7 +18,7 @@
 use base64::engine::general_purpose::URL_SAFE_NO_PAD;
 use base64::Engine;
 
-use crate::ids::{Id, ID_LEN};
+use crate::ids::{Id, InvalidId, ID_LEN};
 
 /// A range of row keys, `[start, stop)`: `stop` `None` runs to the end of
 /// the table. The one key-range type: a shard's range, a region's, a run's.
@@ -517,6 +517,34 @@ pub fn region_split_keys(regions: u32) -> Vec<Vec<u8>> {
         .collect()
 }
 
+/// How far apart the first characters of consecutive [`numbered_id`]s lie in
+/// [`ID_ALPHABET`]. 23 shares no factor with 62, so 62 consecutive numbers
+/// take every first character once; and a hop of 23 (about two regions of
+/// six) puts a data set's few hottest records, its first numbers, in
+/// different regions.
+const NUMBERED_ID_STEP: u64 = 23;
+
+/// The id of record `number` (from 1) of a numbered data set, such as the
+/// demo and benchmark data: its kind's `letter` (`P` for a product, `U` for a
+/// user, ...) then the number in nine digits, with the letter moved on
+/// [`NUMBERED_ID_STEP`] places of [`ID_ALPHABET`] for each number after the
+/// first. Record 1 keeps the letter (`P000000001`); record 2 is `m000000002`.
+///
+/// Why the first character moves: a pre-split table's regions are cut on
+/// the first characters of its ids ([`region_split_keys`]), so with one
+/// letter every id of a kind would sort into one region, and a region
+/// server's death would take either all of the data or none of it. Moved,
+/// the ids spread over the regions as random ids do.
+pub fn numbered_id(field: &'static str, letter: u8, number: u64) -> Result<Id, InvalidId> {
+    let base = ID_ALPHABET.len() as u64;
+    let hops = (number % base + base - 1) % base;
+    let first = ID_ALPHABET
+        .iter()
+        .position(|&character| character == letter)
+        .map_or(letter, |at| ID_ALPHABET[((at as u64 + hops * NUMBERED_ID_STEP) % base) as usize]);
+    Id::parse_new(field, &format!("{}{number:09}", char::from(first)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -698,6 +726,30 @@ mod tests {
         assert_eq!(leading_id("productId", &rank_key(&java, 1)), Some(java));
         assert_eq!(next_leading_id(&key), Some(b"P000000002".to_vec()));
         assert!(next_leading_id(&key).is_some_and(|next| next.as_slice() > key.as_slice()));
+    }
+
+    #[test]
+    fn numbered_ids_keep_the_first_letter_and_number_and_spread_over_the_regions() {
+        let id = |letter, number| numbered_id("id", letter, number).expect("id").as_str().to_owned();
+        assert_eq!(id(b'P', 1), "P000000001");
+        assert_eq!(id(b'U', 1), "U000000001");
+        assert_eq!(id(b'P', 2), "m000000002");
+        assert_eq!(id(b'P', 63), "P000000063", "62 numbers on, the letter comes round again");
+        assert_eq!(id(b'O', 1_000_000), "l001000000");
+        assert!(numbered_id("id", b'P', 1_000_000_000).is_err(), "ten digits do not fit");
+        assert!(numbered_id("id", b'-', 1).is_err());
+        // Two hundred products (the demo's) spread over six regions evenly,
+        // and the five hottest over five of them.
+        let splits = region_split_keys(6);
+        let region = |number| {
+            let key = id(b'P', number);
+            splits.partition_point(|split| split.as_slice() <= key.as_bytes())
+        };
+        let mut counts = [0usize; 6];
+        (1..=200).for_each(|number| counts[region(number)] += 1);
+        assert!(counts.iter().all(|count| (30..=37).contains(count)), "{counts:?}");
+        let hottest: std::collections::HashSet<usize> = (1..=5).map(region).collect();
+        assert_eq!(hottest.len(), 5);
     }
 
     #[test]
