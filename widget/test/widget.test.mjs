@@ -163,21 +163,31 @@ test('the product page and the listing page have no WCAG 2.1 A or AA violation',
   assert.deepEqual(await accessibilityViolations(page), [], 'client-rendered product page');
   await clickAndSettle(page, 'button[data-star="3"]');
   assert.deepEqual(await accessibilityViolations(page), [], 'filtered');
-  for (const path of [`/demo/products/${HOT_PRODUCT}`, `/demo/products/${HOT_PRODUCT}?lang=ko`, `/demo/listing?productIds=${listingProducts().join(',')}`]) {
-    await page.goto(`${api.base}${path}`, { waitUntil: 'networkidle0' });
-    assert.deepEqual(await accessibilityViolations(page), [], path);
+  for (const url of [`${api.base}/demo/products/${HOT_PRODUCT}`, `${api.base}/demo/products/${HOT_PRODUCT}?lang=ko`, await demoListingUrl()]) {
+    await page.goto(url, { waitUntil: 'networkidle0' });
+    assert.deepEqual(await accessibilityViolations(page), [], url);
   }
   await page.close();
 });
 
-function listingProducts() {
-  return Array.from({ length: 48 }, (_, index) => `P${String(index + 1).padStart(9, '0')}`);
+/**
+ * The demo product page's link to the listing of the demo data's 48 hottest
+ * products, whose ids only the server knows how to number; read in a page of
+ * its own, so that its widget's requests are counted nowhere.
+ */
+async function demoListingUrl() {
+  const page = await browser.newPage();
+  await page.goto(`${api.base}/demo/products/${HOT_PRODUCT}`);
+  const url = await page.$eval('a[href^="/demo/listing"]', (link) => link.href);
+  await page.close();
+  return url;
 }
 
 test('a listing page of 48 <review-stars> makes exactly one API request and names each rating', async () => {
+  const listing = await demoListingUrl();
   const page = await browser.newPage();
   const requests = countApiRequests(page);
-  await page.goto(`${api.base}/demo/listing?productIds=${listingProducts().join(',')}`);
+  await page.goto(listing);
   await page.waitForFunction(() => [...document.querySelectorAll('review-stars')].every((stars) => stars.shadowRoot?.querySelector('[part]')));
   assert.equal(requests.length, 1, requests.join('\n'));
   assert.match(requests[0], /\/v1\/summaries\?productIds=P000000001,/);
