@@ -88,6 +88,8 @@ hbase_flags=(--thrift-addr "127.0.0.1:$HBASE_THRIFT_PORT" --thrift2-addr "127.0.
 "$BIN/reviews-admin" demo load "${hbase_flags[@]}" --users "$USERS" --products "$PRODUCTS" --comments 20000 \
   >"$OUT_DIR/load.txt" 2>&1
 "$BIN/ranker" run "${hbase_flags[@]}" --as-of "$AS_OF" >"$OUT_DIR/ranker-first.txt" 2>&1
+# As a shop's months-old reviews are: in store files (scripts/fault-any-one.sh).
+hbase/hbasectl flush "$PREFIX" >"$OUT_DIR/flush.txt"
 # What the replicas cost: the load's and the first run's time (every write
 # goes to each secondary too, through replication) and the region servers'
 # memory.

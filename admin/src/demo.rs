@@ -7,8 +7,10 @@
 //! lazily, a batch at a time, and the same seed and sizes give byte-identical
 //! data whatever the batch size or concurrency of the load.
 //!
-//! Ids are readable and sortable: users `U000000001`, sellers `S000000001`,
-//! products `P000000001` and orders `O000000001`. Products are numbered by
+//! Ids are readable: users `U000000001`, sellers `S000000001`, products
+//! `P000000001` and orders `O000000001`, each next number with its first
+//! character moved so the ids spread over a pre-split table's regions
+//! (`common::keys::numbered_id`). Products are numbered by
 //! popularity, so `P000000001` has the most comments; comments per product
 //! follow a Zipf-like curve (a few hot products, a long tail). Every comment
 //! comes with its own order, placed by its author, because the write path
@@ -112,8 +114,8 @@ pub enum DemoError {
     #[error(
         "the tables already hold records this load would overwrite: of {sampled} sampled comments, {orders} orders \
          and {comments} comments exist, {matching} of them exactly as this data set has them; an earlier load was \
-         interrupted or used another seed or sizes: drop the tables (`reviews-admin schema drop`) or use another \
-         table prefix"
+         interrupted, used another seed or sizes, or numbered its ids as versions before 2026-11-29 did: drop the \
+         tables (`reviews-admin schema drop`) or use another table prefix"
     )]
     Conflicting {
         /// Comments sampled (the first of every batch and the last).

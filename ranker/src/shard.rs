@@ -115,7 +115,7 @@ pub fn estimate(range: &KeyRange, counted: &[CountBucket]) -> RangeEstimate {
 /// comments weighed equally) when one lies within [`REGION_TOLERANCE`] of a
 /// mean share, so evenly filled regions are dealt out whole, balanced by
 /// region count; otherwise (fewer regions than shards, or uneven regions such
-/// as the demo data's one full region) to the nearest counted product. Without
+/// as one full region of sequential ids) to the nearest counted product. Without
 /// counts (an empty table), whole regions are dealt out by count, and an
 /// empty table of one region is cut at two-character id prefixes, where
 /// random ids would land evenly.
@@ -331,7 +331,9 @@ mod tests {
         assert_eq!(Shard { index: 3, count: 8 }.to_string(), "3/8");
     }
 
-    /// Ten-character ids like the demo's: `P` and nine digits, consecutive.
+    /// Sequential ten-character ids, all in one corner of the key space: `P`
+    /// and nine digits, consecutive (how the demo numbered its products
+    /// before `common::keys::numbered_id` spread them).
     fn demo_like(products: u64) -> Vec<CountBucket> {
         (1..=products)
             .map(|number| CountBucket {

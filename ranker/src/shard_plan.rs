@@ -36,7 +36,7 @@ const COUNT_PAGE_ROWS: usize = 5_000;
 /// up to `2 * MIN_REGION_BUCKETS`.
 const MAX_COUNT_BUCKETS: usize = 65_536;
 /// The fewest buckets a region keeps before merging: the data may all sit in
-/// one region of many (the demo's ids in an evenly pre-split table).
+/// one region of many (sequential ids in an evenly pre-split table).
 const MIN_REGION_BUCKETS: usize = 4_096;
 /// Regions counted at once.
 const COUNT_CONCURRENCY: usize = 4;

@@ -5,7 +5,7 @@
 //! The mix is what shoppers' pages ask: by default a product's ranked
 //! reviews, its summary and its first latest page (the reads query-api keeps
 //! a last good copy of), a user's timeline and a product's second page
-//! (which it does not), a fifth each, over products `P000000001..=P<n>` and
+//! (which it does not), a fifth each, over products 1..=n (`admin::demo::product_id`) and
 //! users `U000000001..=U<n>` drawn at random. `--routes` adds the other kinds
 //! a frontend makes: a page deep in the hottest product (`P000000001`), a
 //! product's one-star reviews, and a listing page's summaries of twelve
@@ -53,7 +53,7 @@ struct PageLoadArgs {
     #[arg(long, default_value_t = 60)]
     duration_secs: u64,
 
-    /// Products P000000001..=P<n> to read.
+    /// Products 1..=n of the demo data (`admin::demo::product_id`) to read.
     #[arg(long, default_value_t = 200)]
     products: u64,
 
@@ -138,7 +138,7 @@ const LISTING_PRODUCTS: u64 = 12;
 struct Pages {
     client: reqwest::Client,
     base: String,
-    /// Products P000000001..=P<products> exist.
+    /// Products 1..=products of the demo data exist.
     products: u64,
     last_fresh: Mutex<HashMap<String, Vec<u8>>>,
     cursors: Mutex<HashMap<u64, String>>,

@@ -81,7 +81,7 @@ struct SoakArgs {
     #[arg(long, default_value_t = 0.10)]
     max_rss_growth: f64,
 
-    /// Products P000000001..=P<n> (the demo loader's ids) to read.
+    /// Products 1..=n of the demo data (`admin::demo::product_id`) to read.
     #[arg(long, default_value_t = 1_000)]
     products: u64,
 

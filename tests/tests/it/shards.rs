@@ -93,7 +93,7 @@ async fn on_a_pre_split_table_shards_of_every_count_rank_every_product_once_incl
 
 async fn every_count_ranks_every_product_once(store: Store, regions: usize) {
     let mut rng = StdRng::seed_from_u64(13);
-    // The demo's kind of ids (all `P0...`, in one corner of the key space) and random ones.
+    // Sequential ids (all `P0...`, in one corner of the key space) and random ones.
     let mut products: Vec<Id> = (1..=40).map(|number| test_id("P", number)).collect();
     products.extend(random_ids(&mut rng, 20, None));
     let mut next_order = seed(&store, &products, 1, |position| 1 + position % 4).await;
@@ -105,7 +105,7 @@ async fn every_count_ranks_every_product_once(store: Store, regions: usize) {
         assert_eq!(origin, PlanOrigin::Written);
         assert_eq!(plan.regions, regions, "product-comment's regions, from getTableRegions");
         assert_eq!((plan.counted_products, plan.counted_comments), (products.len() as u64, comments));
-        // Products arrive between planning and running: one after the demo
+        // Products arrive between planning and running: one after the sequential
         // ids, one before every id, one anywhere.
         let added = vec![
             test_id("P", 1_000 + u64::from(count)),
@@ -119,7 +119,7 @@ async fn every_count_ranks_every_product_once(store: Store, regions: usize) {
         assert_every_product_once(&read, &products, &format!("{count} shards"));
         assert_eq!(read.iter().map(|(_, _, comments)| comments).sum::<u64>(), comments);
         if count == 8 {
-            // Most products have the demo's kind of id (`P0...`); the plan
+            // Most products have sequential ids (`P0...`); the plan
             // spreads them (two-character prefixes put them all in one shard),
             // and by its count no shard holds over 1.5 times the mean.
             let holders = read
