@@ -36,7 +36,7 @@ use tokio::task::JoinSet;
 
 use common::error::Error;
 use common::ids::{Id, InvalidId};
-use common::keys::{self, CommentKey};
+use common::keys::CommentKey;
 use common::model::{Comment, Extra, Order, Product, Rating, Record, Seller, User};
 use common::store::{NewComment, Store};
 
@@ -409,27 +409,13 @@ fn open_unit<R: Rng>(rng: &mut R) -> f64 {
     1.0 - rng.random::<f64>()
 }
 
-/// The id of user `number` (1-based): `U000000001`, then spread over the id
-/// space ([`keys::numbered_id`]).
-pub fn user_id(number: u64) -> Result<Id, InvalidId> {
-    keys::numbered_id("userId", b'U', number)
-}
-
-/// The id of seller `number` (1-based): `S000000001`, then spread.
-pub fn seller_id(number: u64) -> Result<Id, InvalidId> {
-    keys::numbered_id("sellerId", b'S', number)
-}
-
-/// The id of product `number` (1-based): `P000000001` is the hottest;
-/// `m000000002` the next.
-pub fn product_id(number: u64) -> Result<Id, InvalidId> {
-    keys::numbered_id("productId", b'P', number)
-}
-
-/// The id of order `number` (1-based): `O000000001`, then spread.
-pub fn order_id(number: u64) -> Result<Id, InvalidId> {
-    keys::numbered_id("orderId", b'O', number)
-}
+/// The ids of the data set's records, by number from 1: `U000000001`,
+/// `P000000001` (the hottest product), ..., spread over the id space
+/// ([`common::keys::numbered_id`]).
+pub use common::keys::{
+    numbered_order_id as order_id, numbered_product_id as product_id, numbered_seller_id as seller_id,
+    numbered_user_id as user_id,
+};
 
 /// A comment together with the order it is left on.
 #[derive(Debug, Clone, PartialEq)]

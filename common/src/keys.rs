@@ -545,6 +545,28 @@ pub fn numbered_id(field: &'static str, letter: u8, number: u64) -> Result<Id, I
     Id::parse_new(field, &format!("{}{number:09}", char::from(first)))
 }
 
+/// The id of user `number` (from 1) of a numbered data set: `U000000001`,
+/// then spread ([`numbered_id`]).
+pub fn numbered_user_id(number: u64) -> Result<Id, InvalidId> {
+    numbered_id("userId", b'U', number)
+}
+
+/// The id of seller `number`: `S000000001`, then spread.
+pub fn numbered_seller_id(number: u64) -> Result<Id, InvalidId> {
+    numbered_id("sellerId", b'S', number)
+}
+
+/// The id of product `number`: `P000000001` (the demo data's hottest), then
+/// `m000000002`, ...
+pub fn numbered_product_id(number: u64) -> Result<Id, InvalidId> {
+    numbered_id("productId", b'P', number)
+}
+
+/// The id of order `number`: `O000000001`, then spread.
+pub fn numbered_order_id(number: u64) -> Result<Id, InvalidId> {
+    numbered_id("orderId", b'O', number)
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;

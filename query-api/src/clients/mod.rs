@@ -11,10 +11,10 @@
 //! running as the pool has connections, or one waiting, within the last
 //! second: `common::hbase::Hbase::busy`), the service works out each
 //! client's **fair rate**: the max-min fair share (`shares::water_level`) of
-//! what it can serve: twice the most it served in a second of the last ten. A client
-//! asking no more than its fair rate (counted in requests a second, so
-//! however slow answers get and however many of its requests are in
-//! flight) is admitted as before. The clients asking more share a room of
+//! what it can serve: twice the most it served in a second of the last
+//! ten. A client asking no more than its fair rate (counted in requests a
+//! second, so however slow answers get and however many of its requests
+//! are in flight) is admitted as before. The clients asking more share a room of
 //! requests in flight, evenly, at least one each; beyond it they are refused
 //! with `429` and `Retry-After`, at once and at no cost to HBase, before
 //! HBase's own queue overflows onto everyone. The room is a limit less what

@@ -162,12 +162,10 @@ pub struct DemoListingQuery {
 
 /// The demo listing a demo product page links to: the demo data's 48 hottest
 /// products (`reviews-admin demo load` numbers them from `P000000001`, with
-/// `common::keys::numbered_id`).
+/// `common::keys::numbered_product_id`).
 fn demo_listing_link(lang: &str) -> String {
-    let products: Vec<String> = (1..=48)
-        .filter_map(|number| common::keys::numbered_id("productId", b'P', number).ok())
-        .map(|id| id.to_string())
-        .collect();
+    let products: Vec<String> =
+        (1..=48).filter_map(|number| common::keys::numbered_product_id(number).ok()).map(|id| id.to_string()).collect();
     format!("/demo/listing?lang={lang}&productIds={}", products.join(","))
 }
 
