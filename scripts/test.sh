@@ -31,6 +31,14 @@ export REVIEWS_THRIFT2_ADDR="127.0.0.1:$HBASE_THRIFT2_PORT"
 # the default 3 GiB its master ran into full collections of one to three
 # seconds after a couple of runs, long enough to time a request out.
 export HBASE_MASTER_HEAP="${HBASE_MASTER_HEAP:-4g}"
+# Incremental compilation's caches made most of a target directory that
+# grew past 40 GiB on a developer's machine, and a clean build writes them
+# for nothing: without them a clean run's Cargo output is about 5 GiB (debug
+# and release). A CI run on a shared disk failed with "No space left on
+# device" while building. Set CARGO_INCREMENTAL=1 to keep them between runs.
+export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
+# Said first, so a run that dies of a full disk says how full it began.
+echo "test.sh: $(df -h --output=avail . | tail -n 1 | tr -d ' ') free on this disk" >&2
 
 # Each phase's wall time is printed as it ends and again all together at the
 # end, so a slow run says where its time went.
