@@ -93,11 +93,20 @@ impl Hbase {
             ReadConsistency::Strong => {
                 self.run(Retry::Idempotent, move |connection| connection.get_rows(&table, &keys, &columns)).await
             }
-            ReadConsistency::Timeline => self
-                .run_thrift2(Retry::Idempotent, move |connection| connection.get_rows_timeline(&table, &keys, &columns))
-                .await
-                .map(noted),
+            ReadConsistency::Timeline => self.read_rows_timeline(table, keys, columns).await.map(noted),
         }
+    }
+
+    /// The rows of `keys` in `table` that exist, in one timeline-consistent
+    /// multi-get through Thrift2, and whether a secondary answered (not yet noted).
+    async fn read_rows_timeline(
+        &self,
+        table: String,
+        keys: Vec<Vec<u8>>,
+        columns: Vec<Column>,
+    ) -> Result<(Vec<Row>, bool)> {
+        self.run_thrift2(Retry::Idempotent, move |connection| connection.get_rows_timeline(&table, &keys, &columns))
+            .await
     }
 
     /// The row `key` of `table` with the `columns` asked for, read like
@@ -110,12 +119,7 @@ impl Hbase {
     /// rather than call a stored row absent.
     pub(crate) async fn read_row(&self, table: &str, key: Vec<u8>, columns: Vec<Column>) -> Result<Option<Row>> {
         if self.read_consistency() == ReadConsistency::Timeline {
-            let (table, key, columns) = (table.to_owned(), key.clone(), columns.clone());
-            let answer = self
-                .run_thrift2(Retry::Idempotent, move |connection| {
-                    connection.get_rows_timeline(&table, std::slice::from_ref(&key), &columns)
-                })
-                .await?;
+            let answer = self.read_rows_timeline(table.to_owned(), vec![key.clone()], columns.clone()).await?;
             let (rows, from_replica) = &answer;
             if !rows.is_empty() || !from_replica {
                 return Ok(noted(answer).into_iter().next());
