@@ -31,14 +31,15 @@ export REVIEWS_THRIFT2_ADDR="127.0.0.1:$HBASE_THRIFT2_PORT"
 # the default 3 GiB its master ran into full collections of one to three
 # seconds after a couple of runs, long enough to time a request out.
 export HBASE_MASTER_HEAP="${HBASE_MASTER_HEAP:-4g}"
-# Incremental compilation's caches made most of a target directory that
-# grew past 40 GiB on a developer's machine, and a clean build writes them
-# for nothing: without them a clean run's Cargo output is about 5 GiB (debug
-# and release). A CI run on a shared disk failed with "No space left on
-# device" while building. Set CARGO_INCREMENTAL=1 to keep them between runs.
+# Without incremental compilation's caches: a run builds once, and the
+# caches only add to a clean run's Cargo output (4.7 GiB without them,
+# debug and release), on a disk a CI machine may share. The
+# cost: switching between this and a plain `cargo` command rebuilds the
+# workspace's own crates. Set CARGO_INCREMENTAL=1 to keep the caches.
 export CARGO_INCREMENTAL="${CARGO_INCREMENTAL:-0}"
 # Said first, so a run that dies of a full disk says how full it began.
-echo "test.sh: $(df -h --output=avail . | tail -n 1 | tr -d ' ') free on this disk" >&2
+free_space="$(df -h --output=avail "${CARGO_TARGET_DIR:-.}" 2>/dev/null | tail -n 1 | tr -d ' ' || true)"
+echo "test.sh: ${free_space:-?} free where Cargo builds" >&2
 
 # Each phase's wall time is printed as it ends and again all together at the
 # end, so a slow run says where its time went.

@@ -14,8 +14,8 @@
 //! configures its gateways), to the secondaries too, and takes the first
 //! answer: a row so read is marked stale. Only the Thrift2 gateway can ask
 //! for it, so with [`ReadConsistency::Timeline`] the page reads
-//! ([`Hbase::read_rows`], [`Hbase::read_scan`], and the Thrift2 scans of
-//! summaries and walks) go through Thrift2.
+//! ([`Hbase::read_rows`], [`Hbase::read_row`], [`Hbase::read_scan`], and
+//! the Thrift2 scans of summaries and walks) go through Thrift2.
 //!
 //! The staleness travels out of band, like the request deadline: a caller
 //! that wants to know wraps its work in [`noting_replica_reads`], and every
