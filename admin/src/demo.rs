@@ -114,8 +114,8 @@ pub enum DemoError {
     #[error(
         "the tables already hold records this load would overwrite: of {sampled} sampled comments, {orders} orders \
          and {comments} comments exist, {matching} of them exactly as this data set has them; an earlier load was \
-         interrupted, used another seed or sizes, or numbered its ids as versions before 2026-11-29 did: drop the \
-         tables (`reviews-admin schema drop`) or use another table prefix"
+         interrupted, used another seed or sizes, or numbered its ids in sequence (`P000000002`, ...) as older \
+         versions did: drop the tables (`reviews-admin schema drop`) or use another table prefix"
     )]
     Conflicting {
         /// Comments sampled (the first of every batch and the last).
