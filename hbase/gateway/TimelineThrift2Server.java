@@ -34,7 +34,6 @@ import org.apache.hadoop.hbase.TableName;
 import org.apache.hadoop.hbase.client.AdvancedScanResultConsumer;
 import org.apache.hadoop.hbase.client.AsyncConnection;
 import org.apache.hadoop.hbase.client.AsyncTable;
-import org.apache.hadoop.hbase.client.Consistency;
 import org.apache.hadoop.hbase.client.ConnectionFactory;
 import org.apache.hadoop.hbase.client.Get;
 import org.apache.hadoop.hbase.client.Result;
@@ -44,6 +43,7 @@ import org.apache.hadoop.hbase.thrift.HBaseServiceHandler;
 import org.apache.hadoop.hbase.thrift2.ThriftHBaseServiceHandler;
 import org.apache.hadoop.hbase.thrift2.ThriftServer;
 import org.apache.hadoop.hbase.thrift2.ThriftUtilities;
+import org.apache.hadoop.hbase.thrift2.generated.TConsistency;
 import org.apache.hadoop.hbase.thrift2.generated.TGet;
 import org.apache.hadoop.hbase.thrift2.generated.TIOError;
 import org.apache.hadoop.hbase.thrift2.generated.TResult;
@@ -137,31 +137,23 @@ public class TimelineThrift2Server extends ThriftServer {
 
     @Override
     public TResult get(ByteBuffer table, TGet tget) throws TIOError, TException {
-      Get get = fromThrift(tget);
-      if (get.getConsistency() != Consistency.TIMELINE) {
+      if (tget.getConsistency() != TConsistency.TIMELINE) {
         return super.get(table, tget);
       }
-      return ThriftUtilities.resultFromHBase(await(table(table).get(get)));
+      return ThriftUtilities.resultFromHBase(await(table(table).get(fromThrift(tget))));
     }
 
     @Override
     public List<TResult> getMultiple(ByteBuffer table, List<TGet> tgets) throws TIOError, TException {
-      List<Get> gets = new ArrayList<>(tgets.size());
-      boolean timeline = false;
-      for (TGet tget : tgets) {
-        Get get = fromThrift(tget);
-        timeline |= get.getConsistency() == Consistency.TIMELINE;
-        gets.add(get);
-      }
-      if (!timeline) {
+      if (tgets.stream().noneMatch(tget -> tget.getConsistency() == TConsistency.TIMELINE)) {
         return super.getMultiple(table, tgets);
       }
       AsyncTable<AdvancedScanResultConsumer> async = table(table);
-      List<CompletableFuture<Result>> pending = new ArrayList<>(gets.size());
-      for (Get get : gets) {
-        pending.add(async.get(get));
+      List<CompletableFuture<Result>> pending = new ArrayList<>(tgets.size());
+      for (TGet tget : tgets) {
+        pending.add(async.get(fromThrift(tget)));
       }
-      Result[] results = new Result[gets.size()];
+      Result[] results = new Result[pending.size()];
       for (int i = 0; i < results.length; i++) {
         results[i] = await(pending.get(i));
       }
@@ -170,18 +162,18 @@ public class TimelineThrift2Server extends ThriftServer {
 
     @Override
     public List<TResult> getScannerResults(ByteBuffer table, TScan tscan, int numRows) throws TIOError, TException {
-      Scan scan;
-      try {
-        scan = ThriftUtilities.scanFromThrift(tscan);
-      } catch (IOException e) {
-        throw ioError(e);
-      }
-      if (scan.getConsistency() != Consistency.TIMELINE) {
+      if (tscan.getConsistency() != TConsistency.TIMELINE) {
         return super.getScannerResults(table, tscan, numRows);
       }
       if (numRows <= 0) {
         // As HBase's handler answers (its scanner's next(0)); a limit of 0 would mean none.
         return new ArrayList<>();
+      }
+      Scan scan;
+      try {
+        scan = ThriftUtilities.scanFromThrift(tscan);
+      } catch (IOException e) {
+        throw ioError(e);
       }
       if (scan.getLimit() <= 0 || scan.getLimit() > numRows) {
         scan.setLimit(numRows);
