@@ -23,6 +23,12 @@ pub const DEFAULT_HBASE_TIMEOUT_MS: &str = "1500";
 /// Retries of a failed HBase call for this service: one, so a connection the
 /// gateway closed is replaced once, without stretching an outage into a hang.
 pub const DEFAULT_HBASE_RETRIES: &str = "1";
+/// HBase connections (and calls in flight) for this service: 32, not the
+/// batch tools' 16. A page read holds its connection until HBase answers, and
+/// while a dead region server's regions are reopened its reads take hundreds
+/// of milliseconds: with 16, `scripts/fault-any-one.sh` refused hundreds of
+/// reads `overloaded` at that server's death (docs/what-it-survives.md, note 15).
+pub const DEFAULT_POOL_SIZE: &str = "32";
 
 /// What `--read-consistency` asks for: a [`ReadConsistency`], or `auto`.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, Default, clap::ValueEnum)]
@@ -210,11 +216,12 @@ pub struct Args {
 
 impl Args {
     /// The command line definition, with this service's own defaults for the
-    /// shared HBase flags (see [`DEFAULT_HBASE_TIMEOUT_MS`]).
+    /// shared HBase flags (see [`DEFAULT_HBASE_TIMEOUT_MS`] and [`DEFAULT_POOL_SIZE`]).
     pub fn command() -> clap::Command {
         <Args as CommandFactory>::command()
             .mut_arg("hbase_timeout_ms", |arg| arg.default_value(DEFAULT_HBASE_TIMEOUT_MS))
             .mut_arg("hbase_retries", |arg| arg.default_value(DEFAULT_HBASE_RETRIES))
+            .mut_arg("pool_size", |arg| arg.default_value(DEFAULT_POOL_SIZE))
     }
 
     /// Parses the process's arguments and environment, exiting with clap's usage message on error.
@@ -444,6 +451,7 @@ mod tests {
         let config = args.hbase_config();
         assert_eq!(config.operation_timeout, Duration::from_millis(1_500));
         assert_eq!(config.retries, 1);
+        assert_eq!(config.pool_size, 32);
         assert!(config.operation_timeout <= Duration::from_secs(2));
         // Readers fail fast instead of queueing: a bounded wait, a bounded queue.
         assert_eq!(config.queue_timeout, Some(Duration::from_millis(500)));
