@@ -98,9 +98,10 @@ echo "cost with $REPLICAS replica(s) a region: demo load $(grep -m 1 -o 'elapsed
 resident memory $(for pidfile in "$HBASE_RUN_DIR"/rs-*.pid; do ps -o rss= -p "$(cat "$pidfile")"; done |
   awk '{ printf "%s%d", sep, $1 / 1024; sep = ", " } END { print " MiB" }')"
 base="http://127.0.0.1:$API_PORT"
-# 32 HBase connections, twice the default, in both modes: while a region
-# server is dead a read holds its connection longer (HBase waits on the dead
-# primary before asking a secondary, or until the region is back), and with
+# 32 HBase connections (query-api's default, set here so that this run keeps
+# measuring 32) in both modes: while a region server is dead a read holds its
+# connection longer (HBase waits on the dead primary before asking a
+# secondary, or until the region is back), and with
 # 16 a run with replicas refused 166 of the 1,362 reads without a last good
 # copy as `overloaded`; with 32, none.
 start_query_api "$API_PORT" "$OUT_DIR/query-api.log" "${hbase_flags[@]}" --read-consistency "$consistency" \
