@@ -68,6 +68,11 @@ impl ReadStore {
         self.store.hbase().latency_ratio()
     }
 
+    /// HBase operations running now ([`Hbase::in_flight`]).
+    pub fn hbase_operations(&self) -> usize {
+        self.store.hbase().in_flight()
+    }
+
     /// The connections of a gateway's pool: how many HBase operations run at once.
     pub fn hbase_connections(&self) -> usize {
         usize::try_from(self.store.hbase().config().pool_size).unwrap_or(usize::MAX).max(1)

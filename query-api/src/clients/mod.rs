@@ -11,8 +11,9 @@
 //! running as the pool has connections, or one waiting, within the last
 //! second: `common::hbase::Hbase::busy`), the service works out each
 //! client's **fair rate**: the max-min fair share (`shares::water_level`) of
-//! what it can serve: twice the most it served in a second of the last
-//! ten. A client asking no more than its fair rate (counted in requests a
+//! what it can serve: the most it served in a second of the last ten,
+//! scaled to the whole pool by the part of it that second used (two to
+//! four times). A client asking no more than its fair rate (counted in requests a
 //! second, so however slow answers get and however many of its requests
 //! are in flight) is admitted as before. The clients asking more share a room of
 //! requests in flight, evenly, at least one each; beyond it they are refused
@@ -260,7 +261,7 @@ impl Clients {
         let (within, in_room_now) = (totals.within.load(Ordering::Relaxed), totals.in_room.load(Ordering::Relaxed));
         let served = totals.served.load(Ordering::Relaxed);
         let now_ms = u64::try_from(now.as_millis()).unwrap_or(u64::MAX);
-        counts.see(client, now_ms, served);
+        counts.see(client, now_ms, served, load);
         if load.busy {
             counts.busy_until_ms = now_ms.saturating_add(BUSY_FOR.as_millis() as u64);
             counts.recovering = true;
@@ -284,7 +285,7 @@ impl Clients {
             }
             if policy.fair_shedding && shedding {
                 let (rate, new) = counts.rate_of(client, now_ms);
-                let Share { fair_rate, even_rate } = counts.fair_rate(now_ms, served);
+                let Share { fair_rate, even_rate } = counts.fair_rate(now_ms, served, load.connections);
                 let least = (load.connections / OVER_SHARE_ROOM_DIVISOR).max(1) as f64;
                 let room = (counts.limit - within as f64).max(least);
                 if new {
@@ -436,7 +437,7 @@ mod tests {
 
     /// HBase busy or not, operations at their usual speed, `connections` in the pool.
     fn load(busy: bool, connections: usize) -> Load {
-        Load { busy, latency_ratio: 1.0, connections }
+        Load { busy, latency_ratio: 1.0, connections, operations: if busy { connections } else { 0 } }
     }
 
     #[test]
@@ -575,7 +576,7 @@ mod tests {
     #[test]
     fn the_shares_shrink_while_hbase_is_slow_and_grow_back_when_it_keeps_up() {
         let mut counts = Counts::default();
-        let slow = Load { busy: false, latency_ratio: 3.0, connections: 16 };
+        let slow = Load { busy: false, latency_ratio: 3.0, connections: 16, operations: 8 };
         let quick = Load { latency_ratio: 1.2, ..slow };
         counts.adapt(0, &slow);
         assert_eq!(counts.limit, 16.0, "the pool to start with");
@@ -663,7 +664,7 @@ mod tests {
     }
 
     /// HBase busy and its operations four times their usual time.
-    const SLOW_AND_BUSY: Load = Load { busy: true, latency_ratio: 4.0, connections: 16 };
+    const SLOW_AND_BUSY: Load = Load { busy: true, latency_ratio: 4.0, connections: 16, operations: 16 };
 
     #[test]
     fn a_polite_client_with_three_requests_in_flight_on_a_slow_hbase_is_served_while_a_flood_is_refused() {
@@ -696,7 +697,7 @@ mod tests {
     /// An HBase of 16 connections whose operations slow as more run at once:
     /// busy at 16, twice their usual time at 16 on average.
     fn crowded(_ms: u64, in_flight: usize, recent: f64) -> Load {
-        Load { busy: in_flight >= 16, latency_ratio: 1.0 + recent / 16.0, connections: 16 }
+        Load { busy: in_flight >= 16, latency_ratio: 1.0 + recent / 16.0, connections: 16, operations: in_flight }
     }
 
     #[test]
@@ -802,20 +803,51 @@ mod tests {
     }
 
     #[test]
+    fn what_the_service_could_serve_counts_the_part_of_the_pool_it_left_unused() {
+        // Seven readers at 20 requests a second beside a crowd of fifty at
+        // 120 each, for three seconds, the service serving 500 a second.
+        let fair_rate_when = |operations: usize| {
+            let mut counts = Counts::default();
+            let readers: Vec<ClientId> = (1..=7).map(|n| address(&format!("192.0.2.{n}"))).collect();
+            let crowd: Vec<ClientId> = (1..=50).map(|n| address(&format!("198.51.100.{n}"))).collect();
+            let load = Load { busy: true, latency_ratio: 2.0, connections: 32, operations };
+            let served_at = |ms: u64| ms / 2;
+            for tick in 0..360_u64 {
+                let ms = tick * 1_000 / 120;
+                crowd.iter().for_each(|client| counts.see(client, ms, served_at(ms), &load));
+                if tick % 6 == 0 {
+                    readers.iter().for_each(|client| counts.see(client, ms, served_at(ms), &load));
+                }
+            }
+            counts.fair_rate(2_995, served_at(2_995), 32).fair_rate
+        };
+        // Held to a quarter of the pool, the service could serve four times
+        // what it served: the readers are within their fair rate, the crowd
+        // is not.
+        let fair_rate = fair_rate_when(8);
+        assert!(fair_rate > 21.0 && fair_rate < 120.0, "{fair_rate}");
+        // With every connection in use, it serves what it can (twice what it
+        // served, for the rates that wander), and the fifty-seven clients'
+        // share is under the readers' 20.
+        let fair_rate = fair_rate_when(32);
+        assert!(fair_rate < 20.0, "{fair_rate}");
+    }
+
+    #[test]
     fn a_client_between_requests_counts_for_a_second_or_two() {
         let mut counts = Counts::default();
         let (a, b) = (address("192.0.2.1"), address("192.0.2.2"));
-        counts.see(&a, 0, 0);
-        counts.see(&b, 10, 0);
-        counts.see(&a, 20, 0);
+        counts.see(&a, 0, 0, &load(false, 16));
+        counts.see(&b, 10, 0, &load(false, 16));
+        counts.see(&a, 20, 0, &load(false, 16));
         assert_eq!(counts.clients(), 2);
         assert!(counts.rate_of(&a, 500).1, "new for a second");
-        counts.see(&a, 1_000, 0);
+        counts.see(&a, 1_000, 0, &load(false, 16));
         assert_eq!(counts.clients(), 2, "b was seen in the second before");
         assert_eq!(counts.rate_of(&a, 1_500), (2.0, false), "half the second before, and one now");
-        counts.see(&a, 2_000, 0);
+        counts.see(&a, 2_000, 0, &load(false, 16));
         assert_eq!(counts.clients(), 1, "b is forgotten two seconds on");
-        counts.see(&b, 9_000, 0);
+        counts.see(&b, 9_000, 0, &load(false, 16));
         assert_eq!(counts.clients(), 1, "after a gap, only what is seen now");
         assert_eq!(counts.rate_of(&a, 9_000), (0.0, true));
     }

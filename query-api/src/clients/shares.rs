@@ -18,6 +18,8 @@ pub struct Load {
     pub latency_ratio: f64,
     /// The connections of a gateway's pool.
     pub connections: usize,
+    /// HBase operations running now.
+    pub operations: usize,
 }
 
 /// How much slower than usual HBase operations must be for HBase to count as
@@ -35,13 +37,24 @@ pub(super) const BUSY_FOR: Duration = Duration::from_secs(1);
 /// How long the most requests the service served in a second counts as what
 /// it can serve ([`Counts::fair_rate`]).
 const SERVED_MEMORY_SECS: u64 = 10;
-/// What the service can serve, over the most it served lately. While it
-/// sheds, what it serves is what it lets in, which the limit holds below what
-/// it could serve; and before a flood came it served what the readers asked,
-/// whose rates wander above that. At 1.25 a crowd of fifty beside seven
-/// readers left the readers a fair rate of 21 requests a second for their 20,
-/// and some were refused (bench/fairness.sh).
-const SERVED_HEADROOM: f64 = 2.0;
+/// What the service can serve, over what it served in a second, at least:
+/// before a flood came it served what the readers asked, whose rates wander
+/// above that. At 1.25 a crowd of fifty beside seven readers left the
+/// readers a fair rate of 21 requests a second for their 20, and some were
+/// refused (bench/fairness.sh).
+const SERVED_HEADROOM_LEAST: f64 = 2.0;
+/// What the service can serve, over what it served in a second, at most.
+/// While it sheds, what it serves is what it lets in, which the limit holds
+/// below what it could serve: it uses a part of the pool only, so what it
+/// served is scaled to the whole pool ([`Counts::could_serve`]). On two
+/// cores a crowd of fifty held to the room used about a third of it, and at
+/// twice what it served the readers' fair rate fell to 18 requests a second
+/// for their 20 (bench/fairness.sh). The bound is for a machine short of
+/// CPU before connections: its operations are quick, few run, and the scale
+/// would count a flood as polite (at 16 it let a flood in and its queue
+/// overflowed onto the readers). Four is about what the service served with
+/// shedding off over what it served with shedding on in that benchmark.
+const SERVED_HEADROOM_MOST: f64 = 4.0;
 
 /// The service's requests in flight, by whether they were admitted within
 /// their client's fair rate or in the room (over it, or a newcomer's), and
@@ -113,13 +126,18 @@ pub(super) struct Counts {
     requests: HashMap<ClientId, Window>,
     /// The current second, since `Inner::started`.
     second: u64,
-    /// [`Totals::served`] when the current second began, and the requests
-    /// served in the second before.
+    /// [`Totals::served`] when the current second began, and what the
+    /// service could have served in the second before ([`Served::could`]).
     served_mark: u64,
-    served_before: u64,
-    /// The requests served in each of the last [`SERVED_MEMORY_SECS`]
-    /// seconds the service was asked anything, by second.
-    served_by_second: VecDeque<(u64, u64)>,
+    could_before: f64,
+    /// The HBase operations running, summed over the requests seen in the
+    /// current second, and how many requests that is: their mean is how
+    /// much of the pool the second used.
+    operations_seen: u64,
+    requests_seen: u64,
+    /// What the service could have served in each of the last
+    /// [`SERVED_MEMORY_SECS`] seconds it was asked anything, by second.
+    served_by_second: VecDeque<(u64, f64)>,
     /// Until when (ms since `Inner::started`) the service counts as busy:
     /// [`BUSY_FOR`] after HBase was last seen busy.
     pub(super) busy_until_ms: u64,
@@ -169,16 +187,17 @@ impl Counts {
     }
 
     /// Counts a request of `client` at `now_ms`, when `served` requests were
-    /// served; moves the window to a new second first, keeping what was
-    /// served in the second that ended.
-    pub(super) fn see(&mut self, client: &ClientId, now_ms: u64, served: u64) {
+    /// served and HBase runs as `load` says; moves the window to a new second
+    /// first, keeping what the service could have served in the second that
+    /// ended.
+    pub(super) fn see(&mut self, client: &ClientId, now_ms: u64, served: u64, load: &Load) {
         // Never back: a request that read the clock just before the second
         // turned may take the lock just after one that read it after, and
         // would otherwise look like a gap that forgets every client.
         let second = (now_ms / 1_000).max(self.second);
         if second != self.second {
             let next = second == self.second + 1;
-            let then = served.saturating_sub(self.served_mark);
+            let then = self.could_serve(served, load.connections);
             self.served_by_second.push_back((self.second, then));
             while self.served_by_second.front().is_some_and(|(at, _)| at + SERVED_MEMORY_SECS < second) {
                 self.served_by_second.pop_front();
@@ -187,10 +206,13 @@ impl Counts {
                 (window.before, window.now) = (if next { window.now } else { 0 }, 0);
                 window.before > 0
             });
-            self.served_before = if next { then } else { 0 };
+            self.could_before = if next { then } else { 0.0 };
             self.served_mark = served;
+            (self.operations_seen, self.requests_seen) = (0, 0);
             self.second = second;
         }
+        self.operations_seen = self.operations_seen.saturating_add(load.operations as u64);
+        self.requests_seen += 1;
         // `get_mut` first: a client already counted is not cloned.
         match self.requests.get_mut(client) {
             Some(window) => window.now = window.now.saturating_add(1),
@@ -198,6 +220,18 @@ impl Counts {
                 self.requests.insert(client.clone(), Window { now: 1, before: 0, first_ms: now_ms });
             }
         }
+    }
+
+    /// What the service could have served in the current second so far,
+    /// when `served` requests have been served and a gateway's pool has
+    /// `connections`: what it served, scaled to the whole pool by how much of
+    /// it the second used on average (Little's law: at the same operation
+    /// time, a pool used in full serves that many times more), between
+    /// [`SERVED_HEADROOM_LEAST`] and [`SERVED_HEADROOM_MOST`] times.
+    fn could_serve(&self, served: u64, connections: usize) -> f64 {
+        let used = self.operations_seen as f64 / self.requests_seen.max(1) as f64;
+        let scale = (connections.max(1) as f64 / used.max(1.0)).clamp(SERVED_HEADROOM_LEAST, SERVED_HEADROOM_MOST);
+        served.saturating_sub(self.served_mark) as f64 * scale
     }
 
     /// The clients seen in the current second or the one before.
@@ -214,25 +248,26 @@ impl Counts {
     }
 
     /// The fair rate at `now_ms`, in requests a second (`served`: the
-    /// requests served so far): the max-min fair share ([`water_level`]) of
-    /// what the service can serve among the rates of the clients known for
-    /// a second or more. A client asking less than an even share gets what
-    /// it asks and leaves the rest to the others. What the service can serve
-    /// is [`SERVED_HEADROOM`] times the most it served in a second of the
-    /// last [`SERVED_MEMORY_SECS`], or in the last second: while it sheds it
-    /// serves all it can, and the most of a few seconds is not lowered by a
-    /// flood's first requests slowing every answer for a moment. A newcomer
+    /// requests served so far; `connections`: a gateway's pool): the max-min
+    /// fair share ([`water_level`]) of what the service can serve among the
+    /// rates of the clients known for a second or more. A client asking less
+    /// than an even share gets what it asks and leaves the rest to the
+    /// others. What the service can serve is the most it could have served
+    /// ([`Counts::could_serve`]) in a second of the last
+    /// [`SERVED_MEMORY_SECS`], or in the last second: the most of a few
+    /// seconds is not lowered by a flood's first requests slowing every
+    /// answer for a moment. A newcomer
     /// has asked too little to tell its rate by, and would otherwise take
     /// an even share from the readers known before it came. Worked out again
     /// every 10 ms, less often with many clients (the work grows with them):
     /// every 100 ms from 900 on.
-    pub(super) fn fair_rate(&mut self, now_ms: u64, served: u64) -> Share {
+    pub(super) fn fair_rate(&mut self, now_ms: u64, served: u64, connections: usize) -> Share {
         let every = (10 + self.clients() as u64 / 10).min(ADAPT_EVERY.as_millis() as u64);
         if self.leveled_ms.is_none_or(|at| now_ms >= at.saturating_add(every)) {
             self.leveled_ms = Some(now_ms);
             let before = before_weight(now_ms);
-            let lately = self.served_before as f64 * before + served.saturating_sub(self.served_mark) as f64;
-            let most = self.served_by_second.iter().map(|(_, served)| *served as f64).fold(lately, f64::max);
+            let lately = self.could_before * before + self.could_serve(served, connections);
+            let capacity = self.served_by_second.iter().map(|(_, could)| *could).fold(lately, f64::max);
             let mut rates: Vec<f64> = self
                 .requests
                 .values()
@@ -240,7 +275,6 @@ impl Counts {
                 .map(|window| window.rate(before))
                 .collect();
             self.newcomers = self.requests.len() - rates.len();
-            let capacity = SERVED_HEADROOM * most;
             let even_rate = capacity / rates.len().max(1) as f64;
             let fair_rate;
             (fair_rate, self.over_clients) = water_level(&mut rates, capacity);

@@ -42,6 +42,7 @@ pub(crate) async fn shed_fairly(shedding: Shedding, request: Request, next: Next
         busy: store.hbase_busy(),
         latency_ratio: store.hbase_latency_ratio(),
         connections: store.hbase_connections(),
+        operations: store.hbase_operations(),
     };
     match clients.admit(&client, &load) {
         Ok(mut admission) => {
