@@ -102,13 +102,9 @@ pub struct Args {
     #[arg(long, env = "REVIEWS_API_HBASE_QUEUE_TIMEOUT_MS", default_value_t = 500)]
     pub hbase_queue_timeout_ms: u64,
 
-    /// Most HBase operations waiting for a free connection at once; one more
-    /// answers 503 `overloaded` at once, so a backlog cannot grow memory. The
-    /// queue timeout is what bounds the wait: at 64, when a replica behind
-    /// the same balancer died, the survivor's doubled load met a ranking
-    /// run's start and it refused 35 to 38 reads in the second after
-    /// (scripts/fault-any-one.sh), which a moment's wait would have served.
-    #[arg(long, env = "REVIEWS_API_HBASE_MAX_QUEUED", default_value_t = 256)]
+    /// Most requests waiting for a free HBase connection at once; one more
+    /// answers 503 `overloaded` at once, so a backlog cannot grow memory.
+    #[arg(long, env = "REVIEWS_API_HBASE_MAX_QUEUED", default_value_t = 64)]
     pub hbase_max_queued: usize,
 
     /// After SIGTERM or Ctrl-C, how long in-flight requests may finish before the service exits, in milliseconds.
@@ -459,7 +455,7 @@ mod tests {
         assert!(config.operation_timeout <= Duration::from_secs(2));
         // Readers fail fast instead of queueing: a bounded wait, a bounded queue.
         assert_eq!(config.queue_timeout, Some(Duration::from_millis(500)));
-        assert_eq!(config.max_queued, Some(256));
+        assert_eq!(config.max_queued, Some(64));
     }
 
     #[test]
