@@ -127,7 +127,7 @@ pub(super) struct Counts {
     /// The current second, since `Inner::started`.
     second: u64,
     /// [`Totals::served`] when the current second began, and what the
-    /// service could have served in the second before ([`Served::could`]).
+    /// service could have served in the second before ([`Counts::could_serve`]).
     served_mark: u64,
     could_before: f64,
     /// The HBase operations running, summed over the requests seen in the
