@@ -48,6 +48,12 @@ struct Sample {
     outcome: Result<StatusCode, String>,
 }
 
+/// The kinds of read that started at least half a second after `kill`.
+fn kinds_after(samples: &[Sample], kill: Instant) -> std::collections::BTreeSet<&'static str> {
+    let late = kill + Duration::from_millis(500);
+    samples.iter().filter(|sample| sample.started >= late).map(|sample| sample.route).collect()
+}
+
 /// The page kinds a frontend reads, each a path on the service. Uncached,
 /// so every read reaches HBase through the gateways: Thrift1 for the index
 /// pages, rankings and comments, Thrift2 for the filtered pages, cursor
@@ -199,21 +205,11 @@ async fn a_gateway_killed_under_load_costs_no_read_while_another_of_its_kind_liv
     .expect("kill the second gateway of each kind");
     tokio::time::sleep(AFTER_KILL).await;
     // On a loaded machine the probes may find the first gateways back late,
-    // and the reads after the second kill wait for them (CI once saw 20
-    // reads of 7 kinds in those 5 s, the slowest 5.4 s): the load goes on
-    // until every kind has run after it, within a bound.
-    let kinds_after = |kill: Instant| {
-        let samples = samples.lock().expect("samples");
-        let late = kill + Duration::from_millis(500);
-        samples
-            .iter()
-            .filter(|sample| sample.started >= late)
-            .map(|sample| sample.route)
-            .collect::<std::collections::BTreeSet<_>>()
-            .len()
-    };
+    // and the reads after the second kill wait for them (a full test run
+    // here once gave 20 reads of 7 kinds in those 5 s, the slowest 5.4 s):
+    // the load goes on until every kind has run after it, within a bound.
     let give_up = Instant::now() + Duration::from_secs(20);
-    while kinds_after(second_kill) < 8 && Instant::now() < give_up {
+    while kinds_after(&samples.lock().expect("samples"), second_kill).len() < 8 && Instant::now() < give_up {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     stop_load.cancel();
@@ -252,11 +248,7 @@ async fn a_gateway_killed_under_load_costs_no_read_while_another_of_its_kind_liv
     assert!(failed.is_empty(), "{} of {} reads failed: {described:?}", failed.len(), samples.len());
     assert!(slowest < SLOWEST, "the slowest read took {slowest:?}");
     for kill in [first_kill, second_kill] {
-        let routes_after: std::collections::BTreeSet<&str> = samples
-            .iter()
-            .filter(|sample| sample.started >= kill + Duration::from_millis(500))
-            .map(|sample| sample.route)
-            .collect();
+        let routes_after = kinds_after(&samples, kill);
         assert_eq!(routes_after.len(), 8, "every kind of read ran after the kill: {routes_after:?}");
     }
 

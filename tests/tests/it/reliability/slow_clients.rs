@@ -120,7 +120,7 @@ async fn an_idle_keep_alive_connection_is_closed_after_the_keep_alive_timeout() 
     // A second request on the same connection, well within the timeout: it
     // is kept alive. Timed from before it is sent: the service's idle timer
     // starts when it has written the answer, which a loaded machine may let
-    // this test read some milliseconds later (CI once saw 398 ms of 400).
+    // this test read some milliseconds later (398 ms of 400 was once seen).
     let sent = Instant::now();
     assert!(get_healthz(&mut stream).await.starts_with("HTTP/1.1 200"));
     let closed = closed_after(&mut stream, sent).await.expect("the idle connection is closed");
