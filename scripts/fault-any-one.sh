@@ -231,8 +231,8 @@ done
 memory="$(for pidfile in "$HBASE_RUN_DIR"/*.pid; do
   printf '%s %s\n' "$(basename "$pidfile" .pid)" "$(ps -o rss= -p "$(cat "$pidfile")" 2>/dev/null || echo 0)"
 done
-for k in 0 1; do printf 'query-api-%s %s\n' "$k" "$(ps -o rss= -p "${api_pids[$k]}")"; done
-printf 'haproxy %s\n' "$(ps -o rss= -p "$proxy_pid")")"
+for k in 0 1; do printf 'query-api-%s %s\n' "$k" "$(ps -o rss= -p "${api_pids[$k]}" || echo 0)"; done
+printf 'haproxy %s\n' "$(ps -o rss= -p "$proxy_pid" || echo 0)")"
 
 python3 - "$OUT_DIR" "$memory" <<'PY'
 import json, sys

@@ -10,8 +10,8 @@
 //! (until its death is noticed and the region reopened elsewhere, some
 //! seconds) every read of its regions waits or fails. A timeline read goes to
 //! the primary first and, when the primary has not answered within HBase's
-//! primary call timeout (50 ms for gets, 20 ms for scans as `hbasectl`
-//! configures its gateways), to the secondaries too, and takes the first
+//! primary call timeout (which `hbasectl` sets for its gateways in
+//! `hbase/conf/cluster-site.xml.in`), to the secondaries too, and takes the first
 //! answer: a row so read is marked stale. Only the Thrift2 gateway can ask
 //! for it, so with [`ReadConsistency::Timeline`] the page reads
 //! ([`Hbase::read_rows`], [`Hbase::read_row`], [`Hbase::read_scan`], and

@@ -70,9 +70,9 @@ async fn a_page_whose_primary_region_server_was_killed_is_served_from_a_secondar
 
     // While every server lives, the primaries answer, and nothing is marked.
     // A timeline read also asks a secondary when its primary has not answered
-    // within 50 ms (20 ms for a scan; hbase/conf/cluster-site.xml.in), and
-    // the answer it then takes from the secondary is rightly marked, so on a
-    // loaded machine one read may be.
+    // within the wait hbase/conf/cluster-site.xml.in sets, and the answer it
+    // then takes from the secondary is rightly marked, so on a loaded machine
+    // one read may be.
     // The reads are repeated until the primaries answered every one of them:
     // a service that marked every answer, read from a secondary or not,
     // never gets there.

@@ -21,6 +21,8 @@ use crate::rows::drop_tables;
 
 /// Concurrent request loops.
 const WORKERS: usize = 4;
+/// The kinds of page read the load cycles through ([`path`]).
+const PAGE_KINDS: usize = 8;
 /// How long the loop reads before a kill, and after it.
 const BEFORE_KILL: Duration = Duration::from_secs(2);
 const AFTER_KILL: Duration = Duration::from_secs(5);
@@ -62,7 +64,7 @@ fn path(catalogue: &Catalogue, cursors: &[String], turn: usize) -> (&'static str
     let number = u64::try_from(turn).expect("small") % catalogue.products;
     let product = catalogue.product(number);
     let user = catalogue.user(number % catalogue.users);
-    match turn % 8 {
+    match turn % PAGE_KINDS {
         0 => ("latest", format!("/v1/products/{product}/comments?limit=10")),
         1 => ("user timeline", format!("/v1/users/{user}/comments?limit=10")),
         2 => ("ranked", format!("/v1/products/{product}/comments/ranked")),
@@ -136,7 +138,7 @@ async fn a_gateway_killed_under_load_costs_no_read_while_another_of_its_kind_liv
     }
     assert!(cursors.len() >= 2, "product 0 has pages after the first: {}", first.raw);
     let warm_until = Instant::now() + Duration::from_secs(60);
-    for turn in 0..8 * usize::try_from(catalogue.products).expect("small") {
+    for turn in 0..PAGE_KINDS * usize::try_from(catalogue.products).expect("small") {
         loop {
             let (route, target) = path(&catalogue, &cursors, turn);
             let answer = service.get(&target).await;
@@ -209,7 +211,7 @@ async fn a_gateway_killed_under_load_costs_no_read_while_another_of_its_kind_liv
     // here once gave 20 reads of 7 kinds in those 5 s, the slowest 5.4 s):
     // the load goes on until every kind has run after it, within a bound.
     let give_up = Instant::now() + Duration::from_secs(20);
-    while kinds_after(&samples.lock().expect("samples"), second_kill).len() < 8 && Instant::now() < give_up {
+    while kinds_after(&samples.lock().expect("samples"), second_kill).len() < PAGE_KINDS && Instant::now() < give_up {
         tokio::time::sleep(Duration::from_millis(200)).await;
     }
     stop_load.cancel();
@@ -249,7 +251,7 @@ async fn a_gateway_killed_under_load_costs_no_read_while_another_of_its_kind_liv
     assert!(slowest < SLOWEST, "the slowest read took {slowest:?}");
     for kill in [first_kill, second_kill] {
         let routes_after = kinds_after(&samples, kill);
-        assert_eq!(routes_after.len(), 8, "every kind of read ran after the kill: {routes_after:?}");
+        assert_eq!(routes_after.len(), PAGE_KINDS, "every kind of read ran after the kill: {routes_after:?}");
     }
 
     service.shut_down().await;
