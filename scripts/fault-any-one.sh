@@ -37,7 +37,8 @@
 # compared with before the faults; and the resident memory of every process.
 #
 # It exits non-zero when a read failed, a ranking run did not exit 0, an
-# answer differs after the faults, or a process is not running at the end.
+# answer differs after the faults, or a process is not running at the end
+# (with the line its output or log ended on: an OutOfMemoryError, an abort).
 #
 # Usage: scripts/fault-any-one.sh
 # Environment: FAULT_REPLICAS (2, or 1 for none), FAULT_RUN_DIR (default
@@ -240,6 +241,22 @@ out, memory = sys.argv[1], sys.argv[2]
 rounds = [line.split() for line in open(f"{out}/rounds.txt")]
 problems = []
 
+def cause_of_death(name):
+    """What a JVM of the run said as it stopped, from its last start's output
+    and log (hbasectl starts each life with new ones): `: <the line>`, or
+    nothing when neither says."""
+    logs = f"{out}/../logs"
+    for path, marks in ((f"{logs}/{name}.out", ("Terminating due to", "OutOfMemoryError")),
+                        (f"{logs}/{name}.log", ("ABORTING region server", "received expired from ZooKeeper"))):
+        try:
+            said = [line.strip() for line in open(path, errors="replace") if any(mark in line for mark in marks)]
+        except OSError:
+            continue
+        if said:
+            return f": {said[-1][:240]}"
+    return ""
+
+
 def p99(values):
     values = sorted(values)
     return values[min(len(values) - 1, int(len(values) * 0.99))] if values else 0.0
@@ -281,9 +298,10 @@ for line in memory.splitlines():
     print(f"memory {name:12} {int(rss) / 1024:7.0f} MiB")
     if int(rss) == 0:
         # Every victim was started again: a process gone now died of something else
-        # (a region server whose ZooKeeper session expired on a starved machine), and
-        # the rounds after its death ran on a smaller deployment than they say.
-        problems.append(f"{name} is not running at the end, and no round left it dead")
+        # (a region server whose ZooKeeper session expired on a starved machine, or
+        # whose heap ran out), and the rounds after its death ran on a smaller
+        # deployment than they say.
+        problems.append(f"{name} is not running at the end, and no round left it dead{cause_of_death(name)}")
 print(f"memory in all      {total / 1024:7.0f} MiB")
 if problems:
     print("FAILED: " + "; ".join(problems))
