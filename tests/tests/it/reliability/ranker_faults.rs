@@ -225,12 +225,14 @@ async fn a_gateway_dying_mid_run_fails_products_visibly_and_a_rerun_leaves_no_mi
     let gateway = Arc::new(tokio::task::spawn_blocking(PrivateGateway::start).await.expect("start a private gateway"));
     let through_gateway = store_through(&gateway, &faulty);
     // The run under test is held to a ceiling that makes it last about
-    // thirty-six seconds (7,200 comments at 200/s), far longer than a kill
+    // seventy-two seconds (7,200 comments at 100/s), far longer than a kill
     // takes, even with the whole test suite slowing this test's scans of the
-    // rank table and the kill. Unbounded, the adaptive pacing lets a quiet
-    // machine finish the whole run before the fault strikes.
+    // rank table and the kill (at 200/s, thirty-six seconds, one full run of
+    // the suite saw the run finish before the kill returned). Unbounded, the
+    // adaptive pacing lets a quiet machine finish the whole run before the
+    // fault strikes.
     let mut slow_options = options.clone();
-    slow_options.pacing.max_rate = Some(200.0);
+    slow_options.pacing.max_rate = Some(100.0);
     let run = tokio::spawn({
         let (store, options) = (through_gateway.clone(), slow_options);
         async move { ranker::run(&store, &options, CancellationToken::new()).await }
