@@ -235,9 +235,9 @@ done
 for k in 0 1; do printf 'query-api-%s %s\n' "$k" "$(ps -o rss= -p "${api_pids[$k]}" || echo 0)"; done
 printf 'haproxy %s\n' "$(ps -o rss= -p "$proxy_pid" || echo 0)")"
 
-python3 - "$OUT_DIR" "$memory" <<'PY'
+python3 - "$OUT_DIR" "$memory" "$HBASE_RUN_DIR/logs" <<'PY'
 import json, sys
-out, memory = sys.argv[1], sys.argv[2]
+out, memory, logs = sys.argv[1], sys.argv[2], sys.argv[3]
 rounds = [line.split() for line in open(f"{out}/rounds.txt")]
 problems = []
 
@@ -245,7 +245,6 @@ def cause_of_death(name):
     """What a JVM of the run said as it stopped, from its last start's output
     and log (hbasectl starts each life with new ones): `: <the line>`, or
     nothing when neither says."""
-    logs = f"{out}/../logs"
     for path, marks in ((f"{logs}/{name}.out", ("Terminating due to", "OutOfMemoryError")),
                         (f"{logs}/{name}.log", ("ABORTING region server", "received expired from ZooKeeper"))):
         try:

@@ -227,10 +227,8 @@ async fn a_gateway_dying_mid_run_fails_products_visibly_and_a_rerun_leaves_no_mi
     // The run under test is held to a ceiling that makes it last about
     // seventy-two seconds (7,200 comments at 100/s), far longer than a kill
     // takes, even with the whole test suite slowing this test's scans of the
-    // rank table and the kill (at 200/s, thirty-six seconds, one full run of
-    // the suite saw the run finish before the kill returned). Unbounded, the
-    // adaptive pacing lets a quiet machine finish the whole run before the
-    // fault strikes.
+    // rank table and the kill. Unbounded, the adaptive pacing lets a quiet
+    // machine finish the whole run before the fault strikes.
     let mut slow_options = options.clone();
     slow_options.pacing.max_rate = Some(100.0);
     let run = tokio::spawn({
