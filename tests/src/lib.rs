@@ -216,6 +216,22 @@ impl PrivateGateway {
     pub fn resume(&self) {
         hbasectl(&["start-gateway", &self.port.to_string(), self.kind]);
     }
+
+    /// How many clients' connections the gateway holds open now (the
+    /// established TCP connections on its port, as the kernel lists them).
+    pub fn client_connections(&self) -> usize {
+        let table = std::fs::read_to_string("/proc/net/tcp").expect("read /proc/net/tcp");
+        let local = format!("0100007F:{:04X}", self.port);
+        table
+            .lines()
+            .skip(1)
+            .filter(|line| {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                // The fields: slot, local address, remote address, state (01: established).
+                fields.get(1) == Some(&local.as_str()) && fields.get(3) == Some(&"01")
+            })
+            .count()
+    }
 }
 
 impl Drop for PrivateGateway {

@@ -5,8 +5,13 @@
 //! A shop runs two or more gateways of each kind, so that losing one JVM
 //! costs its connections and nothing else. The pool's connections are
 //! spread over the live gateways: a new one goes to the live gateway with
-//! the fewest open, so a gateway that comes back fills up again as
-//! connections are replaced. A gateway is taken out at its first sign of
+//! the fewest open, and a connection handed back to the pool while its
+//! gateway holds more than one connection beyond the emptiest live one is
+//! closed, so that a gateway that comes back takes its share of the calls
+//! within a few of them. Otherwise it would take none until the others'
+//! connections reached their lifetime, and when one of those died every
+//! call would move at once to a gateway whose own HBase client had not yet
+//! looked up a region (its first calls are slow). A gateway is taken out at its first sign of
 //! death (a refused connection, a reset or closed socket), never for being
 //! slow: a slow answer is usually HBase's, and every gateway would be as
 //! slow. Taking a gateway out bumps its epoch, which retires every pooled
@@ -210,6 +215,20 @@ impl<C: GatewayClient> Gateways<C> {
         )))
     }
 
+    /// Whether the gateway `origin` was opened to holds more than one
+    /// connection beyond another live gateway: then the connection is closed
+    /// when it is handed back, and its replacement goes to the emptier one.
+    /// Concurrent returns may close a few more than needed; their
+    /// replacements spread over the gateways all the same.
+    pub(crate) fn crowded(&self, origin: &Origin) -> bool {
+        let open = origin.gateway.open_connections.load(Ordering::Relaxed);
+        self.members.iter().any(|member| {
+            !Arc::ptr_eq(member, &origin.gateway)
+                && !member.down.load(Ordering::Acquire)
+                && member.open_connections.load(Ordering::Relaxed) + 1 < open
+        })
+    }
+
     /// Whether a pooled connection may still be used: its gateway has not
     /// been taken out since it was opened.
     pub(crate) fn still_current(&self, origin: &Origin) -> bool {
@@ -330,8 +349,10 @@ impl<C: GatewayClient> r2d2::ManageConnection for GatewayManager<C> {
         Ok(())
     }
 
+    /// Closes a connection a transport error left out of step, and one
+    /// whose gateway is [crowded](Gateways::crowded).
     fn has_broken(&self, connection: &mut GatewayConnection<C>) -> bool {
-        connection.is_broken()
+        connection.is_broken() || connection.origin().is_some_and(|origin| self.gateways.crowded(origin))
     }
 }
 
@@ -389,6 +410,38 @@ mod tests {
             .filter(|connection| connection.origin().expect("origin").gateway.address == first)
             .count();
         assert_eq!(on_first, 3, "three of six on each gateway");
+    }
+
+    #[test]
+    fn a_gateway_back_in_the_pool_takes_its_share_as_connections_are_handed_back() {
+        let (_first_listener, first) = listening();
+        let (_second_listener, second) = listening();
+        let set = gateways(&[&first, &second]);
+        // While the second is out, every connection goes to the first.
+        set.members[1].down.store(true, Ordering::Release);
+        let mut connections: Vec<_> = (0..6).map(|_| set.connect().expect("accepts")).collect();
+        for connection in &connections {
+            let origin = connection.origin().expect("origin");
+            assert!(!set.crowded(origin), "no live gateway to move to");
+        }
+        // Its probe puts it back: each connection handed back to a crowded
+        // gateway is closed, and its replacement goes to the emptier one.
+        set.members[1].down.store(false, Ordering::Release);
+        let mut replaced = 0;
+        for _ in 0..2 {
+            for slot in &mut connections {
+                if set.crowded(slot.origin().expect("origin")) {
+                    *slot = set.connect().expect("accepts");
+                    replaced += 1;
+                }
+            }
+        }
+        let open = |index: usize| set.members[index].open_connections.load(Ordering::Relaxed);
+        assert_eq!((open(0), open(1)), (3, 3), "three of six on each gateway");
+        assert_eq!(replaced, 3, "only the connections beyond an even spread are closed");
+        for connection in &connections {
+            assert!(!set.crowded(connection.origin().expect("origin")), "balanced: nothing more to move");
+        }
     }
 
     #[test]

@@ -181,11 +181,10 @@ impl<C: GatewayClient> Lane<C> {
             // Idle connections are retired before the gateway's 60 s idle close
             // would break them under us.
             .idle_timeout(Some(Duration::from_secs(45)))
-            // A busy connection is never idle, so without a lifetime a
-            // gateway that came back after a death would get no connection
-            // until the survivors' were dropped: replaced every two minutes,
-            // the pool spreads over the live gateways again (a new connection
-            // goes to the one with the fewest).
+            // A connection is replaced every two minutes, so that one
+            // opened through a load balancer (a list of one) moves to the
+            // backends it added since; a list of several is spread again
+            // as soon as a gateway comes back (`GatewayManager::has_broken`).
             .max_lifetime(Some(Duration::from_secs(120)))
             .test_on_check_out(true)
             .connection_timeout(config.operation_timeout)
