@@ -27,6 +27,9 @@ export HBASE_ZK_PORT="${TEST_ZK_PORT:-21910}"
 export HBASE_THRIFT2_PORT="${TEST_THRIFT2_PORT:-$((HBASE_THRIFT_PORT + 1))}"
 export REVIEWS_THRIFT_ADDR="127.0.0.1:$HBASE_THRIFT_PORT"
 export REVIEWS_THRIFT2_ADDR="127.0.0.1:$HBASE_THRIFT2_PORT"
+# The Thrift2 gateways the suite tests (HBase's own when set to blocking),
+# whatever a developer's last start in this run dir chose (hbasectl keeps it).
+export HBASE_THRIFT2_READS="${HBASE_THRIFT2_READS:-async}"
 # The suite creates and drops about a thousand tables in one HBase JVM; with
 # the default 3 GiB its master ran into full collections of one to three
 # seconds after a couple of runs, long enough to time a request out.

@@ -38,22 +38,20 @@ pub(super) const BUSY_FOR: Duration = Duration::from_secs(1);
 /// it can serve ([`Counts::fair_rate`]).
 const SERVED_MEMORY_SECS: u64 = 10;
 /// What the service can serve, over what it served in a second, at least:
-/// before a flood came it served what the readers asked, whose rates wander
-/// above that. At 1.25 a crowd of fifty beside seven readers left the
-/// readers a fair rate of 21 requests a second for their 20, and some were
-/// refused (bench/fairness.sh).
+/// before a flood came it served what the readers asked, and their rates
+/// wander above that, so a headroom near 1 gives each reader a fair rate
+/// just above its own and refuses it when it rises a little (the crowd
+/// mixes of bench/fairness.sh show it).
 const SERVED_HEADROOM_LEAST: f64 = 2.0;
 /// What the service can serve, over what it served in a second, at most.
 /// While it sheds, what it serves is what it lets in, which the limit holds
 /// below what it could serve: it uses a part of the pool only, so what it
-/// served is scaled to the whole pool ([`Counts::could_serve`]). On two
-/// cores a crowd of fifty held to the room used about a third of it, and at
-/// twice what it served the readers' fair rate fell to 18 requests a second
-/// for their 20 (bench/fairness.sh). The bound is for a machine short of
-/// CPU before connections: its operations are quick, few run, and the scale
-/// would count a flood as polite (at 16 it let a flood in and its queue
-/// overflowed onto the readers). Four is about what the service served with
-/// shedding off over what it served with shedding on in that benchmark.
+/// served is scaled to the whole pool ([`Counts::could_serve`]). Unbounded,
+/// the scale would count a flood as polite on a machine short of CPU before
+/// connections (its operations are quick and few run, so the part of the
+/// pool used looks small) and let it in until its queue overflowed onto the
+/// readers. Four is about what the service serves with shedding off over
+/// what it serves with shedding on under a flood (bench/fairness.sh).
 const SERVED_HEADROOM_MOST: f64 = 4.0;
 
 /// The service's requests in flight, by whether they were admitted within
