@@ -218,7 +218,8 @@ impl PrivateGateway {
     }
 
     /// How many clients' connections the gateway holds open now (the
-    /// established TCP connections on its port, as the kernel lists them).
+    /// established IPv4 connections on its port, as the kernel lists them:
+    /// the gateway listens on 127.0.0.1).
     pub fn client_connections(&self) -> usize {
         let table = std::fs::read_to_string("/proc/net/tcp").expect("read /proc/net/tcp");
         let local = format!("0100007F:{:04X}", self.port);

@@ -11,14 +11,16 @@
 //! within a few of them. Otherwise it would take none until the others'
 //! connections reached their lifetime, and when one of those died every
 //! call would move at once to a gateway whose own HBase client had not yet
-//! looked up a region (its first calls are slow). A gateway is taken out at its first sign of
-//! death (a refused connection, a reset or closed socket), never for being
-//! slow: a slow answer is usually HBase's, and every gateway would be as
-//! slow. Taking a gateway out bumps its epoch, which retires every pooled
-//! connection opened to it before (they would fail the same way), and
-//! starts a probe thread that opens a connection and pings it, backing off
-//! from [`FIRST_PROBE_DELAY`] to [`LAST_PROBE_DELAY`], until the gateway
-//! answers and is put back.
+//! looked up a region (its first calls are slow).
+//!
+//! A gateway is taken out at its first sign of death (a refused
+//! connection, a reset or closed socket), never for being slow: a slow
+//! answer is usually HBase's, and every gateway would be as slow. Taking a
+//! gateway out bumps its epoch, which retires every pooled connection
+//! opened to it before (they would fail the same way), and starts a probe
+//! thread that opens a connection and pings it, backing off from
+//! [`FIRST_PROBE_DELAY`] to [`LAST_PROBE_DELAY`], until the gateway answers
+//! and is put back.
 //!
 //! A single address behind a TCP load balancer (a Kubernetes Service) is a
 //! list of one: its death sign retires the pooled connections, and the next
