@@ -233,6 +233,66 @@ impl PrivateGateway {
             })
             .count()
     }
+
+    /// How many connections the gateway's JVM holds open to the region
+    /// server of `hbase:meta`: one once its HBase client has read anything
+    /// (every read first looks its region up there), none before.
+    pub fn connections_to_meta_server(&self) -> usize {
+        let meta_port = meta_server_port();
+        let pid_file = match self.kind {
+            "thrift2" => format!("gateway2-{}.pid", self.port),
+            _ => format!("gateway-{}.pid", self.port),
+        };
+        let run_dir = std::env::var("HBASE_RUN_DIR")
+            .unwrap_or_else(|_| concat!(env!("CARGO_MANIFEST_DIR"), "/../hbase/run").to_owned());
+        let pid = std::fs::read_to_string(Path::new(&run_dir).join(&pid_file))
+            .unwrap_or_else(|error| panic!("read the gateway's pid file {pid_file} in {run_dir}: {error}"));
+        // The gateway's sockets, by inode, as its file descriptors name them.
+        let descriptors =
+            std::fs::read_dir(format!("/proc/{}/fd", pid.trim())).expect("list the gateway's descriptors");
+        let sockets: std::collections::HashSet<String> = descriptors
+            .filter_map(|entry| std::fs::read_link(entry.ok()?.path()).ok())
+            .filter_map(|target| {
+                let target = target.to_string_lossy().into_owned();
+                Some(target.strip_prefix("socket:[")?.strip_suffix(']')?.to_owned())
+            })
+            .collect();
+        // A JVM's sockets are IPv6 ones unless told otherwise: both tables.
+        ["/proc/net/tcp", "/proc/net/tcp6"]
+            .iter()
+            .filter_map(|table| std::fs::read_to_string(table).ok())
+            .flat_map(|table| table.lines().skip(1).map(str::to_owned).collect::<Vec<_>>())
+            .filter(|line| {
+                let fields: Vec<&str> = line.split_whitespace().collect();
+                // The fields: slot, local address, remote address, state
+                // (01: established), ..., the socket's inode (the tenth).
+                let remote_port = fields.get(2).and_then(|remote| remote.rsplit_once(':')).map(|(_, port)| port);
+                remote_port.and_then(|port| u16::from_str_radix(port, 16).ok()) == Some(meta_port)
+                    && fields.get(3) == Some(&"01")
+                    && fields.get(9).is_some_and(|inode| sockets.contains(*inode))
+            })
+            .count()
+    }
+}
+
+/// The port of the region server holding `hbase:meta`, as the Thrift2
+/// gateway locates it (`thrift_probe.py regions`: "PORT TABLE REPLICA_ID").
+fn meta_server_port() -> u16 {
+    let (host, port) =
+        thrift2_addr().rsplit_once(':').map(|(host, port)| (host.to_owned(), port.to_owned())).expect("host:port");
+    let probe = concat!(env!("CARGO_MANIFEST_DIR"), "/../hbase/thrift_probe.py");
+    let output = std::process::Command::new("python3")
+        .args([probe, "--host", &host, "--port", &port, "regions"])
+        .output()
+        .expect("run thrift_probe.py regions");
+    assert!(output.status.success(), "thrift_probe.py regions: {}", String::from_utf8_lossy(&output.stderr));
+    String::from_utf8_lossy(&output.stdout)
+        .lines()
+        .find_map(|line| match line.split_whitespace().collect::<Vec<_>>()[..] {
+            [port, "hbase:meta", "0"] => port.parse().ok(),
+            _ => None,
+        })
+        .expect("hbase:meta has a primary region")
 }
 
 impl Drop for PrivateGateway {

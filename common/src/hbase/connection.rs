@@ -30,6 +30,10 @@ impl GatewayClient for Thrift1Client {
         self.get_thrift_server_type().map(drop)
     }
 
+    fn read_catalogue(&mut self, table: &str, row: &[u8]) -> thrift::Result<()> {
+        self.get_row(table.as_bytes().to_vec(), row.to_vec(), BTreeMap::new()).map(drop)
+    }
+
     fn declared_error(error: &(dyn std::error::Error + Send + Sync + 'static)) -> Error {
         if let Some(io) = error.downcast_ref::<hbase_thrift::hbase::IOError>() {
             io_error(io.message.as_deref().unwrap_or_default(), io.can_retry == Some(true))

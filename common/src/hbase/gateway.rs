@@ -33,6 +33,11 @@ const BUFFER_BYTES: usize = 256 * 1024;
 /// both gateways: the first cell of each row, without its value.
 pub const KEYS_ONLY_FILTER: &str = "FirstKeyOnlyFilter() AND KeyOnlyFilter()";
 
+/// What a gateway reads to warm up ([`GatewayConnection::warm_up`]): a row
+/// that no table's region is named by, in the catalogue of every region.
+const WARM_UP_TABLE: &str = "hbase:meta";
+const WARM_UP_ROW: &[u8] = b"reviews gateway warm-up";
+
 /// The protocol both gateways speak (as `hbasectl` starts them): binary, over
 /// a buffered, unframed socket.
 pub type Input = TBinaryInputProtocol<BufReader<ReadHalf<TTcpChannel>>>;
@@ -49,6 +54,11 @@ pub trait GatewayClient: Send + 'static {
 
     /// A call the gateway answers without touching HBase.
     fn ping(&mut self) -> thrift::Result<()>;
+
+    /// A read of `row` in `table` (a catalogue table every cluster has):
+    /// the gateway's HBase client finds that table's region server and
+    /// connects to it, as a read of any table must first.
+    fn read_catalogue(&mut self, table: &str, row: &[u8]) -> thrift::Result<()>;
 
     /// Maps one of the IDL's declared exceptions (a `thrift::Error::User`)
     /// onto the data layer's error.
@@ -408,6 +418,20 @@ impl<C: GatewayClient> GatewayConnection<C> {
     /// A call the gateway answers without touching HBase: proves the socket is alive.
     pub fn ping(&mut self) -> Result<()> {
         self.call("ping", "", C::ping)
+    }
+
+    /// Makes the gateway's HBase client reach the cluster: it finds the
+    /// server of `hbase:meta` (where every region is looked up) and
+    /// connects to it, and runs its read path once. A gateway just
+    /// (re)started has done none of that, and a ping does none of it, so
+    /// without this its first callers would wait for it. A declared HBase
+    /// error is an answer (the gateway works; the cluster's trouble is
+    /// every gateway's); a transport error or a timeout is not.
+    pub fn warm_up(&mut self) -> Result<()> {
+        match self.call("warm_up", WARM_UP_TABLE, |client| client.read_catalogue(WARM_UP_TABLE, WARM_UP_ROW)) {
+            Err(error) if self.broken => Err(error),
+            _ => Ok(()),
+        }
     }
 }
 

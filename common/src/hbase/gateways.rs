@@ -18,9 +18,13 @@
 //! answer is usually HBase's, and every gateway would be as slow. Taking a
 //! gateway out bumps its epoch, which retires every pooled connection
 //! opened to it before (they would fail the same way), and starts a probe
-//! thread that opens a connection and pings it, backing off from
-//! [`FIRST_PROBE_DELAY`] to [`LAST_PROBE_DELAY`], until the gateway answers
-//! and is put back.
+//! thread that opens a connection and sends it a warm-up read, backing off
+//! from [`FIRST_PROBE_DELAY`] to [`LAST_PROBE_DELAY`], until the gateway
+//! answers and is put back. The warm-up read (of `hbase:meta`, see
+//! [`GatewayConnection::warm_up`]) makes a restarted gateway's HBase client
+//! find the cluster before callers are sent to it: a ping would prove the
+//! process listens, and leave its first callers to wait while its client
+//! connects, seconds on a loaded host.
 //!
 //! A single address behind a TCP load balancer (a Kubernetes Service) is a
 //! list of one: its death sign retires the pooled connections, and the next
@@ -267,8 +271,8 @@ impl<C: GatewayClient> Gateways<C> {
         true
     }
 
-    /// Starts a thread that probes `member` until it answers a ping, unless
-    /// one watches it already.
+    /// Starts a thread that probes `member` until it answers a warm-up read,
+    /// unless one watches it already.
     fn probe(&self, member: &Arc<GatewayHealth>) {
         if member.probing.swap(true, Ordering::AcqRel) {
             return;
@@ -285,12 +289,19 @@ impl<C: GatewayClient> Gateways<C> {
                 if !member.down.load(Ordering::Acquire) {
                     break;
                 }
-                let answered = GatewayConnection::<C>::open(&member.address, gateways.connect_timeout, gateways.io_timeout)
-                    .and_then(|mut connection| connection.ping());
+                let started = std::time::Instant::now();
+                let answered =
+                    GatewayConnection::<C>::open(&member.address, gateways.connect_timeout, gateways.io_timeout)
+                        .and_then(|mut connection| connection.warm_up());
                 if answered.is_ok() {
                     member.down.store(false, Ordering::Release);
                     gateways.publish_live();
-                    tracing::info!(gateway = C::GATEWAY, address = %member.address, "gateway answers again: back in the pool");
+                    tracing::info!(
+                        gateway = C::GATEWAY,
+                        address = %member.address,
+                        warm_up_ms = started.elapsed().as_millis(),
+                        "gateway answers again and has reached HBase: back in the pool"
+                    );
                     break;
                 }
                 delay = (delay * 2).min(LAST_PROBE_DELAY);

@@ -77,6 +77,32 @@ impl GatewayClient for Thrift2Client {
         self.get_thrift_server_type().map(drop)
     }
 
+    /// Read twice, strong and timeline: the project's Thrift2 gateway
+    /// serves timeline reads through an HBase client of their own.
+    fn read_catalogue(&mut self, table: &str, row: &[u8]) -> thrift::Result<()> {
+        for timeline in [false, true] {
+            let get = TGet {
+                row: row.to_vec(),
+                columns: None,
+                timestamp: None,
+                time_range: None,
+                max_versions: Some(1),
+                filter_string: None,
+                attributes: None,
+                authorizations: None,
+                consistency: timeline::consistency(timeline),
+                target_replica_id: None,
+                cache_blocks: None,
+                store_limit: None,
+                store_offset: None,
+                existence_only: None,
+                filter_bytes: None,
+            };
+            self.get(table.as_bytes().to_vec(), get)?;
+        }
+        Ok(())
+    }
+
     fn declared_error(error: &(dyn std::error::Error + Send + Sync + 'static)) -> Error {
         if let Some(io) = error.downcast_ref::<generated::TIOError>() {
             io_error(io.message.as_deref().unwrap_or_default(), io.can_retry == Some(true))

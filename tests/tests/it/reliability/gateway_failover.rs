@@ -29,13 +29,12 @@ const BEFORE_KILL: Duration = Duration::from_secs(2);
 const AFTER_KILL: Duration = Duration::from_secs(5);
 /// The deadlines of the service in this test: a request's (in its settings,
 /// and in its flags, which cap its HBase deadline), and its HBase
-/// operations'. Longer than the service's defaults (2 s and 1.5 s): the
-/// test command runs eight tests at once beside the HBase they share, where
-/// a gateway takes tens of seconds to start, and a gateway just restarted
-/// answers its first calls slowly, seconds each under that load (its JVM is
-/// cold, its HBase client opens its connections and looks up regions).
-/// Neither is a read the gateways' death failed: that fails at once (a
-/// closed or refused socket), and is seen all the same.
+/// operations'. Longer than the service's defaults (2 s and 1.5 s): on a
+/// host of two cores that also runs HBase and four gateway JVMs, one of them
+/// starting, a read may wait seconds for the CPU (the test command runs
+/// these tests alone for that reason). A read the gateways' death failed
+/// fails at once (a closed or refused socket), whatever the deadline, and
+/// is seen all the same.
 const REQUEST_DEADLINE: Duration = Duration::from_secs(10);
 const REQUEST_DEADLINE_MS: &str = "10000";
 const HBASE_DEADLINE_MS: &str = "9000";
@@ -272,7 +271,8 @@ async fn a_gateway_killed_under_load_costs_no_read_while_another_of_its_kind_liv
 /// the dead gateway fails its next call; the first to fail takes the
 /// gateway out (new connections go to the other, and the dead one's others
 /// are retired at their next checkout), so with one retry (the service's
-/// default) no call fails. Restarted, the gateway is put back by its probe.
+/// default) no call fails. Restarted, the gateway is put back by its probe,
+/// once a warm-up read has made its HBase client reach the cluster.
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
 async fn a_dead_gateway_is_taken_out_at_its_first_failure_and_probed_back() {
     let gateways = tokio::task::spawn_blocking(|| [PrivateGateway::start(), PrivateGateway::start()])
@@ -322,12 +322,20 @@ async fn a_dead_gateway_is_taken_out_at_its_first_failure_and_probed_back() {
     }
     assert_eq!(hbase.live_gateways().0, 1, "the dead gateway is out");
     // Back, it is found by its probe (every 0.25 to 5 s), and serves again.
+    // The calls here are pings, which never reach HBase: the restarted
+    // gateway's HBase client has reached the region server of hbase:meta
+    // by then only because the probe's warm-up read made it, before any
+    // caller was sent to it.
     let reviving = gateways.clone();
     tokio::task::spawn_blocking(move || reviving[0].resume()).await.expect("restart the first gateway");
     wait_for(Duration::from_secs(10), "the probe to put the gateway back", async || {
         (hbase.live_gateways().0 == 2).then_some(())
     })
     .await;
+    let warmed = gateways.clone();
+    let meta_connections =
+        tokio::task::spawn_blocking(move || warmed[0].connections_to_meta_server()).await.expect("count connections");
+    assert!(meta_connections > 0, "the gateway put back holds no connection to hbase:meta's region server");
     for outcome in round(hbase.clone()).await {
         outcome.expect("a call once both gateways live again");
     }
