@@ -30,7 +30,7 @@ impl GatewayClient for Thrift1Client {
         self.get_thrift_server_type().map(drop)
     }
 
-    fn read_catalogue(&mut self, table: &str, row: &[u8]) -> thrift::Result<()> {
+    fn warm_up_read(&mut self, table: &str, row: &[u8]) -> thrift::Result<()> {
         self.get_row(table.as_bytes().to_vec(), row.to_vec(), BTreeMap::new()).map(drop)
     }
 

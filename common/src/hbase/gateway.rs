@@ -17,7 +17,7 @@
 use std::io::{BufReader, BufWriter};
 use std::net::{SocketAddr, TcpStream, ToSocketAddrs};
 use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, PoisonError, RwLock};
 use std::time::{Duration, Instant};
 
 use thrift::protocol::{TBinaryInputProtocol, TBinaryOutputProtocol};
@@ -33,10 +33,42 @@ const BUFFER_BYTES: usize = 256 * 1024;
 /// both gateways: the first cell of each row, without its value.
 pub const KEYS_ONLY_FILTER: &str = "FirstKeyOnlyFilter() AND KeyOnlyFilter()";
 
-/// What a gateway reads to warm up ([`GatewayConnection::warm_up`]): a row
-/// that no table's region is named by, in the catalogue of every region.
-const WARM_UP_TABLE: &str = "hbase:meta";
+/// What a gateway reads to warm up ([`GatewayConnection::warm_up`]): this
+/// row of the catalogue of every region, then of each table its pool has
+/// called ([`TablesCalled`]).
+const CATALOGUE_TABLE: &str = "hbase:meta";
 const WARM_UP_ROW: &[u8] = b"reviews gateway warm-up";
+
+/// The tables a pool has called, the first [`TablesCalled::MOST`] of them:
+/// what a gateway that comes back reads before callers are sent to it.
+#[derive(Debug, Default)]
+pub(super) struct TablesCalled {
+    names: RwLock<Vec<String>>,
+}
+
+impl TablesCalled {
+    /// A service reads a handful of tables; a bound keeps a tool that walks
+    /// many (or a test suite's prefixes) from making every warm-up long.
+    const MOST: usize = 16;
+
+    /// Notes a call on `table` (none for a call on no table). After the
+    /// first calls this only reads: no lock is held for writing.
+    fn note(&self, table: &str) {
+        let known = |names: &Vec<String>| names.iter().any(|name| name == table);
+        if table.is_empty() || known(&self.names.read().unwrap_or_else(PoisonError::into_inner)) {
+            return;
+        }
+        let mut names = self.names.write().unwrap_or_else(PoisonError::into_inner);
+        if names.len() < Self::MOST && !known(&names) {
+            names.push(table.to_owned());
+        }
+    }
+
+    /// The tables noted so far.
+    fn names(&self) -> Vec<String> {
+        self.names.read().unwrap_or_else(PoisonError::into_inner).clone()
+    }
+}
 
 /// The protocol both gateways speak (as `hbasectl` starts them): binary, over
 /// a buffered, unframed socket.
@@ -55,10 +87,10 @@ pub trait GatewayClient: Send + 'static {
     /// A call the gateway answers without touching HBase.
     fn ping(&mut self) -> thrift::Result<()>;
 
-    /// A read of `row` in `table` (a catalogue table every cluster has):
-    /// the gateway's HBase client finds that table's region server and
-    /// connects to it, as a read of any table must first.
-    fn read_catalogue(&mut self, table: &str, row: &[u8]) -> thrift::Result<()>;
+    /// Reads `row` of `table` the ways the pool's callers read (a row
+    /// missing is no error): the gateway's HBase client locates the row's
+    /// region, connects to its server and loads the code of those reads.
+    fn warm_up_read(&mut self, table: &str, row: &[u8]) -> thrift::Result<()>;
 
     /// Maps one of the IDL's declared exceptions (a `thrift::Error::User`)
     /// onto the data layer's error.
@@ -148,6 +180,8 @@ pub(super) struct GatewayHealth {
     pub(super) probing: AtomicBool,
     /// Pooled connections open to it now.
     pub(super) open_connections: AtomicUsize,
+    /// The tables its pool has called, shared by every gateway of the pool.
+    pub(super) tables_called: Arc<TablesCalled>,
 }
 
 /// Where a pooled connection was opened: its gateway and that gateway's
@@ -361,6 +395,9 @@ impl<C: GatewayClient> GatewayConnection<C> {
     ) -> Result<T> {
         let span = self.call_span(operation, table);
         let _entered = span.enter();
+        if let Some(origin) = &self.origin {
+            origin.gateway.tables_called.note(table);
+        }
         self.apply_deadline()?;
         let started = Instant::now();
         let outcome = request(&mut self.client);
@@ -420,18 +457,25 @@ impl<C: GatewayClient> GatewayConnection<C> {
         self.call("ping", "", C::ping)
     }
 
-    /// Makes the gateway's HBase client reach the cluster: it finds the
-    /// server of `hbase:meta` (where every region is looked up) and
-    /// connects to it, and runs its read path once. A gateway just
-    /// (re)started has done none of that, and a ping does none of it, so
-    /// without this its first callers would wait for it. A declared HBase
+    /// Makes the gateway's HBase client reach the cluster before callers
+    /// are sent to it: it reads a row of `hbase:meta` (where every region is
+    /// looked up), then one of each table in `tables_called`, the ways the
+    /// pool's callers read. A gateway just (re)started has located no region,
+    /// connected to no region server and loaded none of the code of those
+    /// reads, and a ping does none of it: without this its first callers
+    /// would wait for all of it, seconds on a loaded host. A declared HBase
     /// error is an answer (the gateway works; the cluster's trouble is
     /// every gateway's); a transport error or a timeout is not.
-    pub fn warm_up(&mut self) -> Result<()> {
-        match self.call("warm_up", WARM_UP_TABLE, |client| client.read_catalogue(WARM_UP_TABLE, WARM_UP_ROW)) {
-            Err(error) if self.broken => Err(error),
-            _ => Ok(()),
+    pub(super) fn warm_up(&mut self, tables_called: &TablesCalled) -> Result<()> {
+        let mut tables = vec![CATALOGUE_TABLE.to_owned()];
+        tables.extend(tables_called.names().into_iter().filter(|name| name != CATALOGUE_TABLE));
+        for table in &tables {
+            match self.call("warm_up", table, |client| client.warm_up_read(table, WARM_UP_ROW)) {
+                Err(error) if self.broken => return Err(error),
+                _ => {}
+            }
         }
+        Ok(())
     }
 }
 
@@ -441,6 +485,21 @@ mod tests {
 
     use super::*;
     use crate::hbase::connection::Thrift1Client;
+
+    #[test]
+    fn the_tables_called_are_noted_once_each_and_bounded() {
+        let tables = TablesCalled::default();
+        for table in ["comments", "", "rankings", "comments"] {
+            tables.note(table);
+        }
+        assert_eq!(tables.names(), ["comments", "rankings"], "once each, in order, none for a call on no table");
+        for number in 0..2 * TablesCalled::MOST {
+            tables.note(&format!("table-{number}"));
+        }
+        let names = tables.names();
+        assert_eq!(names.len(), TablesCalled::MOST);
+        assert_eq!(names[..2], ["comments", "rankings"], "the first noted are kept");
+    }
 
     fn damage_of(error: std::io::Error) -> Damage {
         classify::<Thrift1Client>(thrift::Error::from(error)).1

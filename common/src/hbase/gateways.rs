@@ -20,11 +20,12 @@
 //! opened to it before (they would fail the same way), and starts a probe
 //! thread that opens a connection and sends it a warm-up read, backing off
 //! from [`FIRST_PROBE_DELAY`] to [`LAST_PROBE_DELAY`], until the gateway
-//! answers and is put back. The warm-up read (of `hbase:meta`, see
-//! [`GatewayConnection::warm_up`]) makes a restarted gateway's HBase client
-//! find the cluster before callers are sent to it: a ping would prove the
-//! process listens, and leave its first callers to wait while its client
-//! connects, seconds on a loaded host.
+//! answers and is put back. The warm-up reads (a row of `hbase:meta` and of
+//! each table the pool has called, see [`GatewayConnection::warm_up`]) make
+//! a restarted gateway's HBase client locate those tables' regions and
+//! connect to their servers before callers are sent to it: a ping would
+//! prove the process listens, and leave its first callers to wait while its
+//! client does all that, seconds on a loaded host.
 //!
 //! A single address behind a TCP load balancer (a Kubernetes Service) is a
 //! list of one: its death sign retires the pooled connections, and the next
@@ -39,7 +40,7 @@ use std::sync::atomic::{AtomicBool, AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, Weak};
 use std::time::Duration;
 
-use super::gateway::{GatewayClient, GatewayConnection, GatewayHealth, Origin};
+use super::gateway::{GatewayClient, GatewayConnection, GatewayHealth, Origin, TablesCalled};
 use crate::error::{Error, Result};
 
 /// The wait before a dead gateway is first probed.
@@ -137,6 +138,7 @@ impl<C> fmt::Debug for Gateways<C> {
 impl<C: GatewayClient> Gateways<C> {
     /// Every gateway of `list`, all taken as live until one fails.
     pub(crate) fn new(list: &GatewayList, connect_timeout: Duration, io_timeout: Duration) -> Arc<Gateways<C>> {
+        let tables_called = Arc::new(TablesCalled::default());
         let gateways = Arc::new_cyclic(|this| Gateways {
             members: list
                 .addresses()
@@ -148,6 +150,7 @@ impl<C: GatewayClient> Gateways<C> {
                         down: AtomicBool::new(false),
                         probing: AtomicBool::new(false),
                         open_connections: AtomicUsize::new(0),
+                        tables_called: tables_called.clone(),
                     })
                 })
                 .collect(),
@@ -292,7 +295,7 @@ impl<C: GatewayClient> Gateways<C> {
                 let started = std::time::Instant::now();
                 let answered =
                     GatewayConnection::<C>::open(&member.address, gateways.connect_timeout, gateways.io_timeout)
-                        .and_then(|mut connection| connection.warm_up());
+                        .and_then(|mut connection| connection.warm_up(&member.tables_called));
                 if answered.is_ok() {
                     member.down.store(false, Ordering::Release);
                     gateways.publish_live();

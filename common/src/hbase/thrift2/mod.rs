@@ -51,7 +51,9 @@ mod timeline;
 use std::ops::Range;
 
 pub(crate) use admin::ROW_INDEX_NAME;
-use generated::{TColumn, TGet, THBaseServiceSyncClient, TResult, TScan, TTHBaseServiceSyncClient, TTimeRange};
+use generated::{
+    TColumn, TConsistency, TGet, THBaseServiceSyncClient, TResult, TScan, TTHBaseServiceSyncClient, TTimeRange,
+};
 
 use super::gateway::{io_error, Answer, AnswerRow, GatewayClient, GatewayConnection, Input, Output, KEYS_ONLY_FILTER};
 use super::{Hbase, Retry};
@@ -59,6 +61,33 @@ use crate::error::{Error, Result};
 
 /// Each column family of a table with the name of its data-block encoding.
 pub type FamilyEncodings = Vec<(String, String)>;
+
+/// A get of `row`'s latest cells (of `columns`, or every one), read with
+/// `consistency` (strong when `None`), every other field left out.
+fn latest_get(
+    row: Vec<u8>,
+    columns: Option<Vec<TColumn>>,
+    consistency: Option<TConsistency>,
+    cache_blocks: bool,
+) -> TGet {
+    TGet {
+        row,
+        columns,
+        timestamp: None,
+        time_range: None,
+        max_versions: Some(1),
+        filter_string: None,
+        attributes: None,
+        authorizations: None,
+        consistency,
+        target_replica_id: None,
+        cache_blocks: Some(cache_blocks),
+        store_limit: None,
+        store_offset: None,
+        existence_only: None,
+        filter_bytes: None,
+    }
+}
 
 /// The generated Thrift2 client over a pooled socket.
 pub type Thrift2Client = THBaseServiceSyncClient<Input, Output>;
@@ -77,30 +106,17 @@ impl GatewayClient for Thrift2Client {
         self.get_thrift_server_type().map(drop)
     }
 
-    /// Read twice, strong and timeline: the project's Thrift2 gateway
-    /// serves timeline reads through an HBase client of their own.
-    fn read_catalogue(&mut self, table: &str, row: &[u8]) -> thrift::Result<()> {
+    /// A get strong and timeline, and a timeline scan of one row (a page
+    /// from its first rows): the project's Thrift2 gateway serves timeline
+    /// reads through an HBase client of its own.
+    fn warm_up_read(&mut self, table: &str, row: &[u8]) -> thrift::Result<()> {
         for timeline in [false, true] {
-            let get = TGet {
-                row: row.to_vec(),
-                columns: None,
-                timestamp: None,
-                time_range: None,
-                max_versions: Some(1),
-                filter_string: None,
-                attributes: None,
-                authorizations: None,
-                consistency: timeline::consistency(timeline),
-                target_replica_id: None,
-                cache_blocks: None,
-                store_limit: None,
-                store_offset: None,
-                existence_only: None,
-                filter_bytes: None,
-            };
+            let get = latest_get(row.to_vec(), None, timeline::consistency(timeline), true);
             self.get(table.as_bytes().to_vec(), get)?;
         }
-        Ok(())
+        let scan = RangeScan { cells: ScanCells::KeysOnly, ..RangeScan::new(row.to_vec(), None) };
+        let request = scan.to_thrift(row, 1, true).map_err(|error| thrift::Error::from(error.to_string()))?;
+        self.get_scanner_results(table.as_bytes().to_vec(), request, 1).map(drop)
     }
 
     fn declared_error(error: &(dyn std::error::Error + Send + Sync + 'static)) -> Error {
@@ -321,26 +337,7 @@ impl Thrift2Connection {
     /// crosses the network, and the region servers keep nothing in their
     /// block cache for it.
     pub fn rows_exist(&mut self, table: &str, keys: &[Vec<u8>]) -> Result<Vec<bool>> {
-        let gets = keys
-            .iter()
-            .map(|key| TGet {
-                row: key.clone(),
-                columns: None,
-                timestamp: None,
-                time_range: None,
-                max_versions: None,
-                filter_string: None,
-                attributes: None,
-                authorizations: None,
-                consistency: None,
-                target_replica_id: None,
-                cache_blocks: Some(false),
-                store_limit: None,
-                store_offset: None,
-                existence_only: None,
-                filter_bytes: None,
-            })
-            .collect();
+        let gets = keys.iter().map(|key| latest_get(key.clone(), None, None, false)).collect();
         let exist =
             self.call("thrift2_exists_all", table, |client| client.exists_all(table.as_bytes().to_vec(), gets))?;
         // Callers pair the answers with their keys; a short or long answer

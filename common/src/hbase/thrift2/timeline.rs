@@ -5,8 +5,8 @@
 
 use std::collections::BTreeMap;
 
-use super::generated::{TConsistency, TGet, TResult, TScan, TTHBaseServiceSyncClient};
-use super::{thrift_columns, Thrift2Connection, TimedRow};
+use super::generated::{TConsistency, TResult, TScan, TTHBaseServiceSyncClient};
+use super::{latest_get, thrift_columns, Thrift2Connection, TimedRow};
 use crate::error::Result;
 use crate::hbase::connection::{Column, Row, ScanSpec};
 
@@ -46,23 +46,7 @@ impl Thrift2Connection {
         let columns = thrift_columns(columns)?;
         let gets = keys
             .iter()
-            .map(|key| TGet {
-                row: key.clone(),
-                columns: (!columns.is_empty()).then(|| columns.clone()),
-                timestamp: None,
-                time_range: None,
-                max_versions: Some(1),
-                filter_string: None,
-                attributes: None,
-                authorizations: None,
-                consistency: consistency(true),
-                target_replica_id: None,
-                cache_blocks: Some(true),
-                store_limit: None,
-                store_offset: None,
-                existence_only: None,
-                filter_bytes: None,
-            })
+            .map(|key| latest_get(key.clone(), (!columns.is_empty()).then(|| columns.clone()), consistency(true), true))
             .collect();
         let results = self
             .call("thrift2_get_multiple", table, |client| client.get_multiple(table.as_bytes().to_vec(), gets))

@@ -195,12 +195,13 @@ async fn a_gateway_killed_under_load_costs_no_read_while_another_of_its_kind_liv
     })
     .await
     .expect("restart the first gateways");
-    // The probes find them back within their longest pause (5 s), and the
-    // service's pools move connections to them as they are handed back, so
-    // that they serve reads (and their HBase clients find the regions)
-    // before the others die. A gateway that got none would take every read
-    // at once, cold, at the second kill.
-    wait_for(Duration::from_secs(20), "the restarted gateways to be given connections", async || {
+    // The probes find them back within their longest pause (5 s) and a
+    // warm-up read, and the service's pools move connections to them as
+    // they are handed back, so that they serve reads before the others die.
+    // A gateway that got none would take every read at once at the second
+    // kill. The bound is generous: a warm-up read that outlives the HBase
+    // deadline is sent again after the next pause.
+    wait_for(Duration::from_secs(30), "the restarted gateways to be given connections", async || {
         [&gateways[0], &gateways[2]].iter().all(|gateway| gateway.client_connections() > 0).then_some(())
     })
     .await;
