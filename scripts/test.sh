@@ -130,10 +130,10 @@ phase "tests"
 # The gateway failover tests run on their own afterwards (below).
 cargo test --workspace --locked --no-fail-fast -- --test-threads "${TEST_THREADS:-8}" \
     --skip "$alone" 2>&1 | tee "$results" || status=$?
-# The tests that kill a gateway under a read loop and bound every read's
-# time, alone: beside seven other tests on two cores, a gateway took over
-# 90 s to restart and reads waited seconds on CPU, not on the death the
-# tests are about. They run after the others, one at a time.
+# The tests that kill gateways under load and allow no failed read within
+# a deadline, alone: beside seven other tests on two cores, a gateway took
+# over 90 s to restart and reads waited seconds for the CPU, not for the
+# deaths the tests are about. They run after the others, one at a time.
 phase "failover tests"
 cargo test --locked -p integration-tests --test it -- --test-threads 1 "$alone" 2>&1 | tee -a "$results" || status=$?
 # The OpenAPI document against the live service, on the same HBase: a

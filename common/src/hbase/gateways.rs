@@ -18,9 +18,9 @@
 //! answer is usually HBase's, and every gateway would be as slow. Taking a
 //! gateway out bumps its epoch, which retires every pooled connection
 //! opened to it before (they would fail the same way), and starts a probe
-//! thread that opens a connection and sends it a warm-up read, backing off
+//! thread that opens a connection and sends it warm-up reads, backing off
 //! from [`FIRST_PROBE_DELAY`] to [`LAST_PROBE_DELAY`], until the gateway
-//! answers and is put back. The warm-up reads (a row of `hbase:meta` and of
+//! answers them and is put back. The warm-up reads (a row of `hbase:meta` and of
 //! each table the pool has called, see [`GatewayConnection::warm_up`]) make
 //! a restarted gateway's HBase client locate those tables' regions and
 //! connect to their servers before callers are sent to it: a ping would
@@ -274,8 +274,8 @@ impl<C: GatewayClient> Gateways<C> {
         true
     }
 
-    /// Starts a thread that probes `member` until it answers a warm-up read,
-    /// unless one watches it already.
+    /// Starts a thread that probes `member` until it answers its warm-up
+    /// reads, unless one watches it already.
     fn probe(&self, member: &Arc<GatewayHealth>) {
         if member.probing.swap(true, Ordering::AcqRel) {
             return;
