@@ -218,20 +218,9 @@ impl PrivateGateway {
     }
 
     /// How many clients' connections the gateway holds open now (the
-    /// established IPv4 connections on its port, as the kernel lists them:
-    /// the gateway listens on 127.0.0.1).
+    /// established connections on its port, as the kernel lists them).
     pub fn client_connections(&self) -> usize {
-        let table = std::fs::read_to_string("/proc/net/tcp").expect("read /proc/net/tcp");
-        let local = format!("0100007F:{:04X}", self.port);
-        table
-            .lines()
-            .skip(1)
-            .filter(|line| {
-                let fields: Vec<&str> = line.split_whitespace().collect();
-                // The fields: slot, local address, remote address, state (01: established).
-                fields.get(1) == Some(&local.as_str()) && fields.get(3) == Some(&"01")
-            })
-            .count()
+        established_connections().iter().filter(|connection| connection.local_port == self.port).count()
     }
 
     /// How many connections the gateway's JVM holds open to the region
@@ -257,22 +246,48 @@ impl PrivateGateway {
                 Some(target.strip_prefix("socket:[")?.strip_suffix(']')?.to_owned())
             })
             .collect();
-        // A JVM's sockets are IPv6 ones unless told otherwise: both tables.
-        ["/proc/net/tcp", "/proc/net/tcp6"]
+        established_connections()
             .iter()
-            .filter_map(|table| std::fs::read_to_string(table).ok())
-            .flat_map(|table| table.lines().skip(1).map(str::to_owned).collect::<Vec<_>>())
-            .filter(|line| {
-                let fields: Vec<&str> = line.split_whitespace().collect();
-                // The fields: slot, local address, remote address, state
-                // (01: established), ..., the socket's inode (the tenth).
-                let remote_port = fields.get(2).and_then(|remote| remote.rsplit_once(':')).map(|(_, port)| port);
-                remote_port.and_then(|port| u16::from_str_radix(port, 16).ok()) == Some(meta_port)
-                    && fields.get(3) == Some(&"01")
-                    && fields.get(9).is_some_and(|inode| sockets.contains(*inode))
-            })
+            .filter(|connection| connection.remote_port == meta_port && sockets.contains(&connection.inode))
             .count()
     }
+}
+
+/// One established TCP connection of this host, as the kernel lists it.
+struct Established {
+    local_port: u16,
+    remote_port: u16,
+    /// The socket's inode, as a process's file descriptor names it (`socket:[INODE]`).
+    inode: String,
+}
+
+/// Every established TCP connection of this host, IPv4 and IPv6 (a JVM's
+/// sockets are IPv6 ones unless told otherwise).
+fn established_connections() -> Vec<Established> {
+    let port = |address: &str| address.rsplit_once(':').and_then(|(_, port)| u16::from_str_radix(port, 16).ok());
+    ["/proc/net/tcp", "/proc/net/tcp6"]
+        .iter()
+        .filter_map(|table| std::fs::read_to_string(table).ok())
+        .flat_map(|table| {
+            table
+                .lines()
+                .skip(1)
+                .filter_map(|line| {
+                    // The fields: slot, local address, remote address, state
+                    // (01: established), ..., the socket's inode (the tenth).
+                    let fields: Vec<&str> = line.split_whitespace().collect();
+                    if fields.get(3) != Some(&"01") {
+                        return None;
+                    }
+                    Some(Established {
+                        local_port: port(fields.get(1)?)?,
+                        remote_port: port(fields.get(2)?)?,
+                        inode: (*fields.get(9)?).to_owned(),
+                    })
+                })
+                .collect::<Vec<_>>()
+        })
+        .collect()
 }
 
 /// The port of the region server holding `hbase:meta`, as the Thrift2

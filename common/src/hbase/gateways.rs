@@ -20,12 +20,13 @@
 //! opened to it before (they would fail the same way), and starts a probe
 //! thread that opens a connection and sends it warm-up reads, backing off
 //! from [`FIRST_PROBE_DELAY`] to [`LAST_PROBE_DELAY`], until the gateway
-//! answers them and is put back. The warm-up reads (a row of `hbase:meta` and of
-//! each table the pool has called, see [`GatewayConnection::warm_up`]) make
-//! a restarted gateway's HBase client locate those tables' regions and
-//! connect to their servers before callers are sent to it: a ping would
-//! prove the process listens, and leave its first callers to wait while its
-//! client does all that, seconds on a loaded host.
+//! answers them and is put back. The warm-up reads (a row of `hbase:meta`
+//! and of each table the pool has called, see
+//! [`GatewayConnection::warm_up`]) make a restarted gateway's HBase client
+//! locate those tables' regions and connect to their servers before
+//! callers are sent to it: a ping would prove the process listens, and
+//! leave its first callers to wait while its client does all that, seconds
+//! on a loaded host.
 //!
 //! A single address behind a TCP load balancer (a Kubernetes Service) is a
 //! list of one: its death sign retires the pooled connections, and the next

@@ -106,9 +106,9 @@ impl GatewayClient for Thrift2Client {
         self.get_thrift_server_type().map(drop)
     }
 
-    /// A get strong and timeline, and a timeline scan of one row (a page
-    /// from its first rows): the project's Thrift2 gateway serves timeline
-    /// reads through an HBase client of its own.
+    /// A get strong and timeline, and a timeline scan of one row: the
+    /// project's Thrift2 gateway serves timeline reads through an HBase
+    /// client of its own.
     fn warm_up_read(&mut self, table: &str, row: &[u8]) -> thrift::Result<()> {
         for timeline in [false, true] {
             let get = latest_get(row.to_vec(), None, timeline::consistency(timeline), true);
