@@ -17,23 +17,40 @@
 // client's batch has no timeline logic); a scan asked for its first rows
 // (getScannerResults) is the asynchronous client's timeline scan with that
 // limit.
+//
+// A region with a replica on a server that refuses connections is read from
+// one of its other replicas alone (DownServers). The client asks the primary
+// first on every timeline read, and a failed call drops the region's
+// location, so while a server is dead each read of its regions looks them up
+// in hbase:meta again, is told the same server and fails there again, until
+// HBase has reopened them elsewhere (hbase/README.md gives what that cost).
 
 import java.io.IOException;
+import java.net.InetSocketAddress;
+import java.net.Socket;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicReference;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.hbase.DoNotRetryIOException;
 import org.apache.hadoop.hbase.HBaseConfiguration;
+import org.apache.hadoop.hbase.HRegionLocation;
+import org.apache.hadoop.hbase.ServerName;
 import org.apache.hadoop.hbase.TableName;
 import org.apache.hadoop.hbase.client.AdvancedScanResultConsumer;
 import org.apache.hadoop.hbase.client.AsyncConnection;
 import org.apache.hadoop.hbase.client.AsyncTable;
+import org.apache.hadoop.hbase.client.AsyncTableRegionLocator;
+import org.apache.hadoop.hbase.client.Consistency;
 import org.apache.hadoop.hbase.client.ConnectionFactory;
 import org.apache.hadoop.hbase.client.Get;
 import org.apache.hadoop.hbase.client.Result;
@@ -48,8 +65,11 @@ import org.apache.hadoop.hbase.thrift2.generated.TGet;
 import org.apache.hadoop.hbase.thrift2.generated.TIOError;
 import org.apache.hadoop.hbase.thrift2.generated.TResult;
 import org.apache.hadoop.hbase.thrift2.generated.TScan;
+import org.apache.hadoop.hbase.util.Bytes;
 import org.apache.hadoop.util.ToolRunner;
 import org.apache.thrift.TException;
+import org.slf4j.Logger;
+import org.slf4j.LoggerFactory;
 
 public class TimelineThrift2Server extends ThriftServer {
   public TimelineThrift2Server(Configuration conf) {
@@ -79,6 +99,7 @@ public class TimelineThrift2Server extends ThriftServer {
      * so a connection that failed is begun again by the next read.
      */
     private final AtomicReference<CompletableFuture<AsyncConnection>> connection = new AtomicReference<>();
+    private final DownServers downServers = new DownServers();
 
     Handler(Configuration conf, UserProvider userProvider) throws IOException {
       super(conf, userProvider);
@@ -127,12 +148,62 @@ public class TimelineThrift2Server extends ThriftServer {
      * hbase:meta long after anyone waits for it.
      */
     private AsyncTable<AdvancedScanResultConsumer> table(ByteBuffer name) throws TIOError {
-      byte[] bytes = new byte[name.remaining()];
-      name.duplicate().get(bytes);
-      return async().getTableBuilder(TableName.valueOf(bytes))
+      return async().getTableBuilder(tableName(name))
         .setOperationTimeout(timelineReadTimeoutMs, TimeUnit.MILLISECONDS)
         .setScanTimeout(timelineReadTimeoutMs, TimeUnit.MILLISECONDS)
         .build();
+    }
+
+    private AsyncTableRegionLocator locator(ByteBuffer name) throws TIOError {
+      return async().getRegionLocator(tableName(name));
+    }
+
+    private static TableName tableName(ByteBuffer name) {
+      byte[] bytes = new byte[name.remaining()];
+      name.duplicate().get(bytes);
+      return TableName.valueOf(bytes);
+    }
+
+    /**
+     * A timeline get: from one replica alone when a server of the region's
+     * replicas is down ({@link DownServers#replicaToRead}), otherwise the
+     * client's (the primary, then the secondaries too if it is slow). An
+     * answer from a secondary has the primary's server probed. A strong get
+     * (a multi-get may mix them) is the client's.
+     */
+    private CompletableFuture<Result> timelineGet(AsyncTable<?> table, AsyncTableRegionLocator locator, Get get) {
+      if (get.getConsistency() != Consistency.TIMELINE || get.getReplicaId() >= 0) {
+        return table.get(get);
+      }
+      List<HRegionLocation> replicas = cachedReplicas(locator, get.getRow());
+      int replica = downServers.replicaToRead(locator, replicas);
+      if (replica >= 0) {
+        return table.get(get.setReplicaId(replica));
+      }
+      return table.get(get).thenApply(result -> {
+        if (result.isStale()) {
+          downServers.suspectPrimary(replicas);
+        }
+        return result;
+      });
+    }
+
+    /**
+     * The locations of the replicas of the region holding `row`, primary
+     * first (a secondary's may be null or name no server), when the client
+     * has them cached and the region has a secondary; null otherwise, and
+     * the read takes the client's way. A location not cached is looked up
+     * meanwhile, as the read itself would, but not waited for: the read
+     * keeps its own deadline.
+     */
+    private static List<HRegionLocation> cachedReplicas(AsyncTableRegionLocator locator, byte[] row) {
+      CompletableFuture<List<HRegionLocation>> located = locator.getRegionLocations(row, false);
+      if (!located.isDone() || located.isCompletedExceptionally()) {
+        return null;
+      }
+      List<HRegionLocation> locations = located.join();
+      boolean usable = locations.size() >= 2 && locations.get(0) != null && locations.get(0).getServerName() != null;
+      return usable ? locations : null;
     }
 
     @Override
@@ -140,7 +211,7 @@ public class TimelineThrift2Server extends ThriftServer {
       if (tget.getConsistency() != TConsistency.TIMELINE) {
         return super.get(table, tget);
       }
-      return ThriftUtilities.resultFromHBase(await(table(table).get(fromThrift(tget))));
+      return ThriftUtilities.resultFromHBase(await(timelineGet(table(table), locator(table), fromThrift(tget))));
     }
 
     @Override
@@ -149,9 +220,10 @@ public class TimelineThrift2Server extends ThriftServer {
         return super.getMultiple(table, tgets);
       }
       AsyncTable<AdvancedScanResultConsumer> async = table(table);
+      AsyncTableRegionLocator locator = locator(table);
       List<CompletableFuture<Result>> pending = new ArrayList<>(tgets.size());
       for (TGet tget : tgets) {
-        pending.add(async.get(fromThrift(tget)));
+        pending.add(timelineGet(async, locator, fromThrift(tget)));
       }
       Result[] results = new Result[pending.size()];
       for (int i = 0; i < results.length; i++) {
@@ -178,8 +250,39 @@ public class TimelineThrift2Server extends ThriftServer {
       if (scan.getLimit() <= 0 || scan.getLimit() > numRows) {
         scan.setLimit(numRows);
       }
-      List<Result> rows = await(table(table).scanAll(scan));
+      AsyncTable<AdvancedScanResultConsumer> async = table(table);
+      // A reversed scan, whose first region HBase finds another way, and a
+      // scan that names its replica take the client's way.
+      AsyncTableRegionLocator locator = locator(table);
+      List<HRegionLocation> replicas =
+        scan.getReplicaId() >= 0 || scan.isReversed() ? null : cachedReplicas(locator, scan.getStartRow());
+      // A scan's replica id holds for every region it crosses, and another
+      // region's replica may be on the dead server: only a scan that ends in
+      // its first region is sent to one replica.
+      int replica =
+        replicas != null && endsIn(replicas.get(0), scan) ? downServers.replicaToRead(locator, replicas) : -1;
+      if (replica >= 0) {
+        scan.setReplicaId(replica);
+      }
+      List<Result> rows = await(async.scanAll(scan));
+      if (replica < 0 && replicas != null && rows.stream().anyMatch(Result::isStale)) {
+        downServers.suspectPrimary(replicas);
+      }
       return ThriftUtilities.resultsFromHBase(rows.toArray(new Result[0]));
+    }
+
+    /** Whether `scan` (forward) stops within the region at `location`. */
+    private static boolean endsIn(HRegionLocation location, Scan scan) {
+      byte[] end = location.getRegion().getEndKey();
+      if (end.length == 0) {
+        return true;
+      }
+      byte[] stop = scan.getStopRow();
+      if (stop.length == 0) {
+        return false;
+      }
+      int order = Bytes.compareTo(stop, end);
+      return order < 0 || (order == 0 && !scan.includeStopRow());
     }
 
     private static Get fromThrift(TGet tget) throws TIOError {
@@ -210,6 +313,138 @@ public class TimelineThrift2Server extends ThriftServer {
       // The gateway's metrics classify a failure by its cause.
       error.initCause(e);
       return error;
+    }
+  }
+
+  /**
+   * Region servers found refusing connections. A timeline read of a region
+   * with a replica on one asks one replica alone: a secondary when the
+   * primary's server is down, the primary when every secondary's is (the
+   * client would ask them when the primary is slow, fail, and look their
+   * locations up again). Such a region's location is read again from
+   * hbase:meta at most once a second, so that reads go back to the
+   * client's way once HBase has reopened the region elsewhere.
+   *
+   * A server is probed (a TCP connect) when a secondary answered a read
+   * of one of its primaries, and again at most once a second while reads
+   * ask about it: a live server accepts, however slow its answers (a JVM
+   * paused for garbage collection still accepts), so only a dead process or
+   * an unreachable machine is routed around.
+   */
+  static final class DownServers {
+    private static final Logger LOG = LoggerFactory.getLogger(DownServers.class);
+    private static final long RECHECK_NS = TimeUnit.SECONDS.toNanos(1);
+    private static final long RELOAD_EVERY_NS = TimeUnit.SECONDS.toNanos(1);
+    /** A machine that is gone never answers the SYN. */
+    private static final int CONNECT_TIMEOUT_MS = 500;
+
+    /** What the last probe of one server found. */
+    private static final class Finding {
+      volatile boolean down;
+      volatile long checkedNs = System.nanoTime() - RECHECK_NS;
+      final AtomicBoolean probing = new AtomicBoolean();
+    }
+
+    private final ConcurrentHashMap<ServerName, Finding> findings = new ConcurrentHashMap<>();
+    /** When each region's location was last read again, by encoded region name. */
+    private final ConcurrentHashMap<String, Long> reloadedNs = new ConcurrentHashMap<>();
+    /** At most one probe at a time per server. */
+    private final ExecutorService probes = Executors.newCachedThreadPool(runnable -> {
+      Thread thread = new Thread(runnable, "timeline-server-probe");
+      thread.setDaemon(true);
+      return thread;
+    });
+
+    /**
+     * The replica a timeline read of the region whose replicas are at
+     * `replicas` (primary first; null: nothing to choose) should ask alone,
+     * or -1 for the client's way.
+     */
+    int replicaToRead(AsyncTableRegionLocator locator, List<HRegionLocation> replicas) {
+      if (replicas == null) {
+        return -1;
+      }
+      int liveSecondary = -1;
+      boolean anySecondaryDown = false;
+      for (int id = 1; id < replicas.size(); id++) {
+        HRegionLocation secondary = replicas.get(id);
+        // A secondary not yet assigned (no server) is neither.
+        if (secondary == null || secondary.getServerName() == null) {
+          continue;
+        }
+        if (isDown(secondary)) {
+          anySecondaryDown = true;
+        } else if (liveSecondary < 0) {
+          liveSecondary = id;
+        }
+      }
+      int replica;
+      if (isDown(replicas.get(0))) {
+        replica = liveSecondary;
+      } else {
+        replica = anySecondaryDown && liveSecondary < 0 ? 0 : -1;
+      }
+      if (replica >= 0) {
+        reloadIfDue(locator, replicas.get(0));
+      }
+      return replica;
+    }
+
+    /** A secondary answered a read of the region at `replicas` (null: none): probes its primary's server if due. */
+    void suspectPrimary(List<HRegionLocation> replicas) {
+      if (replicas != null) {
+        ServerName server = replicas.get(0).getServerName();
+        probeIfDue(server, findings.computeIfAbsent(server, any -> new Finding()));
+      }
+    }
+
+    private boolean isDown(HRegionLocation location) {
+      Finding finding = findings.get(location.getServerName());
+      if (finding == null || !finding.down) {
+        return false;
+      }
+      // Probed again when due, to see the server come back.
+      probeIfDue(location.getServerName(), finding);
+      return true;
+    }
+
+    private void reloadIfDue(AsyncTableRegionLocator locator, HRegionLocation primary) {
+      String region = primary.getRegion().getEncodedName();
+      long now = System.nanoTime();
+      Long last = reloadedNs.get(region);
+      boolean due = last == null ? reloadedNs.putIfAbsent(region, now) == null
+        : now - last >= RELOAD_EVERY_NS && reloadedNs.replace(region, last, now);
+      if (due) {
+        // The answer replaces the cached locations; a failure leaves them.
+        locator.getRegionLocations(primary.getRegion().getStartKey(), true);
+      }
+    }
+
+    private void probeIfDue(ServerName server, Finding finding) {
+      if (System.nanoTime() - finding.checkedNs < RECHECK_NS || !finding.probing.compareAndSet(false, true)) {
+        return;
+      }
+      probes.execute(() -> {
+        try {
+          boolean down;
+          try (Socket socket = new Socket()) {
+            socket.connect(new InetSocketAddress(server.getHostname(), server.getPort()), CONNECT_TIMEOUT_MS);
+            down = false;
+          } catch (IOException e) {
+            // Refused, timed out, or a name that does not resolve.
+            down = true;
+          }
+          if (down != finding.down) {
+            LOG.info(down
+              ? "region server {} refuses connections: timeline reads of its regions ask their other replicas alone"
+              : "region server {} accepts connections again: timeline reads of its regions ask it again", server);
+          }
+          finding.down = down;
+        } finally {
+          finding.checkedNs = System.nanoTime();
+          finding.probing.set(false);
+        }
+      });
     }
   }
 }

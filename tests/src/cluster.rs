@@ -94,6 +94,11 @@ impl TestCluster {
         primary_of(&String::from_utf8_lossy(&output.stdout), "hbase:meta")
     }
 
+    /// What the Thrift2 gateway has logged so far (empty before it logs).
+    pub fn thrift2_log(&self) -> String {
+        std::fs::read_to_string(self.run_dir.join("logs").join("thrift2.log")).unwrap_or_default()
+    }
+
     /// Kills region server `number` with SIGKILL: a crash, nothing flushed.
     pub fn kill_regionserver(&self, number: u32) {
         self.hbasectl(&["kill-rs", &number.to_string()]);
