@@ -148,20 +148,12 @@ public class TimelineThrift2Server extends ThriftServer {
      * hbase:meta long after anyone waits for it.
      */
     private AsyncTable<AdvancedScanResultConsumer> table(ByteBuffer name) throws TIOError {
-      return async().getTableBuilder(tableName(name))
+      byte[] bytes = new byte[name.remaining()];
+      name.duplicate().get(bytes);
+      return async().getTableBuilder(TableName.valueOf(bytes))
         .setOperationTimeout(timelineReadTimeoutMs, TimeUnit.MILLISECONDS)
         .setScanTimeout(timelineReadTimeoutMs, TimeUnit.MILLISECONDS)
         .build();
-    }
-
-    private AsyncTableRegionLocator locator(ByteBuffer name) throws TIOError {
-      return async().getRegionLocator(tableName(name));
-    }
-
-    private static TableName tableName(ByteBuffer name) {
-      byte[] bytes = new byte[name.remaining()];
-      name.duplicate().get(bytes);
-      return TableName.valueOf(bytes);
     }
 
     /**
@@ -171,10 +163,11 @@ public class TimelineThrift2Server extends ThriftServer {
      * answer from a secondary has the primary's server probed. A strong get
      * (a multi-get may mix them) is the client's.
      */
-    private CompletableFuture<Result> timelineGet(AsyncTable<?> table, AsyncTableRegionLocator locator, Get get) {
+    private CompletableFuture<Result> timelineGet(AsyncTable<?> table, Get get) {
       if (get.getConsistency() != Consistency.TIMELINE || get.getReplicaId() >= 0) {
         return table.get(get);
       }
+      AsyncTableRegionLocator locator = table.getRegionLocator();
       List<HRegionLocation> replicas = cachedReplicas(locator, get.getRow());
       int replica = downServers.replicaToRead(locator, replicas);
       if (replica >= 0) {
@@ -211,7 +204,7 @@ public class TimelineThrift2Server extends ThriftServer {
       if (tget.getConsistency() != TConsistency.TIMELINE) {
         return super.get(table, tget);
       }
-      return ThriftUtilities.resultFromHBase(await(timelineGet(table(table), locator(table), fromThrift(tget))));
+      return ThriftUtilities.resultFromHBase(await(timelineGet(table(table), fromThrift(tget))));
     }
 
     @Override
@@ -220,10 +213,9 @@ public class TimelineThrift2Server extends ThriftServer {
         return super.getMultiple(table, tgets);
       }
       AsyncTable<AdvancedScanResultConsumer> async = table(table);
-      AsyncTableRegionLocator locator = locator(table);
       List<CompletableFuture<Result>> pending = new ArrayList<>(tgets.size());
       for (TGet tget : tgets) {
-        pending.add(timelineGet(async, locator, fromThrift(tget)));
+        pending.add(timelineGet(async, fromThrift(tget)));
       }
       Result[] results = new Result[pending.size()];
       for (int i = 0; i < results.length; i++) {
@@ -251,9 +243,9 @@ public class TimelineThrift2Server extends ThriftServer {
         scan.setLimit(numRows);
       }
       AsyncTable<AdvancedScanResultConsumer> async = table(table);
+      AsyncTableRegionLocator locator = async.getRegionLocator();
       // A reversed scan, whose first region HBase finds another way, and a
       // scan that names its replica take the client's way.
-      AsyncTableRegionLocator locator = locator(table);
       List<HRegionLocation> replicas =
         scan.getReplicaId() >= 0 || scan.isReversed() ? null : cachedReplicas(locator, scan.getStartRow());
       // A scan's replica id holds for every region it crosses, and another
