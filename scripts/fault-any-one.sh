@@ -29,11 +29,12 @@
 # reopened its regions elsewhere; the others at once) and the next round
 # waits until it serves.
 #
-# Printed, per round: reads from the kill to the round's end, failed (any
-# status but 200, or no answer), p99 and max latency, the share answered
-# from a secondary replica or a last good copy, seconds until the victim's
-# loss was repaired and until it served again, and the ranking run's exit
-# status; then every product's ranked reviews, summary and whole latest list
+# Printed: the warm-up minute's reads, failed and p99 (nothing killed, no
+# ranking run: what the machine carries); then, per round: reads from the
+# kill to the round's end, failed (any status but 200, or no answer), p99
+# and max latency, the share answered from a secondary replica or a last
+# good copy, seconds until the victim's loss was repaired and until it
+# served again, and the ranking run's exit status; then every product's ranked reviews, summary and whole latest list
 # compared with before the faults; and the resident memory of every process.
 #
 # It exits non-zero when a read failed, a ranking run did not exit 0, an
@@ -146,29 +147,32 @@ zookeeper_leader() {
   hbase/hbasectl status | awk '/^zk-[0-9]+:.*leader/ { sub(/^zk-/, "", $1); sub(/:$/, "", $1); print $1; exit }'
 }
 
-# kill_victim NAME: kills the round's victim; prints how to bring it back.
-kill_victim() {
+# choose_victim NAME: which process the round kills, as "WHAT NUMBER" (how
+# to bring it back). Asked before the round's reads begin: on a loaded
+# machine `hbasectl regions` can take seconds, and asked at the kill it
+# would push the kill that much past the ranking run's start.
+choose_victim() {
   case "$1" in
     none) echo "none" ;;
-    meta-rs | busiest-rs)
-      local number
-      if [[ "$1" == meta-rs ]]; then number="$(meta_server)"; else number="$(busiest_server)"; fi
-      hbase/hbasectl kill-rs "$number" >&2
-      echo "rs $number"
-      ;;
-    thrift1) hbase/hbasectl kill-gateway thrift1-1 >&2 && echo "gateway thrift1-1" ;;
-    thrift2) hbase/hbasectl kill-gateway thrift2-1 >&2 && echo "gateway thrift2-1" ;;
-    query-api)
-      kill -KILL "${api_pids[0]}"
-      echo "replica 0"
-      ;;
-    master) hbase/hbasectl kill-master >&2 && echo "master" ;;
-    zookeeper)
-      local leader
-      leader="$(zookeeper_leader)"
-      hbase/hbasectl kill-zk "$leader" >&2
-      echo "zk $leader"
-      ;;
+    meta-rs) echo "rs $(meta_server)" ;;
+    busiest-rs) echo "rs $(busiest_server)" ;;
+    thrift1) echo "gateway thrift1-1" ;;
+    thrift2) echo "gateway thrift2-1" ;;
+    query-api) echo "replica 0" ;;
+    master) echo "master" ;;
+    zookeeper) echo "zk $(zookeeper_leader)" ;;
+  esac
+}
+
+# kill_victim WHAT NUMBER: kills the process choose_victim named.
+kill_victim() {
+  case "$1" in
+    none) ;;
+    rs) hbase/hbasectl kill-rs "$2" ;;
+    gateway) hbase/hbasectl kill-gateway "$2" ;;
+    replica) kill -KILL "${api_pids[$2]}" ;;
+    master) hbase/hbasectl kill-master ;;
+    zk) hbase/hbasectl kill-zk "$2" ;;
   esac
 }
 
@@ -178,10 +182,9 @@ revive() {
     rs) hbase/hbasectl start-rs "$2" >&2 ;;
     gateway) hbase/hbasectl start-gateway "$2" >&2 ;;
     replica)
-      # kill_victim ran in a subshell, whose wait cannot reap the killed
-      # replica: wait here, so that the new one binds the port only after the
-      # old one's listener is gone ("Address already in use" otherwise, seen
-      # on a loaded machine).
+      # Wait for the killed replica, so that the new one binds the port only
+      # after the old one's listener is gone ("Address already in use"
+      # otherwise, seen on a loaded machine).
       wait "${api_pids[$2]}" 2>/dev/null || true
       start_replica "$2"
       ;;
@@ -199,6 +202,7 @@ revive() {
 IFS=, read -r -a victims <<<"$VICTIMS"
 for victim in "${victims[@]}"; do
   reads="$OUT_DIR/round-$victim.jsonl"
+  read -r what number < <(choose_victim "$victim")
   "$BIN/page-load" --base "$base" --warm --rate "$RATE" --duration-secs "$ROUND_SECS" --products "$PRODUCTS" \
     --users "$USERS" --routes "$ROUTES" --out "$reads" &
   load_pid=$!
@@ -208,7 +212,7 @@ for victim in "${victims[@]}"; do
   ranker_pid=$!
   sleep 1
   killed_ms=$(now_ms)
-  read -r what number < <(kill_victim "$victim")
+  kill_victim "$what" "${number:-}" >&2
   echo "fault: $victim: killed $what ${number:-}"
   if [[ "$what" == rs ]]; then
     until all_served; do sleep 0.5; done
@@ -260,6 +264,13 @@ def p99(values):
     values = sorted(values)
     return values[min(len(values) - 1, int(len(values) * 0.99))] if values else 0.0
 
+# What the deployment carries with nothing killed and no ranking run: when
+# the warm-up minute failed reads too, the rounds measure the machine's
+# capacity as much as the deaths.
+warm = [json.loads(line) for line in open(f"{out}/warm-up.jsonl") if line.strip()]
+warm_failed = sum(1 for a in warm if a["status"] != 200)
+print(f"warm-up minute (nothing killed, no ranking run): {len(warm)} reads, {warm_failed} failed, "
+      f"p99 {p99([a['latency_ms'] for a in warm]):.0f} ms")
 print(f"{'victim':11} {'reads':>6} {'failed':>6} {'p99 ms':>7} {'max ms':>7} {'stale %':>7} {'repaired s':>10} {'serving s':>9} {'ranker':>6}")
 for victim, killed, repaired, served, ranker in rounds:
     killed, repaired, served = int(killed), int(repaired), int(served)
