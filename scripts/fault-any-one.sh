@@ -18,8 +18,10 @@
 #
 # Then one round per victim, in this order: the region server holding
 # hbase:meta's primary, the region server holding the most primaries of the
-# user tables, Thrift1 gateway 1, Thrift2 gateway 1, query-api replica 1, the
-# master, the ZooKeeper leader. Each round reads for FAULT_ROUND_SECS (70)
+# user tables, Thrift1 gateway 1, Thrift2 gateway 1, the first query-api
+# replica, the master, the ZooKeeper leader, each chosen as its round
+# begins, before its reads (asked at the kill, `hbasectl regions` took 7 to
+# 12 s on a loaded machine). Each round reads for FAULT_ROUND_SECS (70)
 # at FAULT_RATE (250) reads a second through the proxy, of every kind
 # (`page-load` with every route: ranked, summary, latest, deep and next
 # cursor pages, user timelines, one-star and rating-ordered pages, listing
@@ -34,8 +36,9 @@
 # kill to the round's end, failed (any status but 200, or no answer), p99
 # and max latency, the share answered from a secondary replica or a last
 # good copy, seconds until the victim's loss was repaired and until it
-# served again, and the ranking run's exit status; then every product's ranked reviews, summary and whole latest list
-# compared with before the faults; and the resident memory of every process.
+# served again, and the ranking run's exit status; then every product's
+# ranked reviews, summary and whole latest list compared with before the
+# faults; and the resident memory of every process.
 #
 # It exits non-zero when a read failed, a ranking run did not exit 0, an
 # answer differs after the faults, or a process is not running at the end
@@ -72,6 +75,10 @@ ROUTES=ranked,summary,latest,deep-page,next-page,user,star,rating-order,summarie
 now_ms() { date +%s%3N; }
 [[ "$REPLICAS" =~ ^[12]$ ]] || {
   echo "FAULT_REPLICAS must be 1 or 2" >&2
+  exit 2
+}
+[[ "$VICTIMS" =~ ^(meta-rs|busiest-rs|thrift1|thrift2|query-api|master|zookeeper|none)(,(meta-rs|busiest-rs|thrift1|thrift2|query-api|master|zookeeper|none))*$ ]] || {
+  echo "FAULT_VICTIMS: a comma-separated list of meta-rs, busiest-rs, thrift1, thrift2, query-api, master, zookeeper, none" >&2
   exit 2
 }
 
@@ -203,6 +210,10 @@ IFS=, read -r -a victims <<<"$VICTIMS"
 for victim in "${victims[@]}"; do
   reads="$OUT_DIR/round-$victim.jsonl"
   read -r what number < <(choose_victim "$victim")
+  if [[ "$what" == rs || "$what" == zk ]] && [[ -z "${number:-}" ]]; then
+    echo "fault: $victim: hbasectl named no such process to kill" >&2
+    exit 1
+  fi
   "$BIN/page-load" --base "$base" --warm --rate "$RATE" --duration-secs "$ROUND_SECS" --products "$PRODUCTS" \
     --users "$USERS" --routes "$ROUTES" --out "$reads" &
   load_pid=$!
