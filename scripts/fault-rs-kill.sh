@@ -70,7 +70,8 @@ build_release_binaries
 
 api_pid=""
 load_pid=""
-trap 'stop_fault_run "$load_pid" "$api_pid"' EXIT
+ranker_pid=""
+trap 'stop_fault_run "$load_pid" "$ranker_pid" "$api_pid"' EXIT
 
 echo "fault: a fresh 3-server HBase cluster in $HBASE_RUN_DIR (thrift 127.0.0.1:$HBASE_THRIFT_PORT)"
 hbase/hbasectl discard >/dev/null 2>&1 || true
@@ -111,17 +112,18 @@ start_query_api "$API_PORT" "$OUT_DIR/query-api.log" "${hbase_flags[@]}" --read-
 # kill_round NAME NUMBER: kills region server NUMBER, with a ranking run
 # going, waits until every region is served again, then starts it again.
 kill_round() {
-  local name="$1" number="$2" ranker_pid killed_ms served_ms ranker_status=0
+  local name="$1" number="$2" killed_ms served_ms ranker_status=0
   "$BIN/ranker" run "${hbase_flags[@]}" --as-of "$AS_OF" >"$OUT_DIR/ranker-$name.txt" 2>&1 &
   ranker_pid=$!
   sleep 1
   killed_ms=$(now_ms)
   echo "fault: $name: killing region server $number ($(grep -c "^rs-$number " <<<"$(hbase/hbasectl regions)") region replicas)"
   hbase/hbasectl kill-rs "$number"
-  until all_served; do sleep 0.5; done
+  wait_all_served 300 || exit 1
   served_ms=$(now_ms)
   echo "fault: $name: every region served again $(((served_ms - killed_ms) / 1000)) s after the kill"
   wait "$ranker_pid" || ranker_status=$?
+  ranker_pid=""
   echo "fault: $name: the ranking run exited $ranker_status ($(grep -m 1 -o 'failures: *[0-9]*' "$OUT_DIR/ranker-$name.txt" || echo 'no report'))"
   sleep 10
   hbase/hbasectl start-rs "$number"

@@ -116,3 +116,23 @@ all_served() {
   regions="$(hbase/hbasectl regions 2>/dev/null)" || return 1
   [[ -n "$regions" ]] && ! grep -q '^rs-?' <<<"$regions"
 }
+
+# wait_all_served SECONDS: waits until every region is served again
+# (all_served), at most SECONDS. When the time runs out it fails, printing
+# how many regions of each table no live server holds and the cluster's
+# processes: a region server that aborted on its own beside the one killed
+# (on an overloaded machine, one that lost its ZooKeeper session) leaves
+# regions that only a restart brings back, and the caller would wait forever.
+wait_all_served() {
+  local most=$1 started=$SECONDS
+  until all_served; do
+    if ((SECONDS - started >= most)); then
+      echo "fault: regions on no live server $most s after the kill (regions by table):" >&2
+      hbase/hbasectl regions 2>/dev/null | awk '$1 == "rs-?" {print $2}' | sort | uniq -c >&2 || true
+      hbase/hbasectl status >&2 || true
+      echo "fault: stopping; FAULT_KEEP=1 keeps the cluster and its logs" >&2
+      return 1
+    fi
+    sleep 0.5
+  done
+}

@@ -38,6 +38,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 
 import org.apache.hadoop.conf.Configuration;
@@ -322,6 +323,14 @@ public class TimelineThrift2Server extends ThriftServer {
    * ask about it: a live server accepts, however slow its answers (a JVM
    * paused for garbage collection still accepts), so only a dead process or
    * an unreachable machine is routed around.
+   *
+   * What it knows is forgotten once nobody has asked for a minute
+   * ({@link #forgetIfDue}): a server restarted has a new name (its start
+   * code), and a region split or merged a new encoded name, so a gateway
+   * that runs for months would otherwise keep an entry for every server
+   * and region it ever saw. A server still asked about is probed every
+   * second and stays; a forgotten live server costs one more probe when a
+   * secondary next answers for it.
    */
   static final class DownServers {
     private static final Logger LOG = LoggerFactory.getLogger(DownServers.class);
@@ -329,6 +338,7 @@ public class TimelineThrift2Server extends ThriftServer {
     private static final long RELOAD_EVERY_NS = TimeUnit.SECONDS.toNanos(1);
     /** A machine that is gone never answers the SYN. */
     private static final int CONNECT_TIMEOUT_MS = 500;
+    private static final long FORGET_AFTER_NS = TimeUnit.MINUTES.toNanos(1);
 
     /** What the last probe of one server found. */
     private static final class Finding {
@@ -340,6 +350,8 @@ public class TimelineThrift2Server extends ThriftServer {
     private final ConcurrentHashMap<ServerName, Finding> findings = new ConcurrentHashMap<>();
     /** When each region's location was last read again, by encoded region name. */
     private final ConcurrentHashMap<String, Long> reloadedNs = new ConcurrentHashMap<>();
+    /** When the maps above were last swept of what nobody asked about. */
+    private final AtomicLong sweptNs = new AtomicLong(System.nanoTime());
     /** At most one probe at a time per server. */
     private final ExecutorService probes = Executors.newCachedThreadPool(runnable -> {
       Thread thread = new Thread(runnable, "timeline-server-probe");
@@ -356,6 +368,7 @@ public class TimelineThrift2Server extends ThriftServer {
       if (replicas == null) {
         return -1;
       }
+      forgetIfDue();
       int liveSecondary = -1;
       boolean anySecondaryDown = false;
       for (int id = 1; id < replicas.size(); id++) {
@@ -388,6 +401,23 @@ public class TimelineThrift2Server extends ThriftServer {
         ServerName server = replicas.get(0).getServerName();
         probeIfDue(server, findings.computeIfAbsent(server, any -> new Finding()));
       }
+    }
+
+    /**
+     * At most once a minute, on the read that finds it due: drops the
+     * findings not probed for a minute (a server asked about while down is
+     * probed every second) and the reload times a minute old (an absent one
+     * means a reload is due, as an old one does). A probe still running
+     * keeps its finding.
+     */
+    private void forgetIfDue() {
+      long now = System.nanoTime();
+      long last = sweptNs.get();
+      if (now - last < FORGET_AFTER_NS || !sweptNs.compareAndSet(last, now)) {
+        return;
+      }
+      findings.values().removeIf(finding -> !finding.probing.get() && now - finding.checkedNs >= FORGET_AFTER_NS);
+      reloadedNs.values().removeIf(reloaded -> now - reloaded >= FORGET_AFTER_NS);
     }
 
     private boolean isDown(HRegionLocation location) {
