@@ -328,9 +328,8 @@ public class TimelineThrift2Server extends ThriftServer {
    * ({@link #forgetIfDue}): a server restarted has a new name (its start
    * code), and a region split or merged a new encoded name, so a gateway
    * that runs for months would otherwise keep an entry for every server
-   * and region it ever saw. A server still asked about is probed every
-   * second and stays; a forgotten live server costs one more probe when a
-   * secondary next answers for it.
+   * and region it ever saw. A server still asked about while down is
+   * probed every second and stays.
    */
   static final class DownServers {
     private static final Logger LOG = LoggerFactory.getLogger(DownServers.class);
@@ -462,6 +461,12 @@ public class TimelineThrift2Server extends ThriftServer {
               : "region server {} accepts connections again: timeline reads of its regions ask it again", server);
           }
           finding.down = down;
+          if (down) {
+            // A sweep may have dropped this finding between the read that
+            // asked for the probe and the probe: a server found down stays
+            // known, or the next read would ask it first again.
+            findings.putIfAbsent(server, finding);
+          }
         } finally {
           finding.checkedNs = System.nanoTime();
           finding.probing.set(false);
