@@ -247,9 +247,19 @@ for victim in "${victims[@]}"; do
   load_pid=""
   echo "fault: $victim: repaired after $(((repaired_ms - killed_ms) / 1000)) s, serving again after $(((served_ms - killed_ms) / 1000)) s, ranking run exited $ranker_status"
   printf '%s %s %s %s %s\n' "$victim" "$killed_ms" "$repaired_ms" "$served_ms" "$ranker_status" >>"$OUT_DIR/rounds.txt"
-  # Every process of the deployment serving again before the next victim.
-  until curl -fsS "http://127.0.0.1:${API_PORTS[0]}/readyz" >/dev/null 2>&1 &&
-    curl -fsS "http://127.0.0.1:${API_PORTS[1]}/readyz" >/dev/null 2>&1; do sleep 0.5; done
+  # Every process of the deployment serving again before the next victim;
+  # a query-api replica still not ready after two minutes stops the run,
+  # naming it and its log.
+  for replica in 0 1; do
+    waited_from=$SECONDS
+    until curl -fsS "http://127.0.0.1:${API_PORTS[$replica]}/readyz" >/dev/null 2>&1; do
+      if ((SECONDS - waited_from >= 120)); then
+        echo "fault: $victim: query-api replica $replica not ready 120 s after the round; see $OUT_DIR/query-api-$replica.log" >&2
+        exit 1
+      fi
+      sleep 0.5
+    done
+  done
   sleep 5
 done
 
