@@ -251,14 +251,10 @@ for victim in "${victims[@]}"; do
   # a query-api replica still not ready after two minutes stops the run,
   # naming it and its log.
   for replica in 0 1; do
-    waited_from=$SECONDS
-    until curl -fsS "http://127.0.0.1:${API_PORTS[$replica]}/readyz" >/dev/null 2>&1; do
-      if ((SECONDS - waited_from >= 120)); then
-        echo "fault: $victim: query-api replica $replica not ready 120 s after the round; see $OUT_DIR/query-api-$replica.log" >&2
-        exit 1
-      fi
-      sleep 0.5
-    done
+    within 120 curl -fsS -o /dev/null "http://127.0.0.1:${API_PORTS[$replica]}/readyz" 2>/dev/null || {
+      echo "fault: $victim: query-api replica $replica not ready 120 s after the round; see $OUT_DIR/query-api-$replica.log" >&2
+      exit 1
+    }
   done
   sleep 5
 done

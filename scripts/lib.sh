@@ -117,28 +117,36 @@ all_served() {
   [[ -n "$regions" ]] && ! grep -q '^rs-?' <<<"$regions"
 }
 
+# within SECONDS COMMAND...: runs COMMAND every half second until it
+# succeeds, for at most SECONDS (and one more run of COMMAND); fails when
+# the time runs out.
+within() {
+  local most=$1 started=$SECONDS
+  shift
+  until "$@"; do
+    ((SECONDS - started < most)) || return 1
+    sleep 0.5
+  done
+}
+
 # How long a killed region server's regions may take to be served again
 # before a fault run stops (wait_all_served).
 SERVED_WITHIN_SECS=300
 
 # wait_all_served: waits until every region is served again (all_served), at
-# most SERVED_WITHIN_SECS from the call (and one more hbasectl call). When
-# the time runs out it fails, printing how many region replicas of each
-# table no live server holds and the cluster's processes: a region server
-# that died on its own beside the one killed (on an overloaded machine, one
-# that lost its ZooKeeper session or ran out of heap) leaves regions that
-# only a restart brings back, and the caller would wait forever.
+# most SERVED_WITHIN_SECS. When the time runs out it fails, printing how many
+# region replicas of each table no live server holds and the cluster's
+# processes: a region server that died on its own beside the one killed (on
+# an overloaded machine, one that lost its ZooKeeper session or ran out of
+# heap) leaves regions that only a restart brings back, and the caller would
+# wait forever.
 wait_all_served() {
-  local started=$SECONDS unserved
-  until all_served; do
-    if ((SECONDS - started >= SERVED_WITHIN_SECS)); then
-      echo "fault: after waiting $SERVED_WITHIN_SECS s, region replicas on no live server, by table:" >&2
-      unserved="$(hbase/hbasectl regions 2>/dev/null | awk '$1 == "rs-?" {print $2}' | sort | uniq -c)" || true
-      echo "${unserved:-(hbasectl regions gave no answer)}" >&2
-      hbase/hbasectl status >&2 || true
-      echo "fault: stopping; FAULT_KEEP=1 keeps the cluster running with its data (its logs stay either way)" >&2
-      return 1
-    fi
-    sleep 0.5
-  done
+  within "$SERVED_WITHIN_SECS" all_served && return 0
+  local unserved
+  echo "fault: after waiting $SERVED_WITHIN_SECS s, region replicas on no live server, by table:" >&2
+  unserved="$(hbase/hbasectl regions 2>/dev/null | awk '$1 == "rs-?" {print $2}' | sort | uniq -c)" || true
+  echo "${unserved:-(hbasectl regions gave no answer)}" >&2
+  hbase/hbasectl status >&2 || true
+  echo "fault: stopping; FAULT_KEEP=1 keeps the cluster running with its data (its logs stay either way)" >&2
+  return 1
 }
