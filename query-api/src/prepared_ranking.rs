@@ -1,6 +1,7 @@
 //! A product's ranking as served ([`Ranking`]): its ranked comments and
-//! review summary, with the answers of the ranked and summary routes
-//! rendered, tagged and compressed once, when it is loaded.
+//! review summary, with the answers of the `/v1` ranked and summary routes
+//! rendered, tagged and compressed once, when it is loaded, and the others
+//! (the seed's, the one with authors) by the first request for them.
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -15,8 +16,8 @@ use crate::encoding::{Effort, Prepared};
 use crate::views::{Author, RankedComment, RankedPage, ReviewSummaryView, SeedCommentsPage};
 
 /// A product's ranking as served: the ranked comments and the product's review
-/// summary, and the full answers of the ranked routes and of the summary route
-/// rendered once when the ranking is loaded.
+/// summary, and the full answers of the `/v1` ranked route and of the summary
+/// route rendered once when the ranking is loaded.
 ///
 /// Rankings sit in the cache and are read far more often than they change, so
 /// a cache hit for the whole ranking (any `limit` of 10 or more) writes
@@ -27,8 +28,12 @@ pub struct Ranking {
     comments: Vec<RankedComment>,
     summary: Option<ReviewSummaryView>,
     v1_body: Option<Arc<Prepared>>,
-    seed_body: Option<Arc<Prepared>>,
     summary_body: Option<Arc<Prepared>>,
+    /// The seed's answer of the whole ranking, prepared by the first request
+    /// for it: only clients of the original Java service ask for it, and
+    /// compressing it on every load cost as much as the `/v1` answer's
+    /// compression (about a millisecond for ten reviews, mostly brotli).
+    seed_body: OnceLock<Arc<Prepared>>,
     /// The comments' authors, read the first time a request asks for them
     /// and cached with the ranking: a product page asks on every view. Ten
     /// nicknames at most, weighed ahead ([`Ranking::weight_bytes`]).
@@ -55,24 +60,23 @@ impl Ranking {
     ) -> Ranking {
         // A ranking served once (the cache is off) renders only the answer
         // asked for, when asked.
-        let (v1_body, seed_body, summary_body) = if compress {
+        let (v1_body, summary_body) = if compress {
             let prepare = |body: Bytes| prepare(body, true);
             // Rendering these plain structs cannot fail; if it ever did, each
             // request would render (and report) on its own.
             (
                 render(&RankedPage::of(&comments, summary.as_ref())).ok().map(prepare),
-                render(&SeedCommentsPage::of_ranked(&comments)).ok().map(prepare),
                 summary.as_ref().and_then(|summary| render(summary).ok()).map(prepare),
             )
         } else {
-            (None, None, None)
+            (None, None)
         };
         Ranking {
             comments,
             summary,
             v1_body,
-            seed_body,
             summary_body,
+            seed_body: OnceLock::new(),
             authors: OnceCell::new(),
             with_authors_body: OnceLock::new(),
             compress,
@@ -124,12 +128,12 @@ impl Ranking {
             None => self.comments.len() * common::store::MAX_CONTENT_BYTES,
         };
         let structs = self.comments.len() * (std::mem::size_of::<RankedComment>() + AUTHOR_BYTES);
-        // The answer with authors once a request rendered it: the cache
-        // weighs the ranking again then (`RankedCache::reweigh`).
-        let with_authors = self.with_authors_body.get().map_or(0, |prepared| prepared.weight_bytes());
+        // The answers with authors and the seed's once a request rendered
+        // them: the cache weighs the ranking again then (`RankedCache::reweigh`).
+        let kept = |body: &OnceLock<Arc<Prepared>>| body.get().map_or(0, |prepared| prepared.weight_bytes());
         let total = rendered(&self.v1_body)
-            + with_authors
-            + rendered(&self.seed_body)
+            + kept(&self.with_authors_body)
+            + kept(&self.seed_body)
             + rendered(&self.summary_body)
             + comments_json
             + structs
@@ -184,15 +188,33 @@ impl Ranking {
         })
     }
 
-    /// The seed's answer showing the best `limit` comments.
+    /// The seed's answer showing the best `limit` comments: the whole
+    /// ranking's as kept ([`Ranking::keep_seed_body`]), any other rendered now.
     pub fn seed_body(&self, limit: usize) -> Result<Arc<Prepared>, serde_json::Error> {
-        match &self.seed_body {
-            Some(prepared) if limit >= self.comments.len() => Ok(Arc::clone(prepared)),
+        match self.seed_body.get() {
+            Some(kept) if limit >= self.comments.len() => Ok(Arc::clone(kept)),
             _ => {
                 let shown = &self.comments[..limit.min(self.comments.len())];
                 render(&SeedCommentsPage::of_ranked(shown)).map(|body| Arc::new(Prepared::tagged(body)))
             }
         }
+    }
+
+    /// The seed's answer of the whole ranking, rendered by the first request
+    /// for it and kept (compressed when the ranking is cached) for the
+    /// requests after it; with it, whether this call kept it, so that its
+    /// caller has the cache weigh the ranking again.
+    pub fn keep_seed_body(&self) -> Result<(Arc<Prepared>, bool), serde_json::Error> {
+        if let Some(kept) = self.seed_body.get() {
+            return Ok((Arc::clone(kept), false));
+        }
+        let body = render(&SeedCommentsPage::of_ranked(&self.comments))?;
+        let mut kept_now = false;
+        let kept = self.seed_body.get_or_init(|| {
+            kept_now = true;
+            prepare(body, self.compress)
+        });
+        Ok((Arc::clone(kept), kept_now))
     }
 }
 
@@ -259,5 +281,29 @@ mod tests {
         assert!(seed["comments"][0].get("rank").is_none());
         assert!(seed["nextIndexKey"].is_null());
         assert_eq!(parse(ranking.seed_body(100).expect("seed"))["comments"].as_array().map(Vec::len), Some(3));
+    }
+
+    #[test]
+    fn the_seed_answer_is_prepared_by_the_first_request_for_it_and_weighed_from_then_on() {
+        // Enough comments for the answer to be compressed (a kilobyte or more).
+        let ranked: Vec<RankedComment> =
+            (1..=10).map(|rank| RankedComment::new(comment(), rank, Some(1.0 / f64::from(rank)))).collect();
+        let ranking = Ranking::new(ranked, None, Instant::now(), true);
+        let loaded = ranking.weight_bytes();
+
+        let (kept, kept_now) = ranking.keep_seed_body().expect("rendered");
+        assert!(kept_now, "the first request keeps it");
+        assert!(kept.has_variants(), "a cached ranking's seed answer is compressed once, when kept");
+        assert_eq!(ranking.weight_bytes(), loaded + kept.weight_bytes() as u64, "weighed once kept, not before");
+
+        let (again, kept_now) = ranking.keep_seed_body().expect("kept");
+        assert!(!kept_now, "a later request finds it kept");
+        assert!(Arc::ptr_eq(&kept, &again));
+        assert!(
+            Arc::ptr_eq(&kept, &ranking.seed_body(10).expect("kept")),
+            "the whole ranking's answer is the kept one"
+        );
+        assert!(!Arc::ptr_eq(&kept, &ranking.seed_body(9).expect("rendered")), "a shorter one is rendered");
+        assert_eq!(ranking.weight_bytes(), loaded + kept.weight_bytes() as u64);
     }
 }

@@ -74,7 +74,10 @@ fn large_ranking(product: usize) -> Ranking {
             RankedComment::new(comment, u16::try_from(rank + 1).expect("small"), Some(0.5))
         })
         .collect();
-    Ranking::new(comments, None, std::time::Instant::now(), true)
+    let ranking = Ranking::new(comments, None, std::time::Instant::now(), true);
+    // The seed's answer too, as a ranking that both ranked routes read holds it.
+    ranking.keep_seed_body().expect("rendered");
+    ranking
 }
 
 #[tokio::test]

@@ -165,7 +165,16 @@ pub async fn seed_ranked(
     let limit = limit.get();
     answer_kept(&state, PageRead::SeedRanked { product, limit }, async {
         let ranking = ranking_reads::ranking(&state, product).await?;
-        let prepared = ranking.seed_body(limit).map_err(render_error)?;
+        let prepared = if limit >= ranking.comments().len() {
+            let (kept, kept_now) = ranking.keep_seed_body().map_err(render_error)?;
+            if kept_now {
+                // The ranking holds one more answer than the cache weighed it with.
+                state.ranked_cache().reweigh(product, &ranking).await;
+            }
+            kept
+        } else {
+            ranking.seed_body(limit).map_err(render_error)?
+        };
         Ok(prepared_answer(&state, prepared, ranking.read_at()))
     })
     .await
