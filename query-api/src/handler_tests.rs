@@ -20,7 +20,7 @@ use crate::state::AppState;
 /// An address where nothing listens: connecting is refused at once.
 const CLOSED_ADDRESS: &str = "127.0.0.1:1";
 
-fn offline_app(operation_timeout: Duration) -> Router {
+fn offline_state(operation_timeout: Duration) -> AppState {
     let hbase = Hbase::new(HbaseConfig {
         thrift1_gateways: GatewayList::single(CLOSED_ADDRESS),
         connect_timeout: Duration::from_millis(100),
@@ -29,7 +29,11 @@ fn offline_app(operation_timeout: Duration) -> Router {
         ..HbaseConfig::default()
     });
     let store = ReadStore::new(hbase, Tables::with_prefix("offline_").expect("prefix"));
-    crate::app(AppState::new(store, Settings::default()))
+    AppState::new(store, Settings::default())
+}
+
+fn offline_app(operation_timeout: Duration) -> Router {
+    crate::app(offline_state(operation_timeout))
 }
 
 struct Answer {
@@ -592,4 +596,34 @@ async fn a_browser_can_read_the_503_of_an_answer_later_than_the_deadline() {
     assert!(answer.headers.contains_key("x-request-id"));
     let exposed = answer.headers[header::ACCESS_CONTROL_EXPOSE_HEADERS].to_str().expect("ascii");
     assert!(exposed.contains("retry-after") && exposed.contains("x-request-id"), "{exposed}");
+}
+
+#[tokio::test]
+async fn the_seed_ranked_route_has_the_cache_weigh_the_answer_it_keeps() {
+    // A ranking already cached and fresh: the route reads no HBase.
+    let state = offline_state(Duration::from_millis(200));
+    let product = common::Id::parse("productId", "PRODUCT001").expect("id");
+    let ranking = std::sync::Arc::new(crate::prepared_ranking::Ranking::new(Vec::new(), None, Instant::now(), true));
+    let loaded = std::sync::Arc::clone(&ranking);
+    let cache = state.ranked_cache().clone();
+    cache.get_or_load(product, || async move { Ok(loaded) }).await.expect("cached");
+    let (before, _) = cache.settled_size().await;
+
+    let answer = get(&crate::app(state), "/product/PRODUCT001/comments/ranked").await;
+    assert_eq!(answer.status, StatusCode::OK, "{}", answer.text());
+    let (kept, kept_now) = ranking.keep_seed_body().expect("kept");
+    assert!(!kept_now, "the request kept the answer first");
+    assert_eq!(answer.body, kept.body().to_vec());
+    // The cache weighs it again in a task of its own.
+    let weighed = async {
+        loop {
+            let (after, _) = cache.settled_size().await;
+            if after != before {
+                return after;
+            }
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    };
+    let after = tokio::time::timeout(Duration::from_secs(5), weighed).await.expect("weighed again");
+    assert_eq!(after - before, kept.weight_bytes() as u64);
 }

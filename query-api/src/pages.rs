@@ -23,7 +23,9 @@ use crate::encoding::Prepared;
 use crate::error::ApiError;
 use crate::prepared_ranking::Ranking;
 use crate::state::AppState;
-use crate::views::{render, Author, CommentView, CommentsPage, RankedComment, RankedPage, SeedCommentsPage};
+use crate::views::{
+    render, render_error, Author, CommentView, CommentsPage, RankedComment, RankedPage, SeedCommentsPage,
+};
 
 /// A `/v1` page of `kind`'s index under `prefix` (a product's or a user's),
 /// from `cursor` (which must lie inside `prefix`), with the comments' authors
@@ -116,7 +118,28 @@ pub async fn ranked_with_authors(
         return Ok(Arc::new(Prepared::tagged(body)));
     }
     let kept = ranking.keep_with_authors_body(body);
-    state.ranked_cache().reweigh(product, ranking).await;
+    // The ranking holds one more answer than the cache weighed it with.
+    state.ranked_cache().reweigh(product, ranking);
+    Ok(kept)
+}
+
+/// The seed's ranked answer showing `ranking`'s best `limit` comments: for
+/// the whole ranking, rendered by the first request and kept with the
+/// ranking ([`Ranking::keep_seed_body`]).
+pub fn seed_ranked(
+    state: &AppState,
+    product: Id,
+    ranking: &Arc<Ranking>,
+    limit: usize,
+) -> Result<Arc<Prepared>, ApiError> {
+    if limit < ranking.comments().len() {
+        return ranking.seed_body(limit).map_err(render_error);
+    }
+    let (kept, kept_now) = ranking.keep_seed_body().map_err(render_error)?;
+    if kept_now {
+        // The ranking holds one more answer than the cache weighed it with.
+        state.ranked_cache().reweigh(product, ranking);
+    }
     Ok(kept)
 }
 

@@ -112,8 +112,9 @@ impl Ranking {
     }
 
     /// The bytes this ranking holds, as the ranked-read cache weighs it: the
-    /// rendered answers (both ranked reads and the summary) with their
-    /// compressed variants, the comments
+    /// rendered answers (the `/v1` ranked one and the summary, and the
+    /// seed's and the one with authors once kept) with their compressed
+    /// variants, the comments
     /// (weighed by their JSON in the `/v1` answer, which spells out every
     /// string they hold), their authors (read later, so weighed ahead at a
     /// nickname's usual size), and a fixed overhead for the structs and the
@@ -288,12 +289,17 @@ mod tests {
         // Enough comments for the answer to be compressed (a kilobyte or more).
         let ranked: Vec<RankedComment> =
             (1..=10).map(|rank| RankedComment::new(comment(), rank, Some(1.0 / f64::from(rank)))).collect();
-        let ranking = Ranking::new(ranked, None, Instant::now(), true);
+        let ranking = Ranking::new(ranked.clone(), None, Instant::now(), true);
         let loaded = ranking.weight_bytes();
 
         let (kept, kept_now) = ranking.keep_seed_body().expect("rendered");
         assert!(kept_now, "the first request keeps it");
         assert!(kept.has_variants(), "a cached ranking's seed answer is compressed once, when kept");
+        let rendered = Ranking::new(ranked.clone(), None, Instant::now(), false).seed_body(10).expect("rendered");
+        assert_eq!(kept.body(), rendered.body(), "the seed's answer of the whole ranking");
+        assert_eq!(kept.etag(), rendered.etag());
+        let (uncached, _) = Ranking::new(ranked, None, Instant::now(), false).keep_seed_body().expect("rendered");
+        assert!(!uncached.has_variants(), "a ranking served once (no cache) is not compressed ahead");
         assert_eq!(ranking.weight_bytes(), loaded + kept.weight_bytes() as u64, "weighed once kept, not before");
 
         let (again, kept_now) = ranking.keep_seed_body().expect("kept");

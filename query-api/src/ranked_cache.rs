@@ -1,5 +1,6 @@
 //! The ranked-read cache and what it holds: each product's [`Ranking`] and
-//! review summary, their answers rendered once when loaded, weighed in bytes.
+//! review summary, their answers rendered once (when loaded, or by the first
+//! request for one that few ask for), weighed in bytes.
 //!
 //! [`RankedCache::get_or_load`] is the one way a ranking is read: a fresh
 //! copy from the cache, else the caller's load; it owns the refresh protocol
@@ -168,23 +169,30 @@ impl RankedCache {
 
 impl RankedCache {
     /// Weighs `ranking` again, when the cache still holds it for `product`:
-    /// after it gained an answer its first weighing could not count (the
-    /// answer with authors, rendered by the first request asking for it).
-    pub async fn reweigh(&self, product: Id, ranking: &Arc<Ranking>) {
-        let Some(cache) = &self.cache else { return };
-        // Put back only while the cache still holds this very ranking, in one
-        // step: a refresh that replaced it meanwhile stays.
-        cache
-            .entry(product)
-            .and_compute_with(|held| {
-                let op = match held {
-                    Some(held) if Arc::ptr_eq(held.value(), ranking) => Op::Put(Arc::clone(ranking)),
-                    _ => Op::Nop,
-                };
-                std::future::ready(op)
-            })
-            .await;
-        metrics::gauge!(telemetry::RANKED_CACHE_BYTES).set(cache.weighted_size() as f64);
+    /// after it gained an answer its first weighing could not count, one
+    /// prepared by the first request asking for it (the seed's, the one with
+    /// authors). In a task of its own, so that a request dropped meanwhile
+    /// (past its deadline, its client gone) cannot leave that answer held
+    /// and unweighed; the handle is for tests, which wait for it.
+    pub fn reweigh(&self, product: Id, ranking: &Arc<Ranking>) -> tokio::task::JoinHandle<()> {
+        let cache = self.cache.clone();
+        let ranking = Arc::clone(ranking);
+        tokio::spawn(async move {
+            let Some(cache) = cache else { return };
+            // Put back only while the cache still holds this very ranking, in
+            // one step: a refresh that replaced it meanwhile stays.
+            cache
+                .entry(product)
+                .and_compute_with(|held| {
+                    let op = match held {
+                        Some(held) if Arc::ptr_eq(held.value(), &ranking) => Op::Put(Arc::clone(&ranking)),
+                        _ => Op::Nop,
+                    };
+                    std::future::ready(op)
+                })
+                .await;
+            metrics::gauge!(telemetry::RANKED_CACHE_BYTES).set(cache.weighted_size() as f64);
+        })
     }
 
     /// The bytes the cached rankings weigh once the cache's pending
@@ -265,7 +273,7 @@ mod tests {
         let (before, _) = cache.settled_size().await;
         let answer = Bytes::from("{\"comments\":[],\"author\":\"x\"}".repeat(100));
         let kept = ranking.keep_with_authors_body(answer);
-        cache.reweigh(product, &ranking).await;
+        cache.reweigh(product, &ranking).await.expect("reweighed");
         let (after, entries) = cache.settled_size().await;
         assert_eq!(entries, 1);
         assert_eq!(after - before, kept.weight_bytes() as u64, "the answer and its variants weighed");

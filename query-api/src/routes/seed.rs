@@ -20,10 +20,10 @@ use super::{answer_kept, json_response, page_answer, prepared_answer, Unavailabl
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{JsonBody, LimitQuery, ProductId, RawLimitQuery, UserId};
 use crate::last_good::PageRead;
-use crate::pages::seed_page;
+use crate::pages::{self, seed_page};
 use crate::ranking_reads;
 use crate::state::AppState;
-use crate::views::{render_error, SeedCommentsPage, SeedPageRequest};
+use crate::views::{SeedCommentsPage, SeedPageRequest};
 
 /// Standard base64 as Jackson writes `byte[]`, accepting input with or without
 /// the trailing `=` padding (clients that strip it are common).
@@ -165,16 +165,7 @@ pub async fn seed_ranked(
     let limit = limit.get();
     answer_kept(&state, PageRead::SeedRanked { product, limit }, async {
         let ranking = ranking_reads::ranking(&state, product).await?;
-        let prepared = if limit >= ranking.comments().len() {
-            let (kept, kept_now) = ranking.keep_seed_body().map_err(render_error)?;
-            if kept_now {
-                // The ranking holds one more answer than the cache weighed it with.
-                state.ranked_cache().reweigh(product, &ranking).await;
-            }
-            kept
-        } else {
-            ranking.seed_body(limit).map_err(render_error)?
-        };
+        let prepared = pages::seed_ranked(&state, product, &ranking, limit)?;
         Ok(prepared_answer(&state, prepared, ranking.read_at()))
     })
     .await
