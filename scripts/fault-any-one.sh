@@ -94,11 +94,7 @@ proxy_pid=""
 load_pid=""
 ranker_pid=""
 cleanup() {
-  # A ranking run still going is killed outright: on SIGTERM it would first
-  # finish the products it holds, which may wait on regions nobody serves,
-  # and hold the cleanup's wait as long.
-  if [[ -n "$ranker_pid" ]]; then kill -KILL "$ranker_pid" 2>/dev/null || true; fi
-  stop_fault_run "$load_pid" "${api_pids[@]}" "$proxy_pid"
+  stop_fault_run --kill "$ranker_pid" "$load_pid" "${api_pids[@]}" "$proxy_pid"
 }
 trap cleanup EXIT
 

@@ -73,10 +73,7 @@ build_release_binaries
 api_pid=""
 load_pid=""
 ranker_pid=""
-# A ranking run still going is killed outright: on SIGTERM it would first
-# finish the products it holds, which may wait on regions nobody serves.
-trap 'if [[ -n "$ranker_pid" ]]; then kill -KILL "$ranker_pid" 2>/dev/null || true; fi
-  stop_fault_run "$load_pid" "$api_pid"' EXIT
+trap 'stop_fault_run --kill "$ranker_pid" "$load_pid" "$api_pid"' EXIT
 
 echo "fault: a fresh 3-server HBase cluster in $HBASE_RUN_DIR (thrift 127.0.0.1:$HBASE_THRIFT_PORT)"
 hbase/hbasectl discard >/dev/null 2>&1 || true

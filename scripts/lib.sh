@@ -71,11 +71,18 @@ plot_python() {
   echo "$venv/bin/python3"
 }
 
-# stop_fault_run PID...: the EXIT trap of the fault scripts. Stops the
+# stop_fault_run [--kill PID] PID...: the EXIT trap of the fault scripts. Stops the
 # processes given (empty ones are skipped: those already stopped), waits for
 # them, and deletes the script's separate HBase unless FAULT_KEEP=1.
+# A process given with --kill (a ranking run still going) gets SIGKILL: on
+# SIGTERM it would first finish the products it holds, which may wait on
+# regions nobody serves, and hold this wait as long.
 stop_fault_run() {
   local pid
+  if [[ "${1:-}" == --kill ]]; then
+    if [[ -n "$2" ]]; then kill -KILL "$2" 2>/dev/null || true; fi
+    shift 2
+  fi
   for pid in "$@"; do
     if [[ -n "$pid" ]]; then kill -TERM "$pid" 2>/dev/null || true; fi
   done
