@@ -117,18 +117,29 @@ impl TestApp {
     /// `nextCursor` with pages of `limit` until the list ends; each page is
     /// checked to be a `200`.
     pub async fn walk_v1_pages(&self, path: &str, limit: usize) -> Vec<Answer> {
+        match self.try_walk_v1_pages(path, limit).await {
+            Ok(pages) => pages,
+            Err(refused) => panic!("{path}: a page answered {}: {}", refused.status, refused.raw),
+        }
+    }
+
+    /// Every page of a `/v1` list, as [`TestApp::walk_v1_pages`] walks it,
+    /// or the first page that was not a `200`.
+    pub async fn try_walk_v1_pages(&self, path: &str, limit: usize) -> Result<Vec<Answer>, Answer> {
         // `path` may carry a query of its own (`?rating=1`).
         let path = if path.contains('?') { format!("{path}&") } else { format!("{path}?") };
         let mut pages = Vec::new();
         let mut url = format!("{path}limit={limit}");
         for _ in 0..MAX_PAGES {
             let page = self.get(&url).await;
-            assert_eq!(page.status, StatusCode::OK, "{url}: {}", page.raw);
+            if page.status != StatusCode::OK {
+                return Err(page);
+            }
             let next = page.body["nextCursor"].as_str().map(str::to_owned);
             pages.push(page);
             match next {
                 Some(cursor) => url = format!("{path}limit={limit}&cursor={cursor}"),
-                None => return pages,
+                None => return Ok(pages),
             }
         }
         panic!("{path} did not end within {MAX_PAGES} pages");

@@ -73,6 +73,10 @@ async fn a_page_whose_primary_region_server_was_killed_is_served_from_a_secondar
     // within the wait hbase/conf/cluster-site.xml.in sets, and the answer it
     // then takes from the secondary is rightly marked, so on a loaded machine
     // one read may be.
+    // On a loaded machine a read of a cluster this young may also outlast
+    // the service's HBase deadline (a 503 `unavailable`: the gateway still
+    // looking regions up, JVMs still compiling), which says nothing about
+    // replicas either.
     // The reads are repeated until the primaries answered every one of them:
     // a service that marked every answer, read from a secondary or not,
     // never gets there.
@@ -80,9 +84,14 @@ async fn a_page_whose_primary_region_server_was_killed_is_served_from_a_secondar
         Duration::from_secs(60),
         "a ranked page and a whole cursor walk answered by the primaries alone",
         async || {
-            let ranked = app.get(&ranked_path).await;
-            assert_eq!(ranked.status, StatusCode::OK, "{}", ranked.raw);
-            let pages = app.walk_v1_pages(&latest_path, WALK_PAGE).await;
+            let (ranked, pages) = match ranked_page_and_walk(&app, &ranked_path, &latest_path).await {
+                Ok(read) => read,
+                Err(unanswered) if unanswered.status == StatusCode::SERVICE_UNAVAILABLE => {
+                    eprintln!("replicas: a read before the kill was not answered in time: {}", unanswered.raw);
+                    return None;
+                }
+                Err(refused) => panic!("a read before the kill answered {}: {}", refused.status, refused.raw),
+            };
             let marked = replica_read(&ranked).is_some() || pages.iter().any(|page| replica_read(page).is_some());
             (!marked).then_some((ranked, pages))
         },
@@ -156,6 +165,21 @@ async fn a_page_whose_primary_region_server_was_killed_is_served_from_a_secondar
     }
     app.shut_down().await;
     tokio::task::spawn_blocking(move || drop(cluster)).await.expect("discard the cluster");
+}
+
+/// The ranked page at `ranked_path` and every page of the cursor walk of
+/// `latest_path`, or the first of them that was not a `200`.
+async fn ranked_page_and_walk(
+    app: &TestApp,
+    ranked_path: &str,
+    latest_path: &str,
+) -> Result<(Answer, Vec<Answer>), Answer> {
+    let ranked = app.get(ranked_path).await;
+    if ranked.status != StatusCode::OK {
+        return Err(ranked);
+    }
+    let pages = app.try_walk_v1_pages(latest_path, WALK_PAGE).await?;
+    Ok((ranked, pages))
 }
 
 /// The `X-Replica-Read` header of `answer`, when it has one.
