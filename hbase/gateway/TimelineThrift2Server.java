@@ -13,10 +13,13 @@
 // stays cached, and regions are looked up concurrently, with no
 // connection-wide lock.
 //
-// A multi-get is a timeline get per row, all at once (the asynchronous
-// client's batch has no timeline logic); a scan asked for its first rows
-// (getScannerResults) is the asynchronous client's timeline scan with that
-// limit.
+// A multi-get is sent as the asynchronous client's batch, one call per
+// region server holding a primary, and the gateway asks a row's secondaries
+// itself when its primary has not answered within the wait a timeline get
+// has (the client's batch has no timeline logic; a get per row, as this
+// gateway sent before, made a page of 20 reviews 20 calls). A scan asked for
+// its first rows (getScannerResults) is the asynchronous client's timeline
+// scan with that limit.
 //
 // A region with a replica on a server that refuses connections is read from
 // one of its other replicas alone (DownServers). The client asks the primary
@@ -38,6 +41,7 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 
@@ -92,8 +96,18 @@ public class TimelineThrift2Server extends ThriftServer {
     /** How long a timeline read may take in all, retries included. */
     static final String TIMELINE_READ_TIMEOUT_KEY = "reviews.thrift2.timeline.read.timeout.ms";
     static final int TIMELINE_READ_TIMEOUT_MS = 3_000;
+    /** The client's setting, and its default (HBase's `HConstants`). */
+    static final String PRIMARY_CALL_TIMEOUT_KEY = "hbase.client.primaryCallTimeout.get";
+    static final long PRIMARY_CALL_TIMEOUT_MICROS = 10_000;
 
     private final int timelineReadTimeoutMs;
+    /**
+     * How long a row of a multi-get waits for its primary before its
+     * secondaries are asked too: the client's wait for a timeline get
+     * ({@value #PRIMARY_CALL_TIMEOUT_KEY}, in microseconds), so that a row
+     * waits as long in a multi-get as on its own.
+     */
+    private final long primaryCallTimeoutMs;
     /**
      * The asynchronous connection: begun at start and awaited by the first
      * timeline read. A gateway may start before the cluster it serves is up,
@@ -105,6 +119,8 @@ public class TimelineThrift2Server extends ThriftServer {
     Handler(Configuration conf, UserProvider userProvider) throws IOException {
       super(conf, userProvider);
       this.timelineReadTimeoutMs = conf.getInt(TIMELINE_READ_TIMEOUT_KEY, TIMELINE_READ_TIMEOUT_MS);
+      this.primaryCallTimeoutMs =
+        Math.max(1, conf.getLong(PRIMARY_CALL_TIMEOUT_KEY, PRIMARY_CALL_TIMEOUT_MICROS) / 1_000);
       CompletableFuture<AsyncConnection> first = new CompletableFuture<>();
       connection.set(first);
       connect(first);
@@ -165,12 +181,26 @@ public class TimelineThrift2Server extends ThriftServer {
      * (a multi-get may mix them) is the client's.
      */
     private CompletableFuture<Result> timelineGet(AsyncTable<?> table, Get get) {
-      if (get.getConsistency() != Consistency.TIMELINE || get.getReplicaId() >= 0) {
+      if (!choosesReplica(get)) {
         return table.get(get);
       }
       AsyncTableRegionLocator locator = table.getRegionLocator();
       List<HRegionLocation> replicas = cachedReplicas(locator, get.getRow());
-      int replica = downServers.replicaToRead(locator, replicas);
+      return timelineGet(table, get, replicas, downServers.replicaToRead(locator, replicas));
+    }
+
+    /** Whether `get` is a timeline get that leaves its replica to the reader. */
+    private static boolean choosesReplica(Get get) {
+      return get.getConsistency() == Consistency.TIMELINE && get.getReplicaId() < 0;
+    }
+
+    /**
+     * {@link #timelineGet} of a region whose replicas are at `replicas`
+     * (null: not cached), of which `replica` is to be read alone (-1: the
+     * client's way).
+     */
+    private CompletableFuture<Result> timelineGet(AsyncTable<?> table, Get get, List<HRegionLocation> replicas,
+        int replica) {
       if (replica >= 0) {
         return table.get(get.setReplicaId(replica));
       }
@@ -180,6 +210,94 @@ public class TimelineThrift2Server extends ThriftServer {
         }
         return result;
       });
+    }
+
+    /**
+     * Timeline gets of `gets`, in their order. Those that {@link #timelineGet}
+     * would send the client's way (the primary, then the secondaries when it
+     * is slow) go to their primaries together instead, as one batch: the
+     * client sends it as one call per region server. A row whose primary
+     * has not answered within {@link #primaryCallTimeoutMs} is asked of its
+     * secondaries as well ({@link #hedged}). The others (strong gets, a
+     * chosen replica, a region with a server down or not located yet) are
+     * {@link #timelineGet}'s, one by one.
+     */
+    private List<CompletableFuture<Result>> timelineGets(AsyncTable<?> table, List<Get> gets) {
+      AsyncTableRegionLocator locator = table.getRegionLocator();
+      List<CompletableFuture<Result>> pending = new ArrayList<>(gets.size());
+      List<Integer> batchedAt = new ArrayList<>();
+      List<Get> batched = new ArrayList<>();
+      List<List<HRegionLocation>> batchedReplicas = new ArrayList<>();
+      for (Get get : gets) {
+        if (!choosesReplica(get)) {
+          pending.add(table.get(get));
+          continue;
+        }
+        List<HRegionLocation> replicas = cachedReplicas(locator, get.getRow());
+        int replica = downServers.replicaToRead(locator, replicas);
+        if (replicas != null && replica < 0) {
+          batchedAt.add(pending.size());
+          batched.add(get);
+          batchedReplicas.add(replicas);
+          pending.add(null);
+        } else {
+          pending.add(timelineGet(table, get, replicas, replica));
+        }
+      }
+      if (!batched.isEmpty()) {
+        List<CompletableFuture<Result>> primaries = table.get(batched);
+        for (int i = 0; i < batched.size(); i++) {
+          pending.set(batchedAt.get(i), hedged(table, batched.get(i), batchedReplicas.get(i), primaries.get(i)));
+        }
+      }
+      return pending;
+    }
+
+    /**
+     * The answer to `get`, sent to its primary as `primary`: the primary's,
+     * or, when it has not answered within {@link #primaryCallTimeoutMs} or
+     * has failed, the first of the region's secondaries to answer (marked
+     * stale, and its primary's server probed), as the client's timeline get
+     * would. It fails only when every replica asked has failed. A call that
+     * lost is left to end on its own: cancelling it would not stop the
+     * client's retries.
+     */
+    private CompletableFuture<Result> hedged(AsyncTable<?> table, Get get, List<HRegionLocation> replicas,
+        CompletableFuture<Result> primary) {
+      CompletableFuture<Result> answer = new CompletableFuture<>();
+      // The calls not yet failed; the last to fail fails the answer.
+      AtomicInteger unfailed = new AtomicInteger(1);
+      AtomicBoolean secondariesAsked = new AtomicBoolean();
+      Runnable askSecondaries = () -> {
+        if (answer.isDone() || !secondariesAsked.compareAndSet(false, true)) {
+          return;
+        }
+        unfailed.addAndGet(replicas.size() - 1);
+        for (int replica = 1; replica < replicas.size(); replica++) {
+          table.get(new Get(get).setReplicaId(replica)).whenComplete((result, error) -> {
+            if (error == null) {
+              if (answer.complete(result)) {
+                downServers.suspectPrimary(replicas);
+              }
+            } else if (unfailed.decrementAndGet() == 0) {
+              answer.completeExceptionally(error);
+            }
+          });
+        }
+      };
+      primary.whenComplete((result, error) -> {
+        if (error == null) {
+          answer.complete(result);
+          return;
+        }
+        // A primary that failed within the wait has its secondaries asked at once.
+        askSecondaries.run();
+        if (unfailed.decrementAndGet() == 0) {
+          answer.completeExceptionally(error);
+        }
+      });
+      CompletableFuture.delayedExecutor(primaryCallTimeoutMs, TimeUnit.MILLISECONDS).execute(askSecondaries);
+      return answer;
     }
 
     /**
@@ -213,11 +331,11 @@ public class TimelineThrift2Server extends ThriftServer {
       if (tgets.stream().noneMatch(tget -> tget.getConsistency() == TConsistency.TIMELINE)) {
         return super.getMultiple(table, tgets);
       }
-      AsyncTable<AdvancedScanResultConsumer> async = table(table);
-      List<CompletableFuture<Result>> pending = new ArrayList<>(tgets.size());
+      List<Get> gets = new ArrayList<>(tgets.size());
       for (TGet tget : tgets) {
-        pending.add(timelineGet(async, fromThrift(tget)));
+        gets.add(fromThrift(tget));
       }
+      List<CompletableFuture<Result>> pending = timelineGets(table(table), gets);
       Result[] results = new Result[pending.size()];
       for (int i = 0; i < results.length; i++) {
         results[i] = await(pending.get(i));
