@@ -35,10 +35,13 @@ import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -115,10 +118,22 @@ public class TimelineThrift2Server extends ThriftServer {
      */
     private final AtomicReference<CompletableFuture<AsyncConnection>> connection = new AtomicReference<>();
     private final DownServers downServers = new DownServers();
+    /**
+     * Asks a multi-get's rows of their secondaries once their primary has
+     * waited too long ({@link #hedged}): one thread, whose tasks only send.
+     * A cancelled wait (the primary answered in time, as nearly every one
+     * does) leaves its queue at once.
+     */
+    private final ScheduledThreadPoolExecutor hedgeTimer = new ScheduledThreadPoolExecutor(1, runnable -> {
+      Thread thread = new Thread(runnable, "timeline-multiget-hedge");
+      thread.setDaemon(true);
+      return thread;
+    });
 
     Handler(Configuration conf, UserProvider userProvider) throws IOException {
       super(conf, userProvider);
       this.timelineReadTimeoutMs = conf.getInt(TIMELINE_READ_TIMEOUT_KEY, TIMELINE_READ_TIMEOUT_MS);
+      hedgeTimer.setRemoveOnCancelPolicy(true);
       this.primaryCallTimeoutMs =
         Math.max(1, conf.getLong(PRIMARY_CALL_TIMEOUT_KEY, PRIMARY_CALL_TIMEOUT_MICROS) / 1_000);
       CompletableFuture<AsyncConnection> first = new CompletableFuture<>();
@@ -245,7 +260,15 @@ public class TimelineThrift2Server extends ThriftServer {
         }
       }
       if (!batched.isEmpty()) {
-        List<CompletableFuture<Result>> primaries = table.get(batched);
+        List<CompletableFuture<Result>> primaries;
+        try {
+          primaries = table.get(batched);
+        } catch (RuntimeException e) {
+          primaries = new ArrayList<>(batched.size());
+          for (int i = 0; i < batched.size(); i++) {
+            primaries.add(CompletableFuture.failedFuture(e));
+          }
+        }
         for (int i = 0; i < batched.size(); i++) {
           pending.set(batchedAt.get(i), hedged(table, batched.get(i), batchedReplicas.get(i), primaries.get(i)));
         }
@@ -256,47 +279,68 @@ public class TimelineThrift2Server extends ThriftServer {
     /**
      * The answer to `get`, sent to its primary as `primary`: the primary's,
      * or, when it has not answered within {@link #primaryCallTimeoutMs} or
-     * has failed, the first of the region's secondaries to answer (marked
-     * stale, and its primary's server probed), as the client's timeline get
-     * would. It fails only when every replica asked has failed. A call that
-     * lost is left to end on its own: cancelling it would not stop the
-     * client's retries.
+     * has failed with an error worth retrying, the first of the region's
+     * live secondaries to answer (marked stale, and its primary's server
+     * probed). It fails, with the primary's error, only when every replica
+     * asked has failed. Unlike the client's timeline get, a primary that
+     * gives up first does not fail a read a secondary may still answer. A
+     * call that lost is left to end on its own: cancelling it would not stop
+     * the client's retries.
      */
     private CompletableFuture<Result> hedged(AsyncTable<?> table, Get get, List<HRegionLocation> replicas,
         CompletableFuture<Result> primary) {
+      List<Integer> secondaries = downServers.secondariesToAsk(replicas);
+      if (secondaries.isEmpty()) {
+        return primary;
+      }
       CompletableFuture<Result> answer = new CompletableFuture<>();
-      // The calls not yet failed; the last to fail fails the answer.
-      AtomicInteger unfailed = new AtomicInteger(1);
+      // The calls that have not failed yet, counted before any is sent: the
+      // last of them to fail fails the answer.
+      AtomicInteger unfailed = new AtomicInteger(1 + secondaries.size());
+      AtomicReference<Throwable> primaryError = new AtomicReference<>();
       AtomicBoolean secondariesAsked = new AtomicBoolean();
       Runnable askSecondaries = () -> {
         if (answer.isDone() || !secondariesAsked.compareAndSet(false, true)) {
           return;
         }
-        unfailed.addAndGet(replicas.size() - 1);
-        for (int replica = 1; replica < replicas.size(); replica++) {
-          table.get(new Get(get).setReplicaId(replica)).whenComplete((result, error) -> {
+        for (int replica : secondaries) {
+          CompletableFuture<Result> call;
+          try {
+            call = table.get(new Get(get).setReplicaId(replica));
+          } catch (RuntimeException e) {
+            call = CompletableFuture.failedFuture(e);
+          }
+          call.whenComplete((result, error) -> {
             if (error == null) {
               if (answer.complete(result)) {
                 downServers.suspectPrimary(replicas);
               }
             } else if (unfailed.decrementAndGet() == 0) {
-              answer.completeExceptionally(error);
+              answer.completeExceptionally(primaryError.get() != null ? primaryError.get() : error);
             }
           });
         }
       };
+      ScheduledFuture<?> wait = hedgeTimer.schedule(askSecondaries, primaryCallTimeoutMs, TimeUnit.MILLISECONDS);
       primary.whenComplete((result, error) -> {
+        wait.cancel(false);
         if (error == null) {
           answer.complete(result);
           return;
         }
-        // A primary that failed within the wait has its secondaries asked at once.
+        Throwable cause = error instanceof CompletionException && error.getCause() != null ? error.getCause() : error;
+        if (cause instanceof DoNotRetryIOException) {
+          // A bad request, which no replica would answer otherwise.
+          answer.completeExceptionally(cause);
+          return;
+        }
+        primaryError.set(cause);
+        // Asked now, unless the timer asked them already (its task was cancelled above).
         askSecondaries.run();
         if (unfailed.decrementAndGet() == 0) {
-          answer.completeExceptionally(error);
+          answer.completeExceptionally(cause);
         }
       });
-      CompletableFuture.delayedExecutor(primaryCallTimeoutMs, TimeUnit.MILLISECONDS).execute(askSecondaries);
       return answer;
     }
 
@@ -510,6 +554,24 @@ public class TimelineThrift2Server extends ThriftServer {
         reloadIfDue(locator, replicas.get(0));
       }
       return replica;
+    }
+
+    /**
+     * The ids of the secondaries of the region at `replicas` (primary
+     * first) that a read may ask: those assigned to a server not found
+     * down. Asking one with no server would have the client look it up in
+     * hbase:meta until it gives up, and one on a dead server would drop
+     * the region's cached locations.
+     */
+    List<Integer> secondariesToAsk(List<HRegionLocation> replicas) {
+      List<Integer> live = new ArrayList<>(replicas.size() - 1);
+      for (int id = 1; id < replicas.size(); id++) {
+        HRegionLocation secondary = replicas.get(id);
+        if (secondary != null && secondary.getServerName() != null && !isDown(secondary)) {
+          live.add(id);
+        }
+      }
+      return live;
     }
 
     /** A secondary answered a read of the region at `replicas` (null: none): probes its primary's server if due. */
