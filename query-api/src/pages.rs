@@ -133,7 +133,7 @@ pub fn seed_ranked(
     limit: usize,
 ) -> Result<Arc<Prepared>, ApiError> {
     if limit < ranking.comments().len() {
-        return ranking.seed_body(limit).map_err(render_error);
+        return ranking.render_seed_body(limit).map_err(render_error);
     }
     let (kept, kept_now) = ranking.keep_seed_body().map_err(render_error)?;
     if kept_now {

@@ -189,16 +189,12 @@ impl Ranking {
         })
     }
 
-    /// The seed's answer showing the best `limit` comments: the whole
-    /// ranking's as kept ([`Ranking::keep_seed_body`]), any other rendered now.
-    pub fn seed_body(&self, limit: usize) -> Result<Arc<Prepared>, serde_json::Error> {
-        match self.seed_body.get() {
-            Some(kept) if limit >= self.comments.len() => Ok(Arc::clone(kept)),
-            _ => {
-                let shown = &self.comments[..limit.min(self.comments.len())];
-                render(&SeedCommentsPage::of_ranked(shown)).map(|body| Arc::new(Prepared::tagged(body)))
-            }
-        }
+    /// The seed's answer showing the best `limit` comments, rendered now and
+    /// kept by nobody: a request for a shorter list than the ranking. The
+    /// whole ranking's is [`Ranking::keep_seed_body`]'s.
+    pub fn render_seed_body(&self, limit: usize) -> Result<Arc<Prepared>, serde_json::Error> {
+        let shown = &self.comments[..limit.min(self.comments.len())];
+        render(&SeedCommentsPage::of_ranked(shown)).map(|body| Arc::new(Prepared::tagged(body)))
     }
 
     /// The seed's answer of the whole ranking, rendered by the first request
@@ -277,11 +273,11 @@ mod tests {
         assert_eq!(two["comments"].as_array().map(Vec::len), Some(2));
         assert_eq!(two["summary"], full["summary"], "a shorter page carries the same summary");
         assert_eq!(two["comments"][1]["rank"], 2);
-        let seed = parse(ranking.seed_body(1).expect("seed"));
+        let seed = parse(ranking.render_seed_body(1).expect("seed"));
         assert_eq!(seed["comments"].as_array().map(Vec::len), Some(1));
         assert!(seed["comments"][0].get("rank").is_none());
         assert!(seed["nextIndexKey"].is_null());
-        assert_eq!(parse(ranking.seed_body(100).expect("seed"))["comments"].as_array().map(Vec::len), Some(3));
+        assert_eq!(parse(ranking.render_seed_body(100).expect("seed"))["comments"].as_array().map(Vec::len), Some(3));
     }
 
     #[test]
@@ -295,7 +291,8 @@ mod tests {
         let (kept, kept_now) = ranking.keep_seed_body().expect("rendered");
         assert!(kept_now, "the first request keeps it");
         assert!(kept.has_variants(), "a cached ranking's seed answer is compressed once, when kept");
-        let rendered = Ranking::new(ranked.clone(), None, Instant::now(), false).seed_body(10).expect("rendered");
+        let rendered =
+            Ranking::new(ranked.clone(), None, Instant::now(), false).render_seed_body(10).expect("rendered");
         assert_eq!(kept.body(), rendered.body(), "the seed's answer of the whole ranking");
         assert_eq!(kept.etag(), rendered.etag());
         let (uncached, _) = Ranking::new(ranked, None, Instant::now(), false).keep_seed_body().expect("rendered");
@@ -305,11 +302,7 @@ mod tests {
         let (again, kept_now) = ranking.keep_seed_body().expect("kept");
         assert!(!kept_now, "a later request finds it kept");
         assert!(Arc::ptr_eq(&kept, &again));
-        assert!(
-            Arc::ptr_eq(&kept, &ranking.seed_body(10).expect("kept")),
-            "the whole ranking's answer is the kept one"
-        );
-        assert!(!Arc::ptr_eq(&kept, &ranking.seed_body(9).expect("rendered")), "a shorter one is rendered");
+        assert!(!Arc::ptr_eq(&kept, &ranking.render_seed_body(9).expect("rendered")), "a shorter one is rendered");
         assert_eq!(ranking.weight_bytes(), loaded + kept.weight_bytes() as u64);
     }
 }
