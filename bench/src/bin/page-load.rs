@@ -130,6 +130,9 @@ impl Route {
 /// The product whose deep pages `deep-page` reads: the demo's hottest.
 const HOT_PRODUCT: u64 = 1;
 
+/// How many times a snapshot or a walk reads a path that answers 503.
+const SETTLE_TRIES: u32 = 10;
+
 /// Products a listing page's `/v1/summaries` names.
 const LISTING_PRODUCTS: u64 = 12;
 
@@ -242,13 +245,31 @@ impl Pages {
         Ok((status, response.json().await.unwrap_or(serde_json::Value::Null)))
     }
 
+    /// GETs `path` as [`Pages::get_json`] does, reading it again while it
+    /// answers 503 (HBase or a gateway too slow, as on a cluster just
+    /// started on a loaded machine), up to [`SETTLE_TRIES`] times a second
+    /// apart: the answers a snapshot keeps and the cursors a walk follows
+    /// are the service's answers, not its moments of overload.
+    async fn get_json_settled(&self, path: &str) -> anyhow::Result<(u16, serde_json::Value)> {
+        let mut tries = 1;
+        loop {
+            let (status, body) = self.get_json(path).await?;
+            if status != 503 || tries == SETTLE_TRIES {
+                return Ok((status, body));
+            }
+            eprintln!("page-load: {path} answered 503 ({body}); reading it again in 1 s");
+            tokio::time::sleep(Duration::from_secs(1)).await;
+            tries += 1;
+        }
+    }
+
     /// Walks `product`'s latest list with its cursors, `limit` a page:
     /// every comment, and the cursor of each page after the first.
     async fn walk(&self, product: u64, limit: usize) -> anyhow::Result<(Vec<serde_json::Value>, Vec<String>)> {
         let first = format!("/v1/products/{}/comments?limit={limit}", demo::product_id(product)?);
         let (mut comments, mut cursors, mut path) = (Vec::new(), Vec::new(), first.clone());
         loop {
-            let (status, page) = self.get_json(&path).await?;
+            let (status, page) = self.get_json_settled(&path).await?;
             anyhow::ensure!(status == 200, "{path} answered {status}: {page}");
             comments.extend(page["comments"].as_array().cloned().unwrap_or_default());
             match page["nextCursor"].as_str() {
@@ -267,7 +288,7 @@ impl Pages {
         for product in 1..=self.products {
             let id = demo::product_id(product)?;
             for path in [format!("/v1/products/{id}/comments/ranked"), format!("/v1/products/{id}/comments/summary")] {
-                let (status, body) = self.get_json(&path).await?;
+                let (status, body) = self.get_json_settled(&path).await?;
                 answers.insert(path, json!({ "status": status, "body": body }));
             }
             let (comments, _) = self.walk(product, 100).await?;
