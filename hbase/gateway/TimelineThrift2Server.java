@@ -13,13 +13,10 @@
 // stays cached, and regions are looked up concurrently, with no
 // connection-wide lock.
 //
-// A multi-get is sent as the asynchronous client's batch, one call per
-// region server holding a primary, and the gateway asks a row's secondaries
-// itself when its primary has not answered within the wait a timeline get
-// has (the client's batch has no timeline logic; a get per row, as this
-// gateway sent before, made a page of 20 reviews 20 calls). A scan asked for
-// its first rows (getScannerResults) is the asynchronous client's timeline
-// scan with that limit.
+// A multi-get is a timeline get per row, all at once (the asynchronous
+// client's batch has no timeline logic); a scan asked for its first rows
+// (getScannerResults) is the asynchronous client's timeline scan with that
+// limit.
 //
 // A region with a replica on a server that refuses connections is read from
 // one of its other replicas alone (DownServers). The client asks the primary
@@ -35,16 +32,12 @@ import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
-import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
-import java.util.concurrent.ScheduledFuture;
-import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 
@@ -99,18 +92,8 @@ public class TimelineThrift2Server extends ThriftServer {
     /** How long a timeline read may take in all, retries included. */
     static final String TIMELINE_READ_TIMEOUT_KEY = "reviews.thrift2.timeline.read.timeout.ms";
     static final int TIMELINE_READ_TIMEOUT_MS = 3_000;
-    /** The client's setting, and its default (HBase's `HConstants`). */
-    static final String PRIMARY_CALL_TIMEOUT_KEY = "hbase.client.primaryCallTimeout.get";
-    static final long PRIMARY_CALL_TIMEOUT_MICROS = 10_000;
 
     private final int timelineReadTimeoutMs;
-    /**
-     * How long a row of a multi-get waits for its primary before its
-     * secondaries are asked too: the client's wait for a timeline get
-     * ({@value #PRIMARY_CALL_TIMEOUT_KEY}, in microseconds), so that a row
-     * waits as long in a multi-get as on its own.
-     */
-    private final long primaryCallTimeoutMs;
     /**
      * The asynchronous connection: begun at start and awaited by the first
      * timeline read. A gateway may start before the cluster it serves is up,
@@ -118,24 +101,10 @@ public class TimelineThrift2Server extends ThriftServer {
      */
     private final AtomicReference<CompletableFuture<AsyncConnection>> connection = new AtomicReference<>();
     private final DownServers downServers = new DownServers();
-    /**
-     * Asks a multi-get's rows of their secondaries once their primary has
-     * waited too long ({@link #hedged}): one thread, whose tasks only send.
-     * A cancelled wait (the primary answered in time, as nearly every one
-     * does) leaves its queue at once.
-     */
-    private final ScheduledThreadPoolExecutor hedgeTimer = new ScheduledThreadPoolExecutor(1, runnable -> {
-      Thread thread = new Thread(runnable, "timeline-multiget-hedge");
-      thread.setDaemon(true);
-      return thread;
-    });
 
     Handler(Configuration conf, UserProvider userProvider) throws IOException {
       super(conf, userProvider);
       this.timelineReadTimeoutMs = conf.getInt(TIMELINE_READ_TIMEOUT_KEY, TIMELINE_READ_TIMEOUT_MS);
-      hedgeTimer.setRemoveOnCancelPolicy(true);
-      this.primaryCallTimeoutMs =
-        Math.max(1, conf.getLong(PRIMARY_CALL_TIMEOUT_KEY, PRIMARY_CALL_TIMEOUT_MICROS) / 1_000);
       CompletableFuture<AsyncConnection> first = new CompletableFuture<>();
       connection.set(first);
       connect(first);
@@ -196,26 +165,12 @@ public class TimelineThrift2Server extends ThriftServer {
      * (a multi-get may mix them) is the client's.
      */
     private CompletableFuture<Result> timelineGet(AsyncTable<?> table, Get get) {
-      if (!choosesReplica(get)) {
+      if (get.getConsistency() != Consistency.TIMELINE || get.getReplicaId() >= 0) {
         return table.get(get);
       }
       AsyncTableRegionLocator locator = table.getRegionLocator();
       List<HRegionLocation> replicas = cachedReplicas(locator, get.getRow());
-      return timelineGet(table, get, replicas, downServers.replicaToRead(locator, replicas));
-    }
-
-    /** Whether `get` is a timeline get that leaves its replica to the reader. */
-    private static boolean choosesReplica(Get get) {
-      return get.getConsistency() == Consistency.TIMELINE && get.getReplicaId() < 0;
-    }
-
-    /**
-     * {@link #timelineGet} of a region whose replicas are at `replicas`
-     * (null: not cached), of which `replica` is to be read alone (-1: the
-     * client's way).
-     */
-    private CompletableFuture<Result> timelineGet(AsyncTable<?> table, Get get, List<HRegionLocation> replicas,
-        int replica) {
+      int replica = downServers.replicaToRead(locator, replicas);
       if (replica >= 0) {
         return table.get(get.setReplicaId(replica));
       }
@@ -225,123 +180,6 @@ public class TimelineThrift2Server extends ThriftServer {
         }
         return result;
       });
-    }
-
-    /**
-     * Timeline gets of `gets`, in their order. Those that {@link #timelineGet}
-     * would send the client's way (the primary, then the secondaries when it
-     * is slow) go to their primaries together instead, as one batch: the
-     * client sends it as one call per region server. A row whose primary
-     * has not answered within {@link #primaryCallTimeoutMs} is asked of its
-     * secondaries as well ({@link #hedged}). The others (strong gets, a
-     * chosen replica, a region with a server down or not located yet) are
-     * {@link #timelineGet}'s, one by one.
-     */
-    private List<CompletableFuture<Result>> timelineGets(AsyncTable<?> table, List<Get> gets) {
-      AsyncTableRegionLocator locator = table.getRegionLocator();
-      List<CompletableFuture<Result>> pending = new ArrayList<>(gets.size());
-      List<Integer> batchedAt = new ArrayList<>();
-      List<Get> batched = new ArrayList<>();
-      List<List<HRegionLocation>> batchedReplicas = new ArrayList<>();
-      for (Get get : gets) {
-        if (!choosesReplica(get)) {
-          pending.add(table.get(get));
-          continue;
-        }
-        List<HRegionLocation> replicas = cachedReplicas(locator, get.getRow());
-        int replica = downServers.replicaToRead(locator, replicas);
-        if (replicas != null && replica < 0) {
-          batchedAt.add(pending.size());
-          batched.add(get);
-          batchedReplicas.add(replicas);
-          pending.add(null);
-        } else {
-          pending.add(timelineGet(table, get, replicas, replica));
-        }
-      }
-      if (!batched.isEmpty()) {
-        List<CompletableFuture<Result>> primaries;
-        try {
-          primaries = table.get(batched);
-        } catch (RuntimeException e) {
-          primaries = new ArrayList<>(batched.size());
-          for (int i = 0; i < batched.size(); i++) {
-            primaries.add(CompletableFuture.failedFuture(e));
-          }
-        }
-        for (int i = 0; i < batched.size(); i++) {
-          pending.set(batchedAt.get(i), hedged(table, batched.get(i), batchedReplicas.get(i), primaries.get(i)));
-        }
-      }
-      return pending;
-    }
-
-    /**
-     * The answer to `get`, sent to its primary as `primary`: the primary's,
-     * or, when it has not answered within {@link #primaryCallTimeoutMs} or
-     * has failed with an error worth retrying, the first of the region's
-     * live secondaries to answer (marked stale, and its primary's server
-     * probed). It fails, with the primary's error, only when every replica
-     * asked has failed. Unlike the client's timeline get, a primary that
-     * gives up first does not fail a read a secondary may still answer. A
-     * call that lost is left to end on its own: cancelling it would not stop
-     * the client's retries.
-     */
-    private CompletableFuture<Result> hedged(AsyncTable<?> table, Get get, List<HRegionLocation> replicas,
-        CompletableFuture<Result> primary) {
-      List<Integer> secondaries = downServers.secondariesToAsk(replicas);
-      if (secondaries.isEmpty()) {
-        return primary;
-      }
-      CompletableFuture<Result> answer = new CompletableFuture<>();
-      // The calls that have not failed yet, counted before any is sent: the
-      // last of them to fail fails the answer.
-      AtomicInteger unfailed = new AtomicInteger(1 + secondaries.size());
-      AtomicReference<Throwable> primaryError = new AtomicReference<>();
-      AtomicBoolean secondariesAsked = new AtomicBoolean();
-      Runnable askSecondaries = () -> {
-        if (answer.isDone() || !secondariesAsked.compareAndSet(false, true)) {
-          return;
-        }
-        for (int replica : secondaries) {
-          CompletableFuture<Result> call;
-          try {
-            call = table.get(new Get(get).setReplicaId(replica));
-          } catch (RuntimeException e) {
-            call = CompletableFuture.failedFuture(e);
-          }
-          call.whenComplete((result, error) -> {
-            if (error == null) {
-              if (answer.complete(result)) {
-                downServers.suspectPrimary(replicas);
-              }
-            } else if (unfailed.decrementAndGet() == 0) {
-              answer.completeExceptionally(primaryError.get() != null ? primaryError.get() : error);
-            }
-          });
-        }
-      };
-      ScheduledFuture<?> wait = hedgeTimer.schedule(askSecondaries, primaryCallTimeoutMs, TimeUnit.MILLISECONDS);
-      primary.whenComplete((result, error) -> {
-        wait.cancel(false);
-        if (error == null) {
-          answer.complete(result);
-          return;
-        }
-        Throwable cause = error instanceof CompletionException && error.getCause() != null ? error.getCause() : error;
-        if (cause instanceof DoNotRetryIOException) {
-          // A bad request, which no replica would answer otherwise.
-          answer.completeExceptionally(cause);
-          return;
-        }
-        primaryError.set(cause);
-        // Asked now, unless the timer asked them already (its task was cancelled above).
-        askSecondaries.run();
-        if (unfailed.decrementAndGet() == 0) {
-          answer.completeExceptionally(cause);
-        }
-      });
-      return answer;
     }
 
     /**
@@ -375,11 +213,11 @@ public class TimelineThrift2Server extends ThriftServer {
       if (tgets.stream().noneMatch(tget -> tget.getConsistency() == TConsistency.TIMELINE)) {
         return super.getMultiple(table, tgets);
       }
-      List<Get> gets = new ArrayList<>(tgets.size());
+      AsyncTable<AdvancedScanResultConsumer> async = table(table);
+      List<CompletableFuture<Result>> pending = new ArrayList<>(tgets.size());
       for (TGet tget : tgets) {
-        gets.add(fromThrift(tget));
+        pending.add(timelineGet(async, fromThrift(tget)));
       }
-      List<CompletableFuture<Result>> pending = timelineGets(table(table), gets);
       Result[] results = new Result[pending.size()];
       for (int i = 0; i < results.length; i++) {
         results[i] = await(pending.get(i));
@@ -554,24 +392,6 @@ public class TimelineThrift2Server extends ThriftServer {
         reloadIfDue(locator, replicas.get(0));
       }
       return replica;
-    }
-
-    /**
-     * The ids of the secondaries of the region at `replicas` (primary
-     * first) that a read may ask: those assigned to a server not found
-     * down. Asking one with no server would have the client look it up in
-     * hbase:meta until it gives up, and one on a dead server would drop
-     * the region's cached locations.
-     */
-    List<Integer> secondariesToAsk(List<HRegionLocation> replicas) {
-      List<Integer> live = new ArrayList<>(replicas.size() - 1);
-      for (int id = 1; id < replicas.size(); id++) {
-        HRegionLocation secondary = replicas.get(id);
-        if (secondary != null && secondary.getServerName() != null && !isDown(secondary)) {
-          live.add(id);
-        }
-      }
-      return live;
     }
 
     /** A secondary answered a read of the region at `replicas` (null: none): probes its primary's server if due. */
