@@ -13,8 +13,8 @@ use nix::unistd::Pid;
 use crate::rows::drop_tables;
 
 /// How long the replica serves unready in this test. `/readyz` must turn
-/// within the first half of it: on the two-core machine, beside the suite's
-/// region-server clusters, a second was once too short for the poll itself.
+/// within the first half of it, which leaves the poll room on a two-core
+/// machine running the suite's region-server clusters beside it.
 const UNREADY_FOR: Duration = Duration::from_millis(3_000);
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
