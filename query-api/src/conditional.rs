@@ -3,12 +3,14 @@
 //! ([`crate::etag`]), and 304 without a body when the request already holds
 //! that tag.
 
+use std::future::Future;
+
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 
+use crate::around::Around;
 use crate::encoding::{self, AcceptedCodings};
 use crate::etag::{entity_tag, none_match_hits};
 
@@ -19,22 +21,40 @@ use crate::etag::{entity_tag, none_match_hits};
 /// body) keeps it, unhashed.
 ///
 /// One middleware for both, not a layer each: every layer boxes its future
-/// and clones the route beneath it on each request, and on a cached read
-/// that bookkeeping is a good part of the cost.
-pub async fn conditional_get(request: Request, next: Next) -> Response {
-    let accepted = AcceptedCodings::of(request.headers());
-    // Only the validators, and only when sent: most requests send none.
-    let mut conditions = HeaderMap::new();
-    for value in request.headers().get_all(header::IF_NONE_MATCH) {
-        conditions.append(header::IF_NONE_MATCH, value.clone());
+/// on each request, and on a cached read that bookkeeping is a good part of
+/// the cost.
+#[derive(Debug, Clone, Copy)]
+pub struct ConditionalGet;
+
+impl Around for ConditionalGet {
+    fn around<Beneath>(
+        &self,
+        request: Request,
+        beneath: impl FnOnce(Request) -> Beneath,
+    ) -> impl Future<Output = Response> + Send + 'static
+    where
+        Beneath: Future<Output = Response> + Send + 'static,
+    {
+        let accepted = AcceptedCodings::of(request.headers());
+        // Only the validators, and only when sent: most requests send none.
+        let mut conditions = HeaderMap::new();
+        for value in request.headers().get_all(header::IF_NONE_MATCH) {
+            conditions.append(header::IF_NONE_MATCH, value.clone());
+        }
+        let answer = beneath(request);
+        async move { tagged(accepted, &conditions, answer.await).await }
     }
-    let response = next.run(request).await;
+}
+
+/// `response` as [`ConditionalGet`] answers it to a request that accepts
+/// `accepted` and sent the validators `conditions`.
+async fn tagged(accepted: AcceptedCodings, conditions: &HeaderMap, response: Response) -> Response {
     if response.status() != StatusCode::OK {
         return response;
     }
     let response = encoding::serve_prepared(accepted, response);
     if let Some(tag) = response.headers().get(header::ETAG).cloned() {
-        return if none_match_hits(&conditions, &tag) { not_modified(response.headers(), tag) } else { response };
+        return if none_match_hits(conditions, &tag) { not_modified(response.headers(), tag) } else { response };
     }
     let (mut parts, body) = response.into_parts();
     let bytes = match encoding::buffered(body).await {
@@ -42,7 +62,7 @@ pub async fn conditional_get(request: Request, next: Next) -> Response {
         Err(failed) => return failed,
     };
     let tag = entity_tag(&bytes);
-    if none_match_hits(&conditions, &tag) {
+    if none_match_hits(conditions, &tag) {
         return not_modified(&parts.headers, tag);
     }
     parts.headers.insert(header::ETAG, tag);

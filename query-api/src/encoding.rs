@@ -1,6 +1,6 @@
 //! Answers prepared once with their compressed variants ([`Prepared`]), and
 //! serving each request the variant its `Accept-Encoding` asks for
-//! ([`serve_prepared`], called by [`crate::conditional::conditional_get`]).
+//! ([`serve_prepared`], called by [`crate::conditional::ConditionalGet`]).
 //!
 //! Every browser sends `Accept-Encoding: gzip, deflate, br, zstd`. An answer
 //! the service serves again and again (a cached ranking's answers, a rendered
@@ -283,7 +283,7 @@ fn variant_tag(identity: &HeaderValue, coding: Coding) -> HeaderValue {
 pub struct PreparedAnswer(pub Arc<Prepared>);
 
 /// The variant of a prepared answer that `accepted` asks for (called by
-/// [`crate::conditional::conditional_get`] for the routes that answer prepared
+/// [`crate::conditional::ConditionalGet`] for the routes that answer prepared
 /// bytes): swaps a response carrying a [`PreparedAnswer`] with variants for
 /// that variant, with its `Content-Encoding` and `ETag`, and says
 /// `Vary: Accept-Encoding`; any other response is left as it is. Picked

@@ -3,9 +3,9 @@
 //! deadline, its metrics and access line, and the per-request compression of
 //! its answer.
 //!
-//! One middleware, not a layer for each: every layer boxes its future and
-//! clones the service beneath it on each request, and on a cached read,
-//! whose own work is a cache lookup, that bookkeeping is most of the cost.
+//! One middleware, not a layer for each: every layer boxes its future on
+//! each request, and on a cached read, whose own work is a cache lookup,
+//! that bookkeeping is a good part of the cost.
 //! The span is entered around the request's future only (not around each
 //! frame of the body), and a request id comes from the thread's random
 //! generator, not from a system call.
@@ -15,10 +15,10 @@ use std::time::{Duration, Instant};
 
 use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
 use tracing::Instrument as _;
 
+use crate::around::Around;
 use crate::encoding::{self, AcceptedCodings};
 use crate::error::ApiError;
 use crate::telemetry;
@@ -28,32 +28,50 @@ pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id"
 
 /// The middleware, outermost of the service's but CORS: every answer, an
 /// error or a refusal included, carries the request's id and is counted by
-/// route; none takes longer than `deadline` ([`within_deadline`]). A CORS
+/// route; none takes longer than its `deadline` ([`within_deadline`]). A CORS
 /// preflight, answered by the CORS layer before it, is the one exception.
-pub async fn front_door(deadline: Duration, mut request: Request, next: Next) -> Response {
-    let request_id = match request.headers().get(&REQUEST_ID_HEADER) {
-        Some(chosen_by_the_client) => chosen_by_the_client.clone(),
-        None => {
-            let made = new_request_id();
-            request.headers_mut().insert(REQUEST_ID_HEADER, made.clone());
-            made
+#[derive(Debug, Clone, Copy)]
+pub struct FrontDoor {
+    /// How long a request may take, the service's `--request-timeout`.
+    pub deadline: Duration,
+}
+
+impl Around for FrontDoor {
+    fn around<Beneath>(
+        &self,
+        mut request: Request,
+        beneath: impl FnOnce(Request) -> Beneath,
+    ) -> impl Future<Output = Response> + Send + 'static
+    where
+        Beneath: Future<Output = Response> + Send + 'static,
+    {
+        let request_id = match request.headers().get(&REQUEST_ID_HEADER) {
+            Some(chosen_by_the_client) => chosen_by_the_client.clone(),
+            None => {
+                let made = new_request_id();
+                request.headers_mut().insert(REQUEST_ID_HEADER, made.clone());
+                made
+            }
+        };
+        let route = telemetry::route_of(&request);
+        let method = telemetry::method_label(request.method());
+        let accepted = AcceptedCodings::of(request.headers());
+        let (span, exported) = telemetry::request_span(&request, &request_id, &route);
+        let started = Instant::now();
+        let deadline = self.deadline;
+        // In the span, as its polls are: a log line of the layers beneath
+        // while they take the request is the request's.
+        let answer = span.in_scope(|| beneath(request));
+        async move {
+            let response = within_deadline(started, deadline, answer).await;
+            let mut response = encoding::compress_per_request(accepted, response).await;
+            let span = tracing::Span::current();
+            telemetry::record_answer(&span, exported, route.as_str(), &method, started.elapsed(), &response);
+            response.headers_mut().insert(REQUEST_ID_HEADER, request_id);
+            response
         }
-    };
-    let route = telemetry::route_of(&request);
-    let method = telemetry::method_label(request.method());
-    let accepted = AcceptedCodings::of(request.headers());
-    let (span, exported) = telemetry::request_span(&request, &request_id, &route);
-    let started = Instant::now();
-    async move {
-        let response = within_deadline(started, deadline, next.run(request)).await;
-        let mut response = encoding::compress_per_request(accepted, response).await;
-        let span = tracing::Span::current();
-        telemetry::record_answer(&span, exported, route.as_str(), &method, started.elapsed(), &response);
-        response.headers_mut().insert(REQUEST_ID_HEADER, request_id);
-        response
+        .instrument(span)
     }
-    .instrument(span)
-    .await
 }
 
 /// Answers 503 when a request that came at `started` outlives the service's
@@ -68,7 +86,7 @@ pub async fn front_door(deadline: Duration, mut request: Request, next: Next) ->
 /// of the reads that did not make it.
 ///
 /// Part of the front door rather than a layer of its own: every layer boxes
-/// its future and clones the service beneath it on each request.
+/// its future on each request.
 async fn within_deadline(started: Instant, deadline: Duration, answer: impl Future<Output = Response>) -> Response {
     let work = common::hbase::with_deadline(started + deadline, common::hbase::noting_replica_reads(answer));
     // Relative, on tokio's clock: under tokio's paused time (tests) it is not the std clock.

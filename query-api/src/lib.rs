@@ -29,6 +29,7 @@
 //!   the flags; [`telemetry`] the metrics and request spans; [`openapi`] the
 //!   generated document and `/docs`.
 
+mod around;
 pub mod clients;
 pub mod conditional;
 pub mod config;

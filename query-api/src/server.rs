@@ -3,9 +3,7 @@
 use std::future::Future;
 use std::time::Duration;
 
-use axum::extract::Request;
 use axum::http::{header, HeaderName, HeaderValue, Method};
-use axum::middleware::{self, Next};
 use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
@@ -16,11 +14,12 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
 
+use crate::around::AroundLayer;
 use crate::clients;
-use crate::conditional;
+use crate::conditional::ConditionalGet;
 use crate::connections::serve_connections;
 use crate::error::{ApiError, ErrorCode};
-use crate::front_door::{self, REPLICA_READ_HEADER, REQUEST_ID_HEADER};
+use crate::front_door::{FrontDoor, REPLICA_READ_HEADER, REQUEST_ID_HEADER};
 use crate::openapi::{self, ApiDoc, TypedParameters};
 use crate::routes;
 use crate::routes::answers::{documented, Answers};
@@ -59,7 +58,7 @@ fn routes(state: &AppState) -> Router<AppState> {
         .routes(documented(utoipa_axum::routes!(seed::seed_ranked), Answers::SEED_RANKED))
         .route(widget::SCRIPT_PATH, get(widget::widget_script))
         // The variant a request accepts, and 304 when it holds that variant's tag.
-        .route_layer(middleware::from_fn(conditional::conditional_get))
+        .route_layer(AroundLayer(ConditionalGet))
         // Documented by `ApiDoc` from `seed_next`: one operation, two indexes.
         .route(SeedIndex::Product.next_page_path(), seed::next_page_route(SeedIndex::Product))
         .route(SeedIndex::User.next_page_path(), seed::next_page_route(SeedIndex::User));
@@ -72,9 +71,7 @@ fn routes(state: &AppState) -> Router<AppState> {
         reads
     };
     let shedding = clients::Shedding::new(state.clients().clone(), state.store().clone());
-    let reads = reads.route_layer(middleware::from_fn(move |request: Request, next: Next| {
-        clients::shed_fairly(shedding.clone(), request, next)
-    }));
+    let reads = reads.route_layer(AroundLayer(shedding));
     let mut router = reads
         .routes(documented(utoipa_axum::routes!(ops::healthz), Answers::OPERATIONS))
         .routes(documented(utoipa_axum::routes!(ops::readyz), Answers::OPERATIONS));
@@ -107,9 +104,7 @@ pub(crate) fn with_middleware(routes: Router<AppState>, state: AppState) -> Rout
         // the front door's 503 for a late answer among them. A preflight is
         // answered here, before the front door: it is not counted.
         .option_layer(cors)
-        .layer(middleware::from_fn(move |request: Request, next: Next| {
-            front_door::front_door(request_timeout, request, next)
-        }))
+        .layer(AroundLayer(FrontDoor { deadline: request_timeout }))
         // Innermost, so a panic becomes a 500 that the layers above still log,
         // count and tag with the request id.
         .layer(CatchPanicLayer::custom(panic_response));

@@ -1,7 +1,7 @@
 //! Fair shedding per client: who a request is from ([`ClientId`]), and
 //! refusing the clients that ask more than their fair share first when the
 //! service must shed ([`Clients::admit`], applied to every request by
-//! [`shed_fairly`]).
+//! [`Shedding`]).
 //!
 //! HBase connections are what the service runs short of: when every one is
 //! busy, a request queues, and past the queue's bound it is refused
@@ -66,7 +66,7 @@ mod shedding;
 pub use identity::{parse_trusted_proxy, ApiKey, ClientId, ForwardedHeader, ADDRESS_CLASS, OTHER_CLASS};
 pub use shares::Load;
 use shares::{Counts, Share, Totals, BUSY_FOR};
-pub(crate) use shedding::{shed_fairly, Shedding};
+pub(crate) use shedding::Shedding;
 
 use crate::telemetry;
 

@@ -1,19 +1,22 @@
 //! The middleware that applies the clients' limits to every request it wraps.
 
+use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
 use axum::extract::{ConnectInfo, Request};
 use axum::http::{header, HeaderValue};
-use axum::middleware::Next;
 use axum::response::{IntoResponse, Response};
+use common::hbase::with_queue_bound_lifted;
 use common::store::ReadStore;
+use futures_util::future::Either;
 
 use super::shares::Load;
-use super::{Clients, Why, NEWCOMER_IN_FLIGHT};
+use super::{Admission, Clients, Refusal, Why, NEWCOMER_IN_FLIGHT};
+use crate::around::Around;
 use crate::error::{ApiError, ErrorCode};
 
-/// What [`shed_fairly`] reads: the clients and how HBase is doing, behind
+/// The middleware that sheds by client ([`Around`]): what it reads: the clients and how HBase is doing, behind
 /// one `Arc`, since every request clones it.
 #[derive(Clone)]
 pub(crate) struct Shedding(Arc<SheddingParts>);
@@ -34,53 +37,83 @@ impl Shedding {
 /// `Retry-After`, and holds the admission of the others until their answer
 /// is ready. It wraps the reads only (`crate::server::routes`): the probes
 /// and `/metrics` must show the service as it is, not as one of its clients.
-pub(crate) async fn shed_fairly(shedding: Shedding, request: Request, next: Next) -> Response {
-    let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(address)| address.ip());
-    let SheddingParts { clients, store } = &*shedding.0;
-    let client = clients.identify(peer, request.headers());
-    let load = Load {
-        busy: store.hbase_busy(),
-        latency_ratio: store.hbase_latency_ratio(),
-        connections: store.hbase_connections(),
-        operations: store.hbase_operations(),
-    };
-    match clients.admit(&client, &load) {
-        Ok(mut admission) => {
-            clients.count(&client, None);
-            let response = if admission.sheltered() {
-                common::hbase::with_queue_bound_lifted(next.run(request)).await
-            } else {
-                next.run(request).await
-            };
-            if !response.status().is_server_error() {
-                admission.served();
+impl Around for Shedding {
+    fn around<Beneath>(
+        &self,
+        request: Request,
+        beneath: impl FnOnce(Request) -> Beneath,
+    ) -> impl Future<Output = Response> + Send + 'static
+    where
+        Beneath: Future<Output = Response> + Send + 'static,
+    {
+        match self.admit(&request) {
+            Ok(mut admission) => {
+                let answer = beneath(request);
+                let answer = if admission.sheltered() {
+                    Either::Left(with_queue_bound_lifted(answer))
+                } else {
+                    Either::Right(answer)
+                };
+                Either::Left(async move {
+                    let response = answer.await;
+                    if !response.status().is_server_error() {
+                        admission.served();
+                    }
+                    response
+                })
             }
-            response
-        }
-        Err(refusal) => {
-            clients.count(&client, Some(&refusal));
-            tracing::debug!(%client, reason = refusal.reason(), "client refused");
-            let detail = match refusal.why {
-                Why::Rate => "this client is over its request rate".to_owned(),
-                Why::InFlight { in_flight, .. } => {
-                    format!("this client already has {in_flight} requests in flight, its most")
-                }
-                Why::Newcomer { in_flight } => format!(
-                    "the service is busy and this client, new to it, has {in_flight} requests in flight: \
-                     until its rate is known it may have {NEWCOMER_IN_FLIGHT}, while room for them is left"
-                ),
-                Why::FairShare { rate, fair_rate } => format!(
-                    "the service is busy and this client asks more than its fair share: \
-                     about {rate:.0} requests a second, its share now {fair_rate:.0}"
-                ),
-            };
-            let mut response = ApiError::new(
-                ErrorCode::TooManyRequests,
-                format!("{detail}; retry after {} s", refusal.retry_after_secs),
-            )
-            .into_response();
-            response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(refusal.retry_after_secs));
-            response
+            Err(refusal) => Either::Right(std::future::ready(too_many_requests(&refusal))),
         }
     }
+}
+
+impl Shedding {
+    /// The admission of `request` by its client's limits, or its refusal;
+    /// either counted by the client's class.
+    fn admit(&self, request: &Request) -> Result<Admission, Refusal> {
+        let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(address)| address.ip());
+        let SheddingParts { clients, store } = &*self.0;
+        let client = clients.identify(peer, request.headers());
+        let load = Load {
+            busy: store.hbase_busy(),
+            latency_ratio: store.hbase_latency_ratio(),
+            connections: store.hbase_connections(),
+            operations: store.hbase_operations(),
+        };
+        match clients.admit(&client, &load) {
+            Ok(admission) => {
+                clients.count(&client, None);
+                Ok(admission)
+            }
+            Err(refusal) => {
+                clients.count(&client, Some(&refusal));
+                tracing::debug!(%client, reason = refusal.reason(), "client refused");
+                Err(refusal)
+            }
+        }
+    }
+}
+
+/// The answer to a refused request: `429 too_many_requests`, saying why,
+/// with `Retry-After`.
+fn too_many_requests(refusal: &Refusal) -> Response {
+    let detail = match refusal.why {
+        Why::Rate => "this client is over its request rate".to_owned(),
+        Why::InFlight { in_flight, .. } => {
+            format!("this client already has {in_flight} requests in flight, its most")
+        }
+        Why::Newcomer { in_flight } => format!(
+            "the service is busy and this client, new to it, has {in_flight} requests in flight: \
+                     until its rate is known it may have {NEWCOMER_IN_FLIGHT}, while room for them is left"
+        ),
+        Why::FairShare { rate, fair_rate } => format!(
+            "the service is busy and this client asks more than its fair share: \
+                     about {rate:.0} requests a second, its share now {fair_rate:.0}"
+        ),
+    };
+    let mut response =
+        ApiError::new(ErrorCode::TooManyRequests, format!("{detail}; retry after {} s", refusal.retry_after_secs))
+            .into_response();
+    response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(refusal.retry_after_secs));
+    response
 }
