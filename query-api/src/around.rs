@@ -3,11 +3,12 @@
 //! it in the router.
 //!
 //! `axum::middleware::from_fn` clones the service beneath it, boxes the
-//! clone as a new service and boxes its future, on every request; three of
-//! them cost a cached ranked read about 4.5 µs of its 49 (`bench/wrk-ab.sh`,
-//! the three replaced by empty ones against none). Here the service beneath
-//! is called in place, as tower's own middleware does once `poll_ready` has
-//! said it is ready, and a request's future is boxed once per layer.
+//! clone once more as the `Next` it hands the middleware, runs an extractor
+//! step and boxes its future, on every request; three of them cost a cached
+//! ranked read about 4.5 µs of its 49 (`bench/wrk-ab.sh`, the three replaced
+//! by empty ones against none). Here the service beneath is called in place,
+//! as tower's own middleware does once `poll_ready` has said it is ready,
+//! and a request's future is boxed once per layer.
 
 use std::convert::Infallible;
 use std::future::Future;
@@ -24,8 +25,16 @@ use tower::{Layer, Service};
 pub(crate) trait Around: Clone + Send + Sync + 'static {
     /// Answers `request`. `beneath` hands a request to the service beneath
     /// and returns its answer's future; it is called at most once, and
-    /// before this method returns (the service beneath is borrowed only for
-    /// the call), so whatever reads the request does so first.
+    /// before this method returns, since the service beneath is borrowed
+    /// only for the call. So the middleware reads and changes the request
+    /// before it calls `beneath`.
+    ///
+    /// The service beneath only starts its work when its future is polled:
+    /// each is an axum `Route`, whose `call` makes a future and does nothing
+    /// else. So the scopes a middleware polls that future in (the front
+    /// door's span, deadline and task-locals) hold for all the work beneath
+    /// it. An `Around` put directly over a service whose `call` did work
+    /// would see that work done outside them.
     fn around<Beneath>(
         &self,
         request: Request,
@@ -86,16 +95,15 @@ mod tests {
     use axum::http::{HeaderValue, StatusCode};
     use axum::routing::get;
     use axum::Router;
+    use futures_util::future::{ready, Either, Ready};
     use tower::ServiceExt as _;
 
     use super::*;
 
     /// Tags the request on its way in and the answer on its way out, and
-    /// refuses a request that asks to be refused without calling beneath.
-    #[derive(Clone, Default)]
-    struct Tagging {
-        passed_beneath: Arc<AtomicUsize>,
-    }
+    /// answers a request that asks to be refused itself.
+    #[derive(Clone)]
+    struct Tagging;
 
     impl Around for Tagging {
         fn around<Beneath>(
@@ -107,14 +115,11 @@ mod tests {
             Beneath: Future<Output = Response> + Send + 'static,
         {
             if request.uri().query() == Some("refuse") {
-                return futures_util::future::Either::Left(std::future::ready(
-                    StatusCode::TOO_MANY_REQUESTS.into_response(),
-                ));
+                return Either::Left(ready(StatusCode::TOO_MANY_REQUESTS.into_response()));
             }
             request.headers_mut().insert("x-in", HeaderValue::from_static("tagged"));
-            self.passed_beneath.fetch_add(1, Ordering::Relaxed);
             let answer = beneath(request);
-            futures_util::future::Either::Right(async move {
+            Either::Right(async move {
                 let mut answer = answer.await;
                 answer.headers_mut().insert("x-out", HeaderValue::from_static("tagged"));
                 answer
@@ -122,25 +127,23 @@ mod tests {
         }
     }
 
-    fn router(tagging: Tagging) -> Router {
+    /// A route that counts the requests it answers and echoes their `x-in`.
+    fn router(answered: Arc<AtomicUsize>) -> Router {
         Router::new()
             .route(
                 "/echo",
-                get(|request: Request| async move {
-                    request
-                        .headers()
-                        .get("x-in")
-                        .cloned()
-                        .map_or(String::new(), |value| value.to_str().map(str::to_owned).unwrap_or_default())
+                get(move |request: Request| async move {
+                    answered.fetch_add(1, Ordering::Relaxed);
+                    request.headers().get("x-in").map(|value| value.as_bytes().to_vec()).unwrap_or_default()
                 }),
             )
-            .layer(AroundLayer(tagging))
+            .layer(AroundLayer(Tagging))
     }
 
     #[tokio::test]
     async fn the_request_reaches_the_route_changed_and_the_answer_comes_back_changed() {
-        let tagging = Tagging::default();
-        let answer = router(tagging.clone())
+        let answered = Arc::new(AtomicUsize::new(0));
+        let answer = router(answered.clone())
             .oneshot(Request::get("/echo").body(Body::empty()).expect("a request"))
             .await
             .expect("infallible");
@@ -148,18 +151,61 @@ mod tests {
         assert_eq!(answer.headers().get("x-out").expect("tagged on the way out"), "tagged");
         let body = axum::body::to_bytes(answer.into_body(), 1024).await.expect("a body");
         assert_eq!(&body[..], b"tagged");
-        assert_eq!(tagging.passed_beneath.load(Ordering::Relaxed), 1);
+        assert_eq!(answered.load(Ordering::Relaxed), 1);
     }
 
     #[tokio::test]
     async fn a_request_the_middleware_answers_itself_never_reaches_the_route() {
-        let tagging = Tagging::default();
-        let answer = router(tagging.clone())
+        let answered = Arc::new(AtomicUsize::new(0));
+        let answer = router(answered.clone())
             .oneshot(Request::get("/echo?refuse").body(Body::empty()).expect("a request"))
             .await
             .expect("infallible");
         assert_eq!(answer.status(), StatusCode::TOO_MANY_REQUESTS);
         assert!(answer.headers().get("x-out").is_none());
-        assert_eq!(tagging.passed_beneath.load(Ordering::Relaxed), 0);
+        assert_eq!(answered.load(Ordering::Relaxed), 0);
+    }
+
+    /// A service that is not ready until it has been asked once, and fails
+    /// a test that calls it before.
+    #[derive(Clone, Default)]
+    struct ReadyWhenAskedTwice {
+        asked: usize,
+    }
+
+    impl Service<Request> for ReadyWhenAskedTwice {
+        type Response = Response;
+        type Error = Infallible;
+        type Future = Ready<Result<Response, Infallible>>;
+
+        fn poll_ready(&mut self, context: &mut Context<'_>) -> Poll<Result<(), Infallible>> {
+            self.asked += 1;
+            if self.asked < 2 {
+                context.waker().wake_by_ref();
+                return Poll::Pending;
+            }
+            Poll::Ready(Ok(()))
+        }
+
+        fn call(&mut self, _request: Request) -> Self::Future {
+            assert!(self.asked >= 2, "called before it was ready");
+            ready(Ok(StatusCode::OK.into_response()))
+        }
+    }
+
+    #[tokio::test]
+    async fn the_service_beneath_is_ready_before_it_is_called() {
+        let mut wrapped = AroundLayer(Tagging).layer(ReadyWhenAskedTwice::default());
+        let waker = futures_util::task::noop_waker();
+        let mut context = Context::from_waker(&waker);
+        assert!(wrapped.poll_ready(&mut context).is_pending(), "ready while the service beneath is not");
+        let answer = wrapped
+            .ready()
+            .await
+            .expect("infallible")
+            .call(Request::get("/").body(Body::empty()).expect("a request"))
+            .await
+            .expect("infallible");
+        assert_eq!(answer.headers().get("x-out").expect("tagged on the way out"), "tagged");
     }
 }

@@ -42,19 +42,19 @@ impl Around for ConditionalGet {
             conditions.append(header::IF_NONE_MATCH, value.clone());
         }
         let answer = beneath(request);
-        async move { tagged(accepted, &conditions, answer.await).await }
+        async move { tagged(accepted, conditions, answer.await).await }
     }
 }
 
 /// `response` as [`ConditionalGet`] answers it to a request that accepts
 /// `accepted` and sent the validators `conditions`.
-async fn tagged(accepted: AcceptedCodings, conditions: &HeaderMap, response: Response) -> Response {
+async fn tagged(accepted: AcceptedCodings, conditions: HeaderMap, response: Response) -> Response {
     if response.status() != StatusCode::OK {
         return response;
     }
     let response = encoding::serve_prepared(accepted, response);
     if let Some(tag) = response.headers().get(header::ETAG).cloned() {
-        return if none_match_hits(conditions, &tag) { not_modified(response.headers(), tag) } else { response };
+        return if none_match_hits(&conditions, &tag) { not_modified(response.headers(), tag) } else { response };
     }
     let (mut parts, body) = response.into_parts();
     let bytes = match encoding::buffered(body).await {
@@ -62,7 +62,7 @@ async fn tagged(accepted: AcceptedCodings, conditions: &HeaderMap, response: Res
         Err(failed) => return failed,
     };
     let tag = entity_tag(&bytes);
-    if none_match_hits(conditions, &tag) {
+    if none_match_hits(&conditions, &tag) {
         return not_modified(&parts.headers, tag);
     }
     parts.headers.insert(header::ETAG, tag);

@@ -16,8 +16,15 @@ use super::{Admission, Clients, Refusal, Why, NEWCOMER_IN_FLIGHT};
 use crate::around::Around;
 use crate::error::{ApiError, ErrorCode};
 
-/// The middleware that sheds by client ([`Around`]): what it reads: the clients and how HBase is doing, behind
-/// one `Arc`, since every request clones it.
+/// The fair-shedding middleware ([`Around`]): it counts every request by
+/// its client's class, refuses the one [`Clients::admit`] refuses with
+/// `429 too_many_requests` and `Retry-After`, and holds the admission of the
+/// others until their answer is ready. It wraps the reads only
+/// (`crate::server::routes`): the probes and `/metrics` must show the
+/// service as it is, not as one of its clients.
+///
+/// It holds the clients and HBase's load behind one `Arc`, since axum
+/// clones the layered route on every request.
 #[derive(Clone)]
 pub(crate) struct Shedding(Arc<SheddingParts>);
 
@@ -32,11 +39,6 @@ impl Shedding {
     }
 }
 
-/// The middleware: counts every request by its client's class, refuses the
-/// one [`Clients::admit`] refuses with `429 too_many_requests` and
-/// `Retry-After`, and holds the admission of the others until their answer
-/// is ready. It wraps the reads only (`crate::server::routes`): the probes
-/// and `/metrics` must show the service as it is, not as one of its clients.
 impl Around for Shedding {
     fn around<Beneath>(
         &self,
@@ -104,11 +106,11 @@ fn too_many_requests(refusal: &Refusal) -> Response {
         }
         Why::Newcomer { in_flight } => format!(
             "the service is busy and this client, new to it, has {in_flight} requests in flight: \
-                     until its rate is known it may have {NEWCOMER_IN_FLIGHT}, while room for them is left"
+             until its rate is known it may have {NEWCOMER_IN_FLIGHT}, while room for them is left"
         ),
         Why::FairShare { rate, fair_rate } => format!(
             "the service is busy and this client asks more than its fair share: \
-                     about {rate:.0} requests a second, its share now {fair_rate:.0}"
+             about {rate:.0} requests a second, its share now {fair_rate:.0}"
         ),
     };
     let mut response =
