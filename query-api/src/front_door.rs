@@ -6,9 +6,11 @@
 //! One middleware, not a layer for each: every layer boxes its future on
 //! each request, and on a cached read, whose own work is a cache lookup,
 //! that bookkeeping is a good part of the cost.
-//! The span is entered around the request's future only (not around each
-//! frame of the body), and a request id comes from the thread's random
-//! generator, not from a system call.
+//!
+//! The span is entered while the layers beneath take the request and around
+//! the polls of its answer's future, not around each frame of the body; a
+//! request id comes from the thread's random generator, not from a system
+//! call.
 
 use std::future::Future;
 use std::time::{Duration, Instant};
