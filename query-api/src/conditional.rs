@@ -3,14 +3,12 @@
 //! ([`crate::etag`]), and 304 without a body when the request already holds
 //! that tag.
 
-use std::future::Future;
-
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 
-use crate::around::Around;
+use crate::around::{AnswerFuture, Around};
 use crate::encoding::{self, AcceptedCodings};
 use crate::etag::{entity_tag, none_match_hits};
 
@@ -27,14 +25,11 @@ use crate::etag::{entity_tag, none_match_hits};
 pub struct ConditionalGet;
 
 impl Around for ConditionalGet {
-    fn around<Beneath>(
+    fn around<Beneath: AnswerFuture>(
         &self,
         request: Request,
         beneath: impl FnOnce(Request) -> Beneath,
-    ) -> impl Future<Output = Response> + Send + 'static
-    where
-        Beneath: Future<Output = Response> + Send + 'static,
-    {
+    ) -> impl AnswerFuture {
         let accepted = AcceptedCodings::of(request.headers());
         // Only the validators, and only when sent: most requests send none.
         let mut conditions = HeaderMap::new();

@@ -20,7 +20,7 @@ use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use tracing::Instrument as _;
 
-use crate::around::Around;
+use crate::around::{AnswerFuture, Around};
 use crate::encoding::{self, AcceptedCodings};
 use crate::error::ApiError;
 use crate::telemetry;
@@ -39,14 +39,11 @@ pub struct FrontDoor {
 }
 
 impl Around for FrontDoor {
-    fn around<Beneath>(
+    fn around<Beneath: AnswerFuture>(
         &self,
         mut request: Request,
         beneath: impl FnOnce(Request) -> Beneath,
-    ) -> impl Future<Output = Response> + Send + 'static
-    where
-        Beneath: Future<Output = Response> + Send + 'static,
-    {
+    ) -> impl AnswerFuture {
         let request_id = match request.headers().get(&REQUEST_ID_HEADER) {
             Some(chosen_by_the_client) => chosen_by_the_client.clone(),
             None => {

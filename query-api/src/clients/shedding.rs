@@ -1,6 +1,5 @@
 //! The middleware that applies the clients' limits to every request it wraps.
 
-use std::future::Future;
 use std::net::SocketAddr;
 use std::sync::Arc;
 
@@ -13,7 +12,7 @@ use futures_util::future::Either;
 
 use super::shares::Load;
 use super::{Admission, Clients, Refusal, Why, NEWCOMER_IN_FLIGHT};
-use crate::around::Around;
+use crate::around::{AnswerFuture, Around};
 use crate::error::{ApiError, ErrorCode};
 
 /// The fair-shedding middleware ([`Around`]): it counts every request by
@@ -37,39 +36,7 @@ impl Shedding {
     pub(crate) fn new(clients: Clients, store: ReadStore) -> Shedding {
         Shedding(Arc::new(SheddingParts { clients, store }))
     }
-}
 
-impl Around for Shedding {
-    fn around<Beneath>(
-        &self,
-        request: Request,
-        beneath: impl FnOnce(Request) -> Beneath,
-    ) -> impl Future<Output = Response> + Send + 'static
-    where
-        Beneath: Future<Output = Response> + Send + 'static,
-    {
-        match self.admit(&request) {
-            Ok(mut admission) => {
-                let answer = beneath(request);
-                let answer = if admission.sheltered() {
-                    Either::Left(with_queue_bound_lifted(answer))
-                } else {
-                    Either::Right(answer)
-                };
-                Either::Left(async move {
-                    let response = answer.await;
-                    if !response.status().is_server_error() {
-                        admission.served();
-                    }
-                    response
-                })
-            }
-            Err(refusal) => Either::Right(std::future::ready(too_many_requests(&refusal))),
-        }
-    }
-}
-
-impl Shedding {
     /// The admission of `request` by its client's limits, or its refusal;
     /// either counted by the client's class.
     fn admit(&self, request: &Request) -> Result<Admission, Refusal> {
@@ -92,6 +59,29 @@ impl Shedding {
                 tracing::debug!(%client, reason = refusal.reason(), "client refused");
                 Err(refusal)
             }
+        }
+    }
+}
+
+impl Around for Shedding {
+    fn around<Beneath: AnswerFuture>(
+        &self,
+        request: Request,
+        beneath: impl FnOnce(Request) -> Beneath,
+    ) -> impl AnswerFuture {
+        match self.admit(&request) {
+            Ok(mut admission) => {
+                let answer = beneath(request);
+                Either::Left(async move {
+                    let response =
+                        if admission.sheltered() { with_queue_bound_lifted(answer).await } else { answer.await };
+                    if !response.status().is_server_error() {
+                        admission.served();
+                    }
+                    response
+                })
+            }
+            Err(refusal) => Either::Right(std::future::ready(too_many_requests(&refusal))),
         }
     }
 }
