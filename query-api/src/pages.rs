@@ -102,7 +102,8 @@ pub async fn star_list_page(
 
 /// The ranked answer showing `ranking`'s best `limit` comments with their
 /// authors' nicknames: for the whole ranking (what the review widget asks
-/// for), rendered by the first request and kept with the ranking.
+/// for), rendered by the first request and kept with the ranking, which the
+/// cache then weighs again ([`crate::ranked_cache::RankedCache::reweigh`]).
 pub async fn ranked_with_authors(
     state: &AppState,
     product: Id,
@@ -118,14 +119,14 @@ pub async fn ranked_with_authors(
         return Ok(Arc::new(Prepared::tagged(body)));
     }
     let kept = ranking.keep_with_authors_body(body);
-    // The ranking holds one more answer than the cache weighed it with.
     state.ranked_cache().reweigh(product, ranking);
     Ok(kept)
 }
 
 /// The seed's ranked answer showing `ranking`'s best `limit` comments: for
 /// the whole ranking, rendered by the first request and kept with the
-/// ranking ([`Ranking::keep_seed_body`]).
+/// ranking ([`Ranking::keep_seed_body`]), which the cache then weighs again
+/// ([`crate::ranked_cache::RankedCache::reweigh`]).
 pub fn seed_ranked(
     state: &AppState,
     product: Id,
@@ -135,11 +136,11 @@ pub fn seed_ranked(
     if limit < ranking.comments().len() {
         return ranking.render_seed_body(limit).map_err(render_error);
     }
-    let (kept, kept_now) = ranking.keep_seed_body().map_err(render_error)?;
-    if kept_now {
-        // The ranking holds one more answer than the cache weighed it with.
-        state.ranked_cache().reweigh(product, ranking);
+    if let Some(kept) = ranking.seed_body() {
+        return Ok(kept);
     }
+    let kept = ranking.keep_seed_body().map_err(render_error)?;
+    state.ranked_cache().reweigh(product, ranking);
     Ok(kept)
 }
 

@@ -199,19 +199,18 @@ impl Ranking {
 
     /// The seed's answer of the whole ranking, rendered by the first request
     /// for it and kept (compressed when the ranking is cached) for the
-    /// requests after it; with it, whether this call kept it, so that its
-    /// caller has the cache weigh the ranking again.
-    pub fn keep_seed_body(&self) -> Result<(Arc<Prepared>, bool), serde_json::Error> {
-        if let Some(kept) = self.seed_body.get() {
-            return Ok((Arc::clone(kept), false));
+    /// requests after it.
+    pub fn keep_seed_body(&self) -> Result<Arc<Prepared>, serde_json::Error> {
+        if let Some(kept) = self.seed_body() {
+            return Ok(kept);
         }
         let body = render(&SeedCommentsPage::of_ranked(&self.comments))?;
-        let mut kept_now = false;
-        let kept = self.seed_body.get_or_init(|| {
-            kept_now = true;
-            prepare(body, self.compress)
-        });
-        Ok((Arc::clone(kept), kept_now))
+        Ok(Arc::clone(self.seed_body.get_or_init(|| prepare(body, self.compress))))
+    }
+
+    /// The seed's answer of the whole ranking, once a request rendered it.
+    pub fn seed_body(&self) -> Option<Arc<Prepared>> {
+        self.seed_body.get().cloned()
     }
 }
 
@@ -288,20 +287,20 @@ mod tests {
         let ranking = Ranking::new(ranked.clone(), None, Instant::now(), true);
         let loaded = ranking.weight_bytes();
 
-        let (kept, kept_now) = ranking.keep_seed_body().expect("rendered");
-        assert!(kept_now, "the first request keeps it");
+        assert!(ranking.seed_body().is_none(), "not rendered before a request asks for it");
+        let kept = ranking.keep_seed_body().expect("rendered");
         assert!(kept.has_variants(), "a cached ranking's seed answer is compressed once, when kept");
         let rendered =
             Ranking::new(ranked.clone(), None, Instant::now(), false).render_seed_body(10).expect("rendered");
         assert_eq!(kept.body(), rendered.body(), "the seed's answer of the whole ranking");
         assert_eq!(kept.etag(), rendered.etag());
-        let (uncached, _) = Ranking::new(ranked, None, Instant::now(), false).keep_seed_body().expect("rendered");
+        let uncached = Ranking::new(ranked, None, Instant::now(), false).keep_seed_body().expect("rendered");
         assert!(!uncached.has_variants(), "a ranking served once (no cache) is not compressed ahead");
         assert_eq!(ranking.weight_bytes(), loaded + kept.weight_bytes() as u64, "weighed once kept, not before");
 
-        let (again, kept_now) = ranking.keep_seed_body().expect("kept");
-        assert!(!kept_now, "a later request finds it kept");
-        assert!(Arc::ptr_eq(&kept, &again));
+        let again = ranking.keep_seed_body().expect("kept");
+        assert!(Arc::ptr_eq(&kept, &again), "a later request finds it kept");
+        assert!(Arc::ptr_eq(&kept, &ranking.seed_body().expect("kept")));
         assert!(!Arc::ptr_eq(&kept, &ranking.render_seed_body(9).expect("rendered")), "a shorter one is rendered");
         assert_eq!(ranking.weight_bytes(), loaded + kept.weight_bytes() as u64);
     }

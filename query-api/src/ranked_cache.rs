@@ -169,16 +169,18 @@ impl RankedCache {
 
 impl RankedCache {
     /// Weighs `ranking` again, when the cache still holds it for `product`:
-    /// after it gained an answer its first weighing could not count, one
-    /// prepared by the first request asking for it (the seed's, the one with
-    /// authors). In a task of its own, so that a request dropped meanwhile
-    /// (past its deadline, its client gone) cannot leave that answer held
-    /// and unweighed; the handle is for tests, which wait for it.
-    pub fn reweigh(&self, product: Id, ranking: &Arc<Ranking>) -> tokio::task::JoinHandle<()> {
-        let cache = self.cache.clone();
+    /// called by each request that found an answer missing from it and kept
+    /// one, which its first weighing could not count (the seed's, the one
+    /// with authors); when first requests race, by each of them, and
+    /// putting the same ranking back twice weighs it the same. In a task of
+    /// its own, so that a request dropped meanwhile (past its deadline, its
+    /// client gone) cannot leave that answer held and unweighed; the handle
+    /// is for tests, which wait for it. With the cache off, nothing holds
+    /// the ranking: no task.
+    pub fn reweigh(&self, product: Id, ranking: &Arc<Ranking>) -> Option<tokio::task::JoinHandle<()>> {
+        let cache = self.cache.clone()?;
         let ranking = Arc::clone(ranking);
-        tokio::spawn(async move {
-            let Some(cache) = cache else { return };
+        Some(tokio::spawn(async move {
             // Put back only while the cache still holds this very ranking, in
             // one step: a refresh that replaced it meanwhile stays.
             cache
@@ -192,7 +194,7 @@ impl RankedCache {
                 })
                 .await;
             metrics::gauge!(telemetry::RANKED_CACHE_BYTES).set(cache.weighted_size() as f64);
-        })
+        }))
     }
 
     /// The bytes the cached rankings weigh once the cache's pending
@@ -273,10 +275,19 @@ mod tests {
         let (before, _) = cache.settled_size().await;
         let answer = Bytes::from("{\"comments\":[],\"author\":\"x\"}".repeat(100));
         let kept = ranking.keep_with_authors_body(answer);
-        cache.reweigh(product, &ranking).await.expect("reweighed");
+        cache.reweigh(product, &ranking).expect("the cache is on").await.expect("reweighed");
         let (after, entries) = cache.settled_size().await;
         assert_eq!(entries, 1);
         assert_eq!(after - before, kept.weight_bytes() as u64, "the answer and its variants weighed");
         assert!(kept.has_variants(), "a cached ranking's answers are compressed");
+    }
+
+    #[test]
+    fn with_the_cache_off_nothing_is_weighed_again() {
+        // No runtime here: a spawned task would panic.
+        let cache = RankedCache::new(&Settings { ranked_cache_ttl: Duration::ZERO, ..Settings::default() });
+        let product = Id::parse("productId", "PRODUCT001").expect("id");
+        let ranking = Arc::new(Ranking::new(Vec::new(), None, Instant::now(), false));
+        assert!(cache.reweigh(product, &ranking).is_none());
     }
 }

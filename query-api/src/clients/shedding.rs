@@ -109,3 +109,55 @@ fn too_many_requests(refusal: &Refusal) -> Response {
     response.headers_mut().insert(header::RETRY_AFTER, HeaderValue::from(refusal.retry_after_secs));
     response
 }
+
+#[cfg(test)]
+mod tests {
+    use std::future::{pending, ready, Future as _};
+    use std::task::Context;
+    use std::time::Duration;
+
+    use axum::body::Body;
+    use axum::http::StatusCode;
+    use futures_util::task::noop_waker_ref;
+
+    use super::*;
+    use crate::clients::ClientPolicy;
+    use crate::handler_tests::offline_store;
+
+    /// Shedding over clients that may each have one request in flight. No
+    /// request here reaches HBase: admission only reads the store's load.
+    fn one_in_flight_each() -> Shedding {
+        let clients = Clients::new(ClientPolicy { max_in_flight: Some(1), ..ClientPolicy::default() });
+        Shedding::new(clients, offline_store(Duration::from_millis(200)))
+    }
+
+    fn request() -> Request {
+        Request::get("/v1/products/P000000001/comments/ranked").body(Body::empty()).expect("request")
+    }
+
+    /// The status of a request whose answer is ready as soon as it is let through.
+    async fn status_of_a_quick_request(shedding: &Shedding) -> StatusCode {
+        shedding.around(request(), |_| ready(StatusCode::OK.into_response())).await.status()
+    }
+
+    #[tokio::test]
+    async fn a_request_dropped_while_pending_frees_its_clients_in_flight_place() {
+        let shedding = one_in_flight_each();
+        // Polled once and left pending, as when its client disconnects mid-request.
+        let mut abandoned = Box::pin(shedding.around(request(), |_| pending::<Response>()));
+        assert!(abandoned.as_mut().poll(&mut Context::from_waker(noop_waker_ref())).is_pending());
+        assert_eq!(status_of_a_quick_request(&shedding).await, StatusCode::TOO_MANY_REQUESTS, "the place is held");
+        drop(abandoned);
+        assert_eq!(status_of_a_quick_request(&shedding).await, StatusCode::OK);
+    }
+
+    #[tokio::test]
+    async fn a_request_dropped_before_it_was_polled_frees_its_clients_in_flight_place() {
+        let shedding = one_in_flight_each();
+        // Admitted, then dropped before the runtime polled it (its connection closed first).
+        let never_polled = shedding.around(request(), |_| pending::<Response>());
+        assert_eq!(status_of_a_quick_request(&shedding).await, StatusCode::TOO_MANY_REQUESTS, "the place is held");
+        drop(never_polled);
+        assert_eq!(status_of_a_quick_request(&shedding).await, StatusCode::OK);
+    }
+}

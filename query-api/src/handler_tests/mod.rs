@@ -28,7 +28,8 @@ mod ranked_cache;
 /// An address where nothing listens: connecting is refused at once.
 const CLOSED_ADDRESS: &str = "127.0.0.1:1";
 
-fn offline_state(operation_timeout: Duration) -> AppState {
+/// A store whose gateway refuses every connection at once.
+pub(crate) fn offline_store(operation_timeout: Duration) -> ReadStore {
     let hbase = Hbase::new(HbaseConfig {
         thrift1_gateways: GatewayList::single(CLOSED_ADDRESS),
         connect_timeout: Duration::from_millis(100),
@@ -36,8 +37,11 @@ fn offline_state(operation_timeout: Duration) -> AppState {
         retries: 1,
         ..HbaseConfig::default()
     });
-    let store = ReadStore::new(hbase, Tables::with_prefix("offline_").expect("prefix"));
-    AppState::new(store, Settings::default())
+    ReadStore::new(hbase, Tables::with_prefix("offline_").expect("prefix"))
+}
+
+fn offline_state(operation_timeout: Duration) -> AppState {
+    AppState::new(offline_store(operation_timeout), Settings::default())
 }
 
 fn offline_app(operation_timeout: Duration) -> Router {
