@@ -142,6 +142,7 @@ impl TestCluster {
             // Whatever else the caller's environment sets for its own HBase
             // (the test command's) must not shape this one.
             .env_remove("HBASE_MASTER_OPTS")
+            .env_remove("HBASE_JVM_OPTS")
             .env_remove("HBASE_REGIONSERVERS")
             .env_remove("HBASE_RS_PORT")
             .env_remove("HBASE_MASTER_PORT")
