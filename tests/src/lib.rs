@@ -330,6 +330,9 @@ pub enum ProxyMode {
     /// Holds each chunk of an answer this long before passing it on: a slow
     /// gateway (or an HBase busy with someone else's work).
     Delay(Duration),
+    /// Holds every answer until the mode changes: a gateway whose calls a
+    /// test lets finish exactly when it chooses.
+    Hold,
     /// Swallows every answer: a gateway that accepts calls and never answers
     /// (a hung process, a host gone without a reset: the outage that costs
     /// callers the most). Answers swallowed are lost for good, so a connection
@@ -438,6 +441,11 @@ async fn forward(
         match mode.as_deref().map(FaultyProxy::mode) {
             None | Some(ProxyMode::Pass) => {}
             Some(ProxyMode::Delay(delay)) => tokio::time::sleep(delay).await,
+            Some(ProxyMode::Hold) => {
+                while mode.as_deref().map(FaultyProxy::mode) == Some(ProxyMode::Hold) {
+                    tokio::time::sleep(Duration::from_millis(5)).await;
+                }
+            }
             Some(ProxyMode::BlackHole) => continue,
         }
         if to.write_all(&buffer[..read]).await.is_err() {

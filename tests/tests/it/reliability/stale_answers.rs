@@ -16,6 +16,7 @@ use std::time::{Duration, Instant};
 
 use common::model::{Extra, User};
 use common::store::Store;
+use futures_util::stream::{FuturesUnordered, StreamExt as _};
 use integration_tests::app::{service_store_via, Answer, TestApp};
 use integration_tests::fixtures::{new_comment, post_all, write_ranking, Catalogue, AS_OF_MS};
 use integration_tests::{fresh_store, test_id, thrift2_addr, thrift_addr, wait_for, FaultyProxy, ProxyMode};
@@ -27,6 +28,8 @@ use crate::rows::drop_tables;
 
 /// HBase deadlines long enough for a read through a slowed gateway to end in an answer.
 const PATIENT_FLAGS: &[&str] = &["--hbase-timeout-ms", "6000", "--request-timeout-ms", "8000"];
+/// Patient enough for a call the test holds at the gateway for seconds.
+const HELD_FLAGS: &[&str] = &["--hbase-timeout-ms", "20000", "--request-timeout-ms", "25000"];
 
 /// Both gateways, each behind a proxy the test controls.
 struct Gateways {
@@ -209,9 +212,12 @@ async fn a_stale_copy_is_never_an_answer_older_than_the_newest_served() {
 async fn an_expired_ranking_is_reloaded_by_one_request_while_fifty_are_answered_from_the_expiring_copy() {
     let (tables, catalogue) = ranked_catalogue("stale_while_revalidate").await;
     let gateways = Gateways::start().await;
-    let ttl = Duration::from_secs(1);
-    let settings = Settings { ranked_cache_ttl: ttl, request_timeout: Duration::from_secs(8), ..Settings::default() };
-    let service = TestApp::spawn(gateways.store(&tables, PATIENT_FLAGS), settings).await;
+    // The cache keeps an expired ranking for one more TTL: the fifty requests
+    // below must all arrive within it, which five seconds leave room for on a
+    // loaded machine (one second once let two in late, to wait for the reload).
+    let ttl = Duration::from_secs(5);
+    let settings = Settings { ranked_cache_ttl: ttl, request_timeout: Duration::from_secs(25), ..Settings::default() };
+    let service = TestApp::spawn(gateways.store(&tables, HELD_FLAGS), settings).await;
     let product = catalogue.product(0);
     let path = format!("/v1/products/{product}/comments/ranked");
     let cached = service.get(&path).await;
@@ -222,21 +228,29 @@ async fn an_expired_ranking_is_reloaded_by_one_request_while_fifty_are_answered_
     write_ranking(&tables, &product, &[(best, 0.99)]).await;
     tokio::time::sleep(ttl + Duration::from_millis(200)).await;
 
-    // Every answer of the gateway now takes 1.5 s, so the reload (two round
-    // trips at least: three seconds) is still running while the fifty
-    // requests, sent together, arrive.
-    gateways.set_mode(ProxyMode::Delay(Duration::from_millis(1_500)));
-    let answers = futures_util::future::join_all((0..50).map(|_| service.get(&path))).await;
+    // The gateway's answers are held, so the reload cannot finish while the
+    // fifty requests, sent together, are answered: forty-nine from the
+    // expiring copy, without a call to HBase; only then is the reload let go.
+    gateways.set_mode(ProxyMode::Hold);
+    let mut requests: FuturesUnordered<_> = (0..50).map(|_| service.get(&path)).collect();
+    let mut answers = Vec::new();
+    let forty_nine = async {
+        while answers.len() < 49 {
+            answers.push(requests.next().await.expect("fifty requests"));
+        }
+    };
+    let answered_while_held = tokio::time::timeout(Duration::from_secs(10), forty_nine).await;
     gateways.set_mode(ProxyMode::Pass);
-    let (reloaded, expiring): (Vec<&Answer>, Vec<&Answer>) =
-        answers.iter().partition(|answer| answer.comment_keys() == [best]);
-    assert!(answers.iter().all(|answer| answer.status == StatusCode::OK));
-    assert_eq!(reloaded.len(), 1, "one request reloads the expired ranking");
-    assert_eq!(expiring.len(), 49, "the others are answered from the expiring copy");
-    assert!(expiring.iter().all(|answer| answer.raw == cached.raw));
+    answered_while_held
+        .unwrap_or_else(|_| panic!("{} of the fifty answered while the reload was held, not 49", answers.len()));
+    let reloaded = requests.next().await.expect("the fiftieth request");
+    drop(requests);
+    assert!(answers.iter().chain([&reloaded]).all(|answer| answer.status == StatusCode::OK));
+    assert!(answers.iter().all(|answer| answer.raw == cached.raw), "the others are answered from the expiring copy");
+    assert_eq!(reloaded.comment_keys(), [best], "one request reloads the expired ranking");
     let after = service.get(&path).await;
     assert_eq!(after.comment_keys(), [best], "the reloaded ranking is cached");
-    assert_eq!(after.raw, reloaded[0].raw);
+    assert_eq!(after.raw, reloaded.raw);
     service.shut_down().await;
     drop_tables(&[&tables]).await;
 }
