@@ -70,13 +70,22 @@ impl Jaeger {
         .await
     }
 
-    /// The traces of `service` that Jaeger holds.
-    async fn traces_of(&self, service: &str) -> Vec<Vec<JaegerSpan>> {
+    /// The traces of `service` that Jaeger holds, once one of them holds
+    /// what `whole` looks for: a command's root span ends last and leaves in
+    /// its final batch, which Jaeger may store a moment after the command
+    /// has exited.
+    async fn traces_of(&self, service: &str, whole: impl Fn(&[JaegerSpan]) -> bool) -> Vec<Vec<JaegerSpan>> {
         let url = format!("http://127.0.0.1:{}/api/traces?service={service}&limit=20", self.query_port);
-        let answer: Value = reqwest::get(&url).await.expect("Jaeger's query API").json().await.expect("JSON");
-        answer["data"].as_array().map_or_else(Vec::new, |traces| {
-            traces.iter().map(|trace| spans_of(&serde_json::json!({ "data": [trace] }))).collect()
+        wait_for(Duration::from_secs(30), "the service's whole trace in Jaeger", async || {
+            let answer: Value = reqwest::get(&url).await.ok()?.json().await.ok()?;
+            let traces: Vec<Vec<JaegerSpan>> = answer["data"]
+                .as_array()?
+                .iter()
+                .map(|trace| spans_of(&serde_json::json!({ "data": [trace] })))
+                .collect();
+            traces.iter().any(|spans| whole(spans)).then_some(traces)
         })
+        .await
     }
 }
 
@@ -157,8 +166,9 @@ async fn a_request_continues_the_callers_trace_and_its_hbase_calls_are_its_child
     jaeger.exporting_to(&mut ranker);
     let ranked = tokio::task::spawn_blocking(move || ranker.status()).await.expect("ranker task").expect("ranker");
     assert!(ranked.success(), "ranker run: {ranked}");
-    // The binary flushes its spans before it exits: the trace is whole.
-    let traces = jaeger.traces_of("ranker").await;
+    // The binary sends its spans before it exits; the root's batch, the
+    // last, is waited for.
+    let traces = jaeger.traces_of("ranker", |spans| spans.iter().any(|span| span.operation == "ranker run")).await;
     assert_eq!(traces.len(), 1, "one command, one trace: {traces:#?}");
     let run = &traces[0];
     let root = run.iter().find(|span| span.operation == "ranker run").expect("the command's span");
