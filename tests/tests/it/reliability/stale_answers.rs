@@ -28,7 +28,8 @@ use crate::rows::drop_tables;
 
 /// HBase deadlines long enough for a read through a slowed gateway to end in an answer.
 const PATIENT_FLAGS: &[&str] = &["--hbase-timeout-ms", "6000", "--request-timeout-ms", "8000"];
-/// Patient enough for a call the test holds at the gateway for seconds.
+/// Patient enough for a call the test holds at the gateway for seconds: the
+/// HBase deadline is capped at the request's, so both are raised.
 const HELD_FLAGS: &[&str] = &["--hbase-timeout-ms", "20000", "--request-timeout-ms", "25000"];
 
 /// Both gateways, each behind a proxy the test controls.
@@ -212,15 +213,16 @@ async fn a_stale_copy_is_never_an_answer_older_than_the_newest_served() {
 async fn an_expired_ranking_is_reloaded_by_one_request_while_fifty_are_answered_from_the_expiring_copy() {
     let (tables, catalogue) = ranked_catalogue("stale_while_revalidate").await;
     let gateways = Gateways::start().await;
-    // The cache keeps an expired ranking for one more TTL: the fifty requests
-    // below must all arrive within it, which five seconds leave room for on a
-    // loaded machine (one second once let two in late, to wait for the reload).
+    // An expired ranking stays cached for one more TTL, after which a request
+    // finds none and waits for the load: five seconds give the fifty requests
+    // below ample time to arrive within it.
     let ttl = Duration::from_secs(5);
     let settings = Settings { ranked_cache_ttl: ttl, request_timeout: Duration::from_secs(25), ..Settings::default() };
     let service = TestApp::spawn(gateways.store(&tables, HELD_FLAGS), settings).await;
     let product = catalogue.product(0);
     let path = format!("/v1/products/{product}/comments/ranked");
     let cached = service.get(&path).await;
+    let cached_at = Instant::now();
     assert_eq!(cached.status, StatusCode::OK, "{}", cached.raw);
 
     // A new ranking, which only a reload can show; then the cached one expires.
@@ -241,9 +243,16 @@ async fn an_expired_ranking_is_reloaded_by_one_request_while_fifty_are_answered_
     };
     let answered_while_held = tokio::time::timeout(Duration::from_secs(10), forty_nine).await;
     gateways.set_mode(ProxyMode::Pass);
-    answered_while_held
-        .unwrap_or_else(|_| panic!("{} of the fifty answered while the reload was held, not 49", answers.len()));
+    answered_while_held.unwrap_or_else(|_| {
+        panic!(
+            "{} of the fifty answered while the reload was held, not 49; {:?} after the ranking was cached \
+             (kept for twice the TTL)",
+            answers.len(),
+            cached_at.elapsed()
+        )
+    });
     let reloaded = requests.next().await.expect("the fiftieth request");
+    // The requests borrow `service`, which `shut_down` consumes below.
     drop(requests);
     assert!(answers.iter().chain([&reloaded]).all(|answer| answer.status == StatusCode::OK));
     assert!(answers.iter().all(|answer| answer.raw == cached.raw), "the others are answered from the expiring copy");
