@@ -76,7 +76,7 @@ impl Jaeger {
     /// has exited.
     async fn traces_of(&self, service: &str, whole: impl Fn(&[JaegerSpan]) -> bool) -> Vec<Vec<JaegerSpan>> {
         let url = format!("http://127.0.0.1:{}/api/traces?service={service}&limit=20", self.query_port);
-        wait_for(Duration::from_secs(30), "the service's whole trace in Jaeger", async || {
+        wait_for(Duration::from_secs(30), "a trace of the service holding what the test looks for", async || {
             let answer: Value = reqwest::get(&url).await.ok()?.json().await.ok()?;
             let traces: Vec<Vec<JaegerSpan>> = answer["data"]
                 .as_array()?
