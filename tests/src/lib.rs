@@ -343,11 +343,12 @@ pub enum ProxyMode {
 
 /// A TCP proxy in front of a Thrift gateway whose answers a test can slow down
 /// or withhold while it runs, to show how callers behave when the gateway
-/// turns slow or silent and when it comes back. Stops when dropped.
+/// turns slow or silent and when it comes back. Dropping it stops it and
+/// every connection through it, held answers included.
 #[derive(Debug)]
 pub struct FaultyProxy {
     address: String,
-    mode: std::sync::Arc<std::sync::Mutex<ProxyMode>>,
+    mode: tokio::sync::watch::Sender<ProxyMode>,
     call_chunks: std::sync::Arc<std::sync::atomic::AtomicU64>,
     answer_chunks: std::sync::Arc<std::sync::atomic::AtomicU64>,
     task: tokio::task::JoinHandle<()>,
@@ -358,16 +359,28 @@ impl FaultyProxy {
     pub async fn start(upstream: &str) -> FaultyProxy {
         let listener = tokio::net::TcpListener::bind("127.0.0.1:0").await.expect("bind the proxy");
         let address = listener.local_addr().expect("proxy address").to_string();
-        let mode = std::sync::Arc::new(std::sync::Mutex::new(ProxyMode::Pass));
+        let mode = tokio::sync::watch::Sender::new(ProxyMode::Pass);
         let call_chunks = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         let answer_chunks = std::sync::Arc::new(std::sync::atomic::AtomicU64::new(0));
         let upstream = upstream.to_owned();
         let (shared_mode, shared_calls, shared_answers) = (mode.clone(), call_chunks.clone(), answer_chunks.clone());
         let task = tokio::spawn(async move {
-            while let Ok((client, _)) = listener.accept().await {
-                let (upstream, mode) = (upstream.clone(), shared_mode.clone());
+            // The connections' tasks belong to this set, which this task owns:
+            // aborting it (the proxy dropped) aborts them too, so an answer
+            // held when a test fails is not polled until the runtime ends.
+            let mut connections = tokio::task::JoinSet::new();
+            loop {
+                let client = tokio::select! {
+                    accepted = listener.accept() => match accepted {
+                        Ok((client, _)) => client,
+                        Err(_) => break,
+                    },
+                    // Reaps finished connections, so the set holds only live ones.
+                    Some(_) = connections.join_next() => continue,
+                };
+                let (upstream, mode) = (upstream.clone(), shared_mode.subscribe());
                 let (calls, answers) = (shared_calls.clone(), shared_answers.clone());
-                tokio::spawn(async move {
+                connections.spawn(async move {
                     let Ok(server) = tokio::net::TcpStream::connect(&upstream).await else {
                         return;
                     };
@@ -389,9 +402,10 @@ impl FaultyProxy {
         self.address.clone()
     }
 
-    /// Changes what happens to answers from now on.
+    /// Changes what happens to answers from now on; answers held by
+    /// [`ProxyMode::Hold`] go on at once when the mode leaves it.
     pub fn set_mode(&self, mode: ProxyMode) {
-        *self.mode.lock().unwrap_or_else(std::sync::PoisonError::into_inner) = mode;
+        self.mode.send_replace(mode);
     }
 
     /// How many chunks of calls callers have sent through the proxy so far.
@@ -410,10 +424,6 @@ impl FaultyProxy {
     pub fn answer_chunks(&self) -> u64 {
         self.answer_chunks.load(std::sync::atomic::Ordering::SeqCst)
     }
-
-    fn mode(mode: &std::sync::Mutex<ProxyMode>) -> ProxyMode {
-        *mode.lock().unwrap_or_else(std::sync::PoisonError::into_inner)
-    }
 }
 
 impl Drop for FaultyProxy {
@@ -428,7 +438,7 @@ async fn forward(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
     chunks: std::sync::Arc<std::sync::atomic::AtomicU64>,
-    mode: Option<std::sync::Arc<std::sync::Mutex<ProxyMode>>>,
+    mut mode: Option<tokio::sync::watch::Receiver<ProxyMode>>,
 ) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut buffer = vec![0u8; 64 * 1024];
@@ -438,15 +448,19 @@ async fn forward(
             Ok(read) => read,
         };
         chunks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        match mode.as_deref().map(FaultyProxy::mode) {
-            None | Some(ProxyMode::Pass) => {}
-            Some(ProxyMode::Delay(delay)) => tokio::time::sleep(delay).await,
-            Some(ProxyMode::Hold) => {
-                while mode.as_deref().map(FaultyProxy::mode) == Some(ProxyMode::Hold) {
-                    tokio::time::sleep(Duration::from_millis(5)).await;
+        if let Some(mode) = mode.as_mut() {
+            let current = *mode.borrow();
+            match current {
+                ProxyMode::Pass => {}
+                ProxyMode::Delay(delay) => tokio::time::sleep(delay).await,
+                // Woken by `set_mode`; an error is the proxy gone.
+                ProxyMode::Hold => {
+                    if mode.wait_for(|mode| *mode != ProxyMode::Hold).await.is_err() {
+                        return;
+                    }
                 }
+                ProxyMode::BlackHole => continue,
             }
-            Some(ProxyMode::BlackHole) => continue,
         }
         if to.write_all(&buffer[..read]).await.is_err() {
             return;

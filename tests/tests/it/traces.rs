@@ -18,7 +18,12 @@ struct Jaeger {
     _process: KilledOnDrop,
     otlp_port: u16,
     query_port: u16,
+    /// Asks Jaeger's query API, each question bounded so a wait cannot hang on one.
+    client: reqwest::Client,
 }
+
+/// How long a test waits for spans to be in Jaeger.
+const JAEGER_PATIENCE: Duration = Duration::from_secs(30);
 
 impl Jaeger {
     /// Starts Jaeger (building it first if no build is there yet: minutes)
@@ -46,7 +51,8 @@ impl Jaeger {
             answer.status().is_success().then_some(())
         })
         .await;
-        Jaeger { _process: process, otlp_port, query_port }
+        let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().expect("client");
+        Jaeger { _process: process, otlp_port, query_port, client }
     }
 
     /// The variables that make a binary export its spans here.
@@ -62,12 +68,8 @@ impl Jaeger {
     /// a service's spans arrive in batches, a parent's often after its children's.
     async fn trace(&self, trace_id: &str, whole: impl Fn(&[JaegerSpan]) -> bool) -> Vec<JaegerSpan> {
         let url = format!("http://127.0.0.1:{}/api/traces/{trace_id}", self.query_port);
-        wait_for(Duration::from_secs(30), "the whole trace in Jaeger", async || {
-            let answer: Value = reqwest::get(&url).await.ok()?.json().await.ok()?;
-            let spans = spans_of(&answer);
-            whole(&spans).then_some(spans)
-        })
-        .await
+        let traces = self.traces_until(&url, "the whole trace", &whole).await;
+        traces.into_iter().find(|spans| whole(spans)).expect("the trace that was waited for")
     }
 
     /// The traces of `service` that Jaeger holds, once one of them holds
@@ -76,16 +78,41 @@ impl Jaeger {
     /// has exited.
     async fn traces_of(&self, service: &str, whole: impl Fn(&[JaegerSpan]) -> bool) -> Vec<Vec<JaegerSpan>> {
         let url = format!("http://127.0.0.1:{}/api/traces?service={service}&limit=20", self.query_port);
-        wait_for(Duration::from_secs(30), "a trace of the service holding what the test looks for", async || {
-            let answer: Value = reqwest::get(&url).await.ok()?.json().await.ok()?;
-            let traces: Vec<Vec<JaegerSpan>> = answer["data"]
-                .as_array()?
-                .iter()
-                .map(|trace| spans_of(&serde_json::json!({ "data": [trace] })))
-                .collect();
-            traces.iter().any(|spans| whole(spans)).then_some(traces)
-        })
-        .await
+        self.traces_until(&url, "a trace of the service holding what the test looks for", &whole).await
+    }
+
+    /// Asks Jaeger's query API `url` until one of the traces it answers
+    /// holds what `whole` looks for, and returns them all. Fails the test
+    /// after [`JAEGER_PATIENCE`], naming `what` and showing the operations of
+    /// each trace in Jaeger's last answer, so that the failure tells a span
+    /// still missing from a trace that never arrived.
+    async fn traces_until(
+        &self,
+        url: &str,
+        what: &str,
+        whole: &impl Fn(&[JaegerSpan]) -> bool,
+    ) -> Vec<Vec<JaegerSpan>> {
+        let deadline = std::time::Instant::now() + JAEGER_PATIENCE;
+        loop {
+            let answer = async { self.client.get(url).send().await?.json::<Value>().await }.await;
+            let last = match answer {
+                Ok(answer) => {
+                    let traces = traces_in(&answer);
+                    if traces.iter().any(|spans| whole(spans)) {
+                        return traces;
+                    }
+                    let operations: Vec<Vec<&str>> =
+                        traces.iter().map(|spans| spans.iter().map(|span| span.operation.as_str()).collect()).collect();
+                    format!("traces of these operations: {operations:?}")
+                }
+                Err(error) => format!("an error: {error}"),
+            };
+            assert!(
+                std::time::Instant::now() < deadline,
+                "timed out after {JAEGER_PATIENCE:?} waiting for {what} in Jaeger; its last answer was {last}"
+            );
+            tokio::time::sleep(Duration::from_millis(100)).await;
+        }
     }
 }
 
@@ -99,11 +126,13 @@ struct JaegerSpan {
     tags: HashMap<String, Value>,
 }
 
-/// The spans of the first trace in a `/api/traces` answer.
-fn spans_of(answer: &Value) -> Vec<JaegerSpan> {
-    let Some(trace) = answer["data"].get(0) else {
-        return Vec::new();
-    };
+/// The traces of a `/api/traces` answer, each as its spans.
+fn traces_in(answer: &Value) -> Vec<Vec<JaegerSpan>> {
+    answer["data"].as_array().map(|traces| traces.iter().map(spans_of).collect()).unwrap_or_default()
+}
+
+/// The spans of one trace of a `/api/traces` answer.
+fn spans_of(trace: &Value) -> Vec<JaegerSpan> {
     let services: HashMap<&str, &str> = trace["processes"]
         .as_object()
         .map(|processes| {
@@ -260,7 +289,10 @@ async fn a_request_continues_the_callers_trace_and_its_hbase_calls_are_its_child
         index_scan.iter().any(|call| call.tags.get("hbase.rows").and_then(Value::as_i64).is_some_and(|rows| rows > 0)),
         "a page of the scan says how many rows it carried: {index_scan:#?}"
     );
-    let dropped = reqwest::get(format!("http://127.0.0.1:{}/api/traces/{dropped_trace}", jaeger.query_port))
+    let dropped = jaeger
+        .client
+        .get(format!("http://127.0.0.1:{}/api/traces/{dropped_trace}", jaeger.query_port))
+        .send()
         .await
         .expect("Jaeger's query API");
     assert_eq!(dropped.status(), 404, "a trace its caller did not keep is not exported");
