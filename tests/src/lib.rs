@@ -366,14 +366,22 @@ impl FaultyProxy {
         let (shared_mode, shared_calls, shared_answers) = (mode.clone(), call_chunks.clone(), answer_chunks.clone());
         let task = tokio::spawn(async move {
             // The connections' tasks belong to this set, which this task owns:
-            // aborting it (the proxy dropped) aborts them too, so an answer
-            // held when a test fails is not polled until the runtime ends.
+            // aborting it (the proxy dropped) aborts them too, so every
+            // connection through a dropped proxy closes and its callers see
+            // the gateway gone, as they would if it had died.
             let mut connections = tokio::task::JoinSet::new();
             loop {
                 let client = tokio::select! {
                     accepted = listener.accept() => match accepted {
                         Ok((client, _)) => client,
-                        Err(_) => break,
+                        // A refused accept (out of descriptors, a connection
+                        // reset before it was taken) must not end the
+                        // connections already through.
+                        Err(error) => {
+                            eprintln!("FaultyProxy: accept failed: {error}");
+                            tokio::time::sleep(Duration::from_millis(10)).await;
+                            continue;
+                        }
                     },
                     // Reaps finished connections, so the set holds only live ones.
                     Some(_) = connections.join_next() => continue,
@@ -402,8 +410,9 @@ impl FaultyProxy {
         self.address.clone()
     }
 
-    /// Changes what happens to answers from now on; answers held by
-    /// [`ProxyMode::Hold`] go on at once when the mode leaves it.
+    /// Changes what happens to answers from now on. An answer held by
+    /// [`ProxyMode::Hold`] goes on, unchanged, once its connection sees
+    /// another mode (a change back to `Hold` before then keeps it held).
     pub fn set_mode(&self, mode: ProxyMode) {
         self.mode.send_replace(mode);
     }
@@ -433,12 +442,12 @@ impl Drop for FaultyProxy {
 }
 
 /// Copies `from` into `to` until either side closes, counting each chunk in
-/// `chunks`; for answers (`mode` given), applies the mode to each chunk.
+/// `chunks`; for answers (`modes` given), applies the mode of the moment to each chunk.
 async fn forward(
     mut from: tokio::net::tcp::OwnedReadHalf,
     mut to: tokio::net::tcp::OwnedWriteHalf,
     chunks: std::sync::Arc<std::sync::atomic::AtomicU64>,
-    mut mode: Option<tokio::sync::watch::Receiver<ProxyMode>>,
+    mut modes: Option<tokio::sync::watch::Receiver<ProxyMode>>,
 ) {
     use tokio::io::{AsyncReadExt, AsyncWriteExt};
     let mut buffer = vec![0u8; 64 * 1024];
@@ -448,14 +457,14 @@ async fn forward(
             Ok(read) => read,
         };
         chunks.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
-        if let Some(mode) = mode.as_mut() {
-            let current = *mode.borrow();
+        if let Some(modes) = modes.as_mut() {
+            let current = *modes.borrow();
             match current {
                 ProxyMode::Pass => {}
                 ProxyMode::Delay(delay) => tokio::time::sleep(delay).await,
                 // Woken by `set_mode`; an error is the proxy gone.
                 ProxyMode::Hold => {
-                    if mode.wait_for(|mode| *mode != ProxyMode::Hold).await.is_err() {
+                    if modes.wait_for(|mode| *mode != ProxyMode::Hold).await.is_err() {
                         return;
                     }
                 }

@@ -43,15 +43,15 @@ impl Jaeger {
                 .expect("start scripts/jaeger.sh run"),
         );
         let health = format!("http://127.0.0.1:{health_port}/status");
+        let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().expect("client");
         wait_for(Duration::from_secs(600), "Jaeger to serve", async || {
             if let Ok(Some(status)) = process.0.try_wait() {
                 panic!("scripts/jaeger.sh run ended ({status}) before Jaeger served; it builds Jaeger with Go");
             }
-            let answer = reqwest::get(&health).await.ok()?;
+            let answer = client.get(&health).send().await.ok()?;
             answer.status().is_success().then_some(())
         })
         .await;
-        let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().expect("client");
         Jaeger { _process: process, otlp_port, query_port, client }
     }
 
@@ -68,7 +68,7 @@ impl Jaeger {
     /// a service's spans arrive in batches, a parent's often after its children's.
     async fn trace(&self, trace_id: &str, whole: impl Fn(&[JaegerSpan]) -> bool) -> Vec<JaegerSpan> {
         let url = format!("http://127.0.0.1:{}/api/traces/{trace_id}", self.query_port);
-        let traces = self.traces_until(&url, "the whole trace", &whole).await;
+        let traces = self.traces_until(&url, &format!("the whole trace {trace_id}"), &whole).await;
         traces.into_iter().find(|spans| whole(spans)).expect("the trace that was waited for")
     }
 
@@ -94,16 +94,22 @@ impl Jaeger {
     ) -> Vec<Vec<JaegerSpan>> {
         let deadline = std::time::Instant::now() + JAEGER_PATIENCE;
         loop {
-            let answer = async { self.client.get(url).send().await?.json::<Value>().await }.await;
+            let answer = async {
+                let response = self.client.get(url).send().await?;
+                let status = response.status();
+                Ok::<_, reqwest::Error>((status, response.json::<Value>().await?))
+            }
+            .await;
             let last = match answer {
-                Ok(answer) => {
+                Ok((status, answer)) => {
                     let traces = traces_in(&answer);
                     if traces.iter().any(|spans| whole(spans)) {
                         return traces;
                     }
                     let operations: Vec<Vec<&str>> =
                         traces.iter().map(|spans| spans.iter().map(|span| span.operation.as_str()).collect()).collect();
-                    format!("traces of these operations: {operations:?}")
+                    // Jaeger names what it could not find (a trace, a service) in `errors`.
+                    format!("{status}, traces of these operations: {operations:?}, errors: {}", answer["errors"])
                 }
                 Err(error) => format!("an error: {error}"),
             };
