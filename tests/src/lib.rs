@@ -483,13 +483,24 @@ async fn forward(
 /// guess. The pause between polls starts at 5 ms, so a quick event is seen
 /// quickly, and doubles up to 100 ms, so a slow one costs little.
 pub async fn wait_for<T>(limit: Duration, what: &str, mut check: impl AsyncFnMut() -> Option<T>) -> T {
+    wait_showing(limit, what, async || check().await.ok_or_else(String::new)).await
+}
+
+/// As [`wait_for`], but `check` says what it saw when the event has not
+/// come yet (`Err`), and the failure shows the last of it, so that it tells
+/// a wait that came close from one that saw nothing.
+pub async fn wait_showing<T>(limit: Duration, what: &str, mut check: impl AsyncFnMut() -> Result<T, String>) -> T {
     let deadline = Instant::now() + limit;
     let mut pause = Duration::from_millis(5);
     loop {
-        if let Some(value) = check().await {
-            return value;
+        let seen = match check().await {
+            Ok(value) => return value,
+            Err(seen) => seen,
+        };
+        if Instant::now() >= deadline {
+            let shown = if seen.is_empty() { String::new() } else { format!("; last seen: {seen}") };
+            panic!("timed out after {limit:?} waiting for {what}{shown}");
         }
-        assert!(Instant::now() < deadline, "timed out after {limit:?} waiting for {what}");
         tokio::time::sleep(pause).await;
         pause = (pause * 2).min(Duration::from_millis(100));
     }

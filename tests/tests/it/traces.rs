@@ -8,7 +8,9 @@ use std::process::{Command, Stdio};
 use std::time::Duration;
 
 use integration_tests::fixtures::{post_all, Catalogue};
-use integration_tests::{cargo_binary, free_port, fresh_store, thrift2_addr, thrift_addr, wait_for, KilledOnDrop};
+use integration_tests::{
+    cargo_binary, free_port, fresh_store, thrift2_addr, thrift_addr, wait_for, wait_showing, KilledOnDrop,
+};
 use serde_json::Value;
 
 use crate::rows::drop_tables;
@@ -68,8 +70,14 @@ impl Jaeger {
     /// a service's spans arrive in batches, a parent's often after its children's.
     async fn trace(&self, trace_id: &str, whole: impl Fn(&[JaegerSpan]) -> bool) -> Vec<JaegerSpan> {
         let url = format!("http://127.0.0.1:{}/api/traces/{trace_id}", self.query_port);
-        let traces = self.traces_until(&url, &format!("the whole trace {trace_id}"), &whole).await;
-        traces.into_iter().find(|spans| whole(spans)).expect("the trace that was waited for")
+        wait_showing(JAEGER_PATIENCE, &format!("the whole trace {trace_id} in Jaeger"), async || {
+            let mut traces = self.traces_at(&url).await?;
+            match traces.iter().position(|spans| whole(spans)) {
+                Some(found) => Ok(traces.swap_remove(found)),
+                None => Err(operations_of(&traces)),
+            }
+        })
+        .await
     }
 
     /// The traces of `service` that Jaeger holds, once one of them holds
@@ -78,48 +86,36 @@ impl Jaeger {
     /// has exited.
     async fn traces_of(&self, service: &str, whole: impl Fn(&[JaegerSpan]) -> bool) -> Vec<Vec<JaegerSpan>> {
         let url = format!("http://127.0.0.1:{}/api/traces?service={service}&limit=20", self.query_port);
-        self.traces_until(&url, "a trace of the service holding what the test looks for", &whole).await
+        wait_showing(JAEGER_PATIENCE, &format!("a trace of {service} holding what the test looks for"), async || {
+            let traces = self.traces_at(&url).await?;
+            if traces.iter().any(|spans| whole(spans)) {
+                Ok(traces)
+            } else {
+                Err(operations_of(&traces))
+            }
+        })
+        .await
     }
 
-    /// Asks Jaeger's query API `url` until one of the traces it answers
-    /// holds what `whole` looks for, and returns them all. Fails the test
-    /// after [`JAEGER_PATIENCE`], naming `what` and showing the operations of
-    /// each trace in Jaeger's last answer, so that the failure tells a span
-    /// still missing from a trace that never arrived.
-    async fn traces_until(
-        &self,
-        url: &str,
-        what: &str,
-        whole: &impl Fn(&[JaegerSpan]) -> bool,
-    ) -> Vec<Vec<JaegerSpan>> {
-        let deadline = std::time::Instant::now() + JAEGER_PATIENCE;
-        loop {
-            let answer = async {
-                let response = self.client.get(url).send().await?;
-                let status = response.status();
-                Ok::<_, reqwest::Error>((status, response.json::<Value>().await?))
-            }
-            .await;
-            let last = match answer {
-                Ok((status, answer)) => {
-                    let traces = traces_in(&answer);
-                    if traces.iter().any(|spans| whole(spans)) {
-                        return traces;
-                    }
-                    let operations: Vec<Vec<&str>> =
-                        traces.iter().map(|spans| spans.iter().map(|span| span.operation.as_str()).collect()).collect();
-                    // Jaeger names what it could not find (a trace, a service) in `errors`.
-                    format!("{status}, traces of these operations: {operations:?}, errors: {}", answer["errors"])
-                }
-                Err(error) => format!("an error: {error}"),
-            };
-            assert!(
-                std::time::Instant::now() < deadline,
-                "timed out after {JAEGER_PATIENCE:?} waiting for {what} in Jaeger; its last answer was {last}"
-            );
-            tokio::time::sleep(Duration::from_millis(100)).await;
+    /// The traces Jaeger's query API answers at `url`, or what went wrong in
+    /// words: its status and the `errors` it names (a trace or a service it
+    /// does not hold), or the request's failure.
+    async fn traces_at(&self, url: &str) -> Result<Vec<Vec<JaegerSpan>>, String> {
+        let response = self.client.get(url).send().await.map_err(|error| error.to_string())?;
+        let status = response.status();
+        let answer: Value = response.json().await.map_err(|error| format!("{status}: {error}"))?;
+        if !status.is_success() {
+            return Err(format!("{status}: {}", answer["errors"]));
         }
+        Ok(answer["data"].as_array().map(|traces| traces.iter().map(spans_of).collect()).unwrap_or_default())
     }
+}
+
+/// The operations of each trace, for a wait's failure to show what Jaeger held.
+fn operations_of(traces: &[Vec<JaegerSpan>]) -> String {
+    let operations: Vec<Vec<&str>> =
+        traces.iter().map(|spans| spans.iter().map(|span| span.operation.as_str()).collect()).collect();
+    format!("traces of these operations: {operations:?}")
 }
 
 /// One span as Jaeger's query API gives it.
@@ -130,11 +126,6 @@ struct JaegerSpan {
     operation: String,
     service: String,
     tags: HashMap<String, Value>,
-}
-
-/// The traces of a `/api/traces` answer, each as its spans.
-fn traces_in(answer: &Value) -> Vec<Vec<JaegerSpan>> {
-    answer["data"].as_array().map(|traces| traces.iter().map(spans_of).collect()).unwrap_or_default()
 }
 
 /// The spans of one trace of a `/api/traces` answer.
