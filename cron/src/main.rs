@@ -9,17 +9,17 @@ use common::exit::ExitStatus;
 use common::store::lease::SystemClock;
 use cron::{CronArgs, Daemon};
 
-#[tokio::main]
-async fn main() -> ExitCode {
-    let _tracing = common::traces::init("ranker-cron");
-    match run().await {
-        Ok(code) => code,
-        Err(error) => {
-            tracing::error!(error = format!("{error:#}"), "ranker-cron failed");
-            eprintln!("ranker-cron: {error:#}");
-            ExitStatus::Failure.into()
+fn main() -> ExitCode {
+    common::exit::run_main("ranker-cron", async {
+        match run().await {
+            Ok(code) => code,
+            Err(error) => {
+                tracing::error!(error = format!("{error:#}"), "ranker-cron failed");
+                eprintln!("ranker-cron: {error:#}");
+                ExitStatus::Failure.into()
+            }
         }
-    }
+    })
 }
 
 async fn run() -> anyhow::Result<ExitCode> {

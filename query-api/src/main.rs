@@ -22,9 +22,11 @@ const FILES_KEPT_BESIDE_CONNECTIONS: u64 = 256;
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-#[tokio::main]
-async fn main() -> ExitCode {
-    let _tracing = common::traces::init("query-api");
+fn main() -> ExitCode {
+    common::exit::run_main("query-api", run())
+}
+
+async fn run() -> ExitCode {
     // Flags that do not parse exit 2 inside `Args::parse`, like every binary's usage errors.
     let args = Args::parse();
     let tables = match args.hbase.tables() {

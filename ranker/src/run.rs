@@ -17,6 +17,7 @@ use crate::product::ProductOutcome;
 use crate::run_products::{choose_products, Products};
 use crate::trace_budget::ProductSpans;
 use crate::worker::{Pass, Worker};
+use crate::writer::SlotWriter;
 use crate::{ProductFailure, RankerError, RunOptions, RunProgress, RunReport};
 
 /// Ranks every product in `options.scope` and reports what it did.
@@ -72,15 +73,25 @@ async fn drive(
     let started = Instant::now();
     let pacer = Pacer::new(&options.pacing);
     let mut report = empty_report(options, pass, &pacer);
-    let worker = Worker::new(store, options, pass, &pacer, &stop);
+    let (writer, writes) = (!report.dry_run).then(|| SlotWriter::start(store.clone(), pacer.clone())).unzip();
+    let worker = Worker::new(store, options, pass, &pacer, writer, &stop);
     let products = choose_products(store, options, &pacer, &stop, &mut report).await?;
     report.refresh_cuts = rank_each(products, &worker, options.concurrency, &stop, &mut report).await;
+    report.comment_fetches = worker.job.fetcher.calls();
+    // Every product has its answer from the writer, which ends once its last
+    // handle, the worker's, is gone. Waited for all the same: until it ends
+    // it holds the pass's span, which is exported only once closed. (A
+    // writer that panicked has already failed its products: "the slot
+    // writer stopped".)
+    drop(worker);
+    if let Some(writes) = writes {
+        let _ = writes.await;
+    }
     report.interrupted |= stop.is_cancelled();
     // Each ranked product's summary is written with its ranking, in the same call.
     report.summaries_written = if report.dry_run { 0 } else { report.products_ranked };
     report.duration_ms = u64::try_from(started.elapsed().as_millis()).unwrap_or(u64::MAX);
     report.pacing = pacer.report(report.comments_scored, started.elapsed());
-    report.comment_fetches = worker.job.fetcher.calls();
     log_finished(&report);
     Ok(report)
 }

@@ -38,16 +38,17 @@ pub(crate) struct Worker {
 }
 
 impl Worker {
-    /// The workers of a run under `options`, sharing one pacer and fetcher;
-    /// logs how the run is set up.
+    /// The workers of a run under `options`, sharing one pacer and fetcher,
+    /// and `writer` unless the run writes nothing; logs how the run is set up.
     pub(crate) fn new(
         store: &Store,
         options: &RunOptions,
         pass: Pass,
         pacer: &Pacer,
+        writer: Option<SlotWriter>,
         stop: &CancellationToken,
     ) -> Worker {
-        let dry_run = options.dry_run || pass == Pass::ReadOnly;
+        let dry_run = writer.is_none();
         // Smaller pages when paced: a reader queues behind a big multi-get for
         // as long as it holds a gateway thread and a handler.
         let page_rows = match options.pacing.mode {
@@ -57,7 +58,7 @@ impl Worker {
         let job = Arc::new(ProductJob {
             scoring: Arc::new(options.scoring.clone()),
             as_of_ms: options.as_of_ms,
-            writer: (!dry_run).then(|| SlotWriter::start(store.clone(), pacer.clone())),
+            writer,
             page_rows,
             pacer: pacer.clone(),
             fetcher: CommentFetcher::new(store.clone(), pacer.clone(), page_rows),

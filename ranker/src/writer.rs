@@ -14,6 +14,7 @@
 
 use common::store::{ProductRanking, Store};
 use tokio::sync::{mpsc, oneshot};
+use tokio::task::JoinHandle;
 use tracing::Instrument as _;
 
 use crate::pace::Pacer;
@@ -35,14 +36,17 @@ pub(crate) struct SlotWriter {
 }
 
 impl SlotWriter {
-    /// Starts the writer task for `store`, its calls taking turns from `pacer`.
-    pub(crate) fn start(store: Store, pacer: Pacer) -> SlotWriter {
+    /// Starts the writer task for `store`, its calls taking turns from
+    /// `pacer`; the task ends once every handle is dropped and its queue is
+    /// written. Await the returned task then: until it ends, it holds the
+    /// span of the pass that started it.
+    pub(crate) fn start(store: Store, pacer: Pacer) -> (SlotWriter, JoinHandle<()>) {
         let (requests, queue) = mpsc::channel(MAX_PRODUCTS_PER_CALL * 4);
         // One call writes several products' slots, so it belongs to no one
         // product's span: it goes under the pass that starts the writer (its
         // first calls only: `CallSpans`).
-        tokio::spawn(write_queued(store, pacer, queue).in_current_span());
-        SlotWriter { requests }
+        let task = tokio::spawn(write_queued(store, pacer, queue).in_current_span());
+        (SlotWriter { requests }, task)
     }
 
     /// Writes `ranking` over the product's last one, waiting until HBase took the write.

@@ -52,10 +52,12 @@ enum IndexCommand {
     },
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
-    let _tracing = common::traces::init("reviews-admin");
-    let outcome = match Cli::parse().command {
+fn main() -> ExitCode {
+    common::exit::run_main("reviews-admin", run(Cli::parse()))
+}
+
+async fn run(cli: Cli) -> ExitCode {
+    let outcome = match cli.command {
         Command::Schema(command) => command.run().await,
         Command::Demo(DemoCommand::Load(args)) => load::load_demo(&args).await,
         Command::Index(IndexCommand::Check(args)) => index::check_indexes(&args, IndexMode::Check).await,

@@ -295,3 +295,49 @@ async fn a_request_continues_the_callers_trace_and_its_hbase_calls_are_its_child
     assert_eq!(dropped.status(), 404, "a trace its caller did not keep is not exported");
     drop_tables(&[&store]).await;
 }
+
+/// A run's tasks can outlive its command: the slot writer ends when the last
+/// handle on it drops, an aborted lister or read-ahead when the runtime next
+/// gets to it. Each holds a span of the run's trace, and a span (and every
+/// parent above it) is exported only once closed, so a task still alive
+/// when the exporter made its last flush took the run's root with it. Every
+/// run of several, single products and full runs (listers, the lease), must
+/// arrive whole.
+#[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+async fn every_ranker_run_exports_its_whole_trace_before_it_exits() {
+    const RUNS: usize = 8;
+    let jaeger = Jaeger::start().await;
+    let catalogue = Catalogue { products: 3, comments_per_product: 4, users: 5 };
+    let store = fresh_store("traces_whole").await;
+    post_all(&store, catalogue.new_comments(0)).await;
+    let product = catalogue.product(1).to_string();
+    let prefix = store.tables().prefix.clone();
+    for run in 0..RUNS {
+        let mut ranker = Command::new(cargo_binary("ranker"));
+        ranker.args(["run", "--table-prefix", &prefix]);
+        if run % 2 == 0 {
+            ranker.args(["--product", &product]);
+        }
+        ranker.args(["--thrift-addr", &thrift_addr(), "--thrift2-addr", &thrift2_addr()]).stdout(Stdio::null());
+        jaeger.exporting_to(&mut ranker);
+        let ranked = tokio::task::spawn_blocking(move || ranker.status()).await.expect("ranker task").expect("ranker");
+        assert!(ranked.success(), "ranker run {run}: {ranked}");
+    }
+    let whole = |spans: &[JaegerSpan]| {
+        let root = spans.iter().find(|span| span.operation == "ranker run" && span.parent_id.is_none());
+        root.is_some_and(|root| {
+            spans.iter().any(|span| span.operation == "ranking pass" && span.parent_id.as_ref() == Some(&root.span_id))
+        })
+    };
+    let url = format!("http://127.0.0.1:{}/api/traces?service=ranker&limit=50", jaeger.query_port);
+    wait_showing(JAEGER_PATIENCE, &format!("{RUNS} traces of ranker, each whole"), async || {
+        let traces = jaeger.traces_at(&url).await?;
+        if traces.len() == RUNS && traces.iter().all(|spans| whole(spans)) {
+            Ok(())
+        } else {
+            Err(operations_of(&traces))
+        }
+    })
+    .await;
+    drop_tables(&[&store]).await;
+}

@@ -42,12 +42,14 @@ mod scenario;
 mod services;
 
 use std::path::PathBuf;
+use std::process::ExitCode;
 use std::sync::Arc;
 use std::time::Duration;
 
 use anyhow::{bail, Context};
 use clap::Parser;
 use common::config::HbaseArgs;
+use common::exit::ExitStatus;
 use common::store::products::ProductIndex;
 use common::store::Store;
 use common::Id;
@@ -112,10 +114,17 @@ struct BenchArgs {
     hbase: HbaseArgs,
 }
 
-#[tokio::main]
-async fn main() -> anyhow::Result<()> {
-    let _tracing = common::traces::init("api-bench");
+fn main() -> ExitCode {
     let args = BenchArgs::parse();
+    common::exit::run_main("api-bench", async {
+        match bench(args).await {
+            Ok(()) => ExitStatus::Success.into(),
+            Err(error) => common::exit::report_failure(&error, |_| false).into(),
+        }
+    })
+}
+
+async fn bench(args: BenchArgs) -> anyhow::Result<()> {
     if args.connections == 0 || args.duration_secs == 0 {
         bail!("--connections and --duration-secs must be positive");
     }

@@ -59,10 +59,12 @@ enum Command {
     Shards(shards::ShardsArgs),
 }
 
-#[tokio::main]
-async fn main() -> ExitCode {
+fn main() -> ExitCode {
     let cli = Cli::parse();
-    let _tracing = common::traces::init("ranker");
+    common::exit::run_main("ranker", command(cli))
+}
+
+async fn command(cli: Cli) -> ExitCode {
     // When its trace is kept, the whole command is one trace: its lease,
     // its run record and its pass over the products.
     let span = common::traces::root_span_for_trace(|| {
