@@ -1,6 +1,5 @@
 //! The exit statuses every binary of the project uses, so that a script or a
-//! scheduler reads one table whichever command it started, and the one way a
-//! binary's `main` starts and ends ([`run_main`]).
+//! scheduler reads one table whichever command it started.
 //!
 //! | status | meaning |
 //! |---|---|
@@ -10,9 +9,7 @@
 //! | 75 | try later (`EX_TEMPFAIL` of `sysexits.h`): another run holds the night |
 //! | 130 | interrupted by a signal (128 + SIGINT, as shells report it) |
 
-use std::future::Future;
 use std::process::ExitCode;
-use std::time::Duration;
 
 use crate::store::runs::RunStatus;
 
@@ -48,38 +45,6 @@ impl ExitStatus {
     pub fn exit_now(self) -> ! {
         std::process::exit(i32::from(self.code()))
     }
-}
-
-/// How long the end of a process waits for blocking calls still running
-/// (an HBase call on the blocking pool) before it exits.
-const BLOCKING_CALLS_AT_EXIT: Duration = Duration::from_secs(5);
-
-/// Runs a binary's `main`: installs the logs and the export of spans
-/// ([`crate::traces::init`]) as service `service_name`, runs `main` on a
-/// multi-threaded tokio runtime, and ends the two in the order the export
-/// needs.
-///
-/// A span is exported when it closes, and a span closes only once nothing
-/// holds it, its children included. A task the work leaves running (one
-/// that ends when its last handle is dropped, or one aborted but not yet
-/// dropped by the runtime) still holds its span, and through it every span
-/// above, up to the command's root: flushed before the task is gone, the
-/// trace would arrive without its root. So the runtime, and every task on
-/// it, goes first, and only then are the last spans sent.
-pub fn run_main(service_name: &'static str, main: impl Future<Output = ExitCode>) -> ExitCode {
-    let tracing = crate::traces::init(service_name);
-    let runtime = match tokio::runtime::Runtime::new() {
-        Ok(runtime) => runtime,
-        Err(error) => {
-            tracing::error!(%error, "cannot start the tokio runtime");
-            eprintln!("{service_name}: cannot start the tokio runtime: {error}");
-            return ExitStatus::Failure.into();
-        }
-    };
-    let status = runtime.block_on(main);
-    runtime.shutdown_timeout(BLOCKING_CALLS_AT_EXIT);
-    drop(tracing);
-    status
 }
 
 /// Reports a command's `error` on stderr, its causes on one line (what an

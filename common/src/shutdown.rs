@@ -1,11 +1,77 @@
-//! How every binary hears that it must stop: SIGTERM (how orchestrators and
-//! `systemd` stop a service) or SIGINT (Ctrl-C). The query service drains on
-//! the first; the ranker and the daemon finish the products in flight on the
-//! first and exit at once on a second, for an operator who cannot wait.
+//! How every binary runs and stops: [`run_main`] runs its `main` and ends
+//! it in the order the export of spans needs, and SIGTERM (how orchestrators
+//! and `systemd` stop a service) or SIGINT (Ctrl-C) tells it to stop. The
+//! query service drains on the first; the ranker and the daemon finish the
+//! products in flight on the first and exit at once on a second, for an
+//! operator who cannot wait.
+
+use std::future::Future;
+use std::process::ExitCode;
+use std::time::Duration;
 
 use tokio::signal::unix::{signal, Signal, SignalKind};
 
 use crate::exit::ExitStatus;
+
+/// How long the end of a process waits for blocking calls still running
+/// (an HBase call on the blocking pool) before it exits.
+const BLOCKING_CALLS_AT_EXIT: Duration = Duration::from_secs(5);
+
+/// Runs a binary's `main`: installs the logs and the export of spans
+/// ([`crate::traces::init`]) as service `service_name`, runs `main` on a
+/// multi-threaded tokio runtime, and ends the two in the order the export
+/// needs.
+///
+/// A span is exported when it closes, and a span closes only once nothing
+/// holds it, its children included. A task the work leaves running (one
+/// that ends when its last handle is dropped, or one aborted but not yet
+/// dropped by the runtime) still holds its span, and through it every span
+/// above, up to the command's root: flushed before the task is gone, the
+/// trace would arrive without its root. So the runtime, and every task on
+/// it, goes first, and only then are the last spans sent. An HBase call
+/// still running on the blocking pool after [`BLOCKING_CALLS_AT_EXIT`] is
+/// left behind, and the spans it holds with it.
+///
+/// That end takes up to ten seconds (blocking calls, then a collector that
+/// does not answer), and the runtime's signal listeners go with it: a
+/// SIGTERM or SIGINT meanwhile ends the process at once with
+/// [`ExitStatus::Interrupted`], as a second signal does while the work runs.
+pub fn run_main(service_name: &'static str, main: impl Future<Output = ExitCode>) -> ExitCode {
+    let tracing = crate::traces::init(service_name);
+    let runtime = match tokio::runtime::Runtime::new() {
+        Ok(runtime) => runtime,
+        Err(error) => {
+            tracing::error!(%error, "cannot start the tokio runtime");
+            eprintln!("{service_name}: cannot start the tokio runtime: {error}");
+            return ExitStatus::Failure.into();
+        }
+    };
+    let status = runtime.block_on(main);
+    exit_on_a_signal();
+    runtime.shutdown_timeout(BLOCKING_CALLS_AT_EXIT);
+    drop(tracing);
+    status
+}
+
+/// From now on, a SIGTERM or SIGINT ends the process at once with
+/// [`ExitStatus::Interrupted`], heard on a thread and a runtime of its own.
+fn exit_on_a_signal() {
+    let listening = std::thread::Builder::new().name("exit-on-signal".to_owned()).spawn(|| {
+        let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
+            Ok(runtime) => runtime,
+            Err(error) => {
+                tracing::warn!(%error, "cannot listen for signals while exiting");
+                return;
+            }
+        };
+        let signal = runtime.block_on(async { ShutdownSignals::listen().next().await });
+        tracing::warn!(signal, "signal while exiting: exiting now, without the last spans");
+        ExitStatus::Interrupted.exit_now();
+    });
+    if let Err(error) = listening {
+        tracing::warn!(%error, "cannot listen for signals while exiting");
+    }
+}
 
 /// Listeners for SIGTERM and SIGINT, registered when made, so a signal that
 /// arrives from then on is caught rather than ending the process.

@@ -57,7 +57,7 @@ pub fn in_kept_trace() -> bool {
 
 /// Keeps the export running; dropping it sends the spans still batched
 /// (waiting at most five seconds) and stops the exporter. Held by
-/// [`crate::exit::run_main`] until the process's tasks are gone.
+/// [`crate::shutdown::run_main`] until the process's tasks are gone.
 #[derive(Debug)]
 #[must_use = "dropping it at once stops the export of spans"]
 pub struct Tracing {

@@ -10,7 +10,7 @@ use common::store::lease::SystemClock;
 use cron::{CronArgs, Daemon};
 
 fn main() -> ExitCode {
-    common::exit::run_main("ranker-cron", async {
+    common::shutdown::run_main("ranker-cron", async {
         match run().await {
             Ok(code) => code,
             Err(error) => {

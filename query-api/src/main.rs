@@ -23,7 +23,7 @@ const FILES_KEPT_BESIDE_CONNECTIONS: u64 = 256;
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
 fn main() -> ExitCode {
-    common::exit::run_main("query-api", run())
+    common::shutdown::run_main("query-api", run())
 }
 
 async fn run() -> ExitCode {

@@ -8,7 +8,7 @@ use std::time::{Duration, Instant};
 
 use common::store::Store;
 use common::Id;
-use tokio::task::JoinSet;
+use tokio::task::{JoinHandle, JoinSet};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 
@@ -75,18 +75,16 @@ async fn drive(
     let mut report = empty_report(options, pass, &pacer);
     let (writer, writes) = (!report.dry_run).then(|| SlotWriter::start(store.clone(), pacer.clone())).unzip();
     let worker = Worker::new(store, options, pass, &pacer, writer, &stop);
-    let products = choose_products(store, options, &pacer, &stop, &mut report).await?;
+    let products = match choose_products(store, options, &pacer, &stop, &mut report).await {
+        Ok(products) => products,
+        Err(error) => {
+            end_writes(worker, writes).await;
+            return Err(error);
+        }
+    };
     report.refresh_cuts = rank_each(products, &worker, options.concurrency, &stop, &mut report).await;
     report.comment_fetches = worker.job.fetcher.calls();
-    // Every product has its answer from the writer, which ends once its last
-    // handle, the worker's, is gone. Waited for all the same: until it ends
-    // it holds the pass's span, which is exported only once closed. (A
-    // writer that panicked has already failed its products: "the slot
-    // writer stopped".)
-    drop(worker);
-    if let Some(writes) = writes {
-        let _ = writes.await;
-    }
+    end_writes(worker, writes).await;
     report.interrupted |= stop.is_cancelled();
     // Each ranked product's summary is written with its ranking, in the same call.
     report.summaries_written = if report.dry_run { 0 } else { report.products_ranked };
@@ -94,6 +92,18 @@ async fn drive(
     report.pacing = pacer.report(report.comments_scored, started.elapsed());
     log_finished(&report);
     Ok(report)
+}
+
+/// Drops the run's last handle on its slot writer, the worker's, and waits
+/// for the writer to end. Every product has had its answer from it already;
+/// waited for all the same, because until it ends it holds the span the run
+/// started it under, and a span is exported only once closed. (A writer that
+/// panicked has failed its products already: "the slot writer stopped".)
+async fn end_writes(worker: Worker, writes: Option<JoinHandle<()>>) {
+    drop(worker);
+    if let Some(writes) = writes {
+        let _ = writes.await;
+    }
 }
 
 /// The report of a run that has done nothing yet.

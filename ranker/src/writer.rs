@@ -38,8 +38,8 @@ pub(crate) struct SlotWriter {
 impl SlotWriter {
     /// Starts the writer task for `store`, its calls taking turns from
     /// `pacer`; the task ends once every handle is dropped and its queue is
-    /// written. Await the returned task then: until it ends, it holds the
-    /// span of the pass that started it.
+    /// written. Once every `SlotWriter` is dropped, await the returned task:
+    /// until it ends, it holds the span of the pass that started it.
     pub(crate) fn start(store: Store, pacer: Pacer) -> (SlotWriter, JoinHandle<()>) {
         let (requests, queue) = mpsc::channel(MAX_PRODUCTS_PER_CALL * 4);
         // One call writes several products' slots, so it belongs to no one

@@ -53,7 +53,7 @@ enum IndexCommand {
 }
 
 fn main() -> ExitCode {
-    common::exit::run_main("reviews-admin", run(Cli::parse()))
+    common::shutdown::run_main("reviews-admin", run(Cli::parse()))
 }
 
 async fn run(cli: Cli) -> ExitCode {

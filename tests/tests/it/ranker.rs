@@ -8,7 +8,7 @@
 
 use std::collections::BTreeMap;
 use std::sync::atomic::{AtomicU64, Ordering};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
 use common::hbase::{COLUMN_SCORE, COLUMN_VALUE};
@@ -24,6 +24,8 @@ use ranker::score::{is_eligible, score_terms};
 use ranker::select::{select_exhaustively, Candidate, MAX_PICKS};
 use ranker::{LeftOutReason, RunOptions, RunReport, Scope, ScoringConfig, Shard};
 use tokio_util::sync::CancellationToken;
+use tracing::Instrument as _;
+use tracing_subscriber::layer::SubscriberExt as _;
 
 use crate::rows::{delete_all_rows, put_value, put_values, raw_rows};
 
@@ -349,6 +351,44 @@ async fn a_dry_run_writes_nothing() {
     assert_eq!((report.products_ranked, report.comments_scored), (2, 15));
     assert_eq!((report.slots_written, report.slots_deleted), (10, 1), "what a real run would do");
     assert_eq!(raw_rows(&store, &store.tables().product_comment_rank).await, before);
+}
+
+/// The names of the spans that have closed, as a subscriber sees them.
+#[derive(Clone, Default)]
+struct ClosedSpans(Arc<Mutex<Vec<&'static str>>>);
+
+impl<S> tracing_subscriber::Layer<S> for ClosedSpans
+where
+    S: tracing::Subscriber + for<'lookup> tracing_subscriber::registry::LookupSpan<'lookup>,
+{
+    fn on_close(&self, id: tracing::span::Id, context: tracing_subscriber::layer::Context<'_, S>) {
+        if let Some(span) = context.span(&id) {
+            self.0.lock().unwrap_or_else(PoisonError::into_inner).push(span.name());
+        }
+    }
+}
+
+/// A run returns only once the tasks it started are done, its slot writer
+/// among them. Each holds the span it was started under (with an export, the
+/// pass's, under the command's root), and a span is exported only once
+/// closed: a writer still alive when the binary flushed its last spans took
+/// the trace's root with it. On this current-thread runtime a task left
+/// behind has had no chance to end when `run` returns, so the caller's span
+/// would still be open.
+#[tokio::test]
+async fn a_run_returns_only_once_its_tasks_have_ended_and_let_go_of_its_span() {
+    let store = fresh_store("rank_tasks").await;
+    let product = test_id("P", 6);
+    let drafts = (1..=3).map(|n| draft(n, &format!("A review of a run's tasks {n}, long enough"), n as i64)).collect();
+    Seeder::new(&store).post(&product, drafts, 100, 1).await;
+    let closed = ClosedSpans::default();
+    let _subscriber = tracing::subscriber::set_default(tracing_subscriber::registry().with(closed.clone()));
+
+    let report = run(&store, &options(Scope::Product(product))).instrument(tracing::info_span!("caller")).await;
+
+    assert_eq!(report.slots_written, 3);
+    let closed = closed.0.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    assert!(closed.contains(&"caller"), "a task of the run still holds the caller's span; closed: {closed:?}");
 }
 
 #[tokio::test]

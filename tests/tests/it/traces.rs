@@ -66,6 +66,20 @@ impl Jaeger {
             .env_remove("OTEL_TRACES_SAMPLER");
     }
 
+    /// Runs `ranker run` on the tables of `prefix` (one product's, or all of
+    /// them) with its spans exported here, and waits for it to exit 0.
+    async fn run_ranker(&self, prefix: &str, product: Option<&str>) {
+        let mut ranker = Command::new(cargo_binary("ranker"));
+        ranker.args(["run", "--table-prefix", prefix]);
+        if let Some(product) = product {
+            ranker.args(["--product", product]);
+        }
+        ranker.args(["--thrift-addr", &thrift_addr(), "--thrift2-addr", &thrift2_addr()]).stdout(Stdio::null());
+        self.exporting_to(&mut ranker);
+        let ranked = tokio::task::spawn_blocking(move || ranker.status()).await.expect("ranker task").expect("ranker");
+        assert!(ranked.success(), "ranker run: {ranked}");
+    }
+
     /// The spans of trace `trace_id` once they hold what `whole` looks for:
     /// a service's spans arrive in batches, a parent's often after its children's.
     async fn trace(&self, trace_id: &str, whole: impl Fn(&[JaegerSpan]) -> bool) -> Vec<JaegerSpan> {
@@ -184,14 +198,7 @@ async fn a_request_continues_the_callers_trace_and_its_hbase_calls_are_its_child
 
     // The ranker: one trace per run, a span per product under it, the
     // product's HBase calls under that.
-    let mut ranker = Command::new(cargo_binary("ranker"));
-    ranker
-        .args(["run", "--product", &product, "--table-prefix", &prefix])
-        .args(["--thrift-addr", &thrift_addr(), "--thrift2-addr", &thrift2_addr()])
-        .stdout(Stdio::null());
-    jaeger.exporting_to(&mut ranker);
-    let ranked = tokio::task::spawn_blocking(move || ranker.status()).await.expect("ranker task").expect("ranker");
-    assert!(ranked.success(), "ranker run: {ranked}");
+    jaeger.run_ranker(&prefix, Some(&product)).await;
     // The binary sends its spans before it exits; the root's batch, the
     // last, is waited for.
     let traces = jaeger.traces_of("ranker", |spans| spans.iter().any(|span| span.operation == "ranker run")).await;
@@ -313,15 +320,7 @@ async fn every_ranker_run_exports_its_whole_trace_before_it_exits() {
     let product = catalogue.product(1).to_string();
     let prefix = store.tables().prefix.clone();
     for run in 0..RUNS {
-        let mut ranker = Command::new(cargo_binary("ranker"));
-        ranker.args(["run", "--table-prefix", &prefix]);
-        if run % 2 == 0 {
-            ranker.args(["--product", &product]);
-        }
-        ranker.args(["--thrift-addr", &thrift_addr(), "--thrift2-addr", &thrift2_addr()]).stdout(Stdio::null());
-        jaeger.exporting_to(&mut ranker);
-        let ranked = tokio::task::spawn_blocking(move || ranker.status()).await.expect("ranker task").expect("ranker");
-        assert!(ranked.success(), "ranker run {run}: {ranked}");
+        jaeger.run_ranker(&prefix, (run % 2 == 0).then_some(product.as_str())).await;
     }
     let whole = |spans: &[JaegerSpan]| {
         let root = spans.iter().find(|span| span.operation == "ranker run" && span.parent_id.is_none());

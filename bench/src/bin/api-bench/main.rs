@@ -116,7 +116,7 @@ struct BenchArgs {
 
 fn main() -> ExitCode {
     let args = BenchArgs::parse();
-    common::exit::run_main("api-bench", async {
+    common::shutdown::run_main("api-bench", async {
         match bench(args).await {
             Ok(()) => ExitStatus::Success.into(),
             Err(error) => common::exit::report_failure(&error, |_| false).into(),

@@ -61,7 +61,7 @@ enum Command {
 
 fn main() -> ExitCode {
     let cli = Cli::parse();
-    common::exit::run_main("ranker", command(cli))
+    common::shutdown::run_main("ranker", command(cli))
 }
 
 async fn command(cli: Cli) -> ExitCode {
