@@ -20,7 +20,7 @@ const BLOCKING_CALLS_AT_EXIT: Duration = Duration::from_secs(5);
 /// Runs a binary's `main`: installs the logs and the export of spans
 /// ([`crate::traces::init`]) as service `service_name`, runs `main` on a
 /// multi-threaded tokio runtime, and ends the two in the order the export
-/// needs.
+/// needs; exits with `main`'s status.
 ///
 /// A span is exported when it closes, and a span closes only once nothing
 /// holds it, its children included. A task the work leaves running (one
@@ -33,10 +33,10 @@ const BLOCKING_CALLS_AT_EXIT: Duration = Duration::from_secs(5);
 /// left behind, and the spans it holds with it.
 ///
 /// That end takes up to ten seconds (blocking calls, then a collector that
-/// does not answer), and the runtime's signal listeners go with it: a
-/// SIGTERM or SIGINT meanwhile ends the process at once with
-/// [`ExitStatus::Interrupted`], as a second signal does while the work runs.
-pub fn run_main(service_name: &'static str, main: impl Future<Output = ExitCode>) -> ExitCode {
+/// does not answer), and the work's signal listeners go with its runtime:
+/// a SIGTERM or SIGINT during it skips the rest and exits at once, still
+/// with `main`'s status (the work is done; only its last spans are lost).
+pub fn run_main(service_name: &'static str, main: impl Future<Output = ExitStatus>) -> ExitCode {
     let tracing = crate::traces::init(service_name);
     let runtime = match tokio::runtime::Runtime::new() {
         Ok(runtime) => runtime,
@@ -47,28 +47,36 @@ pub fn run_main(service_name: &'static str, main: impl Future<Output = ExitCode>
         }
     };
     let status = runtime.block_on(main);
-    exit_on_a_signal();
+    exit_on_a_signal(status);
     runtime.shutdown_timeout(BLOCKING_CALLS_AT_EXIT);
     drop(tracing);
-    status
+    status.into()
 }
 
-/// From now on, a SIGTERM or SIGINT ends the process at once with
-/// [`ExitStatus::Interrupted`], heard on a thread and a runtime of its own.
-fn exit_on_a_signal() {
-    let listening = std::thread::Builder::new().name("exit-on-signal".to_owned()).spawn(|| {
+/// Listens for SIGTERM and SIGINT on a thread and a runtime of its own, and
+/// returns once it does: from then on either ends the process at once with
+/// `status`.
+fn exit_on_a_signal(status: ExitStatus) {
+    let (listening, started) = std::sync::mpsc::channel();
+    let spawned = std::thread::Builder::new().name("exit-on-signal".to_owned()).spawn(move || {
         let runtime = match tokio::runtime::Builder::new_current_thread().enable_all().build() {
             Ok(runtime) => runtime,
             Err(error) => {
-                tracing::warn!(%error, "cannot listen for signals while exiting");
+                let _ = listening.send(Err(error));
                 return;
             }
         };
-        let signal = runtime.block_on(async { ShutdownSignals::listen().next().await });
-        tracing::warn!(signal, "signal while exiting: exiting now, without the last spans");
-        ExitStatus::Interrupted.exit_now();
+        let mut signals = {
+            let _in_runtime = runtime.enter();
+            ShutdownSignals::listen()
+        };
+        let _ = listening.send(Ok(()));
+        let signal = runtime.block_on(signals.next());
+        tracing::warn!(signal, "exiting at once, without the last spans");
+        status.exit_now();
     });
-    if let Err(error) = listening {
+    // A thread that panicked before it listened has nothing more to say.
+    if let Err(error) = spawned.and_then(|_| started.recv().unwrap_or(Ok(()))) {
         tracing::warn!(%error, "cannot listen for signals while exiting");
     }
 }

@@ -16,20 +16,20 @@ fn main() -> ExitCode {
             Err(error) => {
                 tracing::error!(error = format!("{error:#}"), "ranker-cron failed");
                 eprintln!("ranker-cron: {error:#}");
-                ExitStatus::Failure.into()
+                ExitStatus::Failure
             }
         }
     })
 }
 
-async fn run() -> anyhow::Result<ExitCode> {
+async fn run() -> anyhow::Result<ExitStatus> {
     let args = CronArgs::parse();
     let settings = match args.daemon_settings() {
         Ok(settings) => settings,
         Err(error) => {
             // A wrong flag value is a usage error, like the ones clap reports itself.
             eprintln!("ranker-cron: invalid settings: {error}");
-            return Ok(ExitStatus::Usage.into());
+            return Ok(ExitStatus::Usage);
         }
     };
     let store = args.hbase.store().context("invalid HBase settings")?;
@@ -57,5 +57,5 @@ async fn run() -> anyhow::Result<ExitCode> {
         shutdown.cancel();
     });
     let outcome = daemon.serve(args.start_mode()).await.context("the daemon stopped")?;
-    Ok(outcome.map_or(ExitStatus::Success.into(), |outcome| ExitCode::from(outcome.exit_status())))
+    Ok(outcome.map_or(ExitStatus::Success, |outcome| outcome.exit_status()))
 }

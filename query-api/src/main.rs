@@ -26,22 +26,22 @@ fn main() -> ExitCode {
     common::shutdown::run_main("query-api", run())
 }
 
-async fn run() -> ExitCode {
+async fn run() -> ExitStatus {
     // Flags that do not parse exit 2 inside `Args::parse`, like every binary's usage errors.
     let args = Args::parse();
     let tables = match args.hbase.tables() {
         Ok(tables) => tables,
         Err(error) => {
             eprintln!("query-api: invalid --table-prefix: {error}");
-            return ExitStatus::Usage.into();
+            return ExitStatus::Usage;
         }
     };
     match serve(&args, tables).await {
-        Ok(()) => ExitStatus::Success.into(),
+        Ok(()) => ExitStatus::Success,
         Err(error) => {
             tracing::error!(error = format!("{error:#}"), "query-api failed");
             eprintln!("query-api: {error:#}");
-            ExitStatus::Failure.into()
+            ExitStatus::Failure
         }
     }
 }

@@ -56,7 +56,7 @@ fn main() -> ExitCode {
     common::shutdown::run_main("reviews-admin", run(Cli::parse()))
 }
 
-async fn run(cli: Cli) -> ExitCode {
+async fn run(cli: Cli) -> ExitStatus {
     let outcome = match cli.command {
         Command::Schema(command) => command.run().await,
         Command::Demo(DemoCommand::Load(args)) => load::load_demo(&args).await,
@@ -66,12 +66,11 @@ async fn run(cli: Cli) -> ExitCode {
         }
     };
     match outcome {
-        Ok(()) => ExitStatus::Success.into(),
+        Ok(()) => ExitStatus::Success,
         // Sizes or options that cannot work are usage errors, like a bad flag.
         Err(error) => common::exit::report_failure(&error, |cause| {
             matches!(cause.downcast_ref::<DemoError>(), Some(DemoError::InvalidSpec(_) | DemoError::InvalidOptions(_)))
-        })
-        .into(),
+        }),
     }
 }
 

@@ -118,8 +118,8 @@ fn main() -> ExitCode {
     let args = BenchArgs::parse();
     common::shutdown::run_main("api-bench", async {
         match bench(args).await {
-            Ok(()) => ExitStatus::Success.into(),
-            Err(error) => common::exit::report_failure(&error, |_| false).into(),
+            Ok(()) => ExitStatus::Success,
+            Err(error) => common::exit::report_failure(&error, |_| false),
         }
     })
 }

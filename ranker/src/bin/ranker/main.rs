@@ -4,6 +4,7 @@
 use std::process::ExitCode;
 
 use clap::{Parser, Subcommand};
+use common::exit::ExitStatus;
 use ranker::commands::{bench_read, explain, run, runs, shards};
 use ranker::RankerError;
 use tracing::Instrument as _;
@@ -64,7 +65,7 @@ fn main() -> ExitCode {
     common::shutdown::run_main("ranker", command(cli))
 }
 
-async fn command(cli: Cli) -> ExitCode {
+async fn command(cli: Cli) -> ExitStatus {
     // When its trace is kept, the whole command is one trace: its lease,
     // its run record and its pass over the products.
     let span = common::traces::root_span_for_trace(|| {
@@ -89,15 +90,14 @@ async fn command(cli: Cli) -> ExitCode {
     .instrument(span)
     .await;
     match outcome {
-        Ok(status) => status.into(),
+        Ok(status) => status,
         // A configuration that does not validate is a usage error, like a bad flag.
         Err(error) => common::exit::report_failure(&error, |cause| {
             matches!(
                 cause.downcast_ref::<RankerError>(),
                 Some(RankerError::InvalidConfig(_) | RankerError::InvalidOptions(_))
             )
-        })
-        .into(),
+        }),
     }
 }
 
