@@ -29,8 +29,8 @@ const BLOCKING_CALLS_AT_EXIT: Duration = Duration::from_secs(5);
 /// above, up to the command's root: flushed before the task is gone, the
 /// trace would arrive without its root. So the runtime, and every task on
 /// it, goes first, and only then are the last spans sent. An HBase call
-/// still running on the blocking pool after [`BLOCKING_CALLS_AT_EXIT`] is
-/// left behind, and the spans it holds with it.
+/// still running on the blocking pool after five seconds is left behind,
+/// and the spans it holds with it.
 ///
 /// That end takes up to ten seconds (blocking calls, then a collector that
 /// does not answer), and the work's signal listeners go with its runtime:
