@@ -94,15 +94,15 @@ impl Jaeger {
         .await
     }
 
-    /// The traces of `service` that Jaeger holds, once one of them holds
-    /// what `whole` looks for: a command's root span ends last and leaves in
-    /// its final batch, which Jaeger may store a moment after the command
+    /// The traces of `service` that Jaeger holds (at most 50), once they
+    /// are what `done` looks for: a command's root span ends last and leaves
+    /// in its final batch, which Jaeger may store a moment after the command
     /// has exited.
-    async fn traces_of(&self, service: &str, whole: impl Fn(&[JaegerSpan]) -> bool) -> Vec<Vec<JaegerSpan>> {
-        let url = format!("http://127.0.0.1:{}/api/traces?service={service}&limit=20", self.query_port);
-        wait_showing(JAEGER_PATIENCE, &format!("a trace of {service} holding what the test looks for"), async || {
+    async fn traces_of(&self, service: &str, done: impl Fn(&[Vec<JaegerSpan>]) -> bool) -> Vec<Vec<JaegerSpan>> {
+        let url = format!("http://127.0.0.1:{}/api/traces?service={service}&limit=50", self.query_port);
+        wait_showing(JAEGER_PATIENCE, &format!("the traces of {service} the test looks for"), async || {
             let traces = self.traces_at(&url).await?;
-            if traces.iter().any(|spans| whole(spans)) {
+            if done(&traces) {
                 Ok(traces)
             } else {
                 Err(operations_of(&traces))
@@ -201,7 +201,11 @@ async fn a_request_continues_the_callers_trace_and_its_hbase_calls_are_its_child
     jaeger.run_ranker(&prefix, Some(&product)).await;
     // The binary sends its spans before it exits; the root's batch, the
     // last, is waited for.
-    let traces = jaeger.traces_of("ranker", |spans| spans.iter().any(|span| span.operation == "ranker run")).await;
+    let traces = jaeger
+        .traces_of("ranker", |traces| {
+            traces.iter().any(|spans| spans.iter().any(|span| span.operation == "ranker run"))
+        })
+        .await;
     assert_eq!(traces.len(), 1, "one command, one trace: {traces:#?}");
     let run = &traces[0];
     let root = run.iter().find(|span| span.operation == "ranker run").expect("the command's span");
@@ -328,15 +332,6 @@ async fn every_ranker_run_exports_its_whole_trace_before_it_exits() {
             spans.iter().any(|span| span.operation == "ranking pass" && span.parent_id.as_ref() == Some(&root.span_id))
         })
     };
-    let url = format!("http://127.0.0.1:{}/api/traces?service=ranker&limit=50", jaeger.query_port);
-    wait_showing(JAEGER_PATIENCE, &format!("{RUNS} traces of ranker, each whole"), async || {
-        let traces = jaeger.traces_at(&url).await?;
-        if traces.len() == RUNS && traces.iter().all(|spans| whole(spans)) {
-            Ok(())
-        } else {
-            Err(operations_of(&traces))
-        }
-    })
-    .await;
+    jaeger.traces_of("ranker", |traces| traces.len() == RUNS && traces.iter().all(|spans| whole(spans))).await;
     drop_tables(&[&store]).await;
 }
