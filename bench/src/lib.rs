@@ -6,7 +6,29 @@
 //! - `soak` holds the service at a fixed request rate with mixed routes and
 //!   reports each window's latency and the service's resident memory.
 //!
-//! Both drive HTTP through [`load`]: the client, the closed-loop connection
+//! - `anchor` is the floor the cached reads are measured against: an axum
+//!   router answering fixed bytes ([`anchor_router`]) over HTTP; `app-cost`
+//!   calls the same router and query-api's in process, without sockets.
+//!
+//! The HTTP ones drive it through [`load`]: the client, the closed-loop connection
 //! loop, latency recording with an HDR histogram, and its percentile summary.
 
 pub mod load;
+
+use axum::body::Bytes;
+use axum::http::header;
+use axum::routing::get;
+use axum::Router;
+
+/// The anchor: `GET /anchor` answers `body` as JSON, with no middleware, no
+/// cache lookup and no HBase. What query-api's cached read costs beyond it
+/// is the service's own work.
+pub fn anchor_router(body: Bytes) -> Router {
+    Router::new().route(
+        "/anchor",
+        get(move || {
+            let body = body.clone();
+            async move { ([(header::CONTENT_TYPE, "application/json")], body) }
+        }),
+    )
+}

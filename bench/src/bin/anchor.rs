@@ -9,9 +9,6 @@ use std::path::PathBuf;
 
 use anyhow::Context;
 use axum::body::Bytes;
-use axum::http::header;
-use axum::routing::get;
-use axum::Router;
 use clap::Parser;
 
 /// Flags of the anchor.
@@ -31,13 +28,7 @@ struct AnchorArgs {
 async fn main() -> anyhow::Result<()> {
     let args = AnchorArgs::parse();
     let body = Bytes::from(std::fs::read(&args.body).with_context(|| format!("cannot read {}", args.body.display()))?);
-    let app = Router::new().route(
-        "/anchor",
-        get(move || {
-            let body = body.clone();
-            async move { ([(header::CONTENT_TYPE, "application/json")], body) }
-        }),
-    );
+    let app = bench::anchor_router(body);
     let listener = tokio::net::TcpListener::bind(args.listen)
         .await
         .with_context(|| format!("cannot listen on {}", args.listen))?;

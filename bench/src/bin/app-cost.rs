@@ -1,0 +1,140 @@
+//! `app-cost`: what query-api's router costs one request, beside the
+//! anchor's router answering the same bytes, in one process on one thread.
+//!
+//! Each request is handed to the router as the service's connection task
+//! hands it (`tower::ServiceExt::oneshot`, the peer's address attached) and
+//! its body read; no socket, no HTTP parsing. `bench/wrk-ab.sh` measures the
+//! whole service, where the kernel's and hyper's work (the same for both
+//! routers) and the machine's noise are most of each figure; this measures
+//! the part the service's own code decides, so that a change worth a few
+//! per cent of a cached read shows. The ranking is read from HBase once,
+//! before the rounds: the measured requests are cache hits.
+//!
+//! Each round runs the service's router, the anchor's twice, and the
+//! service's again (A N N A), and prints their nanoseconds per request (the
+//! thread's CPU time) and the service's cost beyond the anchor.
+
+use std::net::SocketAddr;
+use std::time::Duration;
+
+use anyhow::{bail, Context};
+use axum::body::{Body, Bytes};
+use axum::extract::ConnectInfo;
+use axum::http::{header, Request, StatusCode};
+use axum::Router;
+use clap::Parser;
+use common::hbase::Hbase;
+use common::store::ReadStore;
+use query_api::AppState;
+use tower::ServiceExt as _;
+
+/// The allocator query-api runs with: allocation is part of what is measured.
+#[global_allocator]
+static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
+
+/// Flags of the benchmark, and the service's own (`--table-prefix`, `--ranked-cache-ttl-ms`, ...).
+#[derive(Debug, Parser)]
+#[command(name = "app-cost", about = "CPU time per request of query-api's router and of the anchor's, in process.")]
+struct AppCostArgs {
+    /// The read, as the router sees its path and query.
+    #[arg(long, default_value = "/v1/products/P000000001/comments/ranked")]
+    path: String,
+
+    /// Send a browser's `Accept-Encoding` (gzip, deflate, br, zstd).
+    #[arg(long)]
+    browser: bool,
+
+    /// Requests per run.
+    #[arg(long, default_value_t = 200_000)]
+    requests: u32,
+
+    /// Rounds of A N N A.
+    #[arg(long, default_value_t = 5)]
+    rounds: u32,
+
+    #[command(flatten)]
+    service: query_api::Args,
+}
+
+fn main() -> anyhow::Result<()> {
+    let args = AppCostArgs::parse();
+    let _tracing = common::traces::init("app-cost");
+    // One thread, as one connection's requests run: nothing else competes for it.
+    let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("building a runtime")?;
+    runtime.block_on(measure(&args))
+}
+
+async fn measure(args: &AppCostArgs) -> anyhow::Result<()> {
+    let tables = args.service.hbase.tables().context("invalid --table-prefix")?;
+    let store = ReadStore::new(Hbase::new(args.service.resolved_hbase_config(&tables).await), tables);
+    let state = AppState::new(store, args.service.settings());
+    state.mark_has_read();
+    let service = query_api::app(state);
+    // The first request reads HBase and fills the caches; its bytes are what the anchor answers.
+    let (status, body) = answer(&service, request(args, &args.path)).await?;
+    if status != StatusCode::OK {
+        bail!("{} answered {status}: {}", args.path, String::from_utf8_lossy(&body));
+    }
+    if args.service.ranked_cache_ttl_ms < 60_000 {
+        eprintln!("app-cost: --ranked-cache-ttl-ms is under a minute: some measured reads may reload the ranking");
+    }
+    let anchor = bench::anchor_router(body.clone());
+    println!("bytes per answer: {}; {} requests per run; ns per request (thread CPU time)", body.len(), args.requests);
+    for round in 1..=args.rounds {
+        let mut service_ns = 0.0;
+        let mut anchor_ns = 0.0;
+        for (who, path) in [("A", args.path.as_str()), ("N", "/anchor"), ("N", "/anchor"), ("A", args.path.as_str())] {
+            let router = if who == "A" { &service } else { &anchor };
+            let ns = run(args, router, path).await? / 2.0;
+            if who == "A" {
+                service_ns += ns;
+            } else {
+                anchor_ns += ns;
+            }
+        }
+        println!(
+            "round {round}: query-api {service_ns:.0}, anchor {anchor_ns:.0}, beyond the anchor {:.0}, ratio {:.2}",
+            service_ns - anchor_ns,
+            service_ns / anchor_ns
+        );
+    }
+    Ok(())
+}
+
+/// The thread CPU nanoseconds per request of `args.requests` requests of `path` to `router`.
+async fn run(args: &AppCostArgs, router: &Router, path: &str) -> anyhow::Result<f64> {
+    let started = thread_cpu_time();
+    for _ in 0..args.requests {
+        let (status, _) = answer(router, request(args, path)).await?;
+        if status != StatusCode::OK {
+            bail!("{path} answered {status} during the run");
+        }
+    }
+    let spent = thread_cpu_time().saturating_sub(started);
+    Ok(spent.as_nanos() as f64 / f64::from(args.requests))
+}
+
+/// A GET of `path` from a loopback client, as the connection task hands it on.
+fn request(args: &AppCostArgs, path: &str) -> Request<Body> {
+    let mut builder = Request::get(path).header(header::HOST, "127.0.0.1");
+    if args.browser {
+        builder = builder.header(header::ACCEPT_ENCODING, "gzip, deflate, br, zstd");
+    }
+    let mut request =
+        builder.body(Body::empty()).unwrap_or_else(|_| unreachable!("a path from the flags or a constant"));
+    request.extensions_mut().insert(ConnectInfo(SocketAddr::from(([127, 0, 0, 1], 40_000))));
+    request
+}
+
+/// `router`'s status and body for `request`.
+async fn answer(router: &Router, request: Request<Body>) -> anyhow::Result<(StatusCode, Bytes)> {
+    let response = router.clone().oneshot(request).await.unwrap_or_else(|never| match never {});
+    let status = response.status();
+    let body = axum::body::to_bytes(response.into_body(), usize::MAX).await.context("reading an answer's body")?;
+    Ok((status, body))
+}
+
+/// The CPU time this thread has used (zero should the clock fail, which Linux's does not).
+fn thread_cpu_time() -> Duration {
+    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID).map_or(Duration::ZERO, Duration::from)
+}
