@@ -11,18 +11,19 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, Mutex, PoisonError};
 use std::time::Duration;
 
-use common::hbase::{COLUMN_SCORE, COLUMN_VALUE};
+use common::hbase::{Hbase, COLUMN_SCORE, COLUMN_VALUE};
 use common::keys::{self, CommentKey};
 use common::model::{Comment, Extra, Order};
 use common::store::products::{ListedProduct, ProductIndex};
 use common::store::{NewComment, Store};
+use common::tables::Tables;
 use common::Id;
-use integration_tests::{fresh_store, test_id};
+use integration_tests::{fresh_store, hbase_config, test_id, thrift_addr, unique_prefix};
 use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use ranker::score::{is_eligible, score_terms};
 use ranker::select::{select_exhaustively, Candidate, MAX_PICKS};
-use ranker::{LeftOutReason, RunOptions, RunReport, Scope, ScoringConfig, Shard};
+use ranker::{Incremental, LeftOutReason, RunOptions, RunReport, Scope, ScoringConfig, Shard};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 use tracing_subscriber::layer::SubscriberExt as _;
@@ -387,6 +388,28 @@ async fn a_run_returns_only_once_its_tasks_have_ended_and_let_go_of_its_span() {
     let report = run(&store, &options(Scope::Product(product))).instrument(tracing::info_span!("caller")).await;
 
     assert_eq!(report.slots_written, 3);
+    let closed = closed.0.lock().unwrap_or_else(PoisonError::into_inner).clone();
+    assert!(closed.contains(&"caller"), "a task of the run still holds the caller's span; closed: {closed:?}");
+}
+
+/// The same when the run fails before its first product, its writer
+/// started: here an incremental run's search for what changed, on tables
+/// that were never created. (A full run's listing fails product by
+/// product instead, and returns its report.)
+#[tokio::test]
+async fn a_run_that_fails_before_its_first_product_returns_only_once_its_tasks_have_ended() {
+    let tables = Tables::with_prefix(&unique_prefix("rank_no_tables")).expect("a valid prefix");
+    let store = Store::new(Hbase::new(hbase_config(&thrift_addr())), tables);
+    let closed = ClosedSpans::default();
+    let _subscriber = tracing::subscriber::set_default(tracing_subscriber::registry().with(closed.clone()));
+    let mut incremental = options(Scope::All);
+    incremental.incremental =
+        Some(Incremental { since_ms: AS_OF, refresh_days: None, refreshed_until_ms: None, check_all_slots: false });
+
+    let outcome =
+        ranker::run(&store, &incremental, CancellationToken::new()).instrument(tracing::info_span!("caller")).await;
+
+    assert!(outcome.is_err(), "no table to search for changes: {outcome:?}");
     let closed = closed.0.lock().unwrap_or_else(PoisonError::into_inner).clone();
     assert!(closed.contains(&"caller"), "a task of the run still holds the caller's span; closed: {closed:?}");
 }
