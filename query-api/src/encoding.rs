@@ -18,7 +18,7 @@
 //! and every answer with variants says `Vary: Accept-Encoding`.
 
 use std::io::Write;
-use std::sync::{Arc, OnceLock};
+use std::sync::Arc;
 
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderMap, HeaderValue};
@@ -90,16 +90,13 @@ pub struct Prepared {
     identity: Bytes,
     etag: HeaderValue,
     variants: Vec<Variant>,
-    /// The first read this answer was kept for as its last good one, by
-    /// `crate::last_good`'s fingerprint of it ([`Prepared::note_kept_for`]).
-    kept_for: OnceLock<u64>,
 }
 
 impl Prepared {
     /// `body` and its tag, without variants: for answers served from a cache
     /// that is off, which would compress for one request only.
     pub fn tagged(body: Bytes) -> Prepared {
-        Prepared { etag: entity_tag(&body), identity: body, variants: Vec::new(), kept_for: OnceLock::new() }
+        Prepared { etag: entity_tag(&body), identity: body, variants: Vec::new() }
     }
 
     /// `body` tagged and compressed with gzip and brotli at `effort`.
@@ -129,20 +126,6 @@ impl Prepared {
     /// The identity's `ETag`.
     pub fn etag(&self) -> &HeaderValue {
         &self.etag
-    }
-
-    /// Whether [`Prepared::note_kept_for`] noted the read `fingerprint` names.
-    pub fn was_kept_for(&self, fingerprint: u64) -> bool {
-        self.kept_for.get() == Some(&fingerprint)
-    }
-
-    /// Notes that this answer is kept as the last good one of the read
-    /// `fingerprint` names, or need not be (a newer one is kept): the
-    /// answer of a cached ranking is served again and again, and asking the
-    /// kept answers each time would cost more than the read. Only the first
-    /// read noted is remembered; the others are asked each time, as before.
-    pub fn note_kept_for(&self, fingerprint: u64) {
-        let _first_or_already_noted = self.kept_for.set(fingerprint);
     }
 
     /// Whether any compressed variant was kept.

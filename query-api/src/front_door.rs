@@ -13,12 +13,11 @@
 //! call.
 
 use std::future::Future;
-use std::time::Duration;
+use std::time::{Duration, Instant};
 
 use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
-use tokio::time::Instant;
 use tracing::Instrument as _;
 
 use crate::around::{AnswerFuture, Around};
@@ -57,8 +56,6 @@ impl Around for FrontDoor {
         let method = telemetry::method_label(request.method());
         let accepted = AcceptedCodings::of(request.headers());
         let (span, exported) = telemetry::request_span(&request, &request_id, &route);
-        // On tokio's clock, as the deadline's timer: under tokio's paused
-        // time (tests) it is not the std clock.
         let started = Instant::now();
         let deadline = self.deadline;
         // In the span, as its polls are: a log line of the layers beneath
@@ -90,10 +87,9 @@ impl Around for FrontDoor {
 /// Part of the front door rather than a layer of its own: every layer boxes
 /// its future on each request.
 async fn within_deadline(started: Instant, deadline: Duration, answer: impl Future<Output = Response>) -> Response {
-    let work =
-        common::hbase::with_deadline((started + deadline).into_std(), common::hbase::noting_replica_reads(answer));
-    // From the moment the request came, read once: every clock read shows in a cached read's cost.
-    match tokio::time::timeout_at(started + deadline, work).await {
+    let work = common::hbase::with_deadline(started + deadline, common::hbase::noting_replica_reads(answer));
+    // Relative, on tokio's clock: under tokio's paused time (tests) it is not the std clock.
+    match tokio::time::timeout(deadline, work).await {
         Ok((mut response, from_replica)) => {
             let fresh = (response.status().is_success() || response.status() == StatusCode::NOT_MODIFIED)
                 && response.extensions().get::<telemetry::ServedStale>().is_none();

@@ -17,7 +17,6 @@
 //! This module does no I/O: [`crate::routes`] answers from it when the store
 //! fails.
 
-use std::hash::{BuildHasher, RandomState};
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -102,9 +101,6 @@ pub const HTML: &str = "text/html; charset=utf-8";
 #[derive(Debug, Clone)]
 pub struct LastGood {
     answers: Cache<PageRead, Arc<Answer>>,
-    /// Hashes a read into the fingerprint its answer's body notes once kept
-    /// ([`Prepared::note_kept_for`]).
-    fingerprints: RandomState,
     keep_for: Duration,
     /// `reviews_api_last_good_bytes`, set when an answer is kept.
     bytes: metrics::Gauge,
@@ -130,8 +126,7 @@ impl LastGood {
             .max_capacity(max_bytes.max(1))
             .time_to_live(keep_for)
             .build();
-        let fingerprints = RandomState::new();
-        Some(LastGood { answers, fingerprints, keep_for, bytes: metrics::gauge!(telemetry::LAST_GOOD_BYTES) })
+        Some(LastGood { answers, keep_for, bytes: metrics::gauge!(telemetry::LAST_GOOD_BYTES) })
     }
 
     /// How long an answer is kept after it was last replaced.
@@ -142,20 +137,10 @@ impl LastGood {
     /// Keeps `answer` as `read`'s last good one, unless the one kept comes
     /// from a read that began as late or later (the same cached ranking
     /// served again, or a read that overtook this one).
-    ///
-    /// The common case, a cached ranking's answer served again, costs a
-    /// hash: its body notes the read it was kept for. Should the kept
-    /// answer be evicted for room while the ranking is still cached, it is
-    /// kept again once the ranking is reloaded, a new body (within the
-    /// ranked-read cache's TTL).
     pub fn remember(&self, read: PageRead, answer: &Answer) {
-        let fingerprint = self.fingerprints.hash_one(&read);
-        if answer.body.was_kept_for(fingerprint) {
-            return;
-        }
+        // The common case, a cached ranking served again, costs one lookup.
         if let Some(kept) = self.answers.get(&read) {
             if kept.read_at >= answer.read_at {
-                answer.body.note_kept_for(fingerprint);
                 return;
             }
         }
@@ -164,7 +149,6 @@ impl LastGood {
             Some(kept) if kept.value().read_at >= newer.read_at => Op::Nop,
             _ => Op::Put(newer),
         });
-        answer.body.note_kept_for(fingerprint);
         self.bytes.set(self.answers.weighted_size() as f64);
     }
 
@@ -213,28 +197,6 @@ mod tests {
         assert_eq!(kept.recall(&read).expect("kept").body.body(), "latest");
         let other = PageRead::Latest { product: product(), limit: 20, authors: false };
         assert!(kept.recall(&other).is_none(), "each read keeps its own answer");
-    }
-
-    #[test]
-    fn a_body_served_again_is_kept_once_and_a_body_answering_two_reads_is_kept_for_both() {
-        let kept = LastGood::new(Duration::from_secs(60), 1 << 20).expect("on");
-        let (read, longer) = (
-            PageRead::Ranked { product: product(), limit: 20, authors: false },
-            PageRead::Ranked { product: product(), limit: 100, authors: false },
-        );
-        let cached = answer("ranked", Instant::now());
-        kept.remember(read.clone(), &cached);
-        kept.remember(longer.clone(), &cached);
-        for read in [&read, &longer] {
-            assert!(Arc::ptr_eq(&kept.recall(read).expect("kept").body, &cached.body), "{read:?}");
-        }
-        // Served again, the body answers for itself: the kept answers are not asked.
-        kept.answers.invalidate(&read);
-        kept.remember(read.clone(), &cached);
-        assert!(kept.recall(&read).is_none(), "the body noted that it was kept");
-        // The ranking reloaded: a new body, kept.
-        kept.remember(read.clone(), &answer("reloaded", Instant::now()));
-        assert_eq!(kept.recall(&read).expect("kept").body.body(), "reloaded");
     }
 
     #[test]

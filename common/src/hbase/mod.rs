@@ -226,11 +226,6 @@ pub async fn with_deadline<F: Future>(deadline: Instant, work: F) -> F::Output {
     CALLER_DEADLINE.scope(deadline, work).await
 }
 
-/// The deadline [`with_deadline`] set for the caller's piece of work, if it set one.
-pub fn caller_deadline() -> Option<Instant> {
-    CALLER_DEADLINE.try_with(|deadline| *deadline).ok()
-}
-
 /// Runs `work` with its operations exempt from [`HbaseConfig::max_queued`]:
 /// they wait for a pool slot however many wait already (still within the
 /// queue timeout and the deadline). query-api lifts the bound for the

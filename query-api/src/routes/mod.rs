@@ -78,17 +78,8 @@ pub(crate) fn answer_kept<'state>(
         return Either::Left(fresh.map(|outcome| outcome.map(fresh_response)));
     };
     let request_timeout = state.settings().request_timeout;
-    let margin = STALE_ANSWER_MARGIN.min(request_timeout / 4);
-    let deadline = request_timeout.saturating_sub(margin);
-    // The request's deadline less the margin, when the front door set it (it
-    // has, for every request); no clock is read for it then.
-    let give_up_at = match common::hbase::caller_deadline() {
-        Some(request_deadline) => {
-            tokio::time::Instant::from_std(request_deadline.checked_sub(margin).unwrap_or(request_deadline))
-        }
-        None => tokio::time::Instant::now() + deadline,
-    };
-    Either::Right(tokio::time::timeout_at(give_up_at, fresh).map(move |outcome| {
+    let deadline = request_timeout.saturating_sub(STALE_ANSWER_MARGIN.min(request_timeout / 4));
+    Either::Right(tokio::time::timeout(deadline, fresh).map(move |outcome| {
         match outcome.unwrap_or_else(|_| Err(ApiError::timeout(deadline))) {
             Ok(answer) => {
                 last_good.remember(read, &answer);
