@@ -1,17 +1,17 @@
-//! `bench`: load generators for the query service. Its one job is to put a
-//! measured load on the service and report what it saw.
+//! `bench`: load generators for the query service, and the floor its
+//! cached reads are measured against.
 //!
 //! - `api-bench` (the figures of BENCHMARKS.md) compares the service with a
 //!   raw Rust client at a fixed concurrency, scenario by scenario.
 //! - `soak` holds the service at a fixed request rate with mixed routes and
 //!   reports each window's latency and the service's resident memory.
+//! - `anchor` serves [`anchor_router`], an axum router answering fixed
+//!   bytes, over HTTP; `app-cost` calls it and query-api's router in
+//!   process, without sockets, and compares their CPU time per request.
 //!
-//! - `anchor` is the floor the cached reads are measured against: an axum
-//!   router answering fixed bytes ([`anchor_router`]) over HTTP; `app-cost`
-//!   calls the same router and query-api's in process, without sockets.
-//!
-//! The HTTP ones drive it through [`load`]: the client, the closed-loop connection
-//! loop, latency recording with an HDR histogram, and its percentile summary.
+//! The load generators drive HTTP through [`load`]: the client, the
+//! closed-loop connection loop, latency recording with an HDR histogram, and
+//! its percentile summary.
 
 pub mod load;
 

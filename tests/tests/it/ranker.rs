@@ -23,7 +23,7 @@ use rand::rngs::StdRng;
 use rand::{Rng, SeedableRng};
 use ranker::score::{is_eligible, score_terms};
 use ranker::select::{select_exhaustively, Candidate, MAX_PICKS};
-use ranker::{Incremental, LeftOutReason, RunOptions, RunReport, Scope, ScoringConfig, Shard};
+use ranker::{Incremental, LeftOutReason, RankerError, RunOptions, RunReport, Scope, ScoringConfig, Shard};
 use tokio_util::sync::CancellationToken;
 use tracing::Instrument as _;
 use tracing_subscriber::layer::SubscriberExt as _;
@@ -403,13 +403,18 @@ async fn a_run_that_fails_before_its_first_product_returns_only_once_its_tasks_h
     let closed = ClosedSpans::default();
     let _subscriber = tracing::subscriber::set_default(tracing_subscriber::registry().with(closed.clone()));
     let mut incremental = options(Scope::All);
-    incremental.incremental =
-        Some(Incremental { since_ms: AS_OF, refresh_days: None, refreshed_until_ms: None, check_all_slots: false });
+    incremental.incremental = Some(Incremental {
+        since_ms: AS_OF - DAY_MS,
+        refresh_days: None,
+        refreshed_until_ms: None,
+        check_all_slots: false,
+    });
 
     let outcome =
         ranker::run(&store, &incremental, CancellationToken::new()).instrument(tracing::info_span!("caller")).await;
 
-    assert!(outcome.is_err(), "no table to search for changes: {outcome:?}");
+    // Storage: the run got past its options and started its writer.
+    assert!(matches!(outcome, Err(RankerError::Storage(_))), "no table to search for changes: {outcome:?}");
     let closed = closed.0.lock().unwrap_or_else(PoisonError::into_inner).clone();
     assert!(closed.contains(&"caller"), "a task of the run still holds the caller's span; closed: {closed:?}");
 }
