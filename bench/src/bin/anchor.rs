@@ -1,8 +1,6 @@
-//! `anchor`: the floor `api-bench` measures the cached reads against. An axum
-//! server on tokio, as query-api is, answering `GET /anchor` with the bytes
-//! of a file (a ranked answer) and nothing else: no middleware, no cache
-//! lookup, no HBase. What query-api's cached read costs beyond it is the
-//! service's own work.
+//! `anchor`: the floor `api-bench` and `bench/wrk-ab.sh` measure the cached
+//! reads against: [`bench::anchor_router`] over HTTP on tokio, answering
+//! `GET /anchor` with the bytes of a file (a ranked answer).
 
 use std::net::SocketAddr;
 use std::path::PathBuf;

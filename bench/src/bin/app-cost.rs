@@ -16,6 +16,12 @@
 //! Each round runs the service's router, the anchor's twice, and the
 //! service's again (A N N A), and prints their nanoseconds per request (the
 //! thread's CPU time) and the service's cost beyond the anchor.
+//!
+//! The service's flags follow `--`, parsed as query-api parses them (its
+//! defaults included); unless they say otherwise, a ranking is kept for an
+//! hour, so that no measured read reloads it:
+//!
+//!     app-cost --rounds 3 -- --table-prefix bench_
 
 use std::net::SocketAddr;
 use std::time::Duration;
@@ -35,7 +41,10 @@ use tower::ServiceExt as _;
 #[global_allocator]
 static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 
-/// Flags of the benchmark, and the service's own (`--table-prefix`, `--ranked-cache-ttl-ms`, ...).
+/// How long a ranking is kept unless the service's flags say otherwise: longer than any run.
+const RANKED_CACHE_TTL_MS: &str = "3600000";
+
+/// Flags of the benchmark; the service's own follow `--`.
 #[derive(Debug, Parser)]
 #[command(name = "app-cost", about = "CPU time per request of query-api's router and of the anchor's, in process.")]
 struct AppCostArgs {
@@ -52,32 +61,39 @@ struct AppCostArgs {
     requests: u32,
 
     /// Rounds of A N N A.
-    #[arg(long, default_value_t = 5)]
+    #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     rounds: u32,
 
-    #[command(flatten)]
-    service: query_api::Args,
+    /// query-api's flags (`--table-prefix`, `--ranked-cache-ttl-ms`, ...).
+    #[arg(last = true)]
+    service: Vec<String>,
 }
 
 fn main() -> anyhow::Result<()> {
     let args = AppCostArgs::parse();
+    let mut service_flags = vec!["query-api".to_owned()];
+    if !args.service.iter().any(|flag| flag.starts_with("--ranked-cache-ttl-ms")) {
+        service_flags.extend(["--ranked-cache-ttl-ms".to_owned(), RANKED_CACHE_TTL_MS.to_owned()]);
+    }
+    service_flags.extend(args.service.iter().cloned());
+    let service = query_api::Args::try_parse_from(service_flags).unwrap_or_else(|error| error.exit());
     let _tracing = common::traces::init("app-cost");
     // One thread, as one connection's requests run: nothing else competes for it.
     let runtime = tokio::runtime::Builder::new_current_thread().enable_all().build().context("building a runtime")?;
-    runtime.block_on(measure(&args))
+    runtime.block_on(measure(&args, &service))
 }
 
-async fn measure(args: &AppCostArgs) -> anyhow::Result<()> {
-    let tables = args.service.hbase.tables().context("invalid --table-prefix")?;
-    let store = ReadStore::new(Hbase::new(args.service.resolved_hbase_config(&tables).await), tables);
-    let state = AppState::new(store, args.service.settings());
+async fn measure(args: &AppCostArgs, service_args: &query_api::Args) -> anyhow::Result<()> {
+    let tables = service_args.hbase.tables().context("invalid --table-prefix")?;
+    let store = ReadStore::new(Hbase::new(service_args.resolved_hbase_config(&tables).await), tables);
+    let state = AppState::new(store, service_args.settings());
     let service = query_api::app(state.clone());
     // The first request reads HBase and fills the caches; its bytes are what the anchor answers.
     let (status, body) = answer(&service, request(args, &args.path)?).await?;
     if status != StatusCode::OK {
         bail!("{} answered {status}: {}", args.path, String::from_utf8_lossy(&body));
     }
-    if args.service.ranked_cache_ttl_ms < 60_000 {
+    if service_args.ranked_cache_ttl_ms < 60_000 {
         eprintln!("app-cost: --ranked-cache-ttl-ms is under a minute: some measured reads may reload the ranking");
     }
     let anchor = bench::anchor_router(body.clone());
@@ -108,14 +124,14 @@ async fn measure(args: &AppCostArgs) -> anyhow::Result<()> {
 
 /// The thread CPU nanoseconds per request of `args.requests` requests of `path` to `router`.
 async fn run(args: &AppCostArgs, router: &Router, path: &str) -> anyhow::Result<f64> {
-    let started = thread_cpu_time();
+    let started = thread_cpu_time()?;
     for _ in 0..args.requests {
         let (status, _) = answer(router, request(args, path)?).await?;
         if status != StatusCode::OK {
             bail!("{path} answered {status} during the run");
         }
     }
-    let spent = thread_cpu_time().saturating_sub(started);
+    let spent = thread_cpu_time()?.saturating_sub(started);
     Ok(spent.as_nanos() as f64 / f64::from(args.requests))
 }
 
@@ -138,7 +154,9 @@ async fn answer(router: &Router, request: Request<Body>) -> anyhow::Result<(Stat
     Ok((status, body))
 }
 
-/// The CPU time this thread has used (zero should the clock fail, which Linux's does not).
-fn thread_cpu_time() -> Duration {
-    nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID).map_or(Duration::ZERO, Duration::from)
+/// The CPU time this thread has used.
+fn thread_cpu_time() -> anyhow::Result<Duration> {
+    let now = nix::time::clock_gettime(nix::time::ClockId::CLOCK_THREAD_CPUTIME_ID)
+        .context("reading the thread's CPU clock")?;
+    Ok(Duration::from(now))
 }
