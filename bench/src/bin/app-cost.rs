@@ -18,8 +18,9 @@
 //! thread's CPU time) and the service's cost beyond the anchor.
 //!
 //! The service's flags follow `--`, parsed as query-api parses them (its
-//! defaults included); unless they say otherwise, a ranking is kept for an
-//! hour, so that no measured read reloads it:
+//! defaults included); unless they name `--ranked-cache-ttl-ms`, a ranking
+//! is kept for an hour, so that no measured read reloads it (that flag then
+//! overrides `REVIEWS_API_RANKED_CACHE_TTL_MS`, as any flag does):
 //!
 //!     app-cost --rounds 3 -- --table-prefix bench_
 
@@ -52,7 +53,8 @@ struct AppCostArgs {
     #[arg(long, default_value = "/v1/products/P000000001/comments/ranked")]
     path: String,
 
-    /// Send a browser's `Accept-Encoding` (gzip, deflate, br, zstd).
+    /// Send a browser's `Accept-Encoding` (gzip, deflate, br, zstd); the
+    /// anchor then answers the compressed bytes query-api answered first.
     #[arg(long)]
     browser: bool,
 
