@@ -55,7 +55,7 @@ use std::sync::{Arc, Mutex, PoisonError};
 use std::time::{Duration, Instant};
 
 use axum::http::{HeaderMap, HeaderName};
-use governor::clock::{Clock, DefaultClock};
+use governor::clock::Clock;
 use governor::{DefaultKeyedRateLimiter, Quota, RateLimiter};
 use ipnet::IpNet;
 
@@ -314,7 +314,10 @@ impl Clients {
             // client's rate.
             if let Some(limiter) = &self.inner.limiter {
                 if let Err(not_until) = limiter.check_key(client) {
-                    let wait = not_until.wait_time_from(DefaultClock::default().now());
+                    // The limiter's own clock: making a clock (quanta's)
+                    // calibrates it, tens of microseconds, which a flood of
+                    // refusals paid on every one.
+                    let wait = not_until.wait_time_from(limiter.clock().now());
                     return Err(Refusal { why: Why::Rate, retry_after_secs: whole_seconds(wait) });
                 }
             }
