@@ -4,9 +4,15 @@
 //!
 //! Every browser sends `Accept-Encoding: gzip, deflate, br, zstd`. An answer
 //! the service serves again and again (a cached ranking's answers, a rendered
-//! widget view, the widget script) is compressed when it is prepared, with
-//! gzip and brotli, and each request picks the bytes it can read, instead of
-//! compressing the same bytes again on every request. Every other answer of
+//! widget view, the widget script) is compressed once per coding, with
+//! brotli or gzip, by the first request that accepts that coding, and each
+//! request after it gets the same bytes, instead of compressing them again
+//! on every request. It is not compressed when it is prepared: most cached
+//! answers are read by clients that accept no coding, or never again before
+//! they expire, and compressing both codings on every load took a quarter
+//! of the service's CPU under a flood of reads of random products (perf,
+//! bench data). The widget script, compressed harder, is compressed at
+//! start. Every other answer of
 //! [`MIN_COMPRESSED_BYTES`] or more is gzipped per request at the fastest
 //! level ([`compress_per_request`]), from a deflate state (`flate2` on
 //! zlib-rs) kept per thread and reset for each answer: a compressor's tables
@@ -18,7 +24,8 @@
 //! and every answer with variants says `Vary: Accept-Encoding`.
 
 use std::io::Write;
-use std::sync::Arc;
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use axum::body::{Body, Bytes};
 use axum::http::{header, HeaderMap, HeaderValue};
@@ -44,6 +51,15 @@ const BROTLI_WINDOW: u32 = 22;
 /// A variant is kept only when it is at most this share of the identity's
 /// size: one that saves less is not worth its memory.
 const WORTH_KEEPING: f64 = 0.9;
+/// The bytes an answer's variants made when first asked for may take
+/// together, as a share of the identity's: weighed in the answer's cache
+/// from the start, made or not, so the cache's bound holds whatever is made
+/// later. A ranked answer's two take 48 % on the bench data (14,477 bytes:
+/// brotli 3,303, gzip 3,753) and 59 % on the demo's, whose reviews are
+/// Korean (10,687: 2,936 and 3,389); smaller answers compress less. A
+/// variant that does not fit is not kept, and its requests get another
+/// coding they accept or identity.
+const VARIANT_ROOM: f64 = 0.8;
 
 /// A content coding a prepared answer may be sent in.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
@@ -68,9 +84,11 @@ impl Coding {
 /// prepared once for the life of the process (the widget script).
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub enum Effort {
-    /// [`GZIP_LEVEL`] and [`BROTLI_QUALITY`].
+    /// [`GZIP_LEVEL`] and [`BROTLI_QUALITY`], each coding when a request
+    /// first accepts it.
     Prepared,
-    /// The smallest each coding makes.
+    /// The smallest each coding makes, both at once (quality 11 takes tens
+    /// of milliseconds, too long for a request to wait).
     Smallest,
 }
 
@@ -82,39 +100,62 @@ struct Variant {
     etag: HeaderValue,
 }
 
-/// An answer's bytes and `ETag`, made once, with the compressed variants it
-/// was prepared with (none below [`MIN_COMPRESSED_BYTES`] or when
-/// compression was not asked for).
+/// An answer's bytes and `ETag`, made once, and its compressed variants,
+/// each made once (none below [`MIN_COMPRESSED_BYTES`] or when compression
+/// was not asked for).
 #[derive(Debug)]
 pub struct Prepared {
     identity: Bytes,
     etag: HeaderValue,
-    variants: Vec<Variant>,
+    /// How its variants are made; `None`: it has none.
+    effort: Option<Effort>,
+    /// Brotli's and gzip's variants (in [`CODINGS`]' order), each made by
+    /// the first request that accepts its coding; `None` inside when it was
+    /// not worth keeping or did not fit in `room`.
+    variants: [OnceLock<Option<Variant>>; 2],
+    /// The bytes the variants may take together, weighed made or not.
+    room: usize,
+    /// The bytes the variants made so far take.
+    used: AtomicUsize,
 }
+
+/// The codings a prepared answer may have variants in, smaller first: on a
+/// tie of quality values, the earlier is sent.
+const CODINGS: [Coding; 2] = [Coding::Brotli, Coding::Gzip];
 
 impl Prepared {
     /// `body` and its tag, without variants: for answers served from a cache
     /// that is off, which would compress for one request only.
     pub fn tagged(body: Bytes) -> Prepared {
-        Prepared { etag: entity_tag(&body), identity: body, variants: Vec::new() }
+        Prepared {
+            etag: entity_tag(&body),
+            identity: body,
+            effort: None,
+            variants: Default::default(),
+            room: 0,
+            used: AtomicUsize::new(0),
+        }
     }
 
-    /// `body` tagged and compressed with gzip and brotli at `effort`.
+    /// `body` tagged, with variants in brotli and gzip at `effort`: made by
+    /// the first request accepting each, or both now for [`Effort::Smallest`].
     pub fn compressed(body: Bytes, effort: Effort) -> Prepared {
         let mut prepared = Prepared::tagged(body);
         if prepared.identity.len() < MIN_COMPRESSED_BYTES {
             return prepared;
         }
-        let worth = |compressed: &[u8]| compressed.len() as f64 <= prepared.identity.len() as f64 * WORTH_KEEPING;
-        let mut variants = Vec::with_capacity(2);
-        for coding in [Coding::Brotli, Coding::Gzip] {
-            let Some(compressed) = compress(&prepared.identity, coding, effort) else { continue };
-            if !compressed.is_empty() && worth(&compressed) {
-                let etag = variant_tag(&prepared.etag, coding);
-                variants.push(Variant { coding, body: Bytes::from(compressed), etag });
+        prepared.effort = Some(effort);
+        match effort {
+            Effort::Prepared => prepared.room = (prepared.identity.len() as f64 * VARIANT_ROOM) as usize,
+            Effort::Smallest => {
+                // Both are made now, with room for whatever they take.
+                prepared.room = usize::MAX;
+                for coding in CODINGS {
+                    prepared.variant(coding);
+                }
+                prepared.room = prepared.used.load(Ordering::Relaxed);
             }
         }
-        prepared.variants = variants;
         prepared
     }
 
@@ -128,24 +169,56 @@ impl Prepared {
         &self.etag
     }
 
-    /// Whether any compressed variant was kept.
-    pub fn has_variants(&self) -> bool {
-        !self.variants.is_empty()
+    /// Whether it is offered in compressed variants (made or to be made).
+    pub fn offers_variants(&self) -> bool {
+        self.effort.is_some()
+    }
+
+    /// The variant in `coding`, made now if no request asked for it before;
+    /// `None` when that variant is not worth keeping or does not fit.
+    fn variant(&self, coding: Coding) -> Option<&Variant> {
+        let effort = self.effort?;
+        let index = CODINGS.iter().position(|known| *known == coding)?;
+        self.variants[index]
+            .get_or_init(|| {
+                // Brotli, the smaller and what every browser accepts, has the
+                // first claim on the room: a client accepting only gzip that
+                // comes first must not leave the browsers without it.
+                if coding != Coding::Brotli {
+                    self.variant(Coding::Brotli);
+                }
+                self.make(coding, effort)
+            })
+            .as_ref()
+    }
+
+    fn make(&self, coding: Coding, effort: Effort) -> Option<Variant> {
+        let compressed = compress(&self.identity, coding, effort)?;
+        let worth = compressed.len() as f64 <= self.identity.len() as f64 * WORTH_KEEPING;
+        if compressed.is_empty() || !worth {
+            return None;
+        }
+        // The bytes are taken only when they fit, in one step, however the
+        // two codings' first requests interleave.
+        let fits = |used: usize| used.checked_add(compressed.len()).filter(|total| *total <= self.room);
+        self.used.fetch_update(Ordering::Relaxed, Ordering::Relaxed, fits).ok()?;
+        Some(Variant { coding, etag: variant_tag(&self.etag, coding), body: Bytes::from(compressed) })
     }
 
     /// Marks `response`, whose body is this answer's identity bytes, with its
-    /// `ETag` and, when it has variants, for [`serve_prepared`] to pick one.
+    /// `ETag` and, when it offers variants, for [`serve_prepared`] to pick one.
     pub fn mark(self: &Arc<Self>, response: &mut Response) {
         response.headers_mut().insert(header::ETAG, self.etag.clone());
-        if self.has_variants() {
+        if self.offers_variants() {
             response.extensions_mut().insert(PreparedAnswer(Arc::clone(self)));
         }
     }
 
-    /// The bytes held, every variant's included: what a cache of prepared
-    /// answers weighs them by.
+    /// The bytes held, the room of the variants included (made or not):
+    /// what a cache of prepared answers weighs them by, the same for as
+    /// long as the answer lives.
     pub fn weight_bytes(&self) -> usize {
-        self.identity.len() + self.variants.iter().map(|variant| variant.body.len()).sum::<usize>()
+        self.identity.len() + self.room
     }
 
     /// The bytes, `ETag` and coding (`None`: identity) to answer a request
@@ -155,22 +228,21 @@ impl Prepared {
         self.for_codings(AcceptedCodings::of(accepted))
     }
 
+    /// The bytes, `ETag` and coding (`None`: identity) to answer a request
+    /// that accepts `weights`. The variant is made now when this request is
+    /// the first to accept its coding (brotli's first, see [`Prepared::variant`]);
+    /// a request waiting for another to make it blocks its thread for that
+    /// long, under a millisecond for a ranked answer.
     fn for_codings(&self, weights: AcceptedCodings) -> (&Bytes, &HeaderValue, Option<Coding>) {
-        let best = self
-            .variants
-            .iter()
-            .filter(|variant| weights.quality(variant.coding) > 0.0)
-            // Highest quality value first; on a tie the earlier (smaller) coding.
-            .fold(None::<&Variant>, |best, variant| match best {
-                Some(best) if weights.quality(best.coding) >= weights.quality(variant.coding) => Some(best),
-                _ => Some(variant),
-            });
-        match best {
-            Some(variant) if weights.quality(variant.coding) >= weights.identity => {
-                (&variant.body, &variant.etag, Some(variant.coding))
-            }
-            _ => (&self.identity, &self.etag, None),
-        }
+        // The codings the request prefers to identity come highest quality
+        // value first; on a tie the earlier (smaller) one (the sort is stable).
+        let mut wanted = CODINGS.map(|coding| (coding, weights.quality(coding)));
+        wanted.sort_by(|(_, first), (_, second)| second.total_cmp(first));
+        wanted
+            .into_iter()
+            .filter(|(_, quality)| *quality > 0.0 && *quality >= weights.identity)
+            .find_map(|(coding, _)| self.variant(coding))
+            .map_or((&self.identity, &self.etag, None), |variant| (&variant.body, &variant.etag, Some(variant.coding)))
     }
 }
 
@@ -438,7 +510,66 @@ mod tests {
         assert_eq!(gzip_tag.to_str().expect("ascii"), format!("{}-gz\"", identity_tag.trim_end_matches('"')));
         assert_ne!(gzip_tag, brotli_tag);
         assert!(gzipped.len() * 3 < body.len() && brotli.len() < gzipped.len(), "{} {}", gzipped.len(), brotli.len());
-        assert_eq!(prepared.weight_bytes(), body.len() + gzipped.len() + brotli.len(), "every variant weighed");
+        assert!(gzipped.len() + brotli.len() <= prepared.weight_bytes() - body.len(), "within the room weighed");
+    }
+
+    #[test]
+    fn a_variant_is_made_by_the_first_request_accepting_it_and_served_again_after() {
+        let body = json(10_000);
+        let prepared = Prepared::compressed(body.clone(), Effort::Prepared);
+        let weighed = prepared.weight_bytes();
+        assert!(prepared.offers_variants());
+        assert_eq!(prepared.used.load(Ordering::Relaxed), 0, "nothing compressed before a request asks");
+        let (identity, _, coding) = prepared.for_request(&HeaderMap::new());
+        assert_eq!((identity, coding), (&body, None));
+        assert_eq!(prepared.used.load(Ordering::Relaxed), 0, "a request accepting no coding compresses nothing");
+
+        let (first, _, _) = prepared.for_request(&accepting("gzip, deflate, br, zstd"));
+        let brotli_bytes = prepared.used.load(Ordering::Relaxed);
+        assert_eq!(brotli_bytes, first.len(), "brotli made, gzip not");
+        let (again, _, coding) = prepared.for_request(&accepting("br"));
+        assert_eq!((again.as_ptr(), coding), (first.as_ptr(), Some(Coding::Brotli)), "the same bytes, not made again");
+        let (gzipped, _, coding) = prepared.for_request(&accepting("gzip"));
+        assert_eq!(coding, Some(Coding::Gzip));
+        assert_eq!(prepared.used.load(Ordering::Relaxed), brotli_bytes + gzipped.len());
+        assert_eq!(prepared.weight_bytes(), weighed, "weighed the same before and after");
+    }
+
+    #[test]
+    fn a_variant_that_does_not_fit_the_room_is_not_kept_and_its_request_gets_identity() {
+        // Hex digits carry four bits a byte: each coding halves them, and
+        // both together take more than the room.
+        let mut state = 0x2545_f491_4f6c_dd1d_u64;
+        let hex: String = (0..20_000)
+            .map(|_| {
+                state ^= state << 13;
+                state ^= state >> 7;
+                state ^= state << 17;
+                char::from_digit((state % 16) as u32, 16).expect("a digit")
+            })
+            .collect();
+        let prepared = Prepared::compressed(Bytes::from(hex), Effort::Prepared);
+        // A client accepting only gzip comes first: brotli takes its room
+        // first all the same, and gzip does not fit beside it.
+        let (_, etag, coding) = prepared.for_request(&accepting("gzip"));
+        assert_eq!(coding, None, "no room left for gzip");
+        assert_eq!(etag, prepared.etag());
+        let (brotli, _, coding) = prepared.for_request(&accepting("br"));
+        assert_eq!(coding, Some(Coding::Brotli), "{} of {} bytes", brotli.len(), prepared.body().len());
+        assert_eq!(prepared.used.load(Ordering::Relaxed), brotli.len(), "brotli alone holds room");
+        assert!(brotli.len() <= prepared.weight_bytes() - prepared.body().len());
+        let (_, _, coding) = prepared.for_request(&accepting("gzip, br;q=0.5"));
+        assert_eq!(coding, Some(Coding::Brotli), "the coding preferred is not kept: the other one accepted");
+    }
+
+    #[test]
+    fn the_smallest_effort_makes_both_variants_at_once_and_weighs_them() {
+        let body = json(10_000);
+        let prepared = Prepared::compressed(body.clone(), Effort::Smallest);
+        assert!(prepared.variants.iter().all(|variant| matches!(variant.get(), Some(Some(_)))), "both made");
+        let made = prepared.used.load(Ordering::Relaxed);
+        assert!(made > 0);
+        assert_eq!(prepared.weight_bytes(), body.len() + made, "weighed as made");
     }
 
     #[test]
@@ -458,7 +589,7 @@ mod tests {
     #[test]
     fn a_small_answer_has_no_variants() {
         let prepared = Prepared::compressed(json(500), Effort::Smallest);
-        assert!(prepared.body().len() < MIN_COMPRESSED_BYTES && !prepared.has_variants());
+        assert!(prepared.body().len() < MIN_COMPRESSED_BYTES && !prepared.offers_variants());
         assert_eq!(prepared.weight_bytes(), prepared.body().len());
     }
 }

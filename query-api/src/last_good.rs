@@ -76,8 +76,8 @@ impl PageRead {
 #[derive(Debug, Clone)]
 pub struct Answer {
     /// The body (JSON, or the HTML of a server-rendered widget) with its
-    /// `ETag`, and the compressed variants it was prepared with when it is
-    /// served many times (a cached ranking's answer, a rendered view).
+    /// `ETag`, and its compressed variants when it is served many times (a
+    /// cached ranking's answer, a rendered view).
     pub body: Arc<Prepared>,
     /// The body's `Content-Type` ([`JSON`] or [`HTML`]).
     pub content_type: &'static str,

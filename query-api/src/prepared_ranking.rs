@@ -1,7 +1,9 @@
 //! A product's ranking as served ([`Ranking`]): its ranked comments and
 //! review summary, with the answers of the `/v1` ranked and summary routes
-//! rendered, tagged and compressed once, when it is loaded, and the others
-//! (the seed's, the one with authors) by the first request for them.
+//! rendered and tagged once, when it is loaded, and the others (the seed's,
+//! the one with authors) by the first request for them; each answer is
+//! compressed once per coding, by the first request accepting it
+//! (`crate::encoding::Prepared`).
 
 use std::collections::HashMap;
 use std::sync::{Arc, OnceLock};
@@ -41,7 +43,8 @@ pub struct Ranking {
     /// The `/v1` answer with authors (what the review widget asks for),
     /// prepared by the first request for it.
     with_authors_body: OnceLock<Arc<Prepared>>,
-    /// Whether this ranking's answers are compressed once (it is cached).
+    /// Whether this ranking's answers are offered in compressed variants, each
+    /// made once (it is cached).
     compress: bool,
     read_at: Instant,
     from_replica: bool,
@@ -50,8 +53,9 @@ pub struct Ranking {
 impl Ranking {
     /// A ranking of `comments`, best first, beside the product's `summary`,
     /// read from HBase by a read that began at `read_at`. Its answers are
-    /// compressed once here when `compress` (the ranking is to be cached and
-    /// served many times); otherwise each request's is compressed as it goes.
+    /// rendered here and kept with their compressed variants when
+    /// `compress` (the ranking is to be cached and served many times);
+    /// otherwise each request's is rendered and compressed as it goes.
     pub fn new(
         comments: Vec<RankedComment>,
         summary: Option<ReviewSummaryView>,
@@ -113,8 +117,8 @@ impl Ranking {
 
     /// The bytes this ranking holds, as the ranked-read cache weighs it: the
     /// rendered answers (the `/v1` ranked one and the summary, and the
-    /// seed's and the one with authors once kept) with their compressed
-    /// variants, the comments
+    /// seed's and the one with authors once kept) with the room for their
+    /// compressed variants, the comments
     /// (weighed by their JSON in the `/v1` answer, which spells out every
     /// string they hold), their authors (read later, so weighed ahead at a
     /// nickname's usual size), and a fixed overhead for the structs and the
@@ -148,8 +152,8 @@ impl Ranking {
     }
 
     /// The `/v1` answer of the whole ranking with its authors, `body`, as
-    /// the first request for it rendered it: kept (and compressed when the
-    /// ranking is cached) for the requests after it.
+    /// the first request for it rendered it: kept (with compressed variants
+    /// when the ranking is cached) for the requests after it.
     pub fn keep_with_authors_body(&self, body: Bytes) -> Arc<Prepared> {
         Arc::clone(self.with_authors_body.get_or_init(|| prepare(body, self.compress)))
     }
@@ -198,8 +202,8 @@ impl Ranking {
     }
 
     /// The seed's answer of the whole ranking, rendered by the first request
-    /// for it and kept (compressed when the ranking is cached) for the
-    /// requests after it.
+    /// for it and kept (with compressed variants when the ranking is cached)
+    /// for the requests after it.
     pub fn keep_seed_body(&self) -> Result<Arc<Prepared>, serde_json::Error> {
         if let Some(kept) = self.seed_body() {
             return Ok(kept);
@@ -289,13 +293,13 @@ mod tests {
 
         assert!(ranking.seed_body().is_none(), "not rendered before a request asks for it");
         let kept = ranking.keep_seed_body().expect("rendered");
-        assert!(kept.has_variants(), "a cached ranking's seed answer is compressed once, when kept");
+        assert!(kept.offers_variants(), "a cached ranking's seed answer is offered compressed once kept");
         let rendered =
             Ranking::new(ranked.clone(), None, Instant::now(), false).render_seed_body(10).expect("rendered");
         assert_eq!(kept.body(), rendered.body(), "the seed's answer of the whole ranking");
         assert_eq!(kept.etag(), rendered.etag());
         let uncached = Ranking::new(ranked, None, Instant::now(), false).keep_seed_body().expect("rendered");
-        assert!(!uncached.has_variants(), "a ranking served once (no cache) is not compressed ahead");
+        assert!(!uncached.offers_variants(), "a ranking served once (no cache) is not compressed ahead");
         assert_eq!(ranking.weight_bytes(), loaded + kept.weight_bytes() as u64, "weighed once kept, not before");
 
         let again = ranking.keep_seed_body().expect("kept");

@@ -279,7 +279,7 @@ mod tests {
         let (after, entries) = cache.settled_size().await;
         assert_eq!(entries, 1);
         assert_eq!(after - before, kept.weight_bytes() as u64, "the answer and its variants weighed");
-        assert!(kept.has_variants(), "a cached ranking's answers are compressed");
+        assert!(kept.offers_variants(), "a cached ranking's answers are offered compressed");
     }
 
     #[test]

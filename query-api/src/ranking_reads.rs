@@ -104,7 +104,8 @@ pub async fn load_ranking(state: &AppState, product: Id) -> common::Result<Arc<R
             comment.map(|comment| RankedComment::new(comment, slot.rank, slot.score))
         })
         .collect();
-    // Compressed once only when the cache will serve it again and again.
+    // Offered in compressed variants, each made once, only when the cache
+    // will serve the ranking again and again.
     let compress = !state.settings().ranked_cache_ttl.is_zero();
     let ranking = Ranking::new(ranked, with_newer(&product, counted, newer), read_at, compress);
     Ok(Arc::new(ranking.read_from_replica(from_replica)))
