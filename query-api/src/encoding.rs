@@ -12,12 +12,13 @@
 //! they expire, and compressing both codings on every load took a quarter
 //! of the service's CPU under a flood of reads of random products (perf,
 //! bench data). The widget script, compressed harder, is compressed at
-//! start. Every other answer of
-//! [`MIN_COMPRESSED_BYTES`] or more is gzipped per request at the fastest
-//! level ([`compress_per_request`]), from a deflate state (`flate2` on
-//! zlib-rs) kept per thread and reset for each answer: a compressor's tables
-//! are large, and building them for every answer is most of what compressing
-//! a small answer costs.
+//! start.
+//!
+//! Every other answer of [`MIN_COMPRESSED_BYTES`] or more is gzipped per
+//! request at the fastest level ([`compress_per_request`]), from a deflate
+//! state (`flate2` on zlib-rs) kept per thread and reset for each answer: a
+//! compressor's tables are large, and building them for every answer is most
+//! of what compressing a small answer costs.
 //!
 //! Each variant has its own `ETag` (the identity's with `-gz` or `-br`
 //! added), so a cache or browser holding one variant revalidates that one,
@@ -232,7 +233,7 @@ impl Prepared {
     /// that accepts `weights`. The variant is made now when this request is
     /// the first to accept its coding (brotli's first, see [`Prepared::variant`]);
     /// a request waiting for another to make it blocks its thread for that
-    /// long, under a millisecond for a ranked answer.
+    /// long, about a millisecond for a ranked answer (mostly brotli's).
     fn for_codings(&self, weights: AcceptedCodings) -> (&Bytes, &HeaderValue, Option<Coding>) {
         // The codings the request prefers to identity come highest quality
         // value first; on a tie the earlier (smaller) one (the sort is stable).
