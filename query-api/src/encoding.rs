@@ -9,9 +9,7 @@
 //! request after it gets the same bytes, instead of compressing them again
 //! on every request. It is not compressed when it is prepared: most cached
 //! answers are read by clients that accept no coding, or never again before
-//! they expire, and compressing both codings on every load took a quarter
-//! of the service's CPU under a flood of reads of random products (perf,
-//! bench data). The widget script, compressed harder, is compressed at
+//! they expire. The widget script, compressed harder, is compressed at
 //! start.
 //!
 //! Every other answer of [`MIN_COMPRESSED_BYTES`] or more is gzipped per
@@ -235,14 +233,12 @@ impl Prepared {
     /// a request waiting for another to make it blocks its thread for that
     /// long, about a millisecond for a ranked answer (mostly brotli's).
     fn for_codings(&self, weights: AcceptedCodings) -> (&Bytes, &HeaderValue, Option<Coding>) {
-        // The codings the request prefers to identity come highest quality
-        // value first; on a tie the earlier (smaller) one (the sort is stable).
-        let mut wanted = CODINGS.map(|coding| (coding, weights.quality(coding)));
-        wanted.sort_by(|(_, first), (_, second)| second.total_cmp(first));
-        wanted
+        // Highest quality value first; on a tie brotli, the smaller.
+        let order = if weights.gzip > weights.brotli { [Coding::Gzip, Coding::Brotli] } else { CODINGS };
+        order
             .into_iter()
-            .filter(|(_, quality)| *quality > 0.0 && *quality >= weights.identity)
-            .find_map(|(coding, _)| self.variant(coding))
+            .filter(|coding| weights.quality(*coding) > 0.0 && weights.quality(*coding) >= weights.identity)
+            .find_map(|coding| self.variant(coding))
             .map_or((&self.identity, &self.etag, None), |variant| (&variant.body, &variant.etag, Some(variant.coding)))
     }
 }

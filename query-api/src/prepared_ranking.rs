@@ -32,9 +32,8 @@ pub struct Ranking {
     v1_body: Option<Arc<Prepared>>,
     summary_body: Option<Arc<Prepared>>,
     /// The seed's answer of the whole ranking, prepared by the first request
-    /// for it: only clients of the original Java service ask for it, and
-    /// compressing it on every load cost as much as the `/v1` answer's
-    /// compression (about a millisecond for ten reviews, mostly brotli).
+    /// for it: only clients of the original Java service ask for it, so
+    /// rendering and tagging it on every load would mostly be wasted.
     seed_body: OnceLock<Arc<Prepared>>,
     /// The comments' authors, read the first time a request asks for them
     /// and cached with the ranking: a product page asks on every view. Ten
