@@ -21,7 +21,9 @@
 # user tables, Thrift1 gateway 1, Thrift2 gateway 1, the first query-api
 # replica, the master, the ZooKeeper leader, each chosen as its round
 # begins, before its reads (asked at the kill, `hbasectl regions` took 7 to
-# 12 s on a loaded machine). Each round reads for FAULT_ROUND_SECS (70)
+# 12 s on a loaded machine). Each round reads for FAULT_ROUND_SECS (70;
+# a region server's, FAULT_RS_ROUND_SECS, 120: its restart and the
+# balancer's moves after it, below, end 60 to 75 s after the kill)
 # at FAULT_RATE (250) reads a second through the proxy, of every kind
 # (`page-load` with every route: ranked, summary, latest, deep and next
 # cursor pages, user timelines, one-star and rating-ordered pages, listing
@@ -29,14 +31,19 @@
 # starts, and a second later the victim is killed with SIGKILL. The victim is
 # started again once its loss is repaired (a region server: once HBase has
 # reopened its regions elsewhere; the others at once) and the next round
-# waits until it serves.
+# waits until it serves. A region server started again holds nothing until
+# the master's balancer moves regions back to it, which its chore does at
+# its next run (every 5 minutes), in whichever round runs then: so the
+# balancer is asked at once (`hbasectl balance`), and its moves are read
+# through in the round of the restart that caused them.
 #
 # Printed: the warm-up minute's reads, failed and p99 (nothing killed, no
 # ranking run: what the machine carries); then, per round: reads from the
 # kill to the round's end, failed (any status but 200, or no answer), p99
 # and max latency, the share answered from a secondary replica or a last
 # good copy, seconds until the victim's loss was repaired and until it
-# served again, and the ranking run's exit status; then every product's
+# served again (a region server: with its regions balanced back), and the
+# ranking run's exit status; then every product's
 # ranked reviews, summary and whole latest list compared with before the
 # faults; and the resident memory of every process.
 #
@@ -54,7 +61,7 @@
 # gateways on 9690 and 9692, Thrift2 on 9691 and 9693), FAULT_ZK_PORT
 # (default 22390), FAULT_META_SERVER (dedicated, or shared), FAULT_API_PORT
 # (default 18490: the proxy; the replicas on the next two), FAULT_RATE
-# (250), FAULT_ROUND_SECS (70), FAULT_VICTIMS
+# (250), FAULT_ROUND_SECS (70), FAULT_RS_ROUND_SECS (120), FAULT_VICTIMS
 # (a comma-separated subset of meta-rs,busiest-rs,thrift1,thrift2,query-api,
 # master,zookeeper, or none: a control round, the ranking run and the reads
 # with nothing killed), FAULT_KEEP=1 keeps the cluster and its data.
@@ -68,6 +75,7 @@ PROXY_PORT="${FAULT_API_PORT:-18490}"
 API_PORTS=("$((PROXY_PORT + 1))" "$((PROXY_PORT + 2))")
 RATE="${FAULT_RATE:-250}"
 ROUND_SECS="${FAULT_ROUND_SECS:-70}"
+RS_ROUND_SECS="${FAULT_RS_ROUND_SECS:-120}"
 REPLICAS="${FAULT_REPLICAS:-2}"
 VICTIMS="${FAULT_VICTIMS:-meta-rs,busiest-rs,thrift1,thrift2,query-api,master,zookeeper}"
 PRODUCTS=200
@@ -191,7 +199,10 @@ kill_victim() {
 # revive WHAT NUMBER: starts the victim again and waits until it serves.
 revive() {
   case "$1" in
-    rs) hbase/hbasectl start-rs "$2" >&2 ;;
+    rs)
+      hbase/hbasectl start-rs "$2" >&2
+      hbase/hbasectl balance >&2
+      ;;
     gateway) hbase/hbasectl start-gateway "$2" >&2 ;;
     replica)
       # Wait for the killed replica, so that the new one binds the port only
@@ -219,7 +230,9 @@ for victim in "${victims[@]}"; do
     echo "fault: $victim: hbasectl named no such process to kill" >&2
     exit 1
   fi
-  "$BIN/page-load" --base "$base" --warm --rate "$RATE" --duration-secs "$ROUND_SECS" --products "$PRODUCTS" \
+  round_secs=$ROUND_SECS
+  [[ "$what" != rs ]] || round_secs=$RS_ROUND_SECS
+  "$BIN/page-load" --base "$base" --warm --rate "$RATE" --duration-secs "$round_secs" --products "$PRODUCTS" \
     --users "$USERS" --routes "$ROUTES" --out "$reads" &
   load_pid=$!
   until [[ -e "$reads" ]]; do sleep 0.2; done
