@@ -13,17 +13,16 @@
 // server is being processed, and a run moves regions one at a time within
 // a time budget, so it may stop short. So the request is repeated, once
 // nothing is in transition, until a run finds no move worth making. The
-// master answers a request only once its moves are made, 10 to 20 s for
-// a restarted server's share: so a request may take a minute, and one
-// that times out all the same is asked again (the moves go on at the
-// master).
+// master answers a request only once it has started its last move, 10 to
+// 20 s for a restarted server's share: so a request may take a minute, and
+// one that times out all the same, or a failed look at the cluster, is
+// asked again (the moves go on at the master).
 //
 // Run by hbasectl with Java's single-file source launcher and HBase's
 // classpath (hbase-site.xml first): java -cp CONF:JARS Balance.java [TIMEOUT_SECS].
 
 import java.util.List;
 import java.util.stream.Collectors;
-import org.apache.hadoop.hbase.ClusterMetrics;
 import java.io.IOException;
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.hbase.HBaseConfiguration;
@@ -44,9 +43,16 @@ public class Balance {
     conf.setInt("hbase.client.operation.timeout", 60_000);
     try (Connection connection = ConnectionFactory.createConnection(conf);
         Admin admin = connection.getAdmin()) {
-      String before = regionsPerServer(admin.getClusterMetrics());
+      String before = regionsPerServer(admin);
       while (System.currentTimeMillis() < deadline) {
-        int inTransition = admin.getClusterMetrics().getRegionStatesInTransition().size();
+        int inTransition;
+        try {
+          inTransition = admin.getClusterMetrics().getRegionStatesInTransition().size();
+        } catch (IOException e) {
+          last = "the last look at the cluster failed: " + e;
+          Thread.sleep(250);
+          continue;
+        }
         if (inTransition > 0) {
           last = inTransition + " region(s) in transition";
           Thread.sleep(250);
@@ -68,10 +74,14 @@ public class Balance {
         runs++;
         if (response.getMovesCalculated() == 0) {
           System.out.println("balanced after " + runs + " balancer run(s): regions per server "
-              + before + " before, " + regionsPerServer(admin.getClusterMetrics()) + " after");
+              + before + " before, " + regionsPerServer(admin) + " after");
           return;
         }
         last = "the last run moved " + response.getMovesExecuted() + " of " + response.getMovesCalculated();
+        // A run whose moves failed (or a master in maintenance) leaves
+        // nothing in transition: without a pause the plan would be
+        // computed again at once, over and over.
+        Thread.sleep(250);
       }
     }
     System.out.println("not balanced after " + timeoutMs / 1000 + " s: " + last);
@@ -83,9 +93,13 @@ public class Balance {
    * may move many while the master answers the request late: the client
    * retries it, and the retry finds nothing left to move).
    */
-  static String regionsPerServer(ClusterMetrics metrics) {
-    List<Integer> counts = metrics.getLiveServerMetrics().values().stream()
-        .map(server -> server.getRegionMetrics().size()).sorted().collect(Collectors.toList());
-    return counts.toString();
+  static String regionsPerServer(Admin admin) {
+    try {
+      List<Integer> counts = admin.getClusterMetrics().getLiveServerMetrics().values().stream()
+          .map(server -> server.getRegionMetrics().size()).sorted().collect(Collectors.toList());
+      return counts.toString();
+    } catch (IOException e) {
+      return "(unknown: " + e.getMessage() + ")";
+    }
   }
 }
