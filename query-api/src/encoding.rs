@@ -147,8 +147,7 @@ impl Prepared {
         match effort {
             Effort::Prepared => prepared.room = (prepared.identity.len() as f64 * VARIANT_ROOM) as usize,
             Effort::Smallest => {
-                // Both are made now, with room for whatever they take.
-                prepared.room = usize::MAX;
+                // Both are made now, and weighed as made.
                 for coding in CODINGS {
                     prepared.variant(coding);
                 }
@@ -198,8 +197,13 @@ impl Prepared {
             return None;
         }
         // The bytes are taken only when they fit, in one step, however the
-        // two codings' first requests interleave.
-        let fits = |used: usize| used.checked_add(compressed.len()).filter(|total| *total <= self.room);
+        // two codings' first requests interleave. Variants made at start
+        // have no room to fit in: the answer is weighed as they are made.
+        let room = match effort {
+            Effort::Prepared => self.room,
+            Effort::Smallest => usize::MAX,
+        };
+        let fits = |used: usize| used.checked_add(compressed.len()).filter(|total| *total <= room);
         self.used.fetch_update(Ordering::Relaxed, Ordering::Relaxed, fits).ok()?;
         Some(Variant { coding, etag: variant_tag(&self.etag, coding), body: Bytes::from(compressed) })
     }

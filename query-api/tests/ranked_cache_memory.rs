@@ -12,7 +12,7 @@ use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::Response;
 use common::model::{Comment, Record};
 use common::Id;
-use query_api::encoding::{serve_prepared, AcceptedCodings, PreparedAnswer};
+use query_api::encoding::{serve_prepared, AcceptedCodings};
 use query_api::prepared_ranking::Ranking;
 use query_api::ranked_cache::RankedCache;
 use query_api::views::RankedComment;
@@ -88,7 +88,7 @@ fn large_ranking(product: usize) -> Ranking {
         headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static(coding));
         for answer in [&seed, &ranked] {
             let mut response = Response::new(Body::from(answer.body().clone()));
-            response.extensions_mut().insert(PreparedAnswer(Arc::clone(answer)));
+            answer.mark(&mut response);
             let served = serve_prepared(AcceptedCodings::of(&headers), response);
             // Brotli's variant is always kept here; gzip's, as long again,
             // fits beside it only in text that compresses better than this.
