@@ -32,12 +32,14 @@ import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CompletableFuture;
+import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 
@@ -93,7 +95,12 @@ public class TimelineThrift2Server extends ThriftServer {
     static final String TIMELINE_READ_TIMEOUT_KEY = "reviews.thrift2.timeline.read.timeout.ms";
     static final int TIMELINE_READ_TIMEOUT_MS = 3_000;
 
+    /** Timeline reads slower than this are logged ({@link SlowReads}). */
+    static final String SLOW_READ_KEY = "reviews.thrift2.slow.read.ms";
+    static final int SLOW_READ_MS = 1_000;
+
     private final int timelineReadTimeoutMs;
+    private final SlowReads slowReads;
     /**
      * The asynchronous connection: begun at start and awaited by the first
      * timeline read. A gateway may start before the cluster it serves is up,
@@ -105,6 +112,7 @@ public class TimelineThrift2Server extends ThriftServer {
     Handler(Configuration conf, UserProvider userProvider) throws IOException {
       super(conf, userProvider);
       this.timelineReadTimeoutMs = conf.getInt(TIMELINE_READ_TIMEOUT_KEY, TIMELINE_READ_TIMEOUT_MS);
+      this.slowReads = new SlowReads(conf.getInt(SLOW_READ_KEY, SLOW_READ_MS));
       CompletableFuture<AsyncConnection> first = new CompletableFuture<>();
       connection.set(first);
       connect(first);
@@ -168,18 +176,24 @@ public class TimelineThrift2Server extends ThriftServer {
       if (get.getConsistency() != Consistency.TIMELINE || get.getReplicaId() >= 0) {
         return table.get(get);
       }
+      long startedNs = System.nanoTime();
       AsyncTableRegionLocator locator = table.getRegionLocator();
       List<HRegionLocation> replicas = cachedReplicas(locator, get.getRow());
       int replica = downServers.replicaToRead(locator, replicas);
+      CompletableFuture<Result> read;
       if (replica >= 0) {
-        return table.get(get.setReplicaId(replica));
+        read = table.get(get.setReplicaId(replica));
+      } else {
+        read = table.get(get).thenApply(result -> {
+          if (result.isStale()) {
+            downServers.suspectPrimary(replicas);
+          }
+          return result;
+        });
       }
-      return table.get(get).thenApply(result -> {
-        if (result.isStale()) {
-          downServers.suspectPrimary(replicas);
-        }
-        return result;
-      });
+      read.whenComplete((result, failure) -> slowReads.note("get", table.getName(), get.getRow(), replica, replicas,
+        startedNs, result != null && result.isStale(), failure));
+      return read;
     }
 
     /**
@@ -243,6 +257,7 @@ public class TimelineThrift2Server extends ThriftServer {
       if (scan.getLimit() <= 0 || scan.getLimit() > numRows) {
         scan.setLimit(numRows);
       }
+      long startedNs = System.nanoTime();
       AsyncTable<AdvancedScanResultConsumer> async = table(table);
       AsyncTableRegionLocator locator = async.getRegionLocator();
       // A reversed scan, whose first region HBase finds another way, and a
@@ -257,7 +272,15 @@ public class TimelineThrift2Server extends ThriftServer {
       if (replica >= 0) {
         scan.setReplicaId(replica);
       }
-      List<Result> rows = await(async.scanAll(scan));
+      List<Result> rows;
+      try {
+        rows = await(async.scanAll(scan));
+      } catch (TIOError e) {
+        slowReads.note("scan", async.getName(), scan.getStartRow(), replica, replicas, startedNs, false, e.getCause());
+        throw e;
+      }
+      slowReads.note("scan", async.getName(), scan.getStartRow(), replica, replicas, startedNs,
+        rows.stream().anyMatch(Result::isStale), null);
       if (replica < 0 && replicas != null && rows.stream().anyMatch(Result::isStale)) {
         downServers.suspectPrimary(replicas);
       }
@@ -306,6 +329,74 @@ public class TimelineThrift2Server extends ThriftServer {
       // The gateway's metrics classify a failure by its cause.
       error.initCause(e);
       return error;
+    }
+  }
+
+  /**
+   * Timeline reads that failed or took longer than the gateway's
+   * {@value Handler#SLOW_READ_KEY} (1 s by default), logged at WARN with what
+   * the gateway chose for them: the table, the row (a scan's start row), the
+   * replica asked alone (-1: the client's way, the primary first and the
+   * secondaries too when it is slow), the replicas' servers as the client's
+   * cache had them (primary first; "uncached" when it had none), whether a
+   * secondary answered, and the time and the failure. query-api gives up on
+   * a read after its own HBase deadline and says only that it did: this is
+   * where an operator sees which region and which server a slow read waited
+   * for. A crash fails hundreds of reads a second, so at most
+   * {@value #LINES_PER_SECOND} lines a second are written, and the next line
+   * counts those left out.
+   */
+  static final class SlowReads {
+    private static final Logger LOG = LoggerFactory.getLogger(SlowReads.class);
+    private static final int LINES_PER_SECOND = 20;
+    private static final long SECOND_NS = TimeUnit.SECONDS.toNanos(1);
+
+    private final long slowNs;
+    private final AtomicLong windowStartNs = new AtomicLong(System.nanoTime());
+    private final AtomicInteger linesInWindow = new AtomicInteger();
+    private final AtomicLong leftOut = new AtomicLong();
+
+    SlowReads(int slowMs) {
+      this.slowNs = TimeUnit.MILLISECONDS.toNanos(slowMs);
+    }
+
+    void note(String kind, TableName table, byte[] row, int replica, List<HRegionLocation> replicas, long startedNs,
+      boolean stale, Throwable failure) {
+      long now = System.nanoTime();
+      long elapsedNs = now - startedNs;
+      if (failure == null && elapsedNs < slowNs) {
+        return;
+      }
+      long windowStart = windowStartNs.get();
+      if (now - windowStart >= SECOND_NS && windowStartNs.compareAndSet(windowStart, now)) {
+        linesInWindow.set(0);
+      }
+      if (linesInWindow.incrementAndGet() > LINES_PER_SECOND) {
+        leftOut.incrementAndGet();
+        return;
+      }
+      long notLogged = leftOut.getAndSet(0);
+      // A failure that came through a stage of the future is wrapped.
+      if (failure instanceof CompletionException && failure.getCause() != null) {
+        failure = failure.getCause();
+      }
+      LOG.warn("timeline {} of {} at row {} {} after {} ms; replica asked: {}; replicas' servers: {}{}", kind, table,
+        Bytes.toStringBinary(row),
+        failure == null ? (stale ? "answered by a secondary" : "answered by the primary") : "failed (" + failure + ")",
+        TimeUnit.NANOSECONDS.toMillis(elapsedNs), replica, servers(replicas),
+        notLogged > 0 ? "; " + notLogged + " more slow or failed reads not logged" : "");
+    }
+
+    private static String servers(List<HRegionLocation> replicas) {
+      if (replicas == null) {
+        return "uncached";
+      }
+      List<String> names = new ArrayList<>(replicas.size());
+      for (HRegionLocation location : replicas) {
+        names.add(location == null || location.getServerName() == null ? "none"
+          : location.getServerName().getAddress().toString());
+      }
+      return names.toString();
     }
   }
 
