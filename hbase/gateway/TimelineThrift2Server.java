@@ -279,9 +279,9 @@ public class TimelineThrift2Server extends ThriftServer {
         slowReads.note("scan", async.getName(), scan.getStartRow(), replica, replicas, startedNs, false, e.getCause());
         throw e;
       }
-      slowReads.note("scan", async.getName(), scan.getStartRow(), replica, replicas, startedNs,
-        rows.stream().anyMatch(Result::isStale), null);
-      if (replica < 0 && replicas != null && rows.stream().anyMatch(Result::isStale)) {
+      boolean stale = rows.stream().anyMatch(Result::isStale);
+      slowReads.note("scan", async.getName(), scan.getStartRow(), replica, replicas, startedNs, stale, null);
+      if (replica < 0 && replicas != null && stale) {
         downServers.suspectPrimary(replicas);
       }
       return ThriftUtilities.resultsFromHBase(rows.toArray(new Result[0]));
@@ -377,12 +377,10 @@ public class TimelineThrift2Server extends ThriftServer {
       }
       long notLogged = leftOut.getAndSet(0);
       // A failure that came through a stage of the future is wrapped.
-      if (failure instanceof CompletionException && failure.getCause() != null) {
-        failure = failure.getCause();
-      }
+      Throwable cause = failure instanceof CompletionException && failure.getCause() != null ? failure.getCause() : failure;
       LOG.warn("timeline {} of {} at row {} {} after {} ms; replica asked: {}; replicas' servers: {}{}", kind, table,
         Bytes.toStringBinary(row),
-        failure == null ? (stale ? "answered by a secondary" : "answered by the primary") : "failed (" + failure + ")",
+        cause == null ? (stale ? "answered by a secondary" : "answered by the primary") : "failed (" + cause + ")",
         TimeUnit.NANOSECONDS.toMillis(elapsedNs), replica, servers(replicas),
         notLogged > 0 ? "; " + notLogged + " more slow or failed reads not logged" : "");
     }
