@@ -17,8 +17,8 @@ Usage:
       getTableNamesByPattern() call (Thrift2 has no getTableNames()).
   thrift_probe.py [...] regions
       Against the Thrift2 gateway: where every region of every table,
-      hbase:meta included, is served, one "PORT TABLE REPLICA_ID" line per
-      region replica (REPLICA_ID 0 is the primary). What `hbasectl status`
+      hbase:meta included, is served, one "HOST:PORT TABLE REPLICA_ID" line
+      per region replica (REPLICA_ID 0 is the primary). What `hbasectl status`
       counts per region server of a cluster.
   thrift_probe.py [...] smoke [TABLE]
       createTable (if missing), mutateRow, getRow, and check the value read
@@ -204,13 +204,16 @@ def get_table_names_thrift2(conn):
 
 
 def region_locations(conn):
-    """(port, table, replica id) of every region replica, system tables included."""
+    """(host:port, table, replica id) of every region replica, system tables
+    included. Both name a server: region servers on addresses of their own
+    may be given the same ephemeral port."""
     located = []
     # getTableNamesByPattern(1: regex (left out), 2: includeSysTables) -> TTableName {1: ns, 2: qualifier}
     for name in conn.call("getTableNamesByPattern", f_bool(2, True)) or []:
         namespace, qualifier = name.get(1, b"default"), name.get(2, b"")
         table = qualifier if namespace == b"default" else namespace + b":" + qualifier
-        # getAllRegionLocations(1: table) -> THRegionLocation {1: TServerName {2: port}, 2: THRegionInfo {7: replicaId}}
+        # getAllRegionLocations(1: table) -> THRegionLocation {1: TServerName {1: hostName, 2: port},
+        #   2: THRegionInfo {7: replicaId}}
         locations = conn.call("getAllRegionLocations", f_bin(1, table)) or []
         if table == b"hbase:meta":
             # For meta's primary the gateway's client answers from the
@@ -221,8 +224,9 @@ def region_locations(conn):
             primary = conn.call("getRegionLocation", f_bin(1, table) + f_bin(2, b"") + f_bool(3, True))
             locations = [primary] + [location for location in locations if location.get(2, {}).get(7, 0) != 0]
         for location in locations:
-            port = location.get(1, {}).get(2, 0)
-            located.append((port, table.decode(errors="replace"), location.get(2, {}).get(7, 0)))
+            server = location.get(1, {})
+            address = "%s:%d" % (server.get(1, b"?").decode(errors="replace"), server.get(2, 0))
+            located.append((address, table.decode(errors="replace"), location.get(2, {}).get(7, 0)))
     return located
 
 
@@ -297,8 +301,8 @@ def main():
             shown = ", ".join(names[:5]) + (", ..." if len(names) > 5 else "")
             print("%d tables%s" % (len(names), ": " + shown if names else ""))
         elif a.cmd == "regions":
-            for port, table, replica in region_locations(conn):
-                print("%d %s %d" % (port, table, replica))
+            for address, table, replica in region_locations(conn):
+                print("%s %s %d" % (address, table, replica))
         elif a.cmd == "warm":
             started = time.monotonic()
             thrift2_conn = Conn(a.host, int(a.rest[1]), a.timeout) if len(a.rest) > 1 else None

@@ -181,15 +181,20 @@ public class TimelineThrift2Server extends ThriftServer {
       List<HRegionLocation> replicas = cachedReplicas(locator, get.getRow());
       int replica = downServers.replicaToRead(locator, replicas);
       CompletableFuture<Result> read;
-      if (replica >= 0) {
-        read = table.get(get.setReplicaId(replica));
-      } else {
-        read = table.get(get).thenApply(result -> {
-          if (result.isStale()) {
-            downServers.suspectPrimary(replicas);
-          }
-          return result;
-        });
+      try {
+        if (replica >= 0) {
+          read = table.get(get.setReplicaId(replica));
+        } else {
+          read = table.get(get).thenApply(result -> {
+            if (result.isStale()) {
+              downServers.suspectPrimary(replicas);
+            }
+            return result;
+          });
+        }
+      } catch (RuntimeException e) {
+        // Thrown before a future existed: failed like any other read, and logged.
+        read = CompletableFuture.failedFuture(e);
       }
       read.whenComplete((result, failure) -> slowReads.note("get", table.getName(), get.getRow(), replica, replicas,
         startedNs, result != null && result.isStale(), failure));
@@ -257,8 +262,9 @@ public class TimelineThrift2Server extends ThriftServer {
       if (scan.getLimit() <= 0 || scan.getLimit() > numRows) {
         scan.setLimit(numRows);
       }
-      long startedNs = System.nanoTime();
       AsyncTable<AdvancedScanResultConsumer> async = table(table);
+      // Timed from here, as a get is: after the gateway's connection is up.
+      long startedNs = System.nanoTime();
       AsyncTableRegionLocator locator = async.getRegionLocator();
       // A reversed scan, whose first region HBase finds another way, and a
       // scan that names its replica take the client's way.
@@ -275,8 +281,9 @@ public class TimelineThrift2Server extends ThriftServer {
       List<Result> rows;
       try {
         rows = await(async.scanAll(scan));
-      } catch (TIOError e) {
-        slowReads.note("scan", async.getName(), scan.getStartRow(), replica, replicas, startedNs, false, e.getCause());
+      } catch (TIOError | RuntimeException e) {
+        Throwable cause = e instanceof TIOError && e.getCause() != null ? e.getCause() : e;
+        slowReads.note("scan", async.getName(), scan.getStartRow(), replica, replicas, startedNs, false, cause);
         throw e;
       }
       boolean stale = rows.stream().anyMatch(Result::isStale);
@@ -333,18 +340,19 @@ public class TimelineThrift2Server extends ThriftServer {
   }
 
   /**
-   * Timeline reads that failed or took longer than the gateway's
-   * {@value Handler#SLOW_READ_KEY} (1 s by default), logged at WARN with what
-   * the gateway chose for them: the table, the row (a scan's start row), the
-   * replica asked alone (-1: the client's way, the primary first and the
-   * secondaries too when it is slow), the replicas' servers as the client's
-   * cache had them (primary first; "uncached" when it had none), whether a
-   * secondary answered, and the time and the failure. query-api gives up on
-   * a read after its own HBase deadline and says only that it did: this is
-   * where an operator sees which region and which server a slow read waited
-   * for. A crash fails hundreds of reads a second, so at most
+   * Timeline reads that failed, or took {@value Handler#SLOW_READ_KEY} or
+   * longer (1 s by default), logged at WARN with what the gateway chose for
+   * them: the table, the row (a scan's start row), the replica asked alone
+   * (-1: the client's way, the primary first and the secondaries too when it
+   * is slow), the replicas' servers as the client's cache had them (primary
+   * first; "uncached" when it had none, or the region has one replica),
+   * whether a secondary answered, and the time and the failure. A read that
+   * names its replica is the client's and is not logged. query-api gives up
+   * on a read after its own HBase deadline and says only that it did: this
+   * is where an operator sees which region and which server a slow read
+   * waited for. A crash fails hundreds of reads a second, so at most
    * {@value #LINES_PER_SECOND} lines a second are written, and the next line
-   * counts those left out.
+   * written counts those left out.
    */
   static final class SlowReads {
     private static final Logger LOG = LoggerFactory.getLogger(SlowReads.class);

@@ -291,7 +291,7 @@ fn established_connections() -> Vec<Established> {
 }
 
 /// The port of the region server holding `hbase:meta`, as the Thrift2
-/// gateway locates it (`thrift_probe.py regions`: "PORT TABLE REPLICA_ID").
+/// gateway locates it (`thrift_probe.py regions`: "HOST:PORT TABLE REPLICA_ID").
 fn meta_server_port() -> u16 {
     let (host, port) =
         thrift2_addr().rsplit_once(':').map(|(host, port)| (host.to_owned(), port.to_owned())).expect("host:port");
@@ -304,7 +304,7 @@ fn meta_server_port() -> u16 {
     String::from_utf8_lossy(&output.stdout)
         .lines()
         .find_map(|line| match line.split_whitespace().collect::<Vec<_>>()[..] {
-            [port, "hbase:meta", "0"] => port.parse().ok(),
+            [address, "hbase:meta", "0"] => address.rsplit_once(':').and_then(|(_, port)| port.parse().ok()),
             _ => None,
         })
         .expect("hbase:meta has a primary region")
