@@ -23,7 +23,7 @@
 # begins, before its reads (asked at the kill, `hbasectl regions` took 7 to
 # 12 s on a loaded machine). Each round reads for FAULT_ROUND_SECS (70;
 # a region server's, FAULT_RS_ROUND_SECS, 120: its restart and the
-# balancer's moves after it, below, end 45 to 85 s after the kill)
+# balancer's moves after it, below, have ended 45 to 105 s after the kill)
 # at FAULT_RATE (250) reads a second through the proxy, of every kind
 # (`page-load` with every route: ranked, summary, latest, deep and next
 # cursor pages, user timelines, one-star and rating-ordered pages, listing

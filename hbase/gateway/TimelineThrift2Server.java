@@ -39,7 +39,6 @@ import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
-import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
 
@@ -70,6 +69,7 @@ import org.apache.hadoop.hbase.thrift2.generated.TResult;
 import org.apache.hadoop.hbase.thrift2.generated.TScan;
 import org.apache.hadoop.hbase.util.Bytes;
 import org.apache.hadoop.util.ToolRunner;
+import org.apache.hbase.thirdparty.com.google.common.util.concurrent.RateLimiter;
 import org.apache.thrift.TException;
 import org.slf4j.Logger;
 import org.slf4j.LoggerFactory;
@@ -282,8 +282,7 @@ public class TimelineThrift2Server extends ThriftServer {
       try {
         rows = await(async.scanAll(scan));
       } catch (TIOError | RuntimeException e) {
-        Throwable cause = e instanceof TIOError && e.getCause() != null ? e.getCause() : e;
-        slowReads.note("scan", async.getName(), scan.getStartRow(), replica, replicas, startedNs, false, cause);
+        slowReads.note("scan", async.getName(), scan.getStartRow(), replica, replicas, startedNs, false, e);
         throw e;
       }
       boolean stale = rows.stream().anyMatch(Result::isStale);
@@ -357,11 +356,9 @@ public class TimelineThrift2Server extends ThriftServer {
   static final class SlowReads {
     private static final Logger LOG = LoggerFactory.getLogger(SlowReads.class);
     private static final int LINES_PER_SECOND = 20;
-    private static final long SECOND_NS = TimeUnit.SECONDS.toNanos(1);
 
     private final long slowNs;
-    private final AtomicLong windowStartNs = new AtomicLong(System.nanoTime());
-    private final AtomicInteger linesInWindow = new AtomicInteger();
+    private final RateLimiter lines = RateLimiter.create(LINES_PER_SECOND);
     private final AtomicLong leftOut = new AtomicLong();
 
     SlowReads(int slowMs) {
@@ -370,22 +367,21 @@ public class TimelineThrift2Server extends ThriftServer {
 
     void note(String kind, TableName table, byte[] row, int replica, List<HRegionLocation> replicas, long startedNs,
       boolean stale, Throwable failure) {
-      long now = System.nanoTime();
-      long elapsedNs = now - startedNs;
+      long elapsedNs = System.nanoTime() - startedNs;
       if (failure == null && elapsedNs < slowNs) {
         return;
       }
-      long windowStart = windowStartNs.get();
-      if (now - windowStart >= SECOND_NS && windowStartNs.compareAndSet(windowStart, now)) {
-        linesInWindow.set(0);
-      }
-      if (linesInWindow.incrementAndGet() > LINES_PER_SECOND) {
+      if (!lines.tryAcquire()) {
         leftOut.incrementAndGet();
         return;
       }
       long notLogged = leftOut.getAndSet(0);
-      // A failure that came through a stage of the future is wrapped.
-      Throwable cause = failure instanceof CompletionException && failure.getCause() != null ? failure.getCause() : failure;
+      // A failure that came through a stage of the future, or as the
+      // gateway's Thrift error, is wrapped.
+      Throwable cause = failure;
+      if ((cause instanceof CompletionException || cause instanceof TIOError) && cause.getCause() != null) {
+        cause = cause.getCause();
+      }
       LOG.warn("timeline {} of {} at row {} {} after {} ms; replica asked: {}; replicas' servers: {}{}", kind, table,
         Bytes.toStringBinary(row),
         cause == null ? (stale ? "answered by a secondary" : "answered by the primary") : "failed (" + cause + ")",
