@@ -349,8 +349,9 @@ public class TimelineThrift2Server extends ThriftServer {
    * names its replica is the client's and is not logged. query-api gives up
    * on a read after its own HBase deadline and says only that it did: this
    * is where an operator sees which region and which server a slow read
-   * waited for. A crash fails hundreds of reads a second, so at most
-   * {@value #LINES_PER_SECOND} lines a second are written, and the next line
+   * waited for. A crash fails hundreds of reads a second, so about
+   * {@value #LINES_PER_SECOND} lines a second are written (a burst after a
+   * quiet second takes that second's lines at once), and the next line
    * written counts those left out.
    */
   static final class SlowReads {
