@@ -24,6 +24,16 @@
 // location, so while a server is dead each read of its regions looks them up
 // in hbase:meta again, is told the same server and fails there again, until
 // HBase has reopened them elsewhere (hbase/README.md gives what that cost).
+//
+// A timeline read of a region whose locations the client has not cached
+// (the client drops a location after a failed call: a region closed for a
+// move, a server gone) also asks the first secondary by its replica id once
+// HBase's own wait before the secondaries has passed (SecondaryHedge). The
+// client's own timeline read asks the secondaries only after looking the
+// region up in hbase:meta, and that lookup fails for as long as a moving
+// primary is assigned nowhere: the read then waits for the primary's new
+// home. A read addressed to the secondary looks up that replica's location
+// alone and retries its lookup on its own.
 
 import java.io.IOException;
 import java.net.InetSocketAddress;
@@ -31,16 +41,20 @@ import java.net.Socket;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
+import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
+import java.util.concurrent.ScheduledExecutorService;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
+import java.util.concurrent.atomic.AtomicInteger;
 import java.util.concurrent.atomic.AtomicLong;
 import java.util.concurrent.atomic.AtomicReference;
+import java.util.function.Supplier;
 
 import org.apache.hadoop.conf.Configuration;
 import org.apache.hadoop.hbase.DoNotRetryIOException;
@@ -108,11 +122,19 @@ public class TimelineThrift2Server extends ThriftServer {
      */
     private final AtomicReference<CompletableFuture<AsyncConnection>> connection = new AtomicReference<>();
     private final DownServers downServers = new DownServers();
+    /** The tables whose regions were seen cached with more than one replica. */
+    private final Set<TableName> replicatedTables = ConcurrentHashMap.newKeySet();
+    /** HBase's own waits before a timeline get, and a scan, ask the secondaries (microseconds). */
+    private final long getHedgeAfterMicros;
+    private final long scanHedgeAfterMicros;
 
     Handler(Configuration conf, UserProvider userProvider) throws IOException {
       super(conf, userProvider);
       this.timelineReadTimeoutMs = conf.getInt(TIMELINE_READ_TIMEOUT_KEY, TIMELINE_READ_TIMEOUT_MS);
       this.slowReads = new SlowReads(conf.getInt(SLOW_READ_KEY, SLOW_READ_MS));
+      // HBase's defaults: 10 ms for a get, 1 s for a scan.
+      this.getHedgeAfterMicros = conf.getLong("hbase.client.primaryCallTimeout.get", 10_000);
+      this.scanHedgeAfterMicros = conf.getLong("hbase.client.replicaCallTimeout.scan", 1_000_000);
       CompletableFuture<AsyncConnection> first = new CompletableFuture<>();
       connection.set(first);
       connect(first);
@@ -184,6 +206,9 @@ public class TimelineThrift2Server extends ThriftServer {
       try {
         if (replica >= 0) {
           read = table.get(get.setReplicaId(replica));
+        } else if (replicas == null && replicatedTables.contains(table.getName())) {
+          Get toSecondary = new Get(get).setReplicaId(1);
+          read = SecondaryHedge.ask(table.get(get), () -> table.get(toSecondary), getHedgeAfterMicros);
         } else {
           read = table.get(get).thenApply(result -> {
             if (result.isStale()) {
@@ -209,13 +234,16 @@ public class TimelineThrift2Server extends ThriftServer {
      * meanwhile, as the read itself would, but not waited for: the read
      * keeps its own deadline.
      */
-    private static List<HRegionLocation> cachedReplicas(AsyncTableRegionLocator locator, byte[] row) {
+    private List<HRegionLocation> cachedReplicas(AsyncTableRegionLocator locator, byte[] row) {
       CompletableFuture<List<HRegionLocation>> located = locator.getRegionLocations(row, false);
       if (!located.isDone() || located.isCompletedExceptionally()) {
         return null;
       }
       List<HRegionLocation> locations = located.join();
       boolean usable = locations.size() >= 2 && locations.get(0) != null && locations.get(0).getServerName() != null;
+      if (usable) {
+        replicatedTables.add(locator.getName());
+      }
       return usable ? locations : null;
     }
 
@@ -278,9 +306,20 @@ public class TimelineThrift2Server extends ThriftServer {
       if (replica >= 0) {
         scan.setReplicaId(replica);
       }
+      Scan toSecondaries = null;
+      if (replicas == null && scan.getReplicaId() < 0 && !scan.isReversed()
+        && replicatedTables.contains(async.getName())) {
+        try {
+          toSecondaries = new Scan(scan).setReplicaId(1);
+        } catch (IOException e) {
+          throw ioError(e);
+        }
+      }
       List<Result> rows;
       try {
-        rows = await(async.scanAll(scan));
+        Scan hedge = toSecondaries;
+        rows = await(hedge == null ? async.scanAll(scan)
+          : SecondaryHedge.ask(async.scanAll(scan), () -> async.scanAll(hedge), scanHedgeAfterMicros));
       } catch (TIOError | RuntimeException e) {
         slowReads.note("scan", async.getName(), scan.getStartRow(), replica, replicas, startedNs, false, e);
         throw e;
@@ -339,12 +378,75 @@ public class TimelineThrift2Server extends ThriftServer {
   }
 
   /**
+   * A second read, addressed to the first secondary, of a timeline read
+   * whose region's locations the client has not cached: asked once HBase's
+   * own wait before the secondaries ({@code hbase.client.primaryCallTimeout.get}
+   * for a get, {@code hbase.client.replicaCallTimeout.scan} for a scan) has
+   * passed without an answer, or at once
+   * when the client's read fails first. The first answer wins; the read
+   * fails only when both have. A read of a table with one replica is never
+   * hedged (its second read could only fail).
+   */
+  static final class SecondaryHedge {
+    private static final ScheduledExecutorService TIMER = Executors.newSingleThreadScheduledExecutor(runnable -> {
+      Thread thread = new Thread(runnable, "timeline-secondary-hedge");
+      thread.setDaemon(true);
+      return thread;
+    });
+
+    private SecondaryHedge() {
+    }
+
+    static <T> CompletableFuture<T> ask(CompletableFuture<T> clientsWay, Supplier<CompletableFuture<T>> secondary,
+      long afterMicros) {
+      CompletableFuture<T> answer = new CompletableFuture<>();
+      AtomicBoolean asked = new AtomicBoolean();
+      // Both reads, the second counted before it is asked: it is asked
+      // unless the first answers, so a failure fails the answer only when
+      // the other read has failed too.
+      AtomicInteger unsettled = new AtomicInteger(2);
+      Runnable askSecondary = () -> {
+        if (answer.isDone() || !asked.compareAndSet(false, true)) {
+          return;
+        }
+        CompletableFuture<T> second;
+        try {
+          second = secondary.get();
+        } catch (RuntimeException e) {
+          second = CompletableFuture.failedFuture(e);
+        }
+        second.whenComplete((result, failure) -> settle(answer, unsettled, result, failure));
+      };
+      clientsWay.whenComplete((result, failure) -> {
+        if (failure != null) {
+          askSecondary.run();
+        }
+        settle(answer, unsettled, result, failure);
+      });
+      if (!answer.isDone()) {
+        TIMER.schedule(askSecondary, afterMicros, TimeUnit.MICROSECONDS);
+      }
+      return answer;
+    }
+
+    private static <T> void settle(CompletableFuture<T> answer, AtomicInteger unsettled, T result, Throwable failure) {
+      if (failure == null) {
+        answer.complete(result);
+      } else if (unsettled.decrementAndGet() == 0) {
+        answer.completeExceptionally(failure);
+      }
+    }
+  }
+
+  /**
    * Timeline reads that failed, or took {@value Handler#SLOW_READ_KEY} or
    * longer (1 s by default), logged at WARN with what the gateway chose for
    * them: the table, the row (a scan's start row), the replica asked alone
    * (-1: the client's way, the primary first and the secondaries too when it
-   * is slow), the replicas' servers as the client's cache had them (primary
-   * first; "uncached" when it had none, or the region has one replica),
+   * is slow, and the first secondary by its id when the region's locations
+   * were not cached: {@link SecondaryHedge}), the replicas' servers as the
+   * client's cache had them (primary first; "uncached" when it had none, or
+   * the region has one replica),
    * whether a secondary answered, and the time and the failure. A read that
    * names its replica is the client's and is not logged. query-api gives up
    * on a read after its own HBase deadline and says only that it did: this
