@@ -18,8 +18,8 @@
 // one that times out all the same, or a failed look at the cluster, is
 // asked again (the moves go on at the master).
 //
-// Run by hbasectl with Java's single-file source launcher and HBase's
-// classpath (hbase-site.xml first): java -cp CONF:JARS Balance.java [TIMEOUT_SECS].
+// Compiled by hbasectl at its first run and run on HBase's classpath
+// (hbase-site.xml first): java -cp CONF:CLASSES:JARS Balance [TIMEOUT_SECS].
 
 import java.util.List;
 import java.util.stream.Collectors;

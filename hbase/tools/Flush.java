@@ -9,8 +9,8 @@
 // test that kills a server right after loading would otherwise measure only
 // the rows written in the last minute.
 //
-// Run by hbasectl with Java's single-file source launcher and HBase's
-// classpath (hbase-site.xml first): java -cp CONF:JARS Flush.java [PREFIX].
+// Compiled by hbasectl at its first run and run on HBase's classpath
+// (hbase-site.xml first): java -cp CONF:CLASSES:JARS Flush [PREFIX].
 
 import org.apache.hadoop.hbase.HBaseConfiguration;
 import org.apache.hadoop.hbase.TableName;
