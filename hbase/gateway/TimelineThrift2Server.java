@@ -32,8 +32,11 @@
 // client's own timeline read asks the secondaries only after looking the
 // region up in hbase:meta, and that lookup fails for as long as a moving
 // primary is assigned nowhere: the read then waits for the primary's new
-// home. A read addressed to the secondary looks up that replica's location
-// alone and retries its lookup on its own.
+// home. The read addressed to the secondary finds that replica's location in
+// the cache when the client dropped the primary's alone; otherwise its
+// lookup fails as the client's did, is retried, and succeeds once meta names
+// the primary's destination, while the primary's read still waits for the
+// region to open there.
 
 import java.io.IOException;
 import java.net.InetSocketAddress;
@@ -48,7 +51,8 @@ import java.util.concurrent.ConcurrentHashMap;
 import java.util.concurrent.ExecutionException;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
-import java.util.concurrent.ScheduledExecutorService;
+import java.util.concurrent.ScheduledFuture;
+import java.util.concurrent.ScheduledThreadPoolExecutor;
 import java.util.concurrent.TimeUnit;
 import java.util.concurrent.atomic.AtomicBoolean;
 import java.util.concurrent.atomic.AtomicInteger;
@@ -382,17 +386,26 @@ public class TimelineThrift2Server extends ThriftServer {
    * whose region's locations the client has not cached: asked once HBase's
    * own wait before the secondaries ({@code hbase.client.primaryCallTimeout.get}
    * for a get, {@code hbase.client.replicaCallTimeout.scan} for a scan) has
-   * passed without an answer, or at once
-   * when the client's read fails first. The first answer wins; the read
-   * fails only when both have. A read of a table with one replica is never
-   * hedged (its second read could only fail).
+   * passed without an answer, or at once when the client's read fails first.
+   * The first answer wins; the read fails only when both have (with the
+   * client's read's failure), or at once when the client's read was refused
+   * as wrong in itself ({@code DoNotRetryIOException}). A table is hedged
+   * only once its regions were seen with a second replica. Regions read for
+   * the first time are not cached either, so when one of them is slower
+   * than the wait, its secondary is read too.
    */
   static final class SecondaryHedge {
-    private static final ScheduledExecutorService TIMER = Executors.newSingleThreadScheduledExecutor(runnable -> {
+    private static final ScheduledThreadPoolExecutor TIMER = new ScheduledThreadPoolExecutor(1, runnable -> {
       Thread thread = new Thread(runnable, "timeline-secondary-hedge");
       thread.setDaemon(true);
       return thread;
     });
+
+    static {
+      // A read answered before its wait is over drops its timer task, and
+      // with it the read it holds.
+      TIMER.setRemoveOnCancelPolicy(true);
+    }
 
     private SecondaryHedge() {
     }
@@ -402,9 +415,10 @@ public class TimelineThrift2Server extends ThriftServer {
       CompletableFuture<T> answer = new CompletableFuture<>();
       AtomicBoolean asked = new AtomicBoolean();
       // Both reads, the second counted before it is asked: it is asked
-      // unless the first answers, so a failure fails the answer only when
-      // the other read has failed too.
+      // unless the first answers, so the answer fails only once both have.
       AtomicInteger unsettled = new AtomicInteger(2);
+      AtomicReference<Throwable> secondaryFailure = new AtomicReference<>();
+      AtomicReference<Throwable> clientsFailure = new AtomicReference<>();
       Runnable askSecondary = () -> {
         if (answer.isDone() || !asked.compareAndSet(false, true)) {
           return;
@@ -412,29 +426,64 @@ public class TimelineThrift2Server extends ThriftServer {
         CompletableFuture<T> second;
         try {
           second = secondary.get();
-        } catch (RuntimeException e) {
+        } catch (Throwable e) {
           second = CompletableFuture.failedFuture(e);
         }
-        second.whenComplete((result, failure) -> settle(answer, unsettled, result, failure));
+        second.whenComplete((result, failure) -> {
+          if (failure == null) {
+            answer.complete(result);
+          } else {
+            secondaryFailure.set(failure);
+            failed(answer, unsettled, clientsFailure, secondaryFailure);
+          }
+        });
       };
       clientsWay.whenComplete((result, failure) -> {
-        if (failure != null) {
-          askSecondary.run();
+        if (failure == null) {
+          answer.complete(result);
+          return;
         }
-        settle(answer, unsettled, result, failure);
+        clientsFailure.set(failure);
+        if (unwrap(failure) instanceof DoNotRetryIOException) {
+          // The request itself is wrong (a family the table lacks): a
+          // secondary would say the same.
+          answer.completeExceptionally(failure);
+          return;
+        }
+        try {
+          askSecondary.run();
+        } finally {
+          failed(answer, unsettled, clientsFailure, secondaryFailure);
+        }
       });
       if (!answer.isDone()) {
-        TIMER.schedule(askSecondary, afterMicros, TimeUnit.MICROSECONDS);
+        ScheduledFuture<?> wait = TIMER.schedule(askSecondary, afterMicros, TimeUnit.MICROSECONDS);
+        answer.whenComplete((result, failure) -> wait.cancel(false));
       }
       return answer;
     }
 
-    private static <T> void settle(CompletableFuture<T> answer, AtomicInteger unsettled, T result, Throwable failure) {
-      if (failure == null) {
-        answer.complete(result);
-      } else if (unsettled.decrementAndGet() == 0) {
+    /**
+     * One read failed: once both have, the answer fails with the client's
+     * read's failure, the secondary's attached to it (the client's names the
+     * primary, which the caller asked about).
+     */
+    private static <T> void failed(CompletableFuture<T> answer, AtomicInteger unsettled,
+      AtomicReference<Throwable> clientsFailure, AtomicReference<Throwable> secondaryFailure) {
+      if (unsettled.decrementAndGet() == 0) {
+        Throwable failure = clientsFailure.get();
+        Throwable other = secondaryFailure.get();
+        if (failure == null) {
+          failure = other;
+        } else if (other != null && other != failure) {
+          failure.addSuppressed(other);
+        }
         answer.completeExceptionally(failure);
       }
+    }
+
+    private static Throwable unwrap(Throwable failure) {
+      return failure instanceof CompletionException && failure.getCause() != null ? failure.getCause() : failure;
     }
   }
 
