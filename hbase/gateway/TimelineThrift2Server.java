@@ -26,17 +26,10 @@
 // HBase has reopened them elsewhere (hbase/README.md gives what that cost).
 //
 // A timeline read of a region whose locations the client has not cached
-// (the client drops a location after a failed call: a region closed for a
-// move, a server gone) also asks the first secondary by its replica id once
-// HBase's own wait before the secondaries has passed (SecondaryHedge). The
+// also asks the first secondary by its replica id (SecondaryHedge): the
 // client's own timeline read asks the secondaries only after looking the
 // region up in hbase:meta, and that lookup fails for as long as a moving
-// primary is assigned nowhere: the read then waits for the primary's new
-// home. The read addressed to the secondary finds that replica's location in
-// the cache when the client dropped the primary's alone; otherwise its
-// lookup fails as the client's did, is retried, and succeeds once meta names
-// the primary's destination, while the primary's read still waits for the
-// region to open there.
+// primary is assigned nowhere, so the read waits for the primary's new home.
 
 import java.io.IOException;
 import java.net.InetSocketAddress;
@@ -210,7 +203,7 @@ public class TimelineThrift2Server extends ThriftServer {
       try {
         if (replica >= 0) {
           read = table.get(get.setReplicaId(replica));
-        } else if (replicas == null && replicatedTables.contains(table.getName())) {
+        } else if (hedged(table.getName(), replicas)) {
           Get toSecondary = new Get(get).setReplicaId(1);
           read = SecondaryHedge.ask(table.get(get), () -> table.get(toSecondary), getHedgeAfterMicros);
         } else {
@@ -238,6 +231,15 @@ public class TimelineThrift2Server extends ThriftServer {
      * meanwhile, as the read itself would, but not waited for: the read
      * keeps its own deadline.
      */
+    /**
+     * Whether a timeline read of `table` taking the client's way, whose
+     * region's replicas are at `replicas` (null: not cached), is hedged
+     * ({@link SecondaryHedge}).
+     */
+    private boolean hedged(TableName table, List<HRegionLocation> replicas) {
+      return replicas == null && replicatedTables.contains(table);
+    }
+
     private List<HRegionLocation> cachedReplicas(AsyncTableRegionLocator locator, byte[] row) {
       CompletableFuture<List<HRegionLocation>> located = locator.getRegionLocations(row, false);
       if (!located.isDone() || located.isCompletedExceptionally()) {
@@ -310,20 +312,9 @@ public class TimelineThrift2Server extends ThriftServer {
       if (replica >= 0) {
         scan.setReplicaId(replica);
       }
-      Scan toSecondaries = null;
-      if (replicas == null && scan.getReplicaId() < 0 && !scan.isReversed()
-        && replicatedTables.contains(async.getName())) {
-        try {
-          toSecondaries = new Scan(scan).setReplicaId(1);
-        } catch (IOException e) {
-          throw ioError(e);
-        }
-      }
       List<Result> rows;
       try {
-        Scan hedge = toSecondaries;
-        rows = await(hedge == null ? async.scanAll(scan)
-          : SecondaryHedge.ask(async.scanAll(scan), () -> async.scanAll(hedge), scanHedgeAfterMicros));
+        rows = await(scanAll(async, scan, replicas));
       } catch (TIOError | RuntimeException e) {
         slowReads.note("scan", async.getName(), scan.getStartRow(), replica, replicas, startedNs, false, e);
         throw e;
@@ -334,6 +325,24 @@ public class TimelineThrift2Server extends ThriftServer {
         downServers.suspectPrimary(replicas);
       }
       return ThriftUtilities.resultsFromHBase(rows.toArray(new Result[0]));
+    }
+
+    /**
+     * The rows of `scan`, hedged ({@link SecondaryHedge}) when it takes the
+     * client's way (no replica named, not reversed) on a region not cached.
+     */
+    private CompletableFuture<List<Result>> scanAll(AsyncTable<AdvancedScanResultConsumer> async, Scan scan,
+      List<HRegionLocation> replicas) throws TIOError {
+      if (scan.getReplicaId() >= 0 || scan.isReversed() || !hedged(async.getName(), replicas)) {
+        return async.scanAll(scan);
+      }
+      Scan toSecondaries;
+      try {
+        toSecondaries = new Scan(scan).setReplicaId(1);
+      } catch (IOException e) {
+        throw ioError(e);
+      }
+      return SecondaryHedge.ask(async.scanAll(scan), () -> async.scanAll(toSecondaries), scanHedgeAfterMicros);
     }
 
     /** Whether `scan` (forward) stops within the region at `location`. */
@@ -379,6 +388,15 @@ public class TimelineThrift2Server extends ThriftServer {
       error.initCause(e);
       return error;
     }
+  }
+
+  /**
+   * What `failure` says went wrong (null: nothing): a failure that came
+   * through a stage of a future, or as the gateway's Thrift error, is wrapped.
+   */
+  static Throwable causeOf(Throwable failure) {
+    boolean wrapped = failure instanceof CompletionException || failure instanceof TIOError;
+    return wrapped && failure.getCause() != null ? failure.getCause() : failure;
   }
 
   /**
@@ -444,7 +462,7 @@ public class TimelineThrift2Server extends ThriftServer {
           return;
         }
         clientsFailure.set(failure);
-        if (unwrap(failure) instanceof DoNotRetryIOException) {
+        if (causeOf(failure) instanceof DoNotRetryIOException) {
           // The request itself is wrong (a family the table lacks): a
           // secondary would say the same.
           answer.completeExceptionally(failure);
@@ -481,10 +499,6 @@ public class TimelineThrift2Server extends ThriftServer {
         answer.completeExceptionally(failure);
       }
     }
-
-    private static Throwable unwrap(Throwable failure) {
-      return failure instanceof CompletionException && failure.getCause() != null ? failure.getCause() : failure;
-    }
   }
 
   /**
@@ -495,15 +509,14 @@ public class TimelineThrift2Server extends ThriftServer {
    * is slow, and the first secondary by its id when the region's locations
    * were not cached: {@link SecondaryHedge}), the replicas' servers as the
    * client's cache had them (primary first; "uncached" when it had none, or
-   * the region has one replica),
-   * whether a secondary answered, and the time and the failure. A read that
-   * names its replica is the client's and is not logged. query-api gives up
-   * on a read after its own HBase deadline and says only that it did: this
-   * is where an operator sees which region and which server a slow read
-   * waited for. A crash fails hundreds of reads a second, so about
-   * {@value #LINES_PER_SECOND} lines a second are written (a burst after a
-   * quiet second takes that second's lines at once), and the next line
-   * written counts those left out.
+   * the region has one replica), whether a secondary answered, and the time
+   * and the failure. A read that names its replica is the client's and is
+   * not logged. query-api gives up on a read after its own HBase deadline
+   * and says only that it did: this is where an operator sees which region
+   * and which server a slow read waited for. A crash fails hundreds of reads
+   * a second, so about {@value #LINES_PER_SECOND} lines a second are written
+   * (a burst after a quiet second takes that second's lines at once), and
+   * the next line written counts those left out.
    */
   static final class SlowReads {
     private static final Logger LOG = LoggerFactory.getLogger(SlowReads.class);
@@ -528,12 +541,7 @@ public class TimelineThrift2Server extends ThriftServer {
         return;
       }
       long notLogged = leftOut.getAndSet(0);
-      // A failure that came through a stage of the future, or as the
-      // gateway's Thrift error, is wrapped.
-      Throwable cause = failure;
-      if ((cause instanceof CompletionException || cause instanceof TIOError) && cause.getCause() != null) {
-        cause = cause.getCause();
-      }
+      Throwable cause = causeOf(failure);
       LOG.warn("timeline {} of {} at row {} {} after {} ms; replica asked: {}; replicas' servers: {}{}", kind, table,
         Bytes.toStringBinary(row),
         cause == null ? (stale ? "answered by a secondary" : "answered by the primary") : "failed (" + cause + ")",
