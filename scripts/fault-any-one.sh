@@ -42,8 +42,10 @@
 # kill to the round's end, failed (any status but 200, or no answer), p99
 # and max latency, the share answered from a secondary replica or a last
 # good copy, seconds until the victim's loss was repaired and until it
-# served again (a region server: with its regions balanced back), and the
-# ranking run's exit status; then every product's
+# served again (a region server: with its regions balanced back), the
+# ranking run's exit status, and the cores each kind of process used (and
+# the machine left idle) in the 10 s before the kill and from it until 5 s
+# after the repair (scripts/cpu-sampler.py, report/cpu.csv); then every product's
 # ranked reviews, summary and whole latest list compared with before the
 # faults; and the resident memory of every process.
 #
@@ -101,8 +103,9 @@ api_pids=("" "")
 proxy_pid=""
 load_pid=""
 ranker_pid=""
+sampler_pid=""
 cleanup() {
-  stop_fault_run --kill "$ranker_pid" "$load_pid" "${api_pids[@]}" "$proxy_pid"
+  stop_fault_run --kill "$ranker_pid" "$load_pid" "${api_pids[@]}" "$proxy_pid" "$sampler_pid"
 }
 trap cleanup EXIT
 
@@ -219,6 +222,11 @@ revive() {
   esac
 }
 
+# Every process's CPU, once a second from here on, for the report.
+rm -f "$OUT_DIR/cpu.csv"
+python3 scripts/cpu-sampler.py "$HBASE_RUN_DIR" "$OUT_DIR/cpu.csv" &
+sampler_pid=$!
+
 # One warm-up minute through the proxy, not counted: a cluster just started
 # serves its first minute slowly (cold JVMs, empty block caches).
 "$BIN/page-load" --base "$base" --warm --rate "$RATE" --duration-secs 60 --products "$PRODUCTS" --users "$USERS" \
@@ -298,6 +306,36 @@ def cause_of_death(name):
     return ""
 
 
+# Where the CPU went (scripts/cpu-sampler.py): per sampled second, the CPU
+# seconds of each process, named by its pid file or command.
+cpu_samples = []
+try:
+    for line in open(f"{out}/cpu.csv"):
+        ms, name, seconds = line.strip().split(",")
+        cpu_samples.append((int(ms), name, float(seconds)))
+except OSError:
+    pass
+
+
+def kind_of(name):
+    for prefix, kind in (("thrift2", "thrift2"), ("thrift", "thrift1"), ("zk-", "zookeeper")):
+        if name.startswith(prefix):
+            return kind
+    return name
+
+
+def cores(start_ms, end_ms):
+    """Cores each kind of process used on average in the seconds sampled
+    from start_ms to end_ms: `idle`, each region server, the Thrift1 and
+    the Thrift2 gateways, the ZooKeeper peers, the master, query-api, ..."""
+    inside = [(kind_of(name), seconds) for ms, name, seconds in cpu_samples if start_ms < ms <= end_ms]
+    span = len({ms for ms, _, _ in cpu_samples if start_ms < ms <= end_ms})
+    used = {}
+    for kind, seconds in inside:
+        used[kind] = used.get(kind, 0.0) + seconds
+    return {kind: total / span for kind, total in used.items()} if span else {}
+
+
 def p99(values):
     values = sorted(values)
     return values[min(len(values) - 1, int(len(values) * 0.99))] if values else 0.0
@@ -320,6 +358,12 @@ for victim, killed, repaired, served, ranker in rounds:
     share = 100.0 * stale / len(after) if after else 0.0
     print(f"{victim:11} {len(after):6} {len(failed):6} {p99(latency):7.0f} {max(latency, default=0):7.0f} "
           f"{share:7.1f} {(repaired - killed) / 1000:10.1f} {(served - killed) / 1000:9.1f} {ranker:>6}")
+    before_kill, kill_window = cores(killed - 10_000, killed), cores(killed, repaired + 5_000)
+    if kill_window:
+        order = ["idle"] + sorted(set(before_kill) | set(kill_window), key=lambda k: (k == "other", k))
+        print("    CPU, cores, in the 10 s before the kill -> from it until 5 s after the repair: "
+              + ", ".join(f"{k} {before_kill.get(k, 0):.2f} -> {kill_window.get(k, 0):.2f}"
+                          for k in dict.fromkeys(order)))
     by_kind = {}
     for a in failed:
         by_kind.setdefault(a["route"], []).append(a)
