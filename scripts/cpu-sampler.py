@@ -13,7 +13,10 @@ RUN_DIR (master, rs-2, thrift, thrift2-2, zk-1, ...), read again every
 second since a process started again has a new pid; the commands
 query-api, haproxy, page-load and ranker among the others; `other` for
 every other process; `idle` for the machine's idle time (/proc/stat, all
-cores together, so 2.0 a second is an idle two-core machine). What a
+cores together, so 2.0 a second is an idle two-core machine); `jit` for
+the JIT compiler threads of the run's JVMs together, a part of what their
+names carry (a JVM's compilers catch up on the code a failure or a
+ranking run makes hot, and on a small machine take cores from its reads). What a
 process used in the second it ended is not seen: a fault run's processes
 live for minutes, but a build's short ones would go missing.
 """
@@ -40,22 +43,48 @@ def names_by_pid(run_dir):
     return named
 
 
+def read_stat(path):
+    """A process's or thread's command, start time and user and system ticks
+    so far, from its stat file; None when it has gone."""
+    try:
+        with open(path) as text:
+            stat = text.read()
+    except OSError:
+        return None
+    # The command is in parentheses and may hold spaces; the fields after it are plain.
+    command = stat[stat.index("(") + 1 : stat.rindex(")")]
+    fields = stat[stat.rindex(")") + 2 :].split()
+    return command, int(fields[19]), int(fields[11]) + int(fields[12])
+
+
 def cpu_ticks_by_pid():
-    """Every process's command, start time and user and system ticks so far."""
+    """Every process's command, start time and ticks so far."""
     ticks = {}
     for entry in os.listdir("/proc"):
-        if not entry.isdigit():
-            continue
-        try:
-            with open(f"/proc/{entry}/stat") as text:
-                stat = text.read()
-        except OSError:
-            continue
-        # The command is in parentheses and may hold spaces; the fields after it are plain.
-        command = stat[stat.index("(") + 1 : stat.rindex(")")]
-        fields = stat[stat.rindex(")") + 2 :].split()
-        ticks[int(entry)] = (command, int(fields[19]), int(fields[11]) + int(fields[12]))
+        if entry.isdigit() and (stat := read_stat(f"/proc/{entry}/stat")) is not None:
+            ticks[int(entry)] = stat
     return ticks
+
+
+def compiler_ticks_by_thread(pids):
+    """The JIT compiler threads (HotSpot's C1 and C2 CompilerThreadN) of
+    these processes, by thread id: command, start time and ticks so far."""
+    ticks = {}
+    for pid in pids:
+        for path in glob.glob(f"/proc/{pid}/task/*/stat"):
+            stat = read_stat(path)
+            if stat is not None and stat[0].startswith(("C1 CompilerThre", "C2 CompilerThre")):
+                ticks[path] = stat
+    return ticks
+
+
+def spent_since(previous, current):
+    """Ticks each of `current`'s processes or threads used since `previous`:
+    one born since counts from zero, an id reused by one too (its start
+    time differs; its command may not)."""
+    for key, (command, started, ticks) in current.items():
+        before = previous.get(key)
+        yield key, command, ticks - before[2] if before and before[1] == started else ticks
 
 
 def idle_ticks():
@@ -68,25 +97,23 @@ def idle_ticks():
 def main():
     run_dir, out_csv = sys.argv[1], sys.argv[2]
     previous, previous_idle = cpu_ticks_by_pid(), idle_ticks()
+    previous_compilers = compiler_ticks_by_thread(names_by_pid(run_dir))
     with open(out_csv, "a", buffering=1) as out:
         while True:
             time.sleep(1)
             now_ms = int(time.time() * 1000)
             named = names_by_pid(run_dir)
             current, current_idle = cpu_ticks_by_pid(), idle_ticks()
+            compilers = compiler_ticks_by_thread(named)
             used = {}
-            for pid, (command, started, ticks) in current.items():
-                before = previous.get(pid)
-                # A process born in this second counts from zero, a pid reused
-                # by one too (its start time differs; its command may not).
-                spent = ticks - before[2] if before and before[1] == started else ticks
-                if spent <= 0:
-                    continue
-                name = named.get(pid) or (command if command in WATCHED_COMMANDS else "other")
-                used[name] = used.get(name, 0) + spent
+            for pid, command, spent in spent_since(previous, current):
+                if spent > 0:
+                    name = named.get(pid) or (command if command in WATCHED_COMMANDS else "other")
+                    used[name] = used.get(name, 0) + spent
             used["idle"] = current_idle - previous_idle
+            used["jit"] = sum(max(spent, 0) for _, _, spent in spent_since(previous_compilers, compilers))
             out.write("".join(f"{now_ms},{name},{ticks / TICKS:.2f}\n" for name, ticks in sorted(used.items())))
-            previous, previous_idle = current, current_idle
+            previous, previous_idle, previous_compilers = current, current_idle, compilers
 
 
 if __name__ == "__main__":

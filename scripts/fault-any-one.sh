@@ -44,8 +44,9 @@
 # good copy, seconds until the victim's loss was repaired and until it
 # served again (a region server: with its regions balanced back), the
 # ranking run's exit status, and the cores each kind of process used (and
-# the machine left idle) in the 10 s before the kill and from it until 5 s
-# after the repair (scripts/cpu-sampler.py, report/cpu.csv); then every product's
+# the machine left idle, and the JVMs' JIT compilers took) in the 10 s
+# before the kill and from it until 5 s after the repair
+# (scripts/cpu-sampler.py, report/cpu.csv); then every product's
 # ranked reviews, summary and whole latest list compared with before the
 # faults; and the resident memory of every process.
 #
@@ -360,8 +361,9 @@ for victim, killed, repaired, served, ranker in rounds:
           f"{share:7.1f} {(repaired - killed) / 1000:10.1f} {(served - killed) / 1000:9.1f} {ranker:>6}")
     before_kill, kill_window = cores(killed - 10_000, killed), cores(killed, repaired + 5_000)
     if kill_window:
-        order = ["idle"] + sorted(set(before_kill) | set(kill_window), key=lambda k: (k == "other", k))
-        print("    CPU, cores, in the 10 s before the kill -> from it until 5 s after the repair: "
+        order = ["idle", "jit"] + sorted(set(before_kill) | set(kill_window), key=lambda k: (k == "other", k))
+        print("    CPU, cores, in the 10 s before the kill -> from it until 5 s after the repair "
+              "(jit: the JVMs' compiler threads, a part of their figures): "
               + ", ".join(f"{k} {before_kill.get(k, 0):.2f} -> {kill_window.get(k, 0):.2f}"
                           for k in dict.fromkeys(order)))
     by_kind = {}
