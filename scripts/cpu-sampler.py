@@ -6,16 +6,17 @@ the machine (scripts/fault-any-one.sh).
 
   scripts/cpu-sampler.py RUN_DIR OUT_CSV
 
-Each line of OUT_CSV is `ms,name,seconds`: when the second ended
+Each line of OUT_CSV is `ms,name,seconds`: when the sample ended
 (milliseconds since the epoch), a name, and the CPU seconds (user and
-system) its processes used in that second. The names: each pid file's in
+system) its processes used in that sample, about a second: the name
+`elapsed` gives its length in seconds. The names: each pid file's in
 RUN_DIR (master, rs-2, thrift, thrift2-2, zk-1, ...), read again every
 second since a process started again has a new pid; the commands
 query-api, haproxy, page-load and ranker among the others; `other` for
 every other process; `idle` for the machine's idle time (/proc/stat, all
-cores together, so 2.0 a second is an idle two-core machine); `jit` for
-the JIT compiler threads of the run's JVMs together, a part of what their
-names carry (a JVM's compilers catch up on the code a failure or a
+cores together: an idle two-core machine's is twice `elapsed`); `jit` for
+the JIT compiler threads of all the run's JVMs together, a part of what
+their names carry (a JVM's compilers catch up on the code a failure or a
 ranking run makes hot, and on a small machine take cores from its reads). What a
 process used in the second it ended is not seen: a fault run's processes
 live for minutes, but a build's short ones would go missing.
@@ -73,7 +74,8 @@ def compiler_ticks_by_thread(pids):
     for pid in pids:
         for path in glob.glob(f"/proc/{pid}/task/*/stat"):
             stat = read_stat(path)
-            if stat is not None and stat[0].startswith(("C1 CompilerThre", "C2 CompilerThre")):
+            # "C2 CompilerThread0", as far as the kernel keeps of a thread's name.
+            if stat is not None and stat[0].startswith(("C1 Compi", "C2 Compi")):
                 ticks[path] = stat
     return ticks
 
@@ -98,13 +100,16 @@ def main():
     run_dir, out_csv = sys.argv[1], sys.argv[2]
     previous, previous_idle = cpu_ticks_by_pid(), idle_ticks()
     previous_compilers = compiler_ticks_by_thread(names_by_pid(run_dir))
+    previous_at = time.monotonic()
     with open(out_csv, "a", buffering=1) as out:
         while True:
             time.sleep(1)
-            now_ms = int(time.time() * 1000)
             named = names_by_pid(run_dir)
             current, current_idle = cpu_ticks_by_pid(), idle_ticks()
             compilers = compiler_ticks_by_thread(named)
+            # The reads themselves take time, more on a starved machine: the
+            # sample covers what passed between two rounds of them.
+            now_at, now_ms = time.monotonic(), int(time.time() * 1000)
             used = {}
             for pid, command, spent in spent_since(previous, current):
                 if spent > 0:
@@ -112,8 +117,10 @@ def main():
                     used[name] = used.get(name, 0) + spent
             used["idle"] = current_idle - previous_idle
             used["jit"] = sum(max(spent, 0) for _, _, spent in spent_since(previous_compilers, compilers))
-            out.write("".join(f"{now_ms},{name},{ticks / TICKS:.2f}\n" for name, ticks in sorted(used.items())))
-            previous, previous_idle, previous_compilers = current, current_idle, compilers
+            lines = [f"{now_ms},{name},{ticks / TICKS:.2f}\n" for name, ticks in sorted(used.items())]
+            lines.append(f"{now_ms},elapsed,{now_at - previous_at:.3f}\n")
+            out.write("".join(lines))
+            previous, previous_idle, previous_compilers, previous_at = current, current_idle, compilers, now_at
 
 
 if __name__ == "__main__":

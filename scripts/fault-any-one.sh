@@ -45,7 +45,8 @@
 # served again (a region server: with its regions balanced back), the
 # ranking run's exit status, and the cores each kind of process used (and
 # the machine left idle, and the JVMs' JIT compilers took) in the 10 s
-# before the kill and from it until 5 s after the repair
+# before the ranking run and from it (a second before the kill) until 5 s
+# after the repair
 # (scripts/cpu-sampler.py, report/cpu.csv); then every product's
 # ranked reviews, summary and whole latest list compared with before the
 # faults; and the resident memory of every process.
@@ -279,6 +280,10 @@ for victim in "${victims[@]}"; do
   sleep 5
 done
 
+# The rounds' CPU is all sampled; the report reads it whole.
+kill "$sampler_pid" 2>/dev/null || true
+wait "$sampler_pid" 2>/dev/null || true
+sampler_pid=""
 "$BIN/page-load" --base "$base" --products "$PRODUCTS" --snapshot --out "$OUT_DIR/after.json"
 memory="$(for pidfile in "$HBASE_RUN_DIR"/*.pid; do
   printf '%s %s\n' "$(basename "$pidfile" .pid)" "$(ps -o rss= -p "$(cat "$pidfile")" 2>/dev/null || echo 0)"
@@ -312,8 +317,11 @@ def cause_of_death(name):
 cpu_samples = []
 try:
     for line in open(f"{out}/cpu.csv"):
-        ms, name, seconds = line.strip().split(",")
-        cpu_samples.append((int(ms), name, float(seconds)))
+        try:
+            ms, name, seconds = line.strip().split(",")
+            cpu_samples.append((int(ms), name, float(seconds)))
+        except ValueError:
+            continue  # a line the sampler was stopped in the middle of
 except OSError:
     pass
 
@@ -326,14 +334,15 @@ def kind_of(name):
 
 
 def cores(start_ms, end_ms):
-    """Cores each kind of process used on average in the seconds sampled
-    from start_ms to end_ms: `idle`, each region server, the Thrift1 and
-    the Thrift2 gateways, the ZooKeeper peers, the master, query-api, ..."""
+    """Cores each kind of process used on average in the samples ending
+    from start_ms to end_ms: `idle`, `jit`, each region server, the Thrift1
+    and the Thrift2 gateways, the ZooKeeper peers, the master, query-api, ..."""
     inside = [(kind_of(name), seconds) for ms, name, seconds in cpu_samples if start_ms < ms <= end_ms]
-    span = len({ms for ms, _, _ in cpu_samples if start_ms < ms <= end_ms})
+    span = sum(seconds for kind, seconds in inside if kind == "elapsed")
     used = {}
     for kind, seconds in inside:
-        used[kind] = used.get(kind, 0.0) + seconds
+        if kind != "elapsed":
+            used[kind] = used.get(kind, 0.0) + seconds
     return {kind: total / span for kind, total in used.items()} if span else {}
 
 
@@ -359,10 +368,11 @@ for victim, killed, repaired, served, ranker in rounds:
     share = 100.0 * stale / len(after) if after else 0.0
     print(f"{victim:11} {len(after):6} {len(failed):6} {p99(latency):7.0f} {max(latency, default=0):7.0f} "
           f"{share:7.1f} {(repaired - killed) / 1000:10.1f} {(served - killed) / 1000:9.1f} {ranker:>6}")
-    before_kill, kill_window = cores(killed - 10_000, killed), cores(killed, repaired + 5_000)
+    # The ranking run starts a second before the kill.
+    before_kill, kill_window = cores(killed - 11_000, killed - 1_000), cores(killed - 1_000, repaired + 5_000)
     if kill_window:
         order = ["idle", "jit"] + sorted(set(before_kill) | set(kill_window), key=lambda k: (k == "other", k))
-        print("    CPU, cores, in the 10 s before the kill -> from it until 5 s after the repair "
+        print("    CPU, cores, in the 10 s before the ranking run -> from it until 5 s after the repair "
               "(jit: the JVMs' compiler threads, a part of their figures): "
               + ", ".join(f"{k} {before_kill.get(k, 0):.2f} -> {kill_window.get(k, 0):.2f}"
                           for k in dict.fromkeys(order)))
