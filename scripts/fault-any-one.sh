@@ -46,8 +46,7 @@
 # ranking run's exit status, and the cores each kind of process used (and
 # the machine left idle, and the JVMs' JIT compilers took) in the 10 s
 # before the ranking run and from it (a second before the kill) until 5 s
-# after the repair
-# (scripts/cpu-sampler.py, report/cpu.csv); then every product's
+# after the repair (scripts/cpu-sampler.py, report/cpu.csv); then every product's
 # ranked reviews, summary and whole latest list compared with before the
 # faults; and the resident memory of every process.
 #
@@ -249,6 +248,7 @@ for victim in "${victims[@]}"; do
   load_pid=$!
   until [[ -e "$reads" ]]; do sleep 0.2; done
   sleep 9
+  ranking_ms=$(now_ms)
   "$BIN/ranker" run "${hbase_flags[@]}" --as-of "$AS_OF" >"$OUT_DIR/ranker-$victim.txt" 2>&1 &
   ranker_pid=$!
   sleep 1
@@ -267,7 +267,8 @@ for victim in "${victims[@]}"; do
   wait "$load_pid"
   load_pid=""
   echo "fault: $victim: repaired after $(((repaired_ms - killed_ms) / 1000)) s, serving again after $(((served_ms - killed_ms) / 1000)) s, ranking run exited $ranker_status"
-  printf '%s %s %s %s %s\n' "$victim" "$killed_ms" "$repaired_ms" "$served_ms" "$ranker_status" >>"$OUT_DIR/rounds.txt"
+  printf '%s %s %s %s %s %s\n' "$victim" "$ranking_ms" "$killed_ms" "$repaired_ms" "$served_ms" "$ranker_status" \
+    >>"$OUT_DIR/rounds.txt"
   # Every process of the deployment serving again before the next victim;
   # a query-api replica still not ready after two minutes stops the run,
   # naming it and its log.
@@ -312,8 +313,9 @@ def cause_of_death(name):
     return ""
 
 
-# Where the CPU went (scripts/cpu-sampler.py): per sampled second, the CPU
-# seconds of each process, named by its pid file or command.
+# Where the CPU went (scripts/cpu-sampler.py): per sample (about a second),
+# the CPU seconds of each process, named by its pid file or command, and
+# the sample's length (`elapsed`).
 cpu_samples = []
 try:
     for line in open(f"{out}/cpu.csv"):
@@ -358,8 +360,8 @@ warm_failed = sum(1 for a in warm if a["status"] != 200)
 print(f"warm-up minute (nothing killed, no ranking run): {len(warm)} reads, {warm_failed} failed, "
       f"p99 {p99([a['latency_ms'] for a in warm]):.0f} ms")
 print(f"{'victim':11} {'reads':>6} {'failed':>6} {'p99 ms':>7} {'max ms':>7} {'stale %':>7} {'repaired s':>10} {'serving s':>9} {'ranker':>6}")
-for victim, killed, repaired, served, ranker in rounds:
-    killed, repaired, served = int(killed), int(repaired), int(served)
+for victim, ranking, killed, repaired, served, ranker in rounds:
+    ranking, killed, repaired, served = int(ranking), int(killed), int(repaired), int(served)
     reads = [json.loads(line) for line in open(f"{out}/round-{victim}.jsonl") if line.strip()]
     after = [a for a in reads if a["due_ms"] >= killed]
     failed = [a for a in after if a["status"] != 200]
@@ -368,14 +370,13 @@ for victim, killed, repaired, served, ranker in rounds:
     share = 100.0 * stale / len(after) if after else 0.0
     print(f"{victim:11} {len(after):6} {len(failed):6} {p99(latency):7.0f} {max(latency, default=0):7.0f} "
           f"{share:7.1f} {(repaired - killed) / 1000:10.1f} {(served - killed) / 1000:9.1f} {ranker:>6}")
-    # The ranking run starts a second before the kill.
-    before_kill, kill_window = cores(killed - 11_000, killed - 1_000), cores(killed - 1_000, repaired + 5_000)
-    if kill_window:
-        order = ["idle", "jit"] + sorted(set(before_kill) | set(kill_window), key=lambda k: (k == "other", k))
+    before, during = cores(ranking - 10_000, ranking), cores(ranking, repaired + 5_000)
+    if during:
+        processes = sorted((set(before) | set(during)) - {"idle", "jit"}, key=lambda k: (k == "other", k))
         print("    CPU, cores, in the 10 s before the ranking run -> from it until 5 s after the repair "
               "(jit: the JVMs' compiler threads, a part of their figures): "
-              + ", ".join(f"{k} {before_kill.get(k, 0):.2f} -> {kill_window.get(k, 0):.2f}"
-                          for k in dict.fromkeys(order)))
+              + ", ".join(f"{k} {before.get(k, 0):.2f} -> {during.get(k, 0):.2f}"
+                          for k in ["idle", "jit"] + processes))
     by_kind = {}
     for a in failed:
         by_kind.setdefault(a["route"], []).append(a)

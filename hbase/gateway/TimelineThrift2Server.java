@@ -229,17 +229,9 @@ public class TimelineThrift2Server extends ThriftServer {
      * has them cached and the region has a secondary; null otherwise, and
      * the read takes the client's way. A location not cached is looked up
      * meanwhile, as the read itself would, but not waited for: the read
-     * keeps its own deadline.
+     * keeps its own deadline. A table seen here with a secondary is
+     * remembered as replicated ({@link #hedged}).
      */
-    /**
-     * Whether a timeline read of `table` taking the client's way, whose
-     * region's replicas are at `replicas` (null: not cached), is hedged
-     * ({@link SecondaryHedge}).
-     */
-    private boolean hedged(TableName table, List<HRegionLocation> replicas) {
-      return replicas == null && replicatedTables.contains(table);
-    }
-
     private List<HRegionLocation> cachedReplicas(AsyncTableRegionLocator locator, byte[] row) {
       CompletableFuture<List<HRegionLocation>> located = locator.getRegionLocations(row, false);
       if (!located.isDone() || located.isCompletedExceptionally()) {
@@ -251,6 +243,15 @@ public class TimelineThrift2Server extends ThriftServer {
         replicatedTables.add(locator.getName());
       }
       return usable ? locations : null;
+    }
+
+    /**
+     * Whether a timeline read of `table` taking the client's way, whose
+     * region's replicas are at `replicas` (null: not cached), is hedged
+     * ({@link SecondaryHedge}).
+     */
+    private boolean hedged(TableName table, List<HRegionLocation> replicas) {
+      return replicas == null && replicatedTables.contains(table);
     }
 
     @Override
