@@ -67,17 +67,39 @@ def cpu_ticks_by_pid():
     return ticks
 
 
-def compiler_ticks_by_thread(pids):
-    """The JIT compiler threads (HotSpot's C1 and C2 CompilerThreadN) of
-    these processes, by thread id: command, start time and ticks so far."""
-    ticks = {}
-    for pid in pids:
-        for path in glob.glob(f"/proc/{pid}/task/*/stat"):
-            stat = read_stat(path)
-            # "C2 CompilerThread0", as far as the kernel keeps of a thread's name.
-            if stat is not None and stat[0].startswith(("C1 Compi", "C2 Compi")):
-                ticks[path] = stat
-    return ticks
+class CompilerThreads:
+    """The JIT compiler threads (HotSpot's C1 and C2 CompilerThreadN) of the
+    run's JVMs. A JVM's threads are looked through when it is first seen and
+    every RESCAN_SECS after, not every second: a region server has hundreds
+    of threads, and reading each one's stat every second would cost the
+    starved machine a share of a core."""
+
+    RESCAN_SECS = 30
+
+    def __init__(self):
+        self.paths_by_pid = {}  # pid -> (when looked through, its compiler threads' stat files)
+
+    def ticks(self, pids, now):
+        """The compiler threads of these processes, by stat file: command,
+        start time and ticks so far."""
+        self.paths_by_pid = {pid: seen for pid, seen in self.paths_by_pid.items() if pid in pids}
+        ticks = {}
+        for pid in pids:
+            looked, paths = self.paths_by_pid.get(pid, (None, []))
+            # A JVM just launched has none yet: looked for again each second.
+            if not paths or now - looked >= self.RESCAN_SECS:
+                paths = [path for path in glob.glob(f"/proc/{pid}/task/*/stat") if is_compiler(read_stat(path))]
+                self.paths_by_pid[pid] = (now, paths)
+            for path in paths:
+                stat = read_stat(path)
+                if is_compiler(stat):
+                    ticks[path] = stat
+        return ticks
+
+
+def is_compiler(stat):
+    # "C2 CompilerThread0", as far as the kernel keeps of a thread's name.
+    return stat is not None and stat[0].startswith(("C1 Compi", "C2 Compi"))
 
 
 def spent_since(previous, current):
@@ -99,14 +121,15 @@ def idle_ticks():
 def main():
     run_dir, out_csv = sys.argv[1], sys.argv[2]
     previous, previous_idle = cpu_ticks_by_pid(), idle_ticks()
-    previous_compilers = compiler_ticks_by_thread(names_by_pid(run_dir))
+    compiler_threads = CompilerThreads()
     previous_at = time.monotonic()
+    previous_compilers = compiler_threads.ticks(names_by_pid(run_dir), previous_at)
     with open(out_csv, "a", buffering=1) as out:
         while True:
             time.sleep(1)
             named = names_by_pid(run_dir)
             current, current_idle = cpu_ticks_by_pid(), idle_ticks()
-            compilers = compiler_ticks_by_thread(named)
+            compilers = compiler_threads.ticks(named, time.monotonic())
             # The reads themselves take time, more on a starved machine: the
             # sample covers what passed between two rounds of them.
             now_at, now_ms = time.monotonic(), int(time.time() * 1000)
