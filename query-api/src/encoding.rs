@@ -362,19 +362,23 @@ pub struct PreparedAnswer(pub Arc<Prepared>);
 /// `Vary: Accept-Encoding`; any other response is left as it is. Picked
 /// before the conditional GET compares tags, so a 304 is judged against the
 /// variant's tag.
-pub fn serve_prepared(accepted: AcceptedCodings, response: Response) -> Response {
-    let Some(PreparedAnswer(prepared)) = response.extensions().get::<PreparedAnswer>().cloned() else {
+pub fn serve_prepared(accepted: AcceptedCodings, mut response: Response) -> Response {
+    let Some(PreparedAnswer(prepared)) = response.extensions().get::<PreparedAnswer>() else {
         return response;
     };
     let (body, etag, coding) = prepared.for_codings(accepted);
+    let variant = coding.map(|coding| (body.clone(), etag.clone(), coding));
+    response.headers_mut().append(header::VARY, HeaderValue::from_static("accept-encoding"));
+    let Some((body, etag, coding)) = variant else {
+        // The identity bytes and their `ETag` are the response's already
+        // (`Prepared::mark`): nothing to take apart and build again.
+        return response;
+    };
     let (mut parts, _) = response.into_parts();
-    parts.headers.insert(header::ETAG, etag.clone());
-    parts.headers.append(header::VARY, HeaderValue::from_static("accept-encoding"));
-    if let Some(coding) = coding {
-        parts.headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static(coding.token()));
-    }
+    parts.headers.insert(header::ETAG, etag);
+    parts.headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static(coding.token()));
     parts.headers.remove(header::CONTENT_LENGTH);
-    Response::from_parts(parts, Body::from(body.clone()))
+    Response::from_parts(parts, Body::from(body))
 }
 
 /// The bytes of an answer's body, or the 500 to answer when it cannot be

@@ -74,7 +74,8 @@ impl Around for FrontDoor {
 }
 
 /// Answers 503 when a request that came at `started` outlives the service's
-/// `deadline`, and hands the deadline down to every HBase operation the request starts ([`common::hbase::with_deadline`]): the
+/// `deadline` (counted from its work's first wait, microseconds after
+/// `started`: [`crate::deadline`]), and hands the deadline down to every HBase operation the request starts ([`common::hbase::with_deadline`]): the
 /// second read of a request gets what is left of it, not a fresh operation
 /// timeout, and once the request has given up its HBase work is not started.
 ///
@@ -88,8 +89,9 @@ impl Around for FrontDoor {
 /// its future on each request.
 async fn within_deadline(started: Instant, deadline: Duration, answer: impl Future<Output = Response>) -> Response {
     let work = common::hbase::with_deadline(started + deadline, common::hbase::noting_replica_reads(answer));
-    // Relative, on tokio's clock: under tokio's paused time (tests) it is not the std clock.
-    match tokio::time::timeout(deadline, work).await {
+    // Relative, on tokio's clock: under tokio's paused time (tests) it is not
+    // the std clock. Set at the work's first wait: a cached read never waits.
+    match crate::deadline::within(deadline, work).await {
         Ok((mut response, from_replica)) => {
             let fresh = (response.status().is_success() || response.status() == StatusCode::NOT_MODIFIED)
                 && response.extensions().get::<telemetry::ServedStale>().is_none();

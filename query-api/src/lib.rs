@@ -34,6 +34,7 @@ pub mod clients;
 pub mod conditional;
 pub mod config;
 pub mod connections;
+mod deadline;
 pub mod encoding;
 pub mod error;
 pub mod etag;

@@ -14,7 +14,7 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
 
-use crate::around::AroundLayer;
+use crate::around::{AroundLayer, Nested};
 use crate::clients;
 use crate::conditional::ConditionalGet;
 use crate::connections::serve_connections;
@@ -44,8 +44,9 @@ pub fn app(state: AppState) -> Router {
 fn routes(state: &AppState) -> Router<AppState> {
     use routes::{ops, seed, v1, widget};
     let settings = state.settings();
+    let shedding = clients::Shedding::new(state.clients().clone(), state.store().clone());
     // The comment reads answer conditional GETs (ETag, If-None-Match → 304).
-    let reads = OpenApiRouter::with_openapi(ApiDoc::openapi())
+    let comment_reads = OpenApiRouter::with_openapi(ApiDoc::openapi())
         .routes(documented(utoipa_axum::routes!(v1::v1_product_comments), Answers::KEPT_PAGE))
         .routes(documented(utoipa_axum::routes!(v1::v1_user_comments), Answers::PAGE))
         .routes(documented(utoipa_axum::routes!(v1::v1_review), Answers::PAGE))
@@ -57,22 +58,23 @@ fn routes(state: &AppState) -> Router<AppState> {
         .routes(documented(utoipa_axum::routes!(seed::seed_user_latest), Answers::SEED_PAGE))
         .routes(documented(utoipa_axum::routes!(seed::seed_ranked), Answers::SEED_RANKED))
         .route(widget::SCRIPT_PATH, get(widget::widget_script))
-        // The variant a request accepts, and 304 when it holds that variant's tag.
-        .route_layer(AroundLayer(ConditionalGet))
-        // Documented by `ApiDoc` from `seed_next`: one operation, two indexes.
+        // Limited per client; then the variant a request accepts, and 304
+        // when it holds that variant's tag. One layer for both (`Nested`).
+        .route_layer(AroundLayer(Nested(shedding.clone(), ConditionalGet)));
+    // Documented by `ApiDoc` from `seed_next`: one operation, two indexes.
+    let other_reads = OpenApiRouter::new()
         .route(SeedIndex::Product.next_page_path(), seed::next_page_route(SeedIndex::Product))
         .route(SeedIndex::User.next_page_path(), seed::next_page_route(SeedIndex::User));
     // The demo pages read HBase like the reads, and are limited like them.
-    let reads = if settings.demo_pages {
-        reads
+    let other_reads = if settings.demo_pages {
+        other_reads
             .route("/demo/products/{productId}", get(widget::demo_product_page))
             .route("/demo/listing", get(widget::demo_listing_page))
     } else {
-        reads
+        other_reads
     };
-    let shedding = clients::Shedding::new(state.clients().clone(), state.store().clone());
-    let reads = reads.route_layer(AroundLayer(shedding));
-    let mut router = reads
+    let mut router = comment_reads
+        .merge(other_reads.route_layer(AroundLayer(shedding)))
         .routes(documented(utoipa_axum::routes!(ops::healthz), Answers::OPERATIONS))
         .routes(documented(utoipa_axum::routes!(ops::readyz), Answers::OPERATIONS));
     // `/metrics` is documented wherever it is served: here, or on its own listener.

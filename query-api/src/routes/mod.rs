@@ -79,7 +79,7 @@ pub(crate) fn answer_kept<'state>(
     };
     let request_timeout = state.settings().request_timeout;
     let deadline = request_timeout.saturating_sub(STALE_ANSWER_MARGIN.min(request_timeout / 4));
-    Either::Right(tokio::time::timeout(deadline, fresh).map(move |outcome| {
+    Either::Right(crate::deadline::within(deadline, fresh).map(move |outcome| {
         match outcome.unwrap_or_else(|_| Err(ApiError::timeout(deadline))) {
             Ok(answer) => {
                 last_good.remember(read, &answer);
