@@ -154,15 +154,35 @@ until curl -fsS "$base/readyz" >/dev/null 2>&1; do
 done
 "$BIN/page-load" --base "$base" --products "$PRODUCTS" --snapshot --out "$OUT_DIR/before.json"
 
+# Where every region's replicas are served (`hbasectl regions`), saved in
+# $OUT_DIR/regions.txt, once every primary is on a server hbasectl knows: on
+# a loaded machine the listing can come back empty (the gateway did not
+# answer within the probe's 10 s) or name a server "rs-?" (its address not
+# yet matched to a live pid), so it is asked up to three times.
+region_listing() {
+  local attempt
+  for attempt in 1 2 3; do
+    hbase/hbasectl regions >"$OUT_DIR/regions.txt" 2>&1 || true
+    if grep -q ' 0$' "$OUT_DIR/regions.txt" && ! grep -q '^rs-? .* 0$' "$OUT_DIR/regions.txt"; then
+      cat "$OUT_DIR/regions.txt"
+      return 0
+    fi
+    sleep 5
+  done
+  echo "fault: hbasectl regions did not place every primary in three tries; its last answer:" >&2
+  cat "$OUT_DIR/regions.txt" >&2
+  return 1
+}
+
 # The region server (its number) holding hbase:meta's primary.
 meta_server() {
-  hbase/hbasectl regions | awk '$2 == "hbase:meta" && $3 == 0 { print substr($1, 4); exit }'
+  region_listing | awk '$2 == "hbase:meta" && $3 == 0 { print substr($1, 4); exit }'
 }
 
 # The region server holding the most primaries of the user tables, of those
 # not holding hbase:meta's primary.
 busiest_server() {
-  hbase/hbasectl regions | awk -v prefix="$PREFIX" '$2 == "hbase:meta" && $3 == 0 { meta = $1 }
+  region_listing | awk -v prefix="$PREFIX" '$2 == "hbase:meta" && $3 == 0 { meta = $1 }
     index($2, prefix) == 1 && $3 == 0 { n[$1]++ }
     END { for (s in n) if (s != meta && n[s] > best) { best = n[s]; pick = s } print substr(pick, 4) }'
 }
@@ -237,7 +257,7 @@ IFS=, read -r -a victims <<<"$VICTIMS"
 for victim in "${victims[@]}"; do
   reads="$OUT_DIR/round-$victim.jsonl"
   read -r what number < <(choose_victim "$victim")
-  if [[ "$what" == rs || "$what" == zk ]] && [[ -z "${number:-}" ]]; then
+  if [[ "$what" == rs || "$what" == zk ]] && ! [[ "${number:-}" =~ ^[0-9]+$ ]]; then
     echo "fault: $victim: hbasectl named no such process to kill" >&2
     exit 1
   fi

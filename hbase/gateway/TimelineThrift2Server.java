@@ -119,7 +119,7 @@ public class TimelineThrift2Server extends ThriftServer {
      */
     private final AtomicReference<CompletableFuture<AsyncConnection>> connection = new AtomicReference<>();
     private final DownServers downServers = new DownServers();
-    /** The tables whose regions were seen cached with more than one replica. */
+    /** The tables whose regions were last seen cached with more than one replica. */
     private final Set<TableName> replicatedTables = ConcurrentHashMap.newKeySet();
     /** HBase's own waits before a timeline get, and a scan, ask the secondaries (microseconds). */
     private final long getHedgeAfterMicros;
@@ -230,7 +230,9 @@ public class TimelineThrift2Server extends ThriftServer {
      * the read takes the client's way. A location not cached is looked up
      * meanwhile, as the read itself would, but not waited for: the read
      * keeps its own deadline. A table seen here with a secondary is
-     * remembered as replicated ({@link #hedged}).
+     * remembered as replicated ({@link #hedged}), and forgotten when a
+     * region of it is seen with its primary alone: its replicas were
+     * dropped, and a second read addressed to replica 1 would only fail.
      */
     private List<HRegionLocation> cachedReplicas(AsyncTableRegionLocator locator, byte[] row) {
       CompletableFuture<List<HRegionLocation>> located = locator.getRegionLocations(row, false);
@@ -241,6 +243,8 @@ public class TimelineThrift2Server extends ThriftServer {
       boolean usable = locations.size() >= 2 && locations.get(0) != null && locations.get(0).getServerName() != null;
       if (usable) {
         replicatedTables.add(locator.getName());
+      } else if (locations.size() == 1) {
+        replicatedTables.remove(locator.getName());
       }
       return usable ? locations : null;
     }
