@@ -155,22 +155,21 @@ done
 "$BIN/page-load" --base "$base" --products "$PRODUCTS" --snapshot --out "$OUT_DIR/before.json"
 
 # Where every region's replicas are served (`hbasectl regions`), saved in
-# $OUT_DIR/regions.txt, once every primary is on a server hbasectl knows: on
-# a loaded machine the listing can come back empty (the gateway did not
-# answer within the probe's 10 s) or name a server "rs-?" (its address not
-# yet matched to a live pid), so it is asked up to three times.
+# $OUT_DIR/regions.txt, once every primary is on a server hbasectl knows as
+# live (not "rs-?"): on a loaded machine the gateway may not answer within
+# the probe's 10 s, so it is asked up to three times, 5 s apart.
 region_listing() {
   local attempt
   for attempt in 1 2 3; do
-    hbase/hbasectl regions >"$OUT_DIR/regions.txt" 2>&1 || true
+    ((attempt == 1)) || sleep 5
+    hbase/hbasectl regions >"$OUT_DIR/regions.txt" 2>"$OUT_DIR/regions.err" || continue
     if grep -q ' 0$' "$OUT_DIR/regions.txt" && ! grep -q '^rs-? .* 0$' "$OUT_DIR/regions.txt"; then
       cat "$OUT_DIR/regions.txt"
       return 0
     fi
-    sleep 5
   done
   echo "fault: hbasectl regions did not place every primary in three tries; its last answer:" >&2
-  cat "$OUT_DIR/regions.txt" >&2
+  cat "$OUT_DIR/regions.txt" "$OUT_DIR/regions.err" >&2
   return 1
 }
 

@@ -37,7 +37,6 @@ import java.net.Socket;
 import java.nio.ByteBuffer;
 import java.util.ArrayList;
 import java.util.List;
-import java.util.Set;
 import java.util.concurrent.CompletableFuture;
 import java.util.concurrent.CompletionException;
 import java.util.concurrent.ConcurrentHashMap;
@@ -109,6 +108,8 @@ public class TimelineThrift2Server extends ThriftServer {
     /** Timeline reads slower than this are logged ({@link SlowReads}). */
     static final String SLOW_READ_KEY = "reviews.thrift2.slow.read.ms";
     static final int SLOW_READ_MS = 1_000;
+    /** How often a table still seen replicated has its time in {@link #replicatedSeenNs} renewed. */
+    private static final long REPLICATED_REFRESH_NS = TimeUnit.SECONDS.toNanos(1);
 
     private final int timelineReadTimeoutMs;
     private final SlowReads slowReads;
@@ -119,8 +120,16 @@ public class TimelineThrift2Server extends ThriftServer {
      */
     private final AtomicReference<CompletableFuture<AsyncConnection>> connection = new AtomicReference<>();
     private final DownServers downServers = new DownServers();
-    /** The tables whose regions were last seen cached with more than one replica. */
-    private final Set<TableName> replicatedTables = ConcurrentHashMap.newKeySet();
+    /**
+     * When each table's regions were last seen cached with more than one
+     * replica (System.nanoTime, refreshed at most once a second): a table is
+     * read as replicated ({@link #hedged}) until a minute after, so one
+     * whose replicas were dropped is forgotten. Not at the first region
+     * seen cached with its primary alone: the client may cache a region
+     * without a secondary it finds no server for, as while a dead server's
+     * secondaries are reassigned, when the second read matters most.
+     */
+    private final ConcurrentHashMap<TableName, Long> replicatedSeenNs = new ConcurrentHashMap<>();
     /** HBase's own waits before a timeline get, and a scan, ask the secondaries (microseconds). */
     private final long getHedgeAfterMicros;
     private final long scanHedgeAfterMicros;
@@ -230,9 +239,7 @@ public class TimelineThrift2Server extends ThriftServer {
      * the read takes the client's way. A location not cached is looked up
      * meanwhile, as the read itself would, but not waited for: the read
      * keeps its own deadline. A table seen here with a secondary is
-     * remembered as replicated ({@link #hedged}), and forgotten when a
-     * region of it is seen with its primary alone: its replicas were
-     * dropped, and a second read addressed to replica 1 would only fail.
+     * remembered as replicated ({@link #replicatedSeenNs}).
      */
     private List<HRegionLocation> cachedReplicas(AsyncTableRegionLocator locator, byte[] row) {
       CompletableFuture<List<HRegionLocation>> located = locator.getRegionLocations(row, false);
@@ -242,9 +249,11 @@ public class TimelineThrift2Server extends ThriftServer {
       List<HRegionLocation> locations = located.join();
       boolean usable = locations.size() >= 2 && locations.get(0) != null && locations.get(0).getServerName() != null;
       if (usable) {
-        replicatedTables.add(locator.getName());
-      } else if (locations.size() == 1) {
-        replicatedTables.remove(locator.getName());
+        long now = System.nanoTime();
+        Long seen = replicatedSeenNs.get(locator.getName());
+        if (seen == null || now - seen >= REPLICATED_REFRESH_NS) {
+          replicatedSeenNs.put(locator.getName(), now);
+        }
       }
       return usable ? locations : null;
     }
@@ -255,7 +264,8 @@ public class TimelineThrift2Server extends ThriftServer {
      * ({@link SecondaryHedge}).
      */
     private boolean hedged(TableName table, List<HRegionLocation> replicas) {
-      return replicas == null && replicatedTables.contains(table);
+      Long seen = replicatedSeenNs.get(table);
+      return replicas == null && seen != null && System.nanoTime() - seen < DownServers.FORGET_AFTER_NS;
     }
 
     @Override
@@ -595,7 +605,7 @@ public class TimelineThrift2Server extends ThriftServer {
     private static final long RELOAD_EVERY_NS = TimeUnit.SECONDS.toNanos(1);
     /** A machine that is gone never answers the SYN. */
     private static final int CONNECT_TIMEOUT_MS = 500;
-    private static final long FORGET_AFTER_NS = TimeUnit.MINUTES.toNanos(1);
+    static final long FORGET_AFTER_NS = TimeUnit.MINUTES.toNanos(1);
 
     /** What the last probe of one server found. */
     private static final class Finding {
