@@ -308,8 +308,5 @@ pub fn uncached_settings() -> Settings {
 
 /// An address on which nothing listens: connecting is refused at once.
 pub fn closed_address() -> String {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    let address = listener.local_addr().expect("address");
-    drop(listener);
-    address.to_string()
+    format!("127.0.0.1:{}", crate::free_port())
 }

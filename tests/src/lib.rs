@@ -92,9 +92,46 @@ pub async fn fresh_store(test_name: &str) -> Store {
 }
 
 /// A loopback port nothing listens on now, for a process a test starts.
+///
+/// The port comes from below the kernel's ephemeral range, never from it. A
+/// port the kernel picks for `bind(0)` lies in that range, and so does the
+/// local port of every outgoing connection; one picked that way and released
+/// for a process to bind a moment later can be taken in between by any of
+/// the connections the tests running beside it open (CI once saw Jaeger's
+/// query port taken so). Below the range only this function hands ports out:
+/// each call moves on to the next port, starting from a place set by the
+/// process id, so no two calls of one test process return the same port and
+/// test processes side by side start far apart.
 pub fn free_port() -> u16 {
-    let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
-    listener.local_addr().expect("address").port()
+    /// How many ports below the ephemeral range are handed out: enough for
+    /// every test of a run, and above the fixed ports of this repository's
+    /// scripts (ZooKeeper at 21810 to 22390, services at 20000).
+    const SPAN: u16 = 8_000;
+    static NEXT: Mutex<Option<u16>> = Mutex::new(None);
+    let ephemeral_start = ephemeral_range_start();
+    let first = ephemeral_start - SPAN;
+    let mut next = NEXT.lock().unwrap_or_else(std::sync::PoisonError::into_inner);
+    let mut offset = next.unwrap_or_else(|| (std::process::id() % u32::from(SPAN)) as u16);
+    for _ in 0..SPAN {
+        let port = first + offset;
+        offset = (offset + 1) % SPAN;
+        // Bound and dropped at once: only to see that nothing listens there now.
+        if std::net::TcpListener::bind(("127.0.0.1", port)).is_ok() {
+            *next = Some(offset);
+            return port;
+        }
+    }
+    panic!("no free loopback port in {first}..{ephemeral_start}");
+}
+
+/// The first port of the kernel's ephemeral range (Linux's
+/// `ip_local_port_range`; its default, 32768, where that cannot be read).
+fn ephemeral_range_start() -> u16 {
+    std::fs::read_to_string("/proc/sys/net/ipv4/ip_local_port_range")
+        .ok()
+        .and_then(|range| range.split_whitespace().next()?.parse().ok())
+        .filter(|start: &u16| *start > 30_000)
+        .unwrap_or(32_768)
 }
 
 /// Ten-character ids for tests: `prefix` (up to 4 characters) and a zero-padded number.
