@@ -37,7 +37,29 @@ trap cleanup EXIT
 "$bin/reviews-admin" demo load --table-prefix "$prefix" --users 200 --products 20 --comments 2000 >/dev/null
 RUST_LOG=warn "$bin/ranker" run --table-prefix "$prefix" >/dev/null
 
-port=$(python3 -c 'import socket; s = socket.socket(); s.bind(("127.0.0.1", 0)); print(s.getsockname()[1])')
+# A port below the kernel's ephemeral range, where no outgoing connection
+# (HBase opens many) can take it between this check and query-api binding it.
+port=$(python3 - <<'PY'
+import os, socket
+try:
+    start = int(open("/proc/sys/net/ipv4/ip_local_port_range").read().split()[0])
+except (OSError, ValueError):
+    start = 32768
+start = start if start > 30000 else 32768
+span = 8000
+for step in range(span):
+    port = start - span + (os.getpid() + step) % span
+    with socket.socket() as probe:
+        try:
+            probe.bind(("127.0.0.1", port))
+        except OSError:
+            continue
+    print(port)
+    break
+else:
+    raise SystemExit(f"no free loopback port below {start}")
+PY
+)
 RUST_LOG=warn "$bin/query-api" --listen "127.0.0.1:$port" --table-prefix "$prefix" >"$log" 2>&1 &
 api_pid=$!
 for _ in $(seq 1 60); do

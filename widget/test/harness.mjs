@@ -15,14 +15,36 @@ export const axeSource = fs.readFileSync(require.resolve('axe-core/axe.min.js'),
 /** The hottest demo product: the one with the most reviews. */
 export const HOT_PRODUCT = 'P000000001';
 
-const freePort = () => new Promise((resolve, reject) => {
+// Ports for the query-api processes come from below the kernel's ephemeral
+// range, as the Rust tests' do (tests/src/lib.rs, free_port): a port the
+// kernel picked for listen(0) and released could be taken by an outgoing
+// connection (HBase opens many) before query-api bound it. Each call moves on
+// to the next port, starting from a place set by the process id.
+const PORT_SPAN = 8000;
+const ephemeralStart = (() => {
+  try {
+    const start = Number(fs.readFileSync('/proc/sys/net/ipv4/ip_local_port_range', 'utf8').trim().split(/\s+/)[0]);
+    return start > 30000 ? start : 32768;
+  } catch {
+    return 32768;
+  }
+})();
+let nextPortOffset = process.pid % PORT_SPAN;
+
+const listensFreely = (port) => new Promise((resolve) => {
   const server = net.createServer();
-  server.listen(0, '127.0.0.1', () => {
-    const { port } = server.address();
-    server.close(() => resolve(port));
-  });
-  server.on('error', reject);
+  server.once('error', () => resolve(false));
+  server.listen(port, '127.0.0.1', () => server.close(() => resolve(true)));
 });
+
+async function freePort() {
+  for (let tried = 0; tried < PORT_SPAN; tried += 1) {
+    const port = ephemeralStart - PORT_SPAN + nextPortOffset;
+    nextPortOffset = (nextPortOffset + 1) % PORT_SPAN;
+    if (await listensFreely(port)) return port;
+  }
+  throw new Error(`no free loopback port below ${ephemeralStart}`);
+}
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));
 
