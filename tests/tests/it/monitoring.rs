@@ -313,6 +313,13 @@ async fn every_alert_and_dashboard_expression_selects_live_series() {
         ],
     );
     let prometheus = format!("http://127.0.0.1:{prometheus_port}");
+    // Prometheus takes a while to open its storage and listen on a loaded
+    // machine (CI once asked for its rules before it listened); the rules
+    // and queries below need it serving.
+    wait_for(Duration::from_secs(60), "Prometheus is ready", async || {
+        (status_of(&client, &format!("{prometheus}/-/ready")).await == Some(200)).then_some(())
+    })
+    .await;
 
     // Traffic: every route of the healthy instance, twice (cache misses, then
     // hits), the corrupt and lossy rows among them, and bad requests.
