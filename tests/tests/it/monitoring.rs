@@ -146,6 +146,16 @@ fn black_hole() -> String {
     address
 }
 
+/// Waits until the Prometheus server or Pushgateway at `base` says it is
+/// ready: on a loaded machine either takes seconds to open its storage and
+/// listen, and a question asked before that is refused.
+async fn wait_until_ready(client: &reqwest::Client, base: &str, what: &str) {
+    wait_for(Duration::from_secs(60), &format!("{what} to be ready"), async || {
+        (status_of(client, &format!("{base}/-/ready")).await == Some(200)).then_some(())
+    })
+    .await;
+}
+
 /// One answer's status, without caring for its body.
 async fn status_of(client: &reqwest::Client, url: &str) -> Option<u16> {
     client.get(url).send().await.ok().map(|response| response.status().as_u16())
@@ -242,10 +252,7 @@ async fn every_alert_and_dashboard_expression_selects_live_series() {
     );
     let pushgateway = format!("http://127.0.0.1:{pushgateway_port}");
     let client = reqwest::Client::builder().timeout(Duration::from_secs(10)).build().expect("client");
-    wait_for(Duration::from_secs(30), "the Pushgateway is ready", async || {
-        (status_of(&client, &format!("{pushgateway}/-/ready")).await == Some(200)).then_some(())
-    })
-    .await;
+    wait_until_ready(&client, &pushgateway, "the Pushgateway").await;
     let pushed_run = Command::new(cargo_binary("ranker"))
         .args(["run", "--pushgateway", &pushgateway, "--lease-name", "monitoring-pushed"])
         .args(&hbase)
@@ -313,13 +320,7 @@ async fn every_alert_and_dashboard_expression_selects_live_series() {
         ],
     );
     let prometheus = format!("http://127.0.0.1:{prometheus_port}");
-    // Prometheus takes a while to open its storage and listen on a loaded
-    // machine (CI once asked for its rules before it listened); the rules
-    // and queries below need it serving.
-    wait_for(Duration::from_secs(60), "Prometheus is ready", async || {
-        (status_of(&client, &format!("{prometheus}/-/ready")).await == Some(200)).then_some(())
-    })
-    .await;
+    wait_until_ready(&client, &prometheus, "Prometheus").await;
 
     // Traffic: every route of the healthy instance, twice (cache misses, then
     // hits), the corrupt and lossy rows among them, and bad requests.
