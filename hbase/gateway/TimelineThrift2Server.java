@@ -181,7 +181,7 @@ public class TimelineThrift2Server extends ThriftServer {
      * after {@value #TIMELINE_READ_TIMEOUT_KEY} (3 s by default), its retries
      * of a dead primary included. Its caller, query-api, gives up on a read
      * sooner (its HBase deadline), and a read of a dead primary retried for
-     * the client's 20 s, as writes are, would keep looking the region up in
+     * the client's 30 s, as writes are, would keep looking the region up in
      * hbase:meta long after anyone waits for it.
      */
     private AsyncTable<AdvancedScanResultConsumer> table(ByteBuffer name) throws TIOError {
