@@ -5,7 +5,7 @@
 # It never touches the shared HBase: it starts a SEPARATE standalone HBase
 # (master + regionserver + ZooKeeper, and its own Thrift gateway) in its own
 # run dir on its own ports, loads a small demo data set, ranks it, starts the
-# release `query-api` against it (default HBase deadline 1.5 s), and drives
+# release `query-api` against it (default HBase deadline 2.5 s, request deadline 2.9 s), and drives
 # load two ways at once: `soak` at a fixed rate of mixed routes (per-5-second
 # windows), and a probe that asks one page ten times a second and logs each
 # answer's status and time. Then it stops the master with SIGTERM, waits for it
@@ -121,8 +121,8 @@ print(f"page after recovery equals the page before: {before == after} ({len(befo
 problems = []
 if any(status not in (200, 503) for status in by_status):
     problems.append("answers other than 200 and 503 (000 = no answer)")
-if unavailable and max(s[2] for s in unavailable) > 2.0 + 1.5:
-    problems.append("a 503 slower than 3.5 s")
+if unavailable and max(s[2] for s in unavailable) > 2.9 + 1.5:
+    problems.append("a 503 slower than 4.4 s (the request deadline plus 1.5 s)")
 late = [s for s in samples if s[0] >= back_ms + 60_000 and s[1] != 200]
 if late or not any(s[0] >= back_ms and s[1] == 200 for s in samples):
     problems.append("no recovery")

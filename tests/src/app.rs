@@ -277,7 +277,7 @@ pub fn comment_keys(comments: &[Value]) -> Vec<CommentKey> {
         .collect()
 }
 
-/// A store with the query service's own HBase settings (its defaults: a 1.5 s
+/// A store with the query service's own HBase settings (its defaults: a 2.5 s
 /// deadline and one retry, unless `extra_flags` say otherwise, never the tests'
 /// patient ones) reading the tables of `tables_of` through the gateway at `address`.
 pub fn service_store(address: &str, tables_of: &Store, extra_flags: &[&str]) -> Store {

@@ -29,7 +29,7 @@ const BEFORE_KILL: Duration = Duration::from_secs(2);
 const AFTER_KILL: Duration = Duration::from_secs(5);
 /// The deadlines of the service in this test: a request's (in its settings,
 /// and in its flags, which cap its HBase deadline), and its HBase
-/// operations'. Longer than the service's defaults (2 s and 1.5 s): on a
+/// operations'. Longer than the service's defaults (2.9 s and 2.5 s): on a
 /// host of two cores that also runs HBase and four gateway JVMs, one of them
 /// starting, a read may wait seconds for the CPU (the test command runs
 /// these tests alone for that reason). A read the gateways' death failed
@@ -105,7 +105,7 @@ async fn a_gateway_killed_under_load_costs_no_read_while_another_of_its_kind_liv
     let gateways = Arc::new(gateways);
     let thrift1 = format!("{},{}", gateways[0].address(), gateways[1].address());
     let thrift2 = format!("{},{}", gateways[2].address(), gateways[3].address());
-    // The service's own defaults (a 1.5 s deadline, one retry) and strong
+    // The service's own defaults (a 2.5 s deadline, one retry) and strong
     // reads: the gateways' death is what is tested, not the region servers'.
     let service = TestApp::spawn(
         service_store_via(
