@@ -29,7 +29,7 @@ pub const HBASE_ABANDONED: &str = "reviews_hbase_abandoned_total";
 pub const LOSSY_JSON_ROWS: &str = "reviews_lossy_json_rows_total";
 
 /// Histogram buckets in seconds, for request and HBase call latency alike:
-/// from sub-millisecond cache hits to query-api's 2.9 s request deadline and past it.
+/// from sub-millisecond cache hits to a request deadline of seconds and past it.
 pub const LATENCY_BUCKETS_SECONDS: &[f64] =
     &[0.0005, 0.001, 0.0025, 0.005, 0.01, 0.025, 0.05, 0.1, 0.25, 0.5, 1.0, 2.0, 5.0];
 
