@@ -3,10 +3,14 @@
 //! ([`crate::etag`]), and 304 without a body when the request already holds
 //! that tag.
 
+use std::future::{ready, Future, Ready};
+
 use axum::body::Body;
 use axum::extract::Request;
 use axum::http::{header, HeaderMap, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use futures_util::future::Either;
+use futures_util::FutureExt as _;
 
 use crate::around::{AnswerFuture, Around};
 use crate::encoding::{self, AcceptedCodings};
@@ -36,21 +40,34 @@ impl Around for ConditionalGet {
         for value in request.headers().get_all(header::IF_NONE_MATCH) {
             conditions.append(header::IF_NONE_MATCH, value.clone());
         }
-        let answer = beneath(request);
-        async move { tagged(accepted, conditions, answer.await).await }
+        // Combinators, not an `async` block, which would hold the answer's
+        // future twice: as it captured it and in what it awaits.
+        beneath(request).then(move |response| tagged(accepted, conditions, response))
     }
 }
 
 /// `response` as [`ConditionalGet`] answers it to a request that accepts
-/// `accepted` and sent the validators `conditions`.
-async fn tagged(accepted: AcceptedCodings, conditions: HeaderMap, response: Response) -> Response {
+/// `accepted` and sent the validators `conditions`: at once when it is no
+/// 200 or comes tagged (a prepared answer), else once its body is hashed.
+fn tagged(
+    accepted: AcceptedCodings,
+    conditions: HeaderMap,
+    response: Response,
+) -> Either<Ready<Response>, impl Future<Output = Response>> {
     if response.status() != StatusCode::OK {
-        return response;
+        return Either::Left(ready(response));
     }
     let response = encoding::serve_prepared(accepted, response);
     if let Some(tag) = response.headers().get(header::ETAG).cloned() {
-        return if none_match_hits(&conditions, &tag) { not_modified(response.headers(), tag) } else { response };
+        let answer = if none_match_hits(&conditions, &tag) { not_modified(response.headers(), tag) } else { response };
+        return Either::Left(ready(answer));
     }
+    Either::Right(tagged_by_hash(conditions, response))
+}
+
+/// `response`, untagged, tagged by the hash of its body; 304 when the
+/// request holds that tag.
+async fn tagged_by_hash(conditions: HeaderMap, response: Response) -> Response {
     let (mut parts, body) = response.into_parts();
     let bytes = match encoding::buffered(body).await {
         Ok(bytes) => bytes,

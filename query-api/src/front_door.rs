@@ -18,6 +18,7 @@ use std::time::{Duration, Instant};
 use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use futures_util::FutureExt as _;
 use tracing::Instrument as _;
 
 use crate::around::{AnswerFuture, Around};
@@ -61,15 +62,18 @@ impl Around for FrontDoor {
         // In the span, as its polls are: a log line of the layers beneath
         // while they take the request is the request's.
         let answer = span.in_scope(|| beneath(request));
-        async move {
-            let response = within_deadline(started, deadline, answer).await;
-            let mut response = encoding::compress_per_request(accepted, response).await;
-            let span = tracing::Span::current();
-            telemetry::record_answer(&span, exported, route.as_str(), &method, started.elapsed(), &response);
-            response.headers_mut().insert(REQUEST_ID_HEADER, request_id);
-            response
-        }
-        .instrument(span)
+        // Combinators, not an `async` block: a block would hold `answer` as
+        // it captured it and again in the future it awaits, twice the bytes
+        // of every request's future, copied as the layers box it.
+        within_deadline(started, deadline, answer)
+            .then(move |response| encoding::compress_per_request(accepted, response))
+            .map(move |mut response| {
+                let span = tracing::Span::current();
+                telemetry::record_answer(&span, exported, route.as_str(), &method, started.elapsed(), &response);
+                response.headers_mut().insert(REQUEST_ID_HEADER, request_id);
+                response
+            })
+            .instrument(span)
     }
 }
 
@@ -87,11 +91,15 @@ impl Around for FrontDoor {
 ///
 /// Part of the front door rather than a layer of its own: every layer boxes
 /// its future on each request.
-async fn within_deadline(started: Instant, deadline: Duration, answer: impl Future<Output = Response>) -> Response {
+fn within_deadline(
+    started: Instant,
+    deadline: Duration,
+    answer: impl Future<Output = Response>,
+) -> impl Future<Output = Response> {
     let work = common::hbase::with_deadline(started + deadline, common::hbase::noting_replica_reads(answer));
     // Relative, on tokio's clock: under tokio's paused time (tests) it is not
     // the std clock. Set at the work's first wait: a cached read never waits.
-    match crate::deadline::within(deadline, work).await {
+    crate::deadline::within(deadline, work).map(move |outcome| match outcome {
         Ok((mut response, from_replica)) => {
             let fresh = (response.status().is_success() || response.status() == StatusCode::NOT_MODIFIED)
                 && response.extensions().get::<telemetry::ServedStale>().is_none();
@@ -102,7 +110,7 @@ async fn within_deadline(started: Instant, deadline: Duration, answer: impl Futu
             response
         }
         Err(_) => ApiError::timeout(deadline).into_response(),
-    }
+    })
 }
 
 /// The header of an answer read (in part) from a secondary region replica,

@@ -222,8 +222,12 @@ tokio::task_local! {
 /// Runs `work` with `deadline` as the deadline of every HBase operation it
 /// starts (when earlier than the operation's own): an operation never outlives
 /// the request it serves, and a permit wait counts against the request's time.
-pub async fn with_deadline<F: Future>(deadline: Instant, work: F) -> F::Output {
-    CALLER_DEADLINE.scope(deadline, work).await
+///
+/// Not an `async fn`, nor is [`with_queue_bound_lifted`]: one would hold
+/// `work` twice, as its argument and inside the scope it awaits, and a
+/// request's future is that much larger at every layer it passes.
+pub fn with_deadline<F: Future>(deadline: Instant, work: F) -> impl Future<Output = F::Output> {
+    CALLER_DEADLINE.scope(deadline, work)
 }
 
 /// Runs `work` with its operations exempt from [`HbaseConfig::max_queued`]:
@@ -231,8 +235,8 @@ pub async fn with_deadline<F: Future>(deadline: Instant, work: F) -> F::Output {
 /// queue timeout and the deadline). query-api lifts the bound for the
 /// requests of clients within their fair share while it sheds a flood,
 /// whose own requests may have filled the queue a moment before.
-pub async fn with_queue_bound_lifted<F: Future>(work: F) -> F::Output {
-    QUEUE_BOUND_LIFTED.scope((), work).await
+pub fn with_queue_bound_lifted<F: Future>(work: F) -> impl Future<Output = F::Output> {
+    QUEUE_BOUND_LIFTED.scope((), work)
 }
 
 /// Decrements a counter when dropped.

@@ -21,6 +21,7 @@
 //! that wants to know wraps its work in [`noting_replica_reads`], and every
 //! read inside it that was answered (partly) by a secondary sets the flag.
 
+use futures_util::FutureExt as _;
 use std::cell::Cell;
 use std::future::Future;
 
@@ -52,13 +53,11 @@ tokio::task_local! {
 /// Runs `work`, and says whether any HBase read in it was answered (in part)
 /// by a secondary region replica, or served something that had been
 /// ([`note_replica_read`]).
-pub async fn noting_replica_reads<F: Future>(work: F) -> (F::Output, bool) {
-    READ_FROM_REPLICA
-        .scope(Cell::new(false), async {
-            let output = work.await;
-            (output, READ_FROM_REPLICA.with(Cell::get))
-        })
-        .await
+///
+/// Not an `async fn`: it would hold `work` twice (its argument, and inside
+/// the scope it awaits). The flag is read as `work` completes, in the scope.
+pub fn noting_replica_reads<F: Future>(work: F) -> impl Future<Output = (F::Output, bool)> {
+    READ_FROM_REPLICA.scope(Cell::new(false), work.map(|output| (output, READ_FROM_REPLICA.with(Cell::get))))
 }
 
 /// Marks the current piece of work as having served something read from a

@@ -9,6 +9,7 @@ use axum::response::{IntoResponse, Response};
 use common::hbase::with_queue_bound_lifted;
 use common::store::ReadStore;
 use futures_util::future::Either;
+use futures_util::FutureExt as _;
 
 use super::shares::Load;
 use super::{Admission, Clients, Refusal, Why, NEWCOMER_IN_FLIGHT};
@@ -72,14 +73,19 @@ impl Around for Shedding {
         match self.admit(&request) {
             Ok(mut admission) => {
                 let answer = beneath(request);
-                Either::Left(async move {
-                    let response =
-                        if admission.sheltered() { with_queue_bound_lifted(answer).await } else { answer.await };
+                // Combinators, not an `async` block, which would hold
+                // `answer` twice: as it captured it and in what it awaits.
+                let answer = if admission.sheltered() {
+                    Either::Left(with_queue_bound_lifted(answer))
+                } else {
+                    Either::Right(answer)
+                };
+                Either::Left(answer.map(move |response| {
                     if !response.status().is_server_error() {
                         admission.served();
                     }
                     response
-                })
+                }))
             }
             Err(refusal) => Either::Right(std::future::ready(too_many_requests(&refusal))),
         }
