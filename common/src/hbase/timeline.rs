@@ -21,9 +21,10 @@
 //! that wants to know wraps its work in [`noting_replica_reads`], and every
 //! read inside it that was answered (partly) by a secondary sets the flag.
 
-use futures_util::FutureExt as _;
 use std::cell::Cell;
 use std::future::Future;
+
+use futures_util::FutureExt as _;
 
 use super::connection::{Column, Row, ScanSpec};
 use super::{Hbase, Retry};
