@@ -8,6 +8,11 @@
 //! of a cached read. Here the service beneath is called in place, as tower's
 //! own middleware does once `poll_ready` has said it is ready, and a
 //! request's future is boxed once per layer.
+//!
+//! A middleware builds its answer's future with combinators (`map`, `then`,
+//! `Either`), not an `async` block or fn around the future beneath: a block
+//! keeps what it captured apart from the future it awaits, so each layer
+//! would hold the bytes beneath it twice, and every box copies them.
 
 use std::convert::Infallible;
 use std::future::Future;

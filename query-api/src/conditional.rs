@@ -40,8 +40,7 @@ impl Around for ConditionalGet {
         for value in request.headers().get_all(header::IF_NONE_MATCH) {
             conditions.append(header::IF_NONE_MATCH, value.clone());
         }
-        // Combinators, not an `async` block, which would hold the answer's
-        // future twice: as it captured it and in what it awaits.
+        // Combinators, not an `async` block (see `crate::around`).
         beneath(request).then(move |response| tagged(accepted, conditions, response))
     }
 }

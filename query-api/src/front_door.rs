@@ -62,9 +62,7 @@ impl Around for FrontDoor {
         // In the span, as its polls are: a log line of the layers beneath
         // while they take the request is the request's.
         let answer = span.in_scope(|| beneath(request));
-        // Combinators, not an `async` block: a block would hold `answer` as
-        // it captured it and again in the future it awaits, twice the bytes
-        // of every request's future, copied as the layers box it.
+        // Combinators, not an `async` block (see `crate::around`).
         within_deadline(started, deadline, answer)
             .then(move |response| encoding::compress_per_request(accepted, response))
             .map(move |mut response| {

@@ -73,8 +73,7 @@ impl Around for Shedding {
         match self.admit(&request) {
             Ok(mut admission) => {
                 let answer = beneath(request);
-                // Combinators, not an `async` block, which would hold
-                // `answer` twice: as it captured it and in what it awaits.
+                // Combinators, not an `async` block (see `crate::around`).
                 let answer = if admission.sheltered() {
                     Either::Left(with_queue_bound_lifted(answer))
                 } else {
