@@ -9,6 +9,11 @@
 //! own middleware does once `poll_ready` has said it is ready, and a
 //! request's future is boxed once per layer.
 //!
+//! A middleware logs in its answer's future, not while it takes the
+//! request: the front door calls the layers beneath outside the request's
+//! span and polls their answer's future in it (`crate::front_door`), so only
+//! a line logged in the future carries the request's id.
+//!
 //! A middleware builds its answer's future with combinators (`map`, `then`,
 //! `Either`), not an `async` block or fn around the future beneath: a block
 //! keeps what it captured apart from the future it awaits, so each layer

@@ -7,19 +7,22 @@
 //! each request, and on a cached read, whose own work is a cache lookup,
 //! that bookkeeping is a good part of the cost.
 //!
-//! The span is entered while the layers beneath take the request and around
-//! the polls of its answer's future, not around each frame of the body; a
+//! The span is entered around the polls of the answer's future, not while
+//! the layers beneath take the request (they only decide and build futures,
+//! and log in those: `crate::around`) nor around each frame of the body; a
 //! request id comes from the thread's random generator, not from a system
 //! call.
 
 use std::future::Future;
+use std::pin::Pin;
+use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
 use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use futures_util::FutureExt as _;
-use tracing::Instrument as _;
+use pin_project_lite::pin_project;
 
 use crate::around::{AnswerFuture, Around};
 use crate::encoding::{self, AcceptedCodings};
@@ -42,16 +45,15 @@ pub struct FrontDoor {
 impl Around for FrontDoor {
     fn around<Beneath: AnswerFuture>(
         &self,
-        mut request: Request,
+        request: Request,
         beneath: impl FnOnce(Request) -> Beneath,
     ) -> impl AnswerFuture {
+        // A request id made here is not added to the request: nothing
+        // beneath reads it (the span and the answer carry it), and adding it
+        // cost a header insertion and a shared copy of its bytes.
         let request_id = match request.headers().get(&REQUEST_ID_HEADER) {
             Some(chosen_by_the_client) => chosen_by_the_client.clone(),
-            None => {
-                let made = new_request_id();
-                request.headers_mut().insert(REQUEST_ID_HEADER, made.clone());
-                made
-            }
+            None => new_request_id(),
         };
         let route = telemetry::route_of(&request);
         let method = telemetry::method_label(request.method());
@@ -59,19 +61,57 @@ impl Around for FrontDoor {
         let (span, exported) = telemetry::request_span(&request, &request_id, &route);
         let started = Instant::now();
         let deadline = self.deadline;
-        // In the span, as its polls are: a log line of the layers beneath
-        // while they take the request is the request's.
-        let answer = span.in_scope(|| beneath(request));
+        // Outside the span: entering and leaving it is a good part of a
+        // cached read's cost, and what the layers beneath log, they log in
+        // the answer's future, which is polled in it.
+        let answer = beneath(request);
         // Combinators, not an `async` block (see `crate::around`).
-        within_deadline(started, deadline, answer)
-            .then(move |response| encoding::compress_per_request(accepted, response))
-            .map(move |mut response| {
-                let span = tracing::Span::current();
-                telemetry::record_answer(&span, exported, route.as_str(), &method, started.elapsed(), &response);
+        let answer = within_deadline(started, deadline, answer)
+            .then(move |response| encoding::compress_per_request(accepted, response));
+        InSpan {
+            answer,
+            span,
+            finish: Some(move |span: &tracing::Span, mut response: Response| {
+                telemetry::record_answer(span, exported, route.as_str(), &method, started.elapsed(), &response);
                 response.headers_mut().insert(REQUEST_ID_HEADER, request_id);
                 response
-            })
-            .instrument(span)
+            }),
+        }
+    }
+}
+
+pin_project! {
+    /// The answer's future polled in the request's span, and its answer
+    /// finished by `finish`, with the span at hand: what
+    /// [`tracing::Instrument`] and a `map` reading `Span::current()` would
+    /// do, for less. `Instrument` enters the span once more to drop the
+    /// future, which completes in its last poll, and the current span is a
+    /// lookup and a reference count: on every request, for nothing. A future
+    /// dropped unfinished (its client went away) drops outside the span;
+    /// nothing beneath logs when dropped.
+    struct InSpan<Answer, Finish> {
+        #[pin]
+        answer: Answer,
+        span: tracing::Span,
+        // Taken when the answer is ready.
+        finish: Option<Finish>,
+    }
+}
+
+impl<Answer, Finish> Future for InSpan<Answer, Finish>
+where
+    Answer: Future<Output = Response>,
+    Finish: FnOnce(&tracing::Span, Response) -> Response,
+{
+    type Output = Response;
+
+    fn poll(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Response> {
+        let this = self.project();
+        let _entered = this.span.enter();
+        let response = std::task::ready!(this.answer.poll(context));
+        let finish =
+            this.finish.take().unwrap_or_else(|| unreachable!("the front door's future polled after its answer"));
+        Poll::Ready(finish(this.span, response))
     }
 }
 

@@ -8,11 +8,11 @@ use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
 use common::hbase::with_queue_bound_lifted;
 use common::store::ReadStore;
-use futures_util::future::Either;
+use futures_util::future::{self, Either};
 use futures_util::FutureExt as _;
 
 use super::shares::Load;
-use super::{Admission, Clients, Refusal, Why, NEWCOMER_IN_FLIGHT};
+use super::{Admission, ClientId, Clients, Refusal, Why, NEWCOMER_IN_FLIGHT};
 use crate::around::{AnswerFuture, Around};
 use crate::error::{ApiError, ErrorCode};
 
@@ -38,9 +38,9 @@ impl Shedding {
         Shedding(Arc::new(SheddingParts { clients, store }))
     }
 
-    /// The admission of `request` by its client's limits, or its refusal;
-    /// either counted by the client's class.
-    fn admit(&self, request: &Request) -> Result<Admission, Refusal> {
+    /// The admission of `request` by its client's limits, or its refusal
+    /// and whose it is; either counted by the client's class.
+    fn admit(&self, request: &Request) -> Result<Admission, (ClientId, Refusal)> {
         let peer = request.extensions().get::<ConnectInfo<SocketAddr>>().map(|ConnectInfo(address)| address.ip());
         let SheddingParts { clients, store } = &*self.0;
         let client = clients.identify(peer, request.headers());
@@ -57,8 +57,7 @@ impl Shedding {
             }
             Err(refusal) => {
                 clients.count(&client, Some(&refusal));
-                tracing::debug!(%client, reason = refusal.reason(), "client refused");
-                Err(refusal)
+                Err((client, refusal))
             }
         }
     }
@@ -86,7 +85,12 @@ impl Around for Shedding {
                     response
                 }))
             }
-            Err(refusal) => Either::Right(std::future::ready(too_many_requests(&refusal))),
+            // Logged in the answer's future: the front door polls it in the
+            // request's span, and calls this outside it.
+            Err((client, refusal)) => Either::Right(future::lazy(move |_| {
+                tracing::debug!(%client, reason = refusal.reason(), "client refused");
+                too_many_requests(&refusal)
+            })),
         }
     }
 }

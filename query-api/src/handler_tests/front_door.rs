@@ -20,6 +20,50 @@ async fn an_unreachable_hbase_answers_503_within_the_deadline() {
     }
 }
 
+/// A writer of log lines the test reads back.
+#[derive(Clone, Default)]
+struct LogLines(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+
+impl std::io::Write for LogLines {
+    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
+        self.0.lock().expect("the lines").extend_from_slice(bytes);
+        Ok(bytes.len())
+    }
+
+    fn flush(&mut self) -> std::io::Result<()> {
+        Ok(())
+    }
+}
+
+#[tokio::test]
+async fn a_failed_requests_log_line_names_its_request_id_method_and_path() {
+    // The front door calls the layers beneath outside the request's span and
+    // polls their answer in it: the line the failure logs is in the span.
+    let lines = LogLines::default();
+    let writer = lines.clone();
+    let subscriber = tracing_subscriber::fmt().with_ansi(false).with_writer(move || writer.clone()).finish();
+    let _logging = tracing::subscriber::set_default(subscriber);
+    // `tracing` caches whether a call site is wanted, process-wide. With one
+    // dispatcher registered, a call site first reached by another test's
+    // thread (which has no subscriber) is cached as never wanted, and this
+    // test's lines would be lost. With a second one registered for the
+    // test's length, every call site asks both, and the registry wants all.
+    let _every_call_site_wanted = tracing::Dispatch::new(tracing_subscriber::registry());
+    tracing::callsite::rebuild_interest_cache();
+    let app = offline_app(Duration::from_millis(400));
+    let request = Request::get("/v1/products/PRODUCT001/comments")
+        .header("x-request-id", "caller-chosen-id")
+        .body(Body::empty())
+        .expect("request");
+    send(&app, request).await.assert_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable");
+    let logged = String::from_utf8(lines.0.lock().expect("the lines").clone()).expect("utf-8");
+    let failed = logged.lines().find(|line| line.contains("request failed")).unwrap_or_else(|| panic!("{logged}"));
+    assert!(
+        failed.contains("request_id=caller-chosen-id method=GET path=/v1/products/PRODUCT001/comments"),
+        "{failed}"
+    );
+}
+
 #[tokio::test]
 async fn a_read_cut_short_by_the_request_deadline_is_a_timeout() {
     // A gateway that accepts connections and never answers.
