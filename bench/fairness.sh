@@ -80,8 +80,8 @@ base="http://127.0.0.1:$port"
 api_pid=""
 greedy_pid=""
 polite_pids=()
-# A reader that already finished cannot be killed: under `set -e` that
-# failed kill ended the script with status 1 after a complete run.
+# A reader that already finished cannot be killed, and under `set -e` a
+# failed kill would end a complete run with status 1.
 trap 'for pid in "$api_pid" "$greedy_pid" "${polite_pids[@]}"; do [ -n "$pid" ] && { kill -TERM "$pid" 2>/dev/null || true; }; done; wait 2>/dev/null || true' EXIT
 
 # The routes and connection mode of each reader, and its address.

@@ -245,11 +245,10 @@ impl Drop for RootDecision {
 /// and copied into the line's string at once.
 ///
 /// The log layer formats every span's fields when the span is made, into a
-/// string of its own that starts empty: a request's span (its id, method
-/// and path) grew it four or five times, a reallocation each, about a tenth
-/// of a cached read's CPU time in the service. Fields longer than the
-/// buffer, and lines in colour (whose escape codes the buffer's writer
-/// would drop), are formatted in place as before.
+/// string of its own that starts empty, so a request's span (its id, method
+/// and path) would grow it four or five times, a reallocation each, on every
+/// request. Fields longer than the buffer, and lines in colour (whose escape
+/// codes the buffer's writer would drop), are formatted in place.
 #[derive(Debug, Default)]
 struct FieldsAtOnce(DefaultFields);
 

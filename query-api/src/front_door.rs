@@ -49,8 +49,7 @@ impl Around for FrontDoor {
         beneath: impl FnOnce(Request) -> Beneath,
     ) -> impl AnswerFuture {
         // A request id made here is not added to the request: nothing
-        // beneath reads it (the span and the answer carry it), and adding it
-        // cost a header insertion and a shared copy of its bytes.
+        // beneath reads it (the span and the answer carry it).
         let request_id = match request.headers().get(&REQUEST_ID_HEADER) {
             Some(chosen_by_the_client) => chosen_by_the_client.clone(),
             None => new_request_id(),
