@@ -23,7 +23,7 @@
 //! and every answer with variants says `Vary: Accept-Encoding`.
 
 use std::io::Write;
-use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::{Arc, OnceLock};
 
 use axum::body::{Body, Bytes};
@@ -116,6 +116,10 @@ pub struct Prepared {
     room: usize,
     /// The bytes the variants made so far take.
     used: AtomicUsize,
+    /// The read these bytes were last kept as a last good answer for (its
+    /// key in [`crate::last_good`]), 0 when never: a cached answer served
+    /// again finds itself kept without a lookup in that cache.
+    kept_for_read: AtomicU64,
 }
 
 /// The codings a prepared answer may have variants in, smaller first: on a
@@ -133,6 +137,7 @@ impl Prepared {
             variants: Default::default(),
             room: 0,
             used: AtomicUsize::new(0),
+            kept_for_read: AtomicU64::new(0),
         }
     }
 
@@ -165,6 +170,18 @@ impl Prepared {
     /// The identity's `ETag`.
     pub fn etag(&self) -> &HeaderValue {
         &self.etag
+    }
+
+    /// Whether these bytes were last kept as the last good answer of the
+    /// read whose key is `read_key` (never 0).
+    pub fn kept_for(&self, read_key: u64) -> bool {
+        self.kept_for_read.load(Ordering::Relaxed) == read_key
+    }
+
+    /// Notes that these bytes were kept as the last good answer of the read
+    /// whose key is `read_key` (never 0).
+    pub fn note_kept_for(&self, read_key: u64) {
+        self.kept_for_read.store(read_key, Ordering::Relaxed);
     }
 
     /// Whether it is offered in compressed variants (made or to be made).

@@ -17,6 +17,7 @@
 //! This module does no I/O: [`crate::routes`] answers from it when the store
 //! fails.
 
+use std::hash::BuildHasher as _;
 use std::sync::Arc;
 use std::time::{Duration, Instant};
 
@@ -104,6 +105,8 @@ pub struct LastGood {
     keep_for: Duration,
     /// `reviews_api_last_good_bytes`, set when an answer is kept.
     bytes: metrics::Gauge,
+    /// Hashes a read into the key its kept bytes remember ([`Prepared::kept_for`]).
+    read_keys: foldhash::fast::RandomState,
 }
 
 /// What one kept answer costs beyond its body and key: the cache's entry, the
@@ -126,7 +129,12 @@ impl LastGood {
             .max_capacity(max_bytes.max(1))
             .time_to_live(keep_for)
             .build();
-        Some(LastGood { answers, keep_for, bytes: metrics::gauge!(telemetry::LAST_GOOD_BYTES) })
+        Some(LastGood {
+            answers,
+            keep_for,
+            bytes: metrics::gauge!(telemetry::LAST_GOOD_BYTES),
+            read_keys: foldhash::fast::RandomState::default(),
+        })
     }
 
     /// How long an answer is kept after it was last replaced.
@@ -137,10 +145,22 @@ impl LastGood {
     /// Keeps `answer` as `read`'s last good one, unless the one kept comes
     /// from a read that began as late or later (the same cached ranking
     /// served again, or a read that overtook this one).
+    ///
+    /// The common case, a cached answer served again, costs no lookup: its
+    /// bytes remember the read they were last kept for. A kept answer is
+    /// then not touched as it is served, and may be evicted as the least
+    /// used before it is replaced; its bytes are served at most as long as
+    /// the cache that holds them keeps them (`--ranked-cache-ttl-ms`, 10 s
+    /// by default), and the next bytes read for it are kept again.
     pub fn remember(&self, read: PageRead, answer: &Answer) {
-        // The common case, a cached ranking served again, costs one lookup.
+        // Never 0, the mark of bytes never kept.
+        let read_key = self.read_keys.hash_one(&read) | 1;
+        if answer.body.kept_for(read_key) {
+            return;
+        }
         if let Some(kept) = self.answers.get(&read) {
             if kept.read_at >= answer.read_at {
+                answer.body.note_kept_for(read_key);
                 return;
             }
         }
@@ -149,6 +169,7 @@ impl LastGood {
             Some(kept) if kept.value().read_at >= newer.read_at => Op::Nop,
             _ => Op::Put(newer),
         });
+        answer.body.note_kept_for(read_key);
         self.bytes.set(self.answers.weighted_size() as f64);
     }
 
@@ -197,6 +218,26 @@ mod tests {
         assert_eq!(kept.recall(&read).expect("kept").body.body(), "latest");
         let other = PageRead::Latest { product: product(), limit: 20, authors: false };
         assert!(kept.recall(&other).is_none(), "each read keeps its own answer");
+    }
+
+    #[test]
+    fn bytes_served_again_are_kept_for_each_read_and_never_over_a_newer_answer() {
+        let kept = LastGood::new(Duration::from_secs(60), 1 << 20).expect("on");
+        let (summary, latest) = (
+            PageRead::Summary { product: product() },
+            PageRead::Latest { product: product(), limit: 20, authors: false },
+        );
+        let earlier = answer("one body, two reads", Instant::now());
+        kept.remember(summary.clone(), &earlier);
+        kept.remember(latest.clone(), &earlier);
+        assert!(kept.recall(&latest).is_some(), "the bytes kept for one read are kept for another too");
+        let newer = answer("newer", earlier.read_at + Duration::from_millis(5));
+        kept.remember(summary.clone(), &newer);
+        // The earlier bytes, served again (a request that took them before
+        // the newer read finished), remember being kept for this read.
+        kept.remember(summary.clone(), &earlier);
+        assert_eq!(kept.recall(&summary).expect("kept").body.body(), "newer");
+        assert_eq!(kept.recall(&latest).expect("kept").body.body(), "one body, two reads");
     }
 
     #[test]
