@@ -40,7 +40,10 @@
 # Prints, per round, setting and condition, each reader's failures (answers
 # other than 200 and 304, and requests that got none) and p99, with the p99
 # over the same reader's alone in that round and setting; and the greedy
-# clients' answers a second that were not refused, and their 429s and 5xx.
+# clients' answers a second that were not refused, and their 429s and 5xx;
+# and how many HBase operations found no connection free and waited, and
+# how long on average, of the clients within their fair share while the
+# service shed (`lifted`) and of the others (`held`).
 # Everything lands in bench/out/fairness/ (each service's refusal and error
 # counters too); summary.json holds the table.
 set -euo pipefail
@@ -141,6 +144,7 @@ for round in $(seq 1 "$rounds"); do
     # readers read for a while unmeasured first, so "alone" is a warm one.
     polite "warm-$round-$shedding" "$warmup"
     wait_readers
+    curl -fsS "$base/metrics" | grep -E '^reviews_hbase_pool_wait_seconds' >"$out/pool-wait-$round-$shedding-warm.txt" || true
     for condition in $conditions; do
       name="$round-$shedding-$condition"
       polite "$name" $((lead + duration))
@@ -156,6 +160,9 @@ for round in $(seq 1 "$rounds"); do
         wait "$greedy_pid" || true
         greedy_pid=""
       fi
+      # Cumulative since the service started: a condition's own waits are
+      # its file less the one before (the warm-up's, for the first).
+      curl -fsS "$base/metrics" | grep -E '^reviews_hbase_pool_wait_seconds' >"$out/pool-wait-$name.txt" || true
       echo "round $round, --fair-shedding $shedding, $condition: done" >&2
     done
     curl -fsS "$base/metrics" | grep -E '^reviews_api_(http_errors|client_refusals)_total' \
@@ -193,13 +200,29 @@ def greedy(name):
     # soak runs a second longer than the readers.
     return {"served_per_s": ok / (duration + 1), "answered": answered, "refused": refused, "errors": errors, "no_answer": none}
 
+def pool_waits(name):
+    """The HBase pool's waits so far, {queue_bound: [count, seconds]}."""
+    waits = {}
+    path = f"{out}/pool-wait-{name}.txt"
+    for line in open(path) if os.path.exists(path) else []:
+        match = re.match(r'reviews_hbase_pool_wait_seconds_(count|sum)\{queue_bound="(\w+)"\} (\S+)', line)
+        if match:
+            part, bound, value = match.groups()
+            waits.setdefault(bound, [0, 0.0])[part == "sum"] = float(value)
+    return waits
+
 table = []
 for round in range(1, rounds + 1):
     for shedding in settings:
         alone = {r: reader(f"{round}-{shedding}-alone-{r}") for r in readers} if "alone" in conditions else {}
+        before = pool_waits(f"{round}-{shedding}-warm")
         for condition in conditions:
             name = f"{round}-{shedding}-{condition}"
             row = {"round": round, "shedding": shedding, "condition": condition, "readers": {}, "greedy": greedy(name)}
+            after = pool_waits(name)
+            row["pool_waits"] = {bound: [count - before.get(bound, [0, 0.0])[0], seconds - before.get(bound, [0, 0.0])[1]]
+                                 for bound, (count, seconds) in after.items()}
+            before = after
             for r in readers:
                 seen = reader(f"{name}-{r}")
                 if r in alone and alone[r]["p99"] > 0:
@@ -219,6 +242,12 @@ for row in table:
         g = row["greedy"]
         print(f"  greedy: {g['served_per_s']:.0f} served/s, {g['refused']} refused (429), {g['errors']} 5xx, "
               f"{g['no_answer']} unanswered")
+    # `lifted`: operations of clients within their fair share while the
+    # service sheds; `held`: every other.
+    waits = [f"{bound} {int(count)}, mean {1000 * seconds / count:.0f} ms"
+             for bound, (count, seconds) in sorted(row["pool_waits"].items()) if count > 0]
+    if waits:
+        print("  HBase operations that waited for a connection: " + "; ".join(waits))
 # The targets, over every round: polite failures, the worst p99 ratio, and
 # what the greedy clients keep with shedding on against off.
 for condition in conditions:

@@ -23,6 +23,10 @@ pub const HBASE_REPLICA_READS: &str = "reviews_hbase_replica_reads_total";
 pub const SKIPPED_ROWS: &str = "reviews_skipped_rows_total";
 /// Operations refused at once because HBase was saturated, by reason (`queue_full`, `queue_timeout`).
 pub const HBASE_OVERLOADED: &str = "reviews_hbase_overloaded_total";
+/// Time an operation waited for a free HBase connection, when it had to,
+/// by whether its queue bound was lifted (`queue_bound`: `lifted`, `held`):
+/// a histogram.
+pub const HBASE_POOL_WAIT_SECONDS: &str = "reviews_hbase_pool_wait_seconds";
 /// Operations not started (or not retried) because their caller's deadline had passed.
 pub const HBASE_ABANDONED: &str = "reviews_hbase_abandoned_total";
 /// Records whose JSON held a lone UTF-16 surrogate escape and was read with U+FFFD in its place, by kind.
@@ -86,6 +90,11 @@ pub fn describe_shared_metrics() {
     metrics::describe_counter!(
         HBASE_OVERLOADED,
         "HBase operations refused at once because too many waited or the wait ran out, by reason"
+    );
+    metrics::describe_histogram!(
+        HBASE_POOL_WAIT_SECONDS,
+        metrics::Unit::Seconds,
+        "Time an HBase operation waited for a free connection, when none was free, by whether its queue bound was lifted (a client within its fair share while the service sheds)"
     );
     metrics::describe_counter!(
         HBASE_ABANDONED,

@@ -468,8 +468,13 @@ impl Hbase {
             return Err(Error::Overloaded(format!("{queued} operations already wait for an HBase connection")));
         }
         let queue_deadline = inner.config.queue_timeout.map_or(deadline, |wait| deadline.min(Instant::now() + wait));
-        let wait = queue_deadline.saturating_duration_since(Instant::now());
-        match tokio::time::timeout(wait, permits.clone().acquire_owned()).await {
+        let began = Instant::now();
+        let wait = queue_deadline.saturating_duration_since(began);
+        let waited = tokio::time::timeout(wait, permits.clone().acquire_owned()).await;
+        let queue_bound = if bounded { "held" } else { "lifted" };
+        metrics::histogram!(crate::telemetry::HBASE_POOL_WAIT_SECONDS, "queue_bound" => queue_bound)
+            .record(began.elapsed().as_secs_f64());
+        match waited {
             Ok(permit) => permit.map_err(|_| Error::Unavailable("the HBase pool is shut down".to_owned())),
             Err(_) if queue_deadline < deadline => {
                 metrics::counter!(crate::telemetry::HBASE_OVERLOADED, "reason" => "queue_timeout").increment(1);
