@@ -150,8 +150,9 @@ impl LastGood {
     /// bytes remember the read they were last kept for. A kept answer is
     /// then not touched as it is served, and may be evicted as the least
     /// used before it is replaced; its bytes are served at most as long as
-    /// the cache that holds them keeps them (`--ranked-cache-ttl-ms`, 10 s
-    /// by default), and the next bytes read for it are kept again.
+    /// the cache that holds them keeps them (a ranking's answers
+    /// `--ranked-cache-ttl-ms`, 10 s by default, a rendered view twice
+    /// that), and the next bytes read for it are kept again.
     pub fn remember(&self, read: PageRead, answer: &Answer) {
         // Never 0, the mark of bytes never kept.
         let read_key = self.read_keys.hash_one(&read) | 1;
