@@ -43,7 +43,10 @@
 # clients' answers a second that were not refused, and their 429s and 5xx;
 # and how many HBase operations found no connection free and waited, and
 # how long on average, of the clients within their fair share while the
-# service shed (`lifted`) and of the others (`held`).
+# service shed (`lifted`) and of the others (`held`); and the cores each
+# process used meanwhile (scripts/cpu-sampler.py: HBase's by their pid
+# files, query-api, page-load for the readers, soak for the greedy clients,
+# `other`, the machine's `idle`).
 # Everything lands in bench/out/fairness/ (each service's refusal and error
 # counters too); summary.json holds the table.
 set -euo pipefail
@@ -64,6 +67,10 @@ rm -rf "$out"
 mkdir -p "$out"
 build_release_binaries
 hbase/hbasectl start >/dev/null
+# Where the machine's CPU goes in each condition: HBase's processes by their
+# pid files, the service, the readers (page-load) and the greedy clients (soak).
+python3 scripts/cpu-sampler.py "${HBASE_RUN_DIR:-hbase/run}" "$out/cpu.csv" &
+sampler_pid=$!
 case "$data" in
   bench)
     prefix=(--table-prefix bench_)
@@ -85,7 +92,7 @@ greedy_pid=""
 polite_pids=()
 # A reader that already finished cannot be killed, and under `set -e` a
 # failed kill would end a complete run with status 1.
-trap 'for pid in "$api_pid" "$greedy_pid" "${polite_pids[@]}"; do [ -n "$pid" ] && { kill -TERM "$pid" 2>/dev/null || true; }; done; wait 2>/dev/null || true' EXIT
+trap 'for pid in "$sampler_pid" "$api_pid" "$greedy_pid" "${polite_pids[@]}"; do [ -n "$pid" ] && { kill -TERM "$pid" 2>/dev/null || true; }; done; wait 2>/dev/null || true' EXIT
 
 # The routes and connection mode of each reader, and its address.
 reader_flags() {
@@ -200,6 +207,23 @@ def greedy(name):
     # soak runs a second longer than the readers.
     return {"served_per_s": ok / (duration + 1), "answered": answered, "refused": refused, "errors": errors, "no_answer": none}
 
+def cores(name):
+    """The cores each process used while the readers of condition `name` were measured."""
+    due = [json.loads(line)["due_ms"] for r in readers for line in open(f"{out}/{name}-{r}.jsonl")]
+    if not due or not os.path.exists(f"{out}/cpu.csv"):
+        return {}
+    start, end = min(due) + 1000 * lead, max(due)
+    spent, elapsed = {}, 0.0
+    for line in open(f"{out}/cpu.csv"):
+        parts = line.strip().split(",")
+        if len(parts) != 3 or not start <= int(parts[0]) <= end:
+            continue
+        if parts[1] == "elapsed":
+            elapsed += float(parts[2])
+        else:
+            spent[parts[1]] = spent.get(parts[1], 0.0) + float(parts[2])
+    return {process: seconds / elapsed for process, seconds in spent.items()} if elapsed else {}
+
 def pool_waits(name):
     """The HBase pool's waits so far, {queue_bound: [count, seconds]}."""
     waits = {}
@@ -219,6 +243,7 @@ for round in range(1, rounds + 1):
         for condition in conditions:
             name = f"{round}-{shedding}-{condition}"
             row = {"round": round, "shedding": shedding, "condition": condition, "readers": {}, "greedy": greedy(name)}
+            row["cores"] = cores(name)
             after = pool_waits(name)
             row["pool_waits"] = {bound: [count - before.get(bound, [0, 0.0])[0], seconds - before.get(bound, [0, 0.0])[1]]
                                  for bound, (count, seconds) in after.items()}
@@ -248,6 +273,11 @@ for row in table:
              for bound, (count, seconds) in sorted(row["pool_waits"].items()) if count > 0]
     if waits:
         print("  HBase operations that waited for a connection: " + "; ".join(waits))
+    # `jit`: the JVMs' compiler threads, counted in their JVMs' figures too.
+    used = [f"{process} {share:.2f}" for process, share in sorted(row["cores"].items(), key=lambda item: -item[1])
+            if share >= 0.02]
+    if used:
+        print("  cores: " + ", ".join(used))
 # The targets, over every round: polite failures, the worst p99 ratio, and
 # what the greedy clients keep with shedding on against off.
 for condition in conditions:
