@@ -232,7 +232,7 @@ def pool_waits(name):
         match = re.match(r'reviews_hbase_pool_wait_seconds_(count|sum)\{queue_bound="(\w+)"\} (\S+)', line)
         if match:
             part, bound, value = match.groups()
-            waits.setdefault(bound, [0, 0.0])[part == "sum"] = float(value)
+            waits.setdefault(bound, [0, 0.0])[0 if part == "count" else 1] = float(value)
     return waits
 
 table = []
