@@ -94,6 +94,12 @@ polite_pids=()
 # failed kill would end a complete run with status 1.
 trap 'for pid in "$sampler_pid" "$api_pid" "$greedy_pid" "${polite_pids[@]}"; do [ -n "$pid" ] && { kill -TERM "$pid" 2>/dev/null || true; }; done; wait 2>/dev/null || true' EXIT
 
+# pool_waits NAME: the service's HBase pool waits so far (a histogram,
+# cumulative since it started), to $out/pool-wait-NAME.txt.
+pool_waits() {
+  curl -fsS "$base/metrics" | grep -E '^reviews_hbase_pool_wait_seconds' >"$out/pool-wait-$1.txt" || true
+}
+
 # The routes and connection mode of each reader, and its address.
 reader_flags() {
   case "$1" in
@@ -151,7 +157,7 @@ for round in $(seq 1 "$rounds"); do
     # readers read for a while unmeasured first, so "alone" is a warm one.
     polite "warm-$round-$shedding" "$warmup"
     wait_readers
-    curl -fsS "$base/metrics" | grep -E '^reviews_hbase_pool_wait_seconds' >"$out/pool-wait-$round-$shedding-warm.txt" || true
+    pool_waits "$round-$shedding-warm"
     for condition in $conditions; do
       name="$round-$shedding-$condition"
       polite "$name" $((lead + duration))
@@ -167,9 +173,8 @@ for round in $(seq 1 "$rounds"); do
         wait "$greedy_pid" || true
         greedy_pid=""
       fi
-      # Cumulative since the service started: a condition's own waits are
-      # its file less the one before (the warm-up's, for the first).
-      curl -fsS "$base/metrics" | grep -E '^reviews_hbase_pool_wait_seconds' >"$out/pool-wait-$name.txt" || true
+      # A condition's own waits are its file less the one before (the warm-up's, for the first).
+      pool_waits "$name"
       echo "round $round, --fair-shedding $shedding, $condition: done" >&2
     done
     curl -fsS "$base/metrics" | grep -E '^reviews_api_(http_errors|client_refusals)_total' \
@@ -182,6 +187,8 @@ done
 
 python3 - "$out" "$rounds" "$settings" "$conditions" "$readers" "$duration" "$lead" <<'PY'
 import json, os, re, sys
+sys.path.insert(0, "scripts")
+import cpu_samples
 out, rounds, settings, conditions, readers, duration, lead = sys.argv[1:]
 rounds, duration, lead = int(rounds), int(duration), int(lead)
 settings, conditions, readers = settings.split(), conditions.split(), readers.split()
@@ -210,19 +217,7 @@ def greedy(name):
 def cores(name):
     """The cores each process used while the readers of condition `name` were measured."""
     due = [json.loads(line)["due_ms"] for r in readers for line in open(f"{out}/{name}-{r}.jsonl")]
-    if not due or not os.path.exists(f"{out}/cpu.csv"):
-        return {}
-    start, end = min(due) + 1000 * lead, max(due)
-    spent, elapsed = {}, 0.0
-    for line in open(f"{out}/cpu.csv"):
-        parts = line.strip().split(",")
-        if len(parts) != 3 or not start <= int(parts[0]) <= end:
-            continue
-        if parts[1] == "elapsed":
-            elapsed += float(parts[2])
-        else:
-            spent[parts[1]] = spent.get(parts[1], 0.0) + float(parts[2])
-    return {process: seconds / elapsed for process, seconds in spent.items()} if elapsed else {}
+    return cpu_samples.cores(samples, min(due) + 1000 * lead, max(due)) if due else {}
 
 def pool_waits(name):
     """The HBase pool's waits so far, {queue_bound: [count, seconds]}."""
@@ -235,6 +230,7 @@ def pool_waits(name):
             waits.setdefault(bound, [0, 0.0])[0 if part == "count" else 1] = float(value)
     return waits
 
+samples = cpu_samples.read(f"{out}/cpu.csv")
 table = []
 for round in range(1, rounds + 1):
     for shedding in settings:

@@ -313,6 +313,8 @@ printf 'haproxy %s\n' "$(ps -o rss= -p "$proxy_pid" || echo 0)")"
 
 python3 - "$OUT_DIR" "$memory" "$HBASE_RUN_DIR/logs" <<'PY'
 import json, sys
+sys.path.insert(0, "scripts")
+import cpu_samples
 out, memory, logs = sys.argv[1], sys.argv[2], sys.argv[3]
 rounds = [line.split() for line in open(f"{out}/rounds.txt")]
 problems = []
@@ -332,19 +334,8 @@ def cause_of_death(name):
     return ""
 
 
-# Where the CPU went (scripts/cpu-sampler.py): per sample (about a second),
-# the CPU seconds of each process, named by its pid file or command, and
-# the sample's length (`elapsed`).
-cpu_samples = []
-try:
-    for line in open(f"{out}/cpu.csv"):
-        try:
-            ms, name, seconds = line.strip().split(",")
-            cpu_samples.append((int(ms), name, float(seconds)))
-        except ValueError:
-            continue  # a line the sampler was stopped in the middle of
-except OSError:
-    pass
+# Where the CPU went (scripts/cpu-sampler.py), by kind of process.
+samples = cpu_samples.read(f"{out}/cpu.csv")
 
 
 def kind_of(name):
@@ -358,13 +349,7 @@ def cores(start_ms, end_ms):
     """Cores each kind of process used on average in the samples ending
     from start_ms to end_ms: `idle`, `jit`, each region server, the Thrift1
     and the Thrift2 gateways, the ZooKeeper peers, the master, query-api, ..."""
-    inside = [(kind_of(name), seconds) for ms, name, seconds in cpu_samples if start_ms < ms <= end_ms]
-    span = sum(seconds for kind, seconds in inside if kind == "elapsed")
-    used = {}
-    for kind, seconds in inside:
-        if kind != "elapsed":
-            used[kind] = used.get(kind, 0.0) + seconds
-    return {kind: total / span for kind, total in used.items()} if span else {}
+    return cpu_samples.cores(samples, start_ms, end_ms, kind_of)
 
 
 def p99(values):

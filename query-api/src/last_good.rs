@@ -159,19 +159,16 @@ impl LastGood {
         if answer.body.kept_for(read_key) {
             return;
         }
-        if let Some(kept) = self.answers.get(&read) {
-            if kept.read_at >= answer.read_at {
-                answer.body.note_kept_for(read_key);
-                return;
-            }
+        let kept_as_late = self.answers.get(&read).is_some_and(|kept| kept.read_at >= answer.read_at);
+        if !kept_as_late {
+            let newer = Arc::new(answer.clone());
+            self.answers.entry(read).and_compute_with(|kept| match kept {
+                Some(kept) if kept.value().read_at >= newer.read_at => Op::Nop,
+                _ => Op::Put(newer),
+            });
+            self.bytes.set(self.answers.weighted_size() as f64);
         }
-        let newer = Arc::new(answer.clone());
-        self.answers.entry(read).and_compute_with(|kept| match kept {
-            Some(kept) if kept.value().read_at >= newer.read_at => Op::Nop,
-            _ => Op::Put(newer),
-        });
         answer.body.note_kept_for(read_key);
-        self.bytes.set(self.answers.weighted_size() as f64);
     }
 
     /// The last good answer of `read`, if one is kept.

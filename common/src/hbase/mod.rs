@@ -467,8 +467,8 @@ impl Hbase {
             metrics::counter!(crate::telemetry::HBASE_OVERLOADED, "reason" => "queue_full").increment(1);
             return Err(Error::Overloaded(format!("{queued} operations already wait for an HBase connection")));
         }
-        let queue_deadline = inner.config.queue_timeout.map_or(deadline, |wait| deadline.min(Instant::now() + wait));
         let began = Instant::now();
+        let queue_deadline = inner.config.queue_timeout.map_or(deadline, |wait| deadline.min(began + wait));
         let wait = queue_deadline.saturating_duration_since(began);
         let waited = tokio::time::timeout(wait, permits.clone().acquire_owned()).await;
         let queue_bound = if bounded { "held" } else { "lifted" };
