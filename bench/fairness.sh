@@ -200,7 +200,9 @@ def reader(name):
     lines = [line for line in lines if line["due_ms"] >= start]
     latencies = sorted(line["latency_ms"] for line in lines) or [0.0]
     failed = sum(line["status"] not in (200, 304) for line in lines)
-    return {"failed": failed, "count": len(lines), "p99": latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))]}
+    measured_ms = [start, max(line["due_ms"] for line in lines)] if lines else None
+    return {"failed": failed, "count": len(lines), "p99": latencies[min(len(latencies) - 1, int(0.99 * len(latencies)))],
+            "measured_ms": measured_ms}
 
 def greedy(name):
     path = f"{out}/{name}-greedy.txt"
@@ -214,10 +216,12 @@ def greedy(name):
     # soak runs a second longer than the readers.
     return {"served_per_s": ok / (duration + 1), "answered": answered, "refused": refused, "errors": errors, "no_answer": none}
 
-def cores(name):
-    """The cores each process used while the readers of condition `name` were measured."""
-    due = [json.loads(line)["due_ms"] for r in readers for line in open(f"{out}/{name}-{r}.jsonl")]
-    return cpu_samples.cores(samples, min(due) + 1000 * lead, max(due)) if due else {}
+def cores(seen):
+    """The cores each process used while the readers `seen` ({reader: reader(...)}) were measured."""
+    windows = [r["measured_ms"] for r in seen.values() if r["measured_ms"]]
+    if not windows:
+        return {}
+    return cpu_samples.cores(samples, min(start for start, _ in windows), max(end for _, end in windows))
 
 def pool_waits(name):
     """The HBase pool's waits so far, {queue_bound: [count, seconds]}."""
@@ -239,7 +243,6 @@ for round in range(1, rounds + 1):
         for condition in conditions:
             name = f"{round}-{shedding}-{condition}"
             row = {"round": round, "shedding": shedding, "condition": condition, "readers": {}, "greedy": greedy(name)}
-            row["cores"] = cores(name)
             after = pool_waits(name)
             row["pool_waits"] = {bound: [count - before.get(bound, [0, 0.0])[0], seconds - before.get(bound, [0, 0.0])[1]]
                                  for bound, (count, seconds) in after.items()}
@@ -249,6 +252,7 @@ for round in range(1, rounds + 1):
                 if r in alone and alone[r]["p99"] > 0:
                     seen["p99_over_alone"] = seen["p99"] / alone[r]["p99"]
                 row["readers"][r] = seen
+            row["cores"] = cores(row["readers"])
             table.append(row)
 json.dump(table, open(f"{out}/summary.json", "w"), indent=1)
 

@@ -159,6 +159,8 @@ impl LastGood {
         if answer.body.kept_for(read_key) {
             return;
         }
+        // A lookup first: an answer kept as late needs no copy of it, nor
+        // the entry's lock; the compute below checks again under that lock.
         let kept_as_late = self.answers.get(&read).is_some_and(|kept| kept.read_at >= answer.read_at);
         if !kept_as_late {
             let newer = Arc::new(answer.clone());
