@@ -78,9 +78,9 @@ pub struct Args {
           value_parser = clap::value_parser!(u64).range(1..))]
     pub ranked_cache_max_bytes: u64,
 
-    /// How long the last good answer of a product page's first reads (ranked,
-    /// summary, first latest page, listing summaries) is kept to answer with,
-    /// marked stale, when HBase fails; 0 answers 503 instead.
+    /// How long the last good answer of each page read (`crate::last_good`)
+    /// is kept to answer with, marked stale, when HBase fails; 0 answers 503
+    /// instead.
     #[arg(long, env = "REVIEWS_API_STALE_IF_ERROR_SECS", default_value_t = 3_600)]
     pub stale_if_error_secs: u64,
 
@@ -396,8 +396,8 @@ pub struct Settings {
     pub ranked_cache_ttl: Duration,
     /// Most bytes held in the ranked-read cache (see `Ranking::weight_bytes`).
     pub ranked_cache_max_bytes: u64,
-    /// How long a product page's last good answers are kept to answer with
-    /// when HBase fails; zero turns stale answers off.
+    /// How long the last good answer of each page read is kept to answer
+    /// with when HBase fails; zero turns stale answers off.
     pub stale_if_error: Duration,
     /// Most bytes the last good answers hold.
     pub stale_cache_max_bytes: u64,

@@ -1,14 +1,22 @@
-//! The last good answer of each read a product or listing page makes on
-//! arrival, kept so that the page is still served when HBase fails
-//! (`stale-if-error`, RFC 5861).
+//! The last good answer of each page read, kept so that a page served
+//! before is still served when HBase fails (`stale-if-error`, RFC 5861).
 //!
-//! Kept: a product's ranked answers (`/v1` and seed), its summary, its first
-//! latest page (`/v1` and seed), and `/v1/summaries` for one list of products.
-//! Rankings and summaries change once a night and a product's newest reviews
-//! change slowly, so an answer an hour old is far better than a 503 on the
-//! page that sells the product. Cursor pages and user timelines are not kept:
-//! they are not what a page shows first, and there are too many of them to
-//! keep usefully.
+//! Kept: every read a frontend makes of comments, each per everything that
+//! shapes its body: a product's ranked answers (`/v1` and seed), its summary,
+//! `/v1/summaries` for one list of products, any page of a product's
+//! comments (newest first, filtered by star or ordered by rating, first or
+//! by cursor), any page of a user's timeline (`/v1` and seed's first), a
+//! single review, and a server-rendered view. An answer an hour old is far
+//! better than a 503 on the page that sells the product: rankings and
+//! summaries change once a night and a product's or user's reviews change
+//! slowly. The reads that fail while a region server's regions are
+//! reopened elsewhere are the ones a cache of first reads did not hold
+//! (rating-ordered, cursor and deep pages: docs/what-it-survives.md).
+//!
+//! The bound is in bytes, and the cache admits a new answer over the bound
+//! only when it is read more often than the one it would evict (moka's
+//! TinyLFU): a cursor page read once does not push out a product page's
+//! first reads.
 //!
 //! Each kept answer carries the moment the HBase read behind it began, and a
 //! kept answer is only ever replaced by one whose read began later, so two
@@ -22,6 +30,8 @@ use std::sync::Arc;
 use std::time::{Duration, Instant};
 
 use axum::http::HeaderValue;
+use common::keys::CommentKey;
+use common::store::stars::StarList;
 use common::Id;
 use moka::ops::compute::Op;
 use moka::sync::Cache;
@@ -32,14 +42,17 @@ use crate::widget::ViewKey;
 
 /// The routes whose answers are kept, as their templates: `reviews_api_stale_answers_total`
 /// starts at zero for each, so a rate over it exists before the first stale answer.
-pub const KEPT_ROUTES: [&str; 7] = [
+pub const KEPT_ROUTES: [&str; 10] = [
     "/v1/products/{productId}/comments",
     "/v1/products/{productId}/comments/ranked",
     "/v1/products/{productId}/comments/summary",
     "/v1/summaries",
+    "/v1/users/{userId}/comments",
+    "/v1/reviews/{reviewId}",
     "/v1/products/{productId}/reviews.html",
     "/product/{productId}/comments/latest",
     "/product/{productId}/comments/ranked",
+    "/user/{userId}/comments/latest",
 ];
 
 /// One read whose answer is kept: its route and everything that shapes its body.
@@ -53,19 +66,31 @@ pub enum PageRead {
     Summary { product: Id },
     /// `/v1/summaries` for these products, in this order.
     Summaries { products: Arc<[Id]> },
-    /// `/v1/products/{id}/comments` without cursor, filter or order.
-    Latest { product: Id, limit: usize, authors: bool },
+    /// `/v1/products/{id}/comments`: a page of the newest-first list
+    /// (`list` `None`) or of a filtered or rating-ordered one, the first
+    /// (`cursor` `None`) or the one the cursor names.
+    ProductPage { product: Id, list: Option<StarList>, cursor: Option<Box<str>>, limit: usize, authors: bool },
+    /// `/v1/users/{id}/comments`, the first page or the one the cursor names.
+    UserPage { user: Id, cursor: Option<Box<str>>, limit: usize, authors: bool },
+    /// `/v1/reviews/{id}`.
+    Review { review: CommentKey, authors: bool },
     /// `/product/{id}/comments/latest`.
     SeedLatest { product: Id, limit: usize },
+    /// `/user/{id}/comments/latest`.
+    SeedUserLatest { user: Id, limit: usize },
     /// `/v1/products/{id}/reviews.html`.
     Widget(ViewKey),
 }
 
 impl PageRead {
-    /// The bytes the key holds beyond its own size (the products of a summaries list).
+    /// The bytes the key holds beyond its own size (the products of a
+    /// summaries list, a cursor).
     fn heap_bytes(&self) -> usize {
         match self {
             PageRead::Summaries { products } => std::mem::size_of_val(&**products),
+            PageRead::ProductPage { cursor, .. } | PageRead::UserPage { cursor, .. } => {
+                cursor.as_ref().map_or(0, |cursor| cursor.len())
+            }
             PageRead::Widget(view) => view.heap_bytes(),
             _ => 0,
         }
@@ -216,7 +241,7 @@ mod tests {
         let latest = later + Duration::from_millis(5);
         kept.remember(read.clone(), &answer("latest", latest));
         assert_eq!(kept.recall(&read).expect("kept").body.body(), "latest");
-        let other = PageRead::Latest { product: product(), limit: 20, authors: false };
+        let other = PageRead::ProductPage { product: product(), list: None, cursor: None, limit: 20, authors: false };
         assert!(kept.recall(&other).is_none(), "each read keeps its own answer");
     }
 
@@ -225,7 +250,7 @@ mod tests {
         let kept = LastGood::new(Duration::from_secs(60), 1 << 20).expect("on");
         let (summary, latest) = (
             PageRead::Summary { product: product() },
-            PageRead::Latest { product: product(), limit: 20, authors: false },
+            PageRead::ProductPage { product: product(), list: None, cursor: None, limit: 20, authors: false },
         );
         let earlier = answer("one body, two reads", Instant::now());
         kept.remember(summary.clone(), &earlier);
@@ -238,6 +263,32 @@ mod tests {
         kept.remember(summary.clone(), &earlier);
         assert_eq!(kept.recall(&summary).expect("kept").body.body(), "newer");
         assert_eq!(kept.recall(&latest).expect("kept").body.body(), "one body, two reads");
+    }
+
+    #[test]
+    fn each_page_of_each_list_keeps_its_own_answer() {
+        use common::store::stars::CommentOrder;
+        let kept = LastGood::new(Duration::from_secs(60), 1 << 20).expect("on");
+        let page = |list: Option<StarList>, cursor: Option<&str>| PageRead::ProductPage {
+            product: product(),
+            list,
+            cursor: cursor.map(Box::from),
+            limit: 20,
+            authors: false,
+        };
+        let by_rating = Some(StarList { stars: None, order: CommentOrder::RatingDesc });
+        let reads =
+            [page(None, None), page(None, Some("second")), page(by_rating, None), page(by_rating, Some("second"))];
+        let read_at = Instant::now();
+        for (number, read) in reads.iter().enumerate() {
+            let body = Bytes::from(format!("page {number}"));
+            let answer =
+                Answer { body: Arc::new(Prepared::tagged(body)), content_type: JSON, cache_control: None, read_at };
+            kept.remember(read.clone(), &answer);
+        }
+        for (number, read) in reads.iter().enumerate() {
+            assert_eq!(kept.recall(read).expect("kept").body.body(), format!("page {number}").as_bytes(), "{read:?}");
+        }
     }
 
     #[test]
@@ -267,8 +318,10 @@ mod tests {
         let max_bytes = 50_000;
         let kept = LastGood::new(Duration::from_secs(60), max_bytes).expect("on");
         let reads: Vec<PageRead> = (1..=20)
-            .map(|number| PageRead::Latest {
+            .map(|number| PageRead::ProductPage {
                 product: Id::parse("productId", &format!("PRODUCT{number:03}")).expect("id"),
+                list: None,
+                cursor: None,
                 limit: 20,
                 authors: false,
             })

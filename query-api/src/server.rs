@@ -47,14 +47,14 @@ fn routes(state: &AppState) -> Router<AppState> {
     let shedding = clients::Shedding::new(state.clients().clone(), state.store().clone());
     // The comment reads answer conditional GETs (ETag, If-None-Match → 304).
     let comment_reads = OpenApiRouter::with_openapi(ApiDoc::openapi())
-        .routes(documented(utoipa_axum::routes!(v1::v1_product_comments), Answers::KEPT_PAGE))
+        .routes(documented(utoipa_axum::routes!(v1::v1_product_comments), Answers::PAGE))
         .routes(documented(utoipa_axum::routes!(v1::v1_user_comments), Answers::PAGE))
         .routes(documented(utoipa_axum::routes!(v1::v1_review), Answers::PAGE))
         .routes(documented(utoipa_axum::routes!(v1::v1_ranked_comments), Answers::RANKED))
         .routes(documented(utoipa_axum::routes!(v1::v1_review_summary), Answers::RANKED))
         .routes(documented(utoipa_axum::routes!(v1::v1_summaries), Answers::RANKED))
         .routes(documented(utoipa_axum::routes!(widget::product_reviews_html), Answers::RANKED))
-        .routes(documented(utoipa_axum::routes!(seed::seed_product_latest), Answers::SEED_KEPT))
+        .routes(documented(utoipa_axum::routes!(seed::seed_product_latest), Answers::SEED_PAGE))
         .routes(documented(utoipa_axum::routes!(seed::seed_user_latest), Answers::SEED_PAGE))
         .routes(documented(utoipa_axum::routes!(seed::seed_ranked), Answers::SEED_RANKED))
         .route(widget::SCRIPT_PATH, get(widget::widget_script))

@@ -39,7 +39,7 @@ use crate::keys;
 use crate::model::Comment;
 
 /// The order of a list of a product's reviews.
-#[derive(Debug, Clone, Copy, PartialEq, Eq, Default)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash, Default)]
 pub enum CommentOrder {
     /// Newest first (the default).
     #[default]
@@ -52,7 +52,7 @@ pub enum CommentOrder {
 
 /// A list of a product's reviews other than the plain newest-first one: some
 /// stars only, or ordered by rating, or both.
-#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+#[derive(Debug, Clone, Copy, PartialEq, Eq, Hash)]
 pub struct StarList {
     /// Only the reviews of these stars; `None`: every review.
     pub stars: Option<StarSet>,

@@ -45,19 +45,15 @@ impl Answers {
     /// The probes and `/metrics`: never limited, so a load balancer and
     /// Prometheus see the service as it is.
     pub const OPERATIONS: Answers = Answers { reads_hbase: true, ..Answers::NOTHING };
-    /// A page of comments read from HBase.
+    /// A page of comments read from HBase, kept and served stale when HBase fails.
     pub const PAGE: Answers =
-        Answers { limited: true, reads_hbase: true, conditional: true, replica: true, ..Answers::NOTHING };
-    /// A first page kept and served stale when HBase fails.
-    pub const KEPT_PAGE: Answers = Answers { kept: true, ..Answers::PAGE };
-    /// A ranked read: cached with its ranking, kept and served stale.
-    pub const RANKED: Answers = Answers { cached: true, kept: true, ..Answers::PAGE };
-    /// The seed's reads: as the Java service answered them, without replica marks.
+        Answers { limited: true, reads_hbase: true, conditional: true, kept: true, replica: true, ..Answers::NOTHING };
+    /// A ranked read: a page cached with its ranking.
+    pub const RANKED: Answers = Answers { cached: true, ..Answers::PAGE };
+    /// The seed's GET reads: as the Java service answered them, without replica marks.
     pub const SEED_PAGE: Answers = Answers { replica: false, ..Answers::PAGE };
-    /// The seed's kept first pages and ranked read.
-    pub const SEED_KEPT: Answers = Answers { kept: true, ..Answers::SEED_PAGE };
-    /// The seed's ranked read: cached with its ranking, kept and served stale.
-    pub const SEED_RANKED: Answers = Answers { cached: true, ..Answers::SEED_KEPT };
+    /// The seed's ranked read: cached with its ranking.
+    pub const SEED_RANKED: Answers = Answers { cached: true, ..Answers::SEED_PAGE };
     /// A request with a JSON body (the seed's next pages).
     pub const JSON_BODY: Answers = Answers { limited: true, reads_hbase: true, json_body: true, ..Answers::NOTHING };
 

@@ -53,7 +53,6 @@ pub async fn seed_product_latest(
     ProductId(product): ProductId,
     LimitQuery(limit): LimitQuery,
 ) -> Result<Response, ApiError> {
-    // The first page a product page shows: kept, to be served stale when HBase fails.
     let limit = limit.get();
     answer_kept(&state, PageRead::SeedLatest { product, limit }, async {
         let read_at = Instant::now();
@@ -80,7 +79,13 @@ pub async fn seed_user_latest(
     UserId(user): UserId,
     LimitQuery(limit): LimitQuery,
 ) -> Result<Response, ApiError> {
-    seed_page(&state, IndexKind::User, keys::user_comment_prefix(&user), None, limit.get()).await.map(json_response)
+    let limit = limit.get();
+    answer_kept(&state, PageRead::SeedUserLatest { user, limit }, async {
+        let read_at = Instant::now();
+        let body = seed_page(&state, IndexKind::User, keys::user_comment_prefix(&user), None, limit).await?;
+        Ok(page_answer(body, read_at))
+    })
+    .await
 }
 
 /// Seed: the next page of a product's or a user's comments, from the previous

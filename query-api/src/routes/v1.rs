@@ -6,8 +6,7 @@
 use std::time::Instant;
 
 use axum::extract::State;
-use axum::response::{IntoResponse, Response};
-use axum::Json;
+use axum::response::Response;
 use common::keys;
 use common::store::stars::StarList;
 use common::store::IndexKind;
@@ -36,7 +35,7 @@ use crate::views::{render, render_error, CommentView, CommentsPage, RankedPage, 
                                       rating-ordered page examines at most the service's row budget \
                                       (`--star-budget-rows`, 10,000 by default: every index row passed over \
                                       counts, matching or not), so it may hold fewer than `limit` comments while \
-                                      `nextCursor` is set. Only a first page (no cursor, filter or order) is kept.",
+                                      `nextCursor` is set.",
          body = CommentsPage),
         (status = 400, description = "Bad id, limit, cursor, rating, sort or include.", body = ErrorBody),
         Unavailable,
@@ -47,22 +46,20 @@ pub async fn v1_product_comments(
     ProductId(product): ProductId,
     query: ProductPageQuery,
 ) -> Result<Response, ApiError> {
-    let ProductPageQuery { page, stars, order } = query;
-    let (limit, authors) = (page.limit.get(), page.include_author);
-    if stars.is_some() || order != CommentOrder::Newest {
-        let list = StarList { stars, order };
-        let page = pages::star_list_page(&state, &product, list, page.cursor.as_deref(), limit, authors).await?;
-        return Ok(Json(page).into_response());
-    }
-    let prefix = keys::product_comment_prefix(&product);
-    if page.cursor.is_some() {
-        let page = pages::v1_page(&state, IndexKind::Product, prefix, page.cursor.as_deref(), limit, authors).await?;
-        return Ok(Json(page).into_response());
-    }
-    // The first page a product page shows: kept, to be served stale when HBase fails.
-    answer_kept(&state, PageRead::Latest { product, limit, authors }, async {
+    let ProductPageQuery { page: PageQuery { limit, cursor, include_author: authors }, stars, order } = query;
+    let limit = limit.get();
+    let list = (stars.is_some() || order != CommentOrder::Newest).then_some(StarList { stars, order });
+    let read = PageRead::ProductPage { product, list, cursor: cursor.as_deref().map(Box::from), limit, authors };
+    answer_kept(&state, read, async {
         let read_at = Instant::now();
-        let page = pages::v1_page(&state, IndexKind::Product, prefix, None, limit, authors).await?;
+        let cursor = cursor.as_deref();
+        let page = match list {
+            Some(list) => pages::star_list_page(&state, &product, list, cursor, limit, authors).await?,
+            None => {
+                let prefix = keys::product_comment_prefix(&product);
+                pages::v1_page(&state, IndexKind::Product, prefix, cursor, limit, authors).await?
+            }
+        };
         Ok(page_answer(render(&page)?, read_at))
     })
     .await
@@ -84,10 +81,17 @@ pub async fn v1_user_comments(
     State(state): State<AppState>,
     UserId(user): UserId,
     query: PageQuery,
-) -> Result<Json<CommentsPage>, ApiError> {
-    let prefix = keys::user_comment_prefix(&user);
-    let (cursor, limit) = (query.cursor.as_deref(), query.limit.get());
-    Ok(Json(pages::v1_page(&state, IndexKind::User, prefix, cursor, limit, query.include_author).await?))
+) -> Result<Response, ApiError> {
+    let PageQuery { limit, cursor, include_author: authors } = query;
+    let limit = limit.get();
+    let read = PageRead::UserPage { user, cursor: cursor.as_deref().map(Box::from), limit, authors };
+    answer_kept(&state, read, async {
+        let read_at = Instant::now();
+        let prefix = keys::user_comment_prefix(&user);
+        let page = pages::v1_page(&state, IndexKind::User, prefix, cursor.as_deref(), limit, authors).await?;
+        Ok(page_answer(render(&page)?, read_at))
+    })
+    .await
 }
 
 /// One review, by the `id` a `/v1` answer gave it: a frontend's permalink.
@@ -107,12 +111,23 @@ pub async fn v1_review(
     State(state): State<AppState>,
     ReviewId(key): ReviewId,
     query: IncludeQuery,
-) -> Result<Json<CommentView>, ApiError> {
-    let review = match key {
-        Some(key) => pages::review(&state, key, query.include_author).await?,
-        None => None,
+) -> Result<Response, ApiError> {
+    // An id that names no comment key names no review: nothing to read.
+    let Some(review) = key else {
+        return Err(no_review());
     };
-    review.map(Json).ok_or_else(|| ApiError::new(ErrorCode::NoReview, "no review has this id"))
+    let authors = query.include_author;
+    answer_kept(&state, PageRead::Review { review, authors }, async {
+        let read_at = Instant::now();
+        let view = pages::review(&state, review, authors).await?.ok_or_else(no_review)?;
+        Ok(page_answer(render(&view)?, read_at))
+    })
+    .await
+}
+
+/// The answer for a review id that names no review.
+fn no_review() -> ApiError {
+    ApiError::new(ErrorCode::NoReview, "no review has this id")
 }
 
 /// A product's best comments, rank 1 first, with their rank and score.

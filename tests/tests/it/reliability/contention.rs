@@ -296,8 +296,12 @@ async fn an_outage_leaves_no_backlog_of_abandoned_work() {
     // for connections: what matters here is what becomes of the work of
     // requests that have given up. Every request is one client's, so the fair
     // shedding (which would refuse it its backlog) is off.
-    let settings =
-        Settings { clients: ClientPolicy { fair_shedding: false, ..ClientPolicy::default() }, ..Settings::default() };
+    // And no last good copy is kept, so every request below needs HBase.
+    let settings = Settings {
+        clients: ClientPolicy { fair_shedding: false, ..ClientPolicy::default() },
+        stale_if_error: Duration::ZERO,
+        ..Settings::default()
+    };
     let operation_timeout = Duration::from_millis(1_500);
     let config = query_api::config::service_hbase_config(
         HbaseConfig {
@@ -312,7 +316,6 @@ async fn an_outage_leaves_no_backlog_of_abandoned_work() {
     );
     let (store, hbase) = store_through(&proxy, &tables, config);
     let service = TestApp::spawn(store, settings.clone()).await;
-    // A user's page: no last good copy of it is kept, so every request below needs HBase.
     let path = format!("/v1/users/{}/comments", catalogue.user(0));
     assert_eq!(service.get(&path).await.status, StatusCode::OK);
 

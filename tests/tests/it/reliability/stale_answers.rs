@@ -2,10 +2,11 @@
 //! (issue 37): with both Thrift gateways behind [`FaultyProxy`]s that the tests
 //! silence or slow down,
 //!
-//! - the reads a product or listing page makes first (ranked, summary, first
-//!   latest page, `/v1/summaries`) answer their last good copy, byte for byte,
-//!   with `Age` and a `Cache-Control` carrying `stale-if-error`, while user
-//!   timelines, cursor pages and pages never served answer 503;
+//! - every page read served before (ranked, summary, `/v1/summaries`, a
+//!   product's first, cursor, filtered and rating-ordered pages, user
+//!   timelines, a single review) answers its last good copy, byte for byte,
+//!   with `Age` and a `Cache-Control` carrying `stale-if-error`, while pages
+//!   never served answer 503;
 //! - a copy is only ever replaced by an answer whose read began later;
 //! - an expired ranking is reloaded by one request while the others are
 //!   answered from the expiring copy (stale-while-revalidate);
@@ -89,21 +90,25 @@ fn assert_stale_copy(path: &str, answer: &Answer, served: &Answer, read_before: 
 }
 
 #[tokio::test(flavor = "multi_thread", worker_threads = 4)]
-async fn a_served_product_page_is_answered_stale_while_hbase_is_silent_and_user_and_cursor_pages_answer_503() {
+async fn every_page_served_is_answered_stale_while_hbase_is_silent_and_pages_never_served_answer_503() {
     let (tables, catalogue) = ranked_catalogue("stale_product_page").await;
     let gateways = Gateways::start().await;
     // The ranked cache off: every read below reaches HBase, so only the last good copies can answer.
     let settings = Settings { ranked_cache_ttl: Duration::ZERO, ..Settings::default() };
     let service = TestApp::spawn(gateways.store(&tables, &[]), settings).await;
-    let (product, other) = (catalogue.product(0), catalogue.product(1));
-    let kept_paths = [
+    let (product, other, user) = (catalogue.product(0), catalogue.product(1), catalogue.user(0));
+    let mut kept_paths = vec![
+        format!("/v1/products/{product}/comments?limit=5"),
         format!("/v1/products/{product}/comments/ranked"),
         format!("/v1/products/{product}/comments/ranked?include=author"),
         format!("/v1/products/{product}/comments/summary"),
         format!("/v1/summaries?productIds={product},{other},{product}"),
-        format!("/v1/products/{product}/comments?limit=5"),
+        format!("/v1/products/{product}/comments?limit=5&rating=4,5"),
+        format!("/v1/products/{product}/comments?limit=5&sort=rating_asc"),
+        format!("/v1/users/{user}/comments?limit=3"),
         format!("/product/{product}/comments/latest?limit=5"),
         format!("/product/{product}/comments/ranked"),
+        format!("/user/{user}/comments/latest"),
     ];
     let mut served = Vec::new();
     let read_before = Instant::now();
@@ -113,14 +118,31 @@ async fn a_served_product_page_is_answered_stale_while_hbase_is_silent_and_user_
         assert!(header(&answer, "age").is_none(), "{path}: a fresh answer has no Age");
         served.push(answer);
     }
-    let cursor = served[4].body["nextCursor"].as_str().expect("a second page").to_owned();
-    let not_kept = [
-        format!("/v1/products/{product}/comments?limit=5&cursor={cursor}"),
-        format!("/v1/users/{}/comments", catalogue.user(0)),
-        format!("/user/{}/comments/latest", catalogue.user(0)),
-        // Served before, but with another limit: another answer, never served.
+    // The pages the first ones lead to: the product's second page, the
+    // user's, and the first page's first review on its own.
+    let next_page = |answer: &Answer| answer.body["nextCursor"].as_str().expect("a next page").to_owned();
+    let review = served[0].comment_values()[0]["id"].as_str().expect("a review id").to_owned();
+    let (product_cursor, user_cursor) = (next_page(&served[0]), next_page(&served[7]));
+    let followed = [
+        format!("/v1/products/{product}/comments?limit=5&cursor={product_cursor}"),
+        format!("/v1/users/{user}/comments?limit=3&cursor={user_cursor}"),
+        format!("/v1/reviews/{review}"),
+    ];
+    for path in followed {
+        let answer = service.get(&path).await;
+        assert_eq!(answer.status, StatusCode::OK, "{path}: {}", answer.raw);
+        served.push(answer);
+        kept_paths.push(path);
+    }
+    let never_served = [
+        // The same reads with another limit, filter, order or author: other answers, never served.
         format!("/v1/products/{product}/comments?limit=6"),
+        format!("/v1/products/{product}/comments?limit=5&rating=1"),
+        format!("/v1/products/{product}/comments?limit=5&sort=rating_desc"),
+        format!("/v1/users/{user}/comments?limit=3&include=author"),
+        format!("/v1/users/{}/comments", catalogue.user(1)),
         format!("/v1/products/{other}/comments/ranked"),
+        format!("/v1/reviews/{review}?include=author"),
     ];
 
     gateways.set_mode(ProxyMode::BlackHole);
@@ -128,13 +150,21 @@ async fn a_served_product_page_is_answered_stale_while_hbase_is_silent_and_user_
     for ((path, answer), served) in kept_paths.iter().zip(&kept).zip(&served) {
         assert_stale_copy(path, answer, served, read_before);
     }
-    let refused = futures_util::future::join_all(not_kept.iter().map(|path| service.get(path))).await;
-    for (path, answer) in not_kept.iter().zip(refused) {
+    let refused = futures_util::future::join_all(never_served.iter().map(|path| service.get(path))).await;
+    for (path, answer) in never_served.iter().zip(refused) {
         answer.assert_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable");
         assert!(header(&answer, "age").is_none(), "{path}");
     }
     let metrics = service.metrics().await;
-    for route in ["/v1/products/{productId}/comments/ranked", "/v1/summaries", "/product/{productId}/comments/latest"] {
+    for route in [
+        "/v1/products/{productId}/comments",
+        "/v1/products/{productId}/comments/ranked",
+        "/v1/summaries",
+        "/v1/users/{userId}/comments",
+        "/v1/reviews/{reviewId}",
+        "/product/{productId}/comments/latest",
+        "/user/{userId}/comments/latest",
+    ] {
         let line = format!("reviews_api_stale_answers_total{{route=\"{route}\"}}");
         let count: f64 = metrics
             .lines()
@@ -153,7 +183,7 @@ async fn a_served_product_page_is_answered_stale_while_hbase_is_silent_and_user_
     .await;
     let newest = posted[0].row_key();
     let fresh = wait_for(Duration::from_secs(30), "a fresh first page after the outage", async || {
-        let answer = service.get(&kept_paths[4]).await;
+        let answer = service.get(&kept_paths[0]).await;
         (answer.status == StatusCode::OK && header(&answer, "age").is_none()).then_some(answer)
     })
     .await;
@@ -344,7 +374,7 @@ async fn a_first_page_with_authors_is_answered_from_its_own_kept_copy_with_its_a
         })
         .await;
     assert!(stale.headers.get("x-replica-read").is_none(), "a kept copy says nothing of replicas");
-    // A user's timeline with authors is not kept: refused, not answered stale.
+    // A user's timeline with authors, never served, has no kept copy: refused, not answered stale.
     let timeline = service.get(&format!("/v1/users/{}/comments?include=author", catalogue.user(0))).await;
     timeline.assert_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable");
     assert!(header(&timeline, "age").is_none(), "{}", timeline.raw);
