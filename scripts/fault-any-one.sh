@@ -67,7 +67,9 @@
 # (250), FAULT_ROUND_SECS (70), FAULT_RS_ROUND_SECS (120), FAULT_VICTIMS
 # (a comma-separated subset of meta-rs,busiest-rs,thrift1,thrift2,query-api,
 # master,zookeeper, or none: a control round, the ranking run and the reads
-# with nothing killed), FAULT_KEEP=1 keeps the cluster and its data.
+# with nothing killed), FAULT_HAPROXY_CFG (default
+# deploy/haproxy/query-api.cfg: another proxy configuration to compare),
+# FAULT_KEEP=1 keeps the cluster and its data.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib.sh
@@ -142,7 +144,7 @@ start_replica() {
 start_replica 0
 start_replica 1
 REVIEWS_PROXY_LISTEN="127.0.0.1:$PROXY_PORT" REVIEWS_API_1="127.0.0.1:${API_PORTS[0]}" \
-  REVIEWS_API_2="127.0.0.1:${API_PORTS[1]}" haproxy -f deploy/haproxy/query-api.cfg >"$OUT_DIR/haproxy.log" 2>&1 &
+  REVIEWS_API_2="127.0.0.1:${API_PORTS[1]}" haproxy -f "${FAULT_HAPROXY_CFG:-deploy/haproxy/query-api.cfg}" >"$OUT_DIR/haproxy.log" 2>&1 &
 proxy_pid=$!
 base="http://127.0.0.1:$PROXY_PORT"
 until curl -fsS "$base/readyz" >/dev/null 2>&1; do

@@ -3,15 +3,16 @@
 //! (`scripts/fault-hbase-restart.sh`, which also measures a cold start).
 //!
 //! The mix is what shoppers' pages ask: by default a product's ranked
-//! reviews, its summary and its first latest page (the reads query-api keeps
-//! a last good copy of), a user's timeline and a product's second page
-//! (which it does not), a fifth each, over products 1..=n (`admin::demo::product_id`) and
-//! users `U000000001..=U<n>` drawn at random. `--routes` adds the other kinds
-//! a frontend makes: a page deep in the hottest product (`P000000001`), a
+//! reviews, its summary and its first latest page (a product page's first
+//! reads), a user's timeline and a product's second page, a fifth each, over
+//! products 1..=n (`admin::demo::product_id`) and users
+//! `U000000001..=U<n>` drawn at random. `--routes` adds the other kinds a
+//! frontend makes: a page deep in the hottest product (`P000000001`), a
 //! product's one-star reviews, and a listing page's summaries of twelve
-//! products. With `--warm` it first reads every product's three kept pages
-//! once, as the scripts' "every page served before" needs, and walks the
-//! hottest product to collect its deep cursors.
+//! products. With `--warm` it first reads every product's three first reads
+//! once, so that query-api keeps a last good copy of each, as the scripts'
+//! "every page served before" needs, and walks the hottest product to
+//! collect its deep cursors.
 //!
 //! The load is open-loop (requests go out on schedule whatever the answers'
 //! latency). Each answer is one JSON line in `--out`: when its request was
