@@ -16,7 +16,7 @@
 //! - [`corrupt_data`]: corrupt and arbitrary rows in every table a read touches.
 //! - [`slow_clients`]: half-sent headers, idle connections and a flood of
 //!   them against query-api's timeouts and connection cap.
-//! - [`stale_answers`]: a product page's first reads answered from their last
+//! - [`stale_answers`]: every page read served before answered from its last
 //!   good copy while both gateways are silent, never an older copy than the
 //!   newest served, and an expired ranking reloaded by one request while the
 //!   others are answered from the expiring copy.
