@@ -9,14 +9,12 @@
 //! single review, and a server-rendered view. An answer an hour old is far
 //! better than a 503 on the page that sells the product: rankings and
 //! summaries change once a night and a product's or user's reviews change
-//! slowly. The reads that fail while a region server's regions are
-//! reopened elsewhere are the ones a cache of first reads did not hold
-//! (rating-ordered, cursor and deep pages: docs/what-it-survives.md).
+//! slowly.
 //!
-//! The bound is in bytes, and the cache admits a new answer over the bound
-//! only when it is read more often than the one it would evict (moka's
-//! TinyLFU): a cursor page read once does not push out a product page's
-//! first reads.
+//! The bound is in bytes. Past it, moka's TinyLFU admission weighs how
+//! often a new answer is read against the answer it would evict, so
+//! answers read rarely (a deep cursor page) give way to those read often (a
+//! product page's first reads).
 //!
 //! Each kept answer carries the moment the HBase read behind it began, and a
 //! kept answer is only ever replaced by one whose read began later, so two
