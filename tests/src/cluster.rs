@@ -28,11 +28,29 @@ impl TestCluster {
     /// every one has reported for duty and both gateways answer. Blocking:
     /// call it from `spawn_blocking` in an async test.
     pub fn start(name: &str, regionservers: u32) -> TestCluster {
-        let run_dir = std::env::temp_dir().join(format!("reviews-test-cluster-{name}-{}", std::process::id()));
-        let cluster =
-            TestCluster { run_dir, thrift_port: free_port(), thrift2_port: free_port(), zk_port: free_port() };
+        let cluster = TestCluster::unstarted(name);
         cluster.hbasectl(&["start", "--regionservers", &regionservers.to_string()]);
         cluster
+    }
+
+    /// Runs `hbasectl start --regionservers N` as [`TestCluster::start`]
+    /// does, with `environment` set over the cluster's own (a port another
+    /// process holds, a heap size), and returns its output whether it
+    /// failed or not: for tests of the starts it refuses. Whatever it
+    /// started is discarded before this returns.
+    pub fn start_output(name: &str, regionservers: u32, environment: &[(&str, &str)]) -> std::process::Output {
+        TestCluster::unstarted(name)
+            .command(&["start", "--regionservers", &regionservers.to_string()])
+            .envs(environment.iter().copied())
+            .output()
+            .expect("run hbase/hbasectl")
+    }
+
+    /// A cluster's run dir (named after `name`, so that two tests' clusters
+    /// stay apart) and free ports, nothing started yet.
+    fn unstarted(name: &str) -> TestCluster {
+        let run_dir = std::env::temp_dir().join(format!("reviews-test-cluster-{name}-{}", std::process::id()));
+        TestCluster { run_dir, thrift_port: free_port(), thrift2_port: free_port(), zk_port: free_port() }
     }
 
     /// A pool configuration reaching this cluster's gateways, patient like

@@ -6,6 +6,7 @@ mod api;
 mod cron;
 mod demo;
 mod foundation;
+mod hbasectl;
 mod incremental;
 mod java_rows;
 mod meta_holder;
