@@ -28,7 +28,8 @@ fn a_start_it_cannot_make_is_refused_with_its_reason_before_any_jvm_is_launched(
         "{printed}"
     );
 
-    // A size without its unit: read as 9000 bytes, no JVM could start.
+    // A size without its unit, which the JVM would take as 9000 bytes: too
+    // small for any JVM to start with.
     let printed = refused_start("unreadable-heap", &[("HBASE_RS_HEAP", "9000")]);
     assert!(printed.contains("cannot read the heap size '9000'"), "{printed}");
 
