@@ -161,8 +161,8 @@ pub fn init(service_name: &'static str) -> Tracing {
 /// (`query_api[request{path=..}]=debug`) need an [`EnvFilter`], which also
 /// looks each span up, under a lock the threads share, when it is made,
 /// entered, left and closed: several times on every request, for nothing
-/// when no directive names a span. `Targets` took 0.3 to 0.4 µs off a cached
-/// ranked read's 13 µs of CPU at `info` (BENCHMARKS.md, `bench/wrk-ab.sh`).
+/// when no directive names a span: 0.1 to 0.4 µs of a cached ranked read's
+/// 13 µs of CPU at `info` (`bench/wrk-ab.sh`).
 #[expect(clippy::large_enum_variant, reason = "made once, at start, and consumed at once")]
 enum LogFilter {
     Targets(Targets),
@@ -170,6 +170,7 @@ enum LogFilter {
 }
 
 impl LogFilter {
+    /// The filter of `RUST_LOG`.
     fn from_env() -> LogFilter {
         LogFilter::of(std::env::var(EnvFilter::DEFAULT_ENV).ok().as_deref())
     }
