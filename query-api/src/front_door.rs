@@ -1,17 +1,18 @@
 //! What every request (but a CORS preflight) gets on its way in and its
-//! answer on its way out, in one middleware: its request id, its span, its
-//! deadline, its metrics and access line, and the per-request compression of
-//! its answer.
+//! answer on its way out, in one middleware: its request id, the context its
+//! log lines name it by (a span when its trace is exported), its deadline,
+//! its metrics and access line, and the per-request compression of its
+//! answer.
 //!
 //! One middleware, not a layer for each: every layer boxes its future on
 //! each request, and on a cached read, whose own work is a cache lookup,
 //! that bookkeeping is a good part of the cost.
 //!
-//! The span is entered around the polls of the answer's future, not while
-//! the layers beneath take the request (they only decide and build futures,
-//! and log in those: `crate::around`) nor around each frame of the body; a
-//! request id comes from the thread's random generator, not from a system
-//! call.
+//! The log context is set around the polls of the answer's future, not
+//! while the layers beneath take the request (they only decide and build
+//! futures, and log in those: `crate::around`) nor around each frame of the
+//! body; a request id comes from the thread's random generator, not from a
+//! system call.
 
 use std::future::Future;
 use std::pin::Pin;
@@ -21,6 +22,7 @@ use std::time::{Duration, Instant};
 use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
+use common::traces::RequestContext;
 use futures_util::FutureExt as _;
 use pin_project_lite::pin_project;
 
@@ -49,7 +51,7 @@ impl Around for FrontDoor {
         beneath: impl FnOnce(Request) -> Beneath,
     ) -> impl AnswerFuture {
         // A request id made here is not added to the request: nothing
-        // beneath reads it (the span and the answer carry it).
+        // beneath reads it (the log context and the answer carry it).
         let request_id = match request.headers().get(&REQUEST_ID_HEADER) {
             Some(chosen_by_the_client) => chosen_by_the_client.clone(),
             None => new_request_id(),
@@ -57,21 +59,26 @@ impl Around for FrontDoor {
         let route = telemetry::route_of(&request);
         let method = telemetry::method_label(request.method());
         let accepted = AcceptedCodings::of(request.headers());
-        let (span, exported) = telemetry::request_span(&request, &request_id, &route);
+        let span = telemetry::request_span(&request, &request_id, &route);
+        // An exported request's lines name its span; any other's, this.
+        let log_context = span
+            .is_none()
+            .then(|| RequestContext::new(request_id.clone(), request.method().clone(), request.uri().clone()));
         let started = Instant::now();
         let deadline = self.deadline;
-        // Outside the span: entering and leaving it is a good part of a
-        // cached read's cost, and what the layers beneath log, they log in
-        // the answer's future, which is polled in it.
+        // Outside the request's log context and span: what the layers
+        // beneath log, they log in the answer's future, which is polled in
+        // them.
         let answer = beneath(request);
         // Combinators, not an `async` block (see `crate::around`).
         let answer = within_deadline(started, deadline, answer)
             .then(move |response| encoding::compress_per_request(accepted, response));
-        InSpan {
+        InRequestScope {
             answer,
             span,
+            log_context,
             finish: Some(move |span: &tracing::Span, mut response: Response| {
-                telemetry::record_answer(span, exported, route.as_str(), &method, started.elapsed(), &response);
+                telemetry::record_answer(span, route.as_str(), &method, started.elapsed(), &response);
                 response.headers_mut().insert(REQUEST_ID_HEADER, request_id);
                 response
             }),
@@ -80,24 +87,25 @@ impl Around for FrontDoor {
 }
 
 pin_project! {
-    /// The answer's future polled in the request's span, and its answer
-    /// finished by `finish`, with the span at hand: what
-    /// [`tracing::Instrument`] and a `map` reading `Span::current()` would
-    /// do, for less. `Instrument` enters the span once more to drop the
-    /// future, which completes in its last poll, and the current span is a
-    /// lookup and a reference count: on every request, for nothing. A future
-    /// dropped unfinished (its client went away) drops outside the span;
-    /// nothing beneath logs when dropped.
-    struct InSpan<Answer, Finish> {
+    /// The answer's future polled in the request's log context (or its
+    /// exported span), and its answer finished by `finish`, with the span at
+    /// hand: what [`tracing::Instrument`] and a `map` reading
+    /// `Span::current()` would do, for less. `Instrument` enters the span
+    /// once more to drop the future, which completes in its last poll, and
+    /// the current span is a lookup and a reference count: on every request,
+    /// for nothing. A future dropped unfinished (its client went away) drops
+    /// outside both; nothing beneath logs when dropped.
+    struct InRequestScope<Answer, Finish> {
         #[pin]
         answer: Answer,
         span: tracing::Span,
+        log_context: Option<RequestContext>,
         // Taken when the answer is ready.
         finish: Option<Finish>,
     }
 }
 
-impl<Answer, Finish> Future for InSpan<Answer, Finish>
+impl<Answer, Finish> Future for InRequestScope<Answer, Finish>
 where
     Answer: Future<Output = Response>,
     Finish: FnOnce(&tracing::Span, Response) -> Response,
@@ -107,10 +115,16 @@ where
     fn poll(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Response> {
         let this = self.project();
         let _entered = this.span.enter();
-        let response = std::task::ready!(this.answer.poll(context));
-        let finish =
-            this.finish.take().unwrap_or_else(|| unreachable!("the front door's future polled after its answer"));
-        Poll::Ready(finish(this.span, response))
+        let poll_and_finish = || {
+            let response = std::task::ready!(this.answer.poll(context));
+            let finish =
+                this.finish.take().unwrap_or_else(|| unreachable!("the front door's future polled after its answer"));
+            Poll::Ready(finish(this.span, response))
+        };
+        match this.log_context {
+            Some(log_context) => log_context.in_scope(poll_and_finish),
+            None => poll_and_finish(),
+        }
     }
 }
 

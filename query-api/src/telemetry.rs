@@ -169,24 +169,15 @@ pub fn method_label(method: &Method) -> Method {
 
 /// Counts an answered request and records its latency, by route template
 /// and status; logs its access line (debug, or info when slow) under its
-/// `span`, and, when its trace is `exported`, records route and status on
-/// the span (nothing else reads them, and the log lines would format them).
-pub fn record_answer(
-    span: &tracing::Span,
-    exported: bool,
-    route: &str,
-    method: &Method,
-    elapsed: Duration,
-    response: &Response,
-) {
+/// `span` (none unless its trace is exported, [`request_span`]), and
+/// records route and status on that span.
+pub fn record_answer(span: &tracing::Span, route: &str, method: &Method, elapsed: Duration, response: &Response) {
     let status = response.status();
     RequestMetrics::of(route, method, status.as_u16(), |metrics| {
         metrics.seconds.record(elapsed.as_secs_f64());
         metrics.requests.increment(1);
     });
-    if exported {
-        record_on_span(span, route, status);
-    }
+    record_on_span(span, route, status);
     let elapsed_ms = elapsed.as_secs_f64() * 1_000.0;
     if elapsed >= SLOW_REQUEST {
         tracing::info!(parent: span, %route, status = status.as_u16(), elapsed_ms, "slow request");
@@ -248,36 +239,25 @@ impl RequestMetrics {
     }
 }
 
-/// The span of one request: its id, method and path, for the log lines
-/// under it ([`record_answer`]'s access line among them); and whether its
-/// trace is exported. An exported span continues the caller's trace (W3C
-/// `traceparent`), is named by its route template, and [`record_answer`]
-/// records its status.
-pub fn request_span(
-    request: &Request,
-    request_id: &axum::http::HeaderValue,
-    route: &MatchedRoute,
-) -> (tracing::Span, bool) {
-    let request_id = request_id.to_str().unwrap_or("-");
-    let mut exported = false;
-    // The fields given a value here are formatted for the log lines' span
-    // context on every request whose span is enabled (by `RUST_LOG`), and
-    // only then: the macro evaluates none of them for a span that is not.
-    let span = common::traces::root_span(Some(request.headers()), |kept| {
-        exported = kept;
+/// The span of one request whose trace is exported, `Span::none()` for
+/// any other (its log lines name it by a [`common::traces::RequestContext`]):
+/// named by its route template, continuing the caller's trace (W3C
+/// `traceparent`), with the request's id, method and path, which its log
+/// lines show too; [`record_answer`] records its status.
+pub fn request_span(request: &Request, request_id: &axum::http::HeaderValue, route: &MatchedRoute) -> tracing::Span {
+    common::traces::root_span(Some(request.headers()), || {
         tracing::info_span!(
             "request",
-            request_id = %request_id,
+            request_id = %request_id.to_str().unwrap_or("-"),
             method = %request.method(),
             path = %request.uri().path(),
-            otel.name = kept.then(|| tracing::field::display(format!("{} {}", request.method(), route.as_str()))),
-            otel.kind = kept.then_some("server"),
+            otel.name = %format_args!("{} {}", request.method(), route.as_str()),
+            otel.kind = "server",
             otel.status_code = tracing::field::Empty,
             http.route = tracing::field::Empty,
             http.response.status_code = tracing::field::Empty,
         )
-    });
-    (span, exported)
+    })
 }
 
 /// Records the request's route template and status on its span; a 5xx

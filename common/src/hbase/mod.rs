@@ -420,26 +420,36 @@ impl Hbase {
         let permit = self.wait_for_permit(&C::lane(&self.inner).permits, deadline).await?;
         let hbase = self.clone();
         // The blocking thread works for the caller: its log lines and its
-        // calls' spans belong under the caller's span (a request, a product).
+        // calls' spans belong under the caller's span (a request, a product),
+        // and its lines name the caller's request.
         let caller_span = tracing::Span::current();
+        let caller_request = crate::traces::RequestContext::current();
         let work = tokio::task::spawn_blocking(move || {
             let _in_caller_span = caller_span.enter();
-            let _permit = permit;
-            // The blocking pool may start this late; whoever asked may be gone by then.
-            if abandoned.load(Ordering::Relaxed) || Instant::now() >= deadline {
-                metrics::counter!(crate::telemetry::HBASE_ABANDONED).increment(1);
-                return Err(Error::Unavailable("the caller's deadline passed before the operation started".to_owned()));
+            let work = move || {
+                let _permit = permit;
+                // The blocking pool may start this late; whoever asked may be gone by then.
+                if abandoned.load(Ordering::Relaxed) || Instant::now() >= deadline {
+                    metrics::counter!(crate::telemetry::HBASE_ABANDONED).increment(1);
+                    return Err(Error::Unavailable(
+                        "the caller's deadline passed before the operation started".to_owned(),
+                    ));
+                }
+                hbase.inner.in_flight.fetch_add(1, Ordering::Relaxed);
+                let _running = CountWhileAlive(&hbase.inner.in_flight);
+                let started = Instant::now();
+                let outcome = hbase.blocking_until(deadline, retry, &abandoned, operation);
+                // Only answers: a failure is often quick, and its time (or the
+                // pauses of its retries) says nothing of how long answers take.
+                if outcome.is_ok() {
+                    hbase.inner.latency.record(started.elapsed());
+                }
+                outcome
+            };
+            match &caller_request {
+                Some(request) => request.in_scope(work),
+                None => work(),
             }
-            hbase.inner.in_flight.fetch_add(1, Ordering::Relaxed);
-            let _running = CountWhileAlive(&hbase.inner.in_flight);
-            let started = Instant::now();
-            let outcome = hbase.blocking_until(deadline, retry, &abandoned, operation);
-            // Only answers: a failure is often quick, and its time (or the
-            // pauses of its retries) says nothing of how long answers take.
-            if outcome.is_ok() {
-                hbase.inner.latency.record(started.elapsed());
-            }
-            outcome
         });
         // Relative to now on tokio's clock, not `timeout_at` a std instant:
         // under tokio's paused time (the daemon's tests) the two clocks differ.

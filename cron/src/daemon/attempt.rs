@@ -31,7 +31,7 @@ impl Daemon {
         let timer = std::time::Instant::now();
         metrics::run_in_progress(true);
         // When its trace is kept, an attempt is one trace, as a `ranker` command is.
-        let span = common::traces::root_span_for_trace(|| {
+        let span = common::traces::root_span(None, || {
             tracing::info_span!("attempt", otel.name = "ranker-cron attempt", slot_ms, attempt)
         });
         let outcome = ranker::recorded::run_recorded(

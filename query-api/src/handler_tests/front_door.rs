@@ -36,12 +36,17 @@ impl std::io::Write for LogLines {
 }
 
 #[tokio::test]
-async fn a_failed_requests_log_line_names_its_request_id_method_and_path() {
-    // The front door calls the layers beneath outside the request's span and
-    // polls their answer in it: the line the failure logs is in the span.
+async fn a_requests_log_lines_name_its_request_id_method_and_path() {
+    // The front door calls the layers beneath outside the request's log
+    // context and polls their answer in it: the line the failure logs names
+    // the request, in the service's own format.
     let lines = LogLines::default();
     let writer = lines.clone();
-    let subscriber = tracing_subscriber::fmt().with_ansi(false).with_writer(move || writer.clone()).finish();
+    let format = common::traces::LogFormat::Text { colour: false };
+    let subscriber = tracing_subscriber::layer::SubscriberExt::with(
+        tracing_subscriber::registry(),
+        common::traces::log_lines(format, Some("debug"), move || writer.clone()),
+    );
     let _logging = tracing::subscriber::set_default(subscriber);
     // `tracing` caches whether a call site is wanted, process-wide. With one
     // dispatcher registered, a call site first reached by another test's
@@ -57,11 +62,14 @@ async fn a_failed_requests_log_line_names_its_request_id_method_and_path() {
         .expect("request");
     send(&app, request).await.assert_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable");
     let logged = String::from_utf8(lines.0.lock().expect("the lines").clone()).expect("utf-8");
-    let failed = logged.lines().find(|line| line.contains("request failed")).unwrap_or_else(|| panic!("{logged}"));
-    assert!(
-        failed.contains("request_id=caller-chosen-id method=GET path=/v1/products/PRODUCT001/comments"),
-        "{failed}"
-    );
+    // The failure's line, and the access line the front door logs last.
+    for message in [": request failed", ": request route="] {
+        let line = logged.lines().find(|line| line.contains(message)).unwrap_or_else(|| panic!("{logged}"));
+        assert!(
+            line.contains("request{request_id=caller-chosen-id method=GET path=/v1/products/PRODUCT001/comments}:"),
+            "{line}"
+        );
+    }
 }
 
 #[tokio::test]

@@ -1,12 +1,14 @@
 //! The foundation against the real HBase: models, exact index bytes, the seed's
 //! row formats, the write path's rules, and the storage layer's scans and pool.
 
+use std::future::Future as _;
 use std::time::Duration;
 
 use common::hbase::{Connection, Hbase, HbaseConfig, Retry, RowMutation, ScanSpec, COLUMN_VALUE};
 use common::keys::{self, CommentKey};
 use common::model::{Extra, Order, Product, Seller, User};
 use common::store::{NewComment, Store};
+use common::traces::RequestContext;
 use common::{Error, Id};
 use integration_tests::fixtures::{new_comment, put_orders};
 use integration_tests::{fresh_store, hbase_config, test_id, thrift_addr};
@@ -299,6 +301,26 @@ async fn check_and_put_and_atomic_increment_behave_as_compare_and_set_and_counte
         .await
         .expect("cas");
     assert_eq!(outcome, (true, false, true, false, (5, 3)));
+}
+
+#[tokio::test]
+async fn an_operation_on_the_blocking_pool_runs_in_the_request_that_asked_for_it() {
+    // What it logs names the request (`RequestContext`), as what the request's
+    // own future logs does; outside a request, it names none.
+    let store = fresh_store("request_context").await;
+    let current_request = || Ok(RequestContext::current().map(|request| format!("{request:?}")));
+    let request = RequestContext::new(
+        http::HeaderValue::from_static("caller-chosen-id"),
+        http::Method::GET,
+        http::Uri::from_static("/v1/products/P000000001/comments"),
+    );
+    let mut operation = std::pin::pin!(store.hbase().run(Retry::Once, move |_| current_request()));
+    let seen = std::future::poll_fn(|context| request.in_scope(|| operation.as_mut().poll(context)))
+        .await
+        .expect("the operation");
+    assert!(seen.as_deref().is_some_and(|seen| seen.contains("caller-chosen-id")), "{seen:?}");
+    let outside = store.hbase().run(Retry::Once, move |_| current_request()).await.expect("the operation");
+    assert_eq!(outside, None);
 }
 
 /// Bad input is refused by value checks before the store touches the network:

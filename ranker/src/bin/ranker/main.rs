@@ -68,7 +68,7 @@ fn main() -> ExitCode {
 async fn command(cli: Cli) -> ExitStatus {
     // When its trace is kept, the whole command is one trace: its lease,
     // its run record and its pass over the products.
-    let span = common::traces::root_span_for_trace(|| {
+    let span = common::traces::root_span(None, || {
         let name = match &cli.command {
             Command::Run(_) => "run",
             Command::Explain(_) => "explain",

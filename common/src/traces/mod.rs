@@ -9,9 +9,10 @@
 //! and its argument: by default a caller's sampling decision is followed
 //! and every trace begun here is kept; the decision is taken before a root
 //! span exists, [`root_span`]). When no endpoint is set, no span
-//! is made for export at all: [`exporting`] is false, and the spans below
-//! that exist only for traces (HBase calls, a request's route and status)
-//! are never created or recorded.
+//! is made for export at all: [`exporting`] is false, and the spans that
+//! exist only for traces (a request's, a ranker command's, the HBase calls
+//! under them) are never created or recorded. The request a log line
+//! belongs to is named in it without a span ([`RequestContext`], `lines`).
 
 use std::cell::Cell;
 use std::sync::atomic::{AtomicBool, Ordering};
@@ -34,12 +35,12 @@ use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{EnvFilter, Layer as _, Registry};
 
+mod lines;
+
+pub use lines::RequestContext;
+
 /// Whether spans are exported (set once, by [`init`]).
 static EXPORTING: AtomicBool = AtomicBool::new(false);
-
-/// Whether the log lines show `info` spans (by `RUST_LOG`), so a root span
-/// left out of the sample is still made for them ([`root_span`]).
-static LOGS_SHOW_ROOT_SPANS: AtomicBool = AtomicBool::new(true);
 
 /// The variables that turn the export on, most specific first.
 const ENDPOINT_VARIABLES: [&str; 2] = ["OTEL_EXPORTER_OTLP_TRACES_ENDPOINT", "OTEL_EXPORTER_OTLP_ENDPOINT"];
@@ -87,17 +88,14 @@ impl Drop for Tracing {
 /// names it. A second install (tests
 /// that start several services in one process) keeps the first.
 pub fn init(service_name: &'static str) -> Tracing {
-    let filter = LogFilter::from_env();
-    let logs_show_root_spans = filter.max_level_hint().is_none_or(|most| most >= LevelFilter::INFO);
-    // Colour codes only where a person reads the log live: redirected to a file
-    // or collected by journald, every line would carry escape sequences.
-    let colour = std::io::IsTerminal::is_terminal(&std::io::stderr());
-    let lines = tracing_subscriber::fmt::layer().with_writer(std::io::stderr).with_ansi(colour);
-    let lines = if std::env::var("REVIEWS_LOG_FORMAT").is_ok_and(|format| format == "json") {
-        filter.over(lines.json())
+    let format = if std::env::var("REVIEWS_LOG_FORMAT").is_ok_and(|format| format == "json") {
+        LogFormat::Json
     } else {
-        filter.over(lines.fmt_fields(FieldsAtOnce::default()))
+        // Colour codes only where a person reads the log live: redirected to a file
+        // or collected by journald, every line would carry escape sequences.
+        LogFormat::Text { colour: std::io::IsTerminal::is_terminal(&std::io::stderr()) }
     };
+    let lines = log_lines(format, std::env::var(EnvFilter::DEFAULT_ENV).ok().as_deref(), std::io::stderr);
     let endpoint_set = ENDPOINT_VARIABLES.iter().any(|name| std::env::var(name).is_ok_and(|value| !value.is_empty()));
     let (provider, export_error) = if endpoint_set {
         match span_exporter(service_name) {
@@ -139,7 +137,6 @@ pub fn init(service_name: &'static str) -> Tracing {
         // Installed before: the first install's export (if any) stays.
         return Tracing { provider: None };
     }
-    LOGS_SHOW_ROOT_SPANS.store(logs_show_root_spans, Ordering::Relaxed);
     if let Some(error) = export_error {
         tracing::warn!(%error, "OTLP endpoint set, but the span exporter could not be built; no spans are exported");
     }
@@ -150,6 +147,37 @@ pub fn init(service_name: &'static str) -> Tracing {
         EXPORTING.store(true, Ordering::Relaxed);
     }
     Tracing { provider }
+}
+
+/// How log lines are written.
+#[derive(Debug, Clone, Copy, PartialEq, Eq)]
+pub enum LogFormat {
+    /// For a person: time, level, the request and spans, target, message and fields.
+    Text { colour: bool },
+    /// One JSON object a line, for a log store.
+    Json,
+}
+
+/// The log lines [`init`] installs, in `format` to `writer` (stderr there; a
+/// test's buffer in tests), at the levels of `directives` in `RUST_LOG`'s
+/// syntax (`info` when there are none); each line logged for a request
+/// names it ([`RequestContext`]).
+pub fn log_lines<Lines>(
+    format: LogFormat,
+    directives: Option<&str>,
+    writer: Lines,
+) -> Box<dyn tracing_subscriber::Layer<Registry> + Send + Sync>
+where
+    Lines: for<'writer> tracing_subscriber::fmt::MakeWriter<'writer> + Send + Sync + 'static,
+{
+    let filter = LogFilter::of(directives);
+    let lines = tracing_subscriber::fmt::layer().with_writer(writer);
+    match format {
+        LogFormat::Json => filter.over(lines.json().event_format(lines::JsonLines::default())),
+        LogFormat::Text { colour } => filter.over(
+            lines.with_ansi(colour).event_format(lines::TextLines::default()).fmt_fields(FieldsAtOnce::default()),
+        ),
+    }
 }
 
 /// The log lines' filter, from `RUST_LOG` (`info` when it is unset, empty
@@ -170,11 +198,6 @@ enum LogFilter {
 }
 
 impl LogFilter {
-    /// The filter of `RUST_LOG`.
-    fn from_env() -> LogFilter {
-        LogFilter::of(std::env::var(EnvFilter::DEFAULT_ENV).ok().as_deref())
-    }
-
     /// The filter of `directives`, in `RUST_LOG`'s syntax.
     fn of(directives: Option<&str>) -> LogFilter {
         let directives = directives.filter(|directives| !directives.trim().is_empty()).unwrap_or("info");
@@ -186,13 +209,6 @@ impl LogFilter {
             return spans_or_fields();
         }
         directives.parse::<Targets>().map_or_else(|_| spans_or_fields(), LogFilter::Targets)
-    }
-
-    fn max_level_hint(&self) -> Option<LevelFilter> {
-        match self {
-            LogFilter::Targets(targets) => tracing_subscriber::layer::Filter::<Registry>::max_level_hint(targets),
-            LogFilter::Spans(filter) => EnvFilter::max_level_hint(filter),
-        }
     }
 
     /// `lines` filtered by this filter.
@@ -231,25 +247,25 @@ fn span_exporter(service_name: &'static str) -> Result<SdkTracerProvider, String
 const TRACEPARENT: &str = "traceparent";
 
 thread_local! {
-    /// While [`root_span`] makes a root span: whether its trace is kept.
-    static ROOT_KEPT: Cell<Option<bool>> = const { Cell::new(None) };
+    /// Whether [`root_span`] is making the root span of a kept trace.
+    static MAKING_KEPT_ROOT: Cell<bool> = const { Cell::new(false) };
 }
 
 /// The sampler of the SDK's standard variables, asked once per trace
 /// begun here, before its root span exists.
 static HEAD_SAMPLER: OnceLock<Box<dyn ShouldSample>> = OnceLock::new();
 
-/// Makes the root span of a piece of work (a request, a command) with
-/// `make`, deciding first whether its trace is kept: the caller's decision
-/// when `headers` carry a W3C `traceparent`, else the sampler of
-/// `OTEL_TRACES_SAMPLER`; `make` is told the decision, so that it gives the
-/// fields only a trace reads to a kept span alone. A kept span continues the
-/// caller's trace; a span not kept, and every span and event under it, never
-/// reaches the export at all, so a request left out of the sample costs what
-/// it costs with the export off. Without export it is `make(false)`.
-pub fn root_span(headers: Option<&http::HeaderMap>, make: impl FnOnce(bool) -> tracing::Span) -> tracing::Span {
+/// The root span of a piece of work (a request, a command), made with
+/// `make` when its trace is kept, `Span::none()` otherwise (and always when
+/// nothing is exported): the caller's decision when `headers` carry a W3C
+/// `traceparent`, else the sampler of `OTEL_TRACES_SAMPLER`. A kept span
+/// continues the caller's trace. Work left out of the sample makes no span,
+/// so neither does any span or event under it reach the export: it costs
+/// what it costs with the export off. (A request's log lines name it without
+/// a span: [`RequestContext`].)
+pub fn root_span(headers: Option<&http::HeaderMap>, make: impl FnOnce() -> tracing::Span) -> tracing::Span {
     if !exporting() {
-        return make(false);
+        return tracing::Span::none();
     }
     // Most requests carry no `traceparent`; only one that does is parsed.
     let parent = match headers {
@@ -258,41 +274,38 @@ pub fn root_span(headers: Option<&http::HeaderMap>, make: impl FnOnce(bool) -> t
         }
         _ => opentelemetry::Context::new(),
     };
-    let kept = kept(&parent);
-    // A span both the export's filter and the log lines' filter refuse is
-    // still made and entered by the registry, so it is not asked for at all.
-    if !kept && !LOGS_SHOW_ROOT_SPANS.load(Ordering::Relaxed) {
+    if !kept(&parent) {
         return tracing::Span::none();
     }
     let span = {
-        let _deciding = RootDecision::hold(kept);
-        make(kept)
+        let _deciding = RootDecision::hold();
+        make()
     };
-    if kept && parent.has_active_span() {
+    if parent.has_active_span() {
         // Fails only when the span is disabled: then there is nothing to continue.
         let _ = span.set_parent(parent);
     }
     span
 }
 
-/// The decision on the root span being made, told to the export's filter
-/// ([`exported`]) through [`ROOT_KEPT`] for as long as it is held, and
-/// withdrawn when dropped, even when making the span panics: a decision left
-/// behind would mark the thread's next spans as roots.
+/// That the root span being made is kept, told to the export's filter
+/// ([`exported`]) through [`MAKING_KEPT_ROOT`] for as long as it is held,
+/// and withdrawn when dropped, even when making the span panics: a decision
+/// left behind would export the thread's next spans as roots.
 struct RootDecision {
-    /// The decision held before this one (a root made while making a root), put back on drop.
-    previous: Option<bool>,
+    /// What was held before (a root made while making a root), put back on drop.
+    previous: bool,
 }
 
 impl RootDecision {
-    fn hold(kept: bool) -> RootDecision {
-        RootDecision { previous: ROOT_KEPT.with(|root| root.replace(Some(kept))) }
+    fn hold() -> RootDecision {
+        RootDecision { previous: MAKING_KEPT_ROOT.with(|making| making.replace(true)) }
     }
 }
 
 impl Drop for RootDecision {
     fn drop(&mut self) {
-        ROOT_KEPT.with(|root| root.set(self.previous));
+        MAKING_KEPT_ROOT.with(|making| making.set(self.previous));
     }
 }
 
@@ -328,13 +341,6 @@ impl<'writer> FormatFields<'writer> for FieldsAtOnce {
     }
 }
 
-/// The root span of a piece of work that only a trace reads (a command, a
-/// scheduled run): made with `make` when a trace begun here is kept
-/// ([`root_span`]), none otherwise.
-pub fn root_span_for_trace(make: impl FnOnce() -> tracing::Span) -> tracing::Span {
-    root_span(None, |kept| if kept { make() } else { tracing::Span::none() })
-}
-
 /// Whether the trace of a root span under `parent` (a remote caller's, or
 /// none) is kept, by the head sampler.
 fn kept(parent: &opentelemetry::Context) -> bool {
@@ -360,12 +366,7 @@ where
     if *metadata.level() > tracing::Level::INFO {
         return false;
     }
-    if metadata.is_span() {
-        if let Some(kept) = ROOT_KEPT.with(Cell::get) {
-            return kept;
-        }
-    }
-    context.lookup_current().is_some()
+    (metadata.is_span() && MAKING_KEPT_ROOT.with(Cell::get)) || context.lookup_current().is_some()
 }
 
 #[cfg(test)]
@@ -398,7 +399,6 @@ mod tests {
     fn directives_of_targets_and_levels_filter_without_looking_at_spans() {
         assert!(matches!(LogFilter::of(None), LogFilter::Targets(_)));
         assert!(matches!(LogFilter::of(Some(" ")), LogFilter::Targets(_)));
-        assert_eq!(LogFilter::of(None).max_level_hint(), Some(LevelFilter::INFO));
         assert!(matches!(LogFilter::of(Some("warn,common=debug")), LogFilter::Targets(_)));
         let passed = events_passed("warn,common=debug", || {
             tracing::debug!(target: "common::hbase", "passes: its target is at debug");
@@ -422,8 +422,14 @@ mod tests {
     }
 
     #[test]
-    fn unreadable_directives_log_at_info() {
-        assert_eq!(LogFilter::of(Some("common=loud")).max_level_hint(), Some(LevelFilter::INFO));
+    fn no_empty_or_unreadable_directives_log_at_info() {
+        let at_info_and_debug = || {
+            tracing::info!(target: "common::hbase", "passes");
+            tracing::debug!(target: "common::hbase", "held");
+        };
+        assert_eq!(events_passed("", at_info_and_debug), 1);
+        assert_eq!(events_passed("common=loud", at_info_and_debug), 1);
+        assert_eq!(LogFilter::of(None).over(CountingEvents(Arc::default())).max_level_hint(), Some(LevelFilter::INFO));
     }
 
     fn caller(sampled: bool) -> opentelemetry::Context {
@@ -453,13 +459,13 @@ mod tests {
     where
         Fields: for<'writer> FormatFields<'writer> + Send + Sync + 'static,
     {
-        let written = std::sync::Arc::new(std::sync::Mutex::new(Vec::new()));
-        let sink = std::sync::Arc::clone(&written);
+        let sink = Sink::default();
+        let writer = sink.clone();
         let subscriber = tracing_subscriber::fmt()
             .fmt_fields(fields)
             .without_time()
             .with_ansi(false)
-            .with_writer(move || Sink(std::sync::Arc::clone(&sink)))
+            .with_writer(move || writer.clone())
             .finish();
         tracing::subscriber::with_default(subscriber, || {
             let span = tracing::info_span!("request", request_id = "a1b2", method = "GET", path = %path);
@@ -467,11 +473,20 @@ mod tests {
             // An escape code in a value: it is written as the default fields write it.
             tracing::warn!(code = "unavailable", cause = %"no answer\u{1b}[31m in time", "request failed");
         });
-        let bytes = written.lock().expect("the lines").clone();
-        String::from_utf8(bytes).expect("utf-8 lines")
+        sink.take()
     }
 
-    struct Sink(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
+    /// Log lines written in memory, for a test to read back.
+    #[derive(Clone, Default)]
+    pub(super) struct Sink(Arc<std::sync::Mutex<Vec<u8>>>);
+
+    impl Sink {
+        /// The lines written so far, taken.
+        pub(super) fn take(&self) -> String {
+            let bytes = std::mem::take(&mut *self.0.lock().expect("the lines"));
+            String::from_utf8(bytes).expect("utf-8 lines")
+        }
+    }
 
     impl std::io::Write for Sink {
         fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
@@ -497,10 +512,10 @@ mod tests {
     #[test]
     fn a_root_decision_is_withdrawn_even_when_making_the_span_panics() {
         let outcome = std::panic::catch_unwind(|| {
-            let _deciding = RootDecision::hold(true);
+            let _deciding = RootDecision::hold();
             panic!("making the span failed");
         });
         assert!(outcome.is_err());
-        assert_eq!(ROOT_KEPT.with(Cell::get), None);
+        assert!(!MAKING_KEPT_ROOT.with(Cell::get));
     }
 }
