@@ -60,8 +60,8 @@ rm -rf "$out" && mkdir -p "$out"
 pids=()
 trap 'kill "${pids[@]}" 2>/dev/null || true' EXIT
 # start NAME PORT BIN ENV: a query-api with a ranking cache that outlives the
-# run, logging at the service's own default level (info: every request's
-# span is made, for its log lines) unless ENV sets RUST_LOG.
+# run, logging at the service's own default level (info) unless ENV sets
+# RUST_LOG.
 start() {
   QUERY_API_BIN=$3 QUERY_API_ENV="RUST_LOG=info $4" start_query_api "$2" "$out/$1.log" --table-prefix "$prefix" \
     --pool-size 32 --ranked-cache-ttl-ms 3600000

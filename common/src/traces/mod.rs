@@ -180,17 +180,17 @@ where
     }
 }
 
-/// The log lines' filter, from `RUST_LOG` (`info` when it is unset, empty
-/// or unreadable).
+/// The log lines' filter, of `RUST_LOG`'s directives (`info` when there
+/// are none, or they cannot be read).
 ///
 /// Directives of targets and levels alone (`info`, `warn,query_api=debug`,
 /// what is set in practice) make a [`Targets`] filter, which decides once per
 /// call site. Only directives that name spans or fields
-/// (`query_api[request{path=..}]=debug`) need an [`EnvFilter`], which also
-/// looks each span up, under a lock the threads share, when it is made,
-/// entered, left and closed: several times on every request, for nothing
-/// when no directive names a span: 0.1 to 0.4 µs of a cached ranked read's
-/// 13 µs of CPU at `info` (`bench/wrk-ab.sh`).
+/// (`common[hbase call]=debug`) need an [`EnvFilter`], which also looks
+/// each span up, under a lock the threads share, when it is made, entered,
+/// left and closed: for nothing when no directive names a span. (Spans
+/// exist only in exported traces; a request is named in its lines without
+/// one, [`RequestContext`], so no directive selects a request by its span.)
 #[expect(clippy::large_enum_variant, reason = "made once, at start, and consumed at once")]
 enum LogFilter {
     Targets(Targets),
