@@ -182,7 +182,11 @@ mod tests {
     use tracing_subscriber::Registry;
 
     use super::*;
-    use crate::traces::tests::Sink;
+    use std::sync::Mutex;
+
+    use tracing_subscriber::fmt::MakeWriter as _;
+
+    use crate::traces::tests::{log_buffer, take_lines};
 
     const REQUEST_ID: &str = "caller-chosen-id";
     const PATH: &str = "/v1/products/P000000001/comments/ranked";
@@ -206,10 +210,14 @@ mod tests {
             .in_scope(log_a_requests_work);
     }
 
-    /// The lines `log` writes, as `subscriber` writes them into `sink`.
-    fn lines_of(subscriber: impl tracing::Subscriber + Send + Sync, sink: &Sink, log: impl FnOnce()) -> Vec<String> {
+    /// The lines `log` writes, as `subscriber` writes them into `buffer`.
+    fn lines_of(
+        subscriber: impl tracing::Subscriber + Send + Sync,
+        buffer: &Mutex<Vec<u8>>,
+        log: impl FnOnce(),
+    ) -> Vec<String> {
         tracing::subscriber::with_default(subscriber, log);
-        sink.take().lines().map(str::to_owned).collect()
+        take_lines(buffer).lines().map(str::to_owned).collect()
     }
 
     /// Text lines from the level on: the time is the line's first word.
@@ -222,11 +230,13 @@ mod tests {
     where
         Lines: FormatEvent<Registry, DefaultFields> + Send + Sync + 'static,
     {
-        let sink = Sink::default();
-        let writer = sink.clone();
-        let subscriber =
-            tracing_subscriber::fmt().with_ansi(ansi).event_format(format).with_writer(move || writer.clone()).finish();
-        lines_of(subscriber, &sink, log)
+        let buffer = log_buffer();
+        let subscriber = tracing_subscriber::fmt()
+            .with_ansi(ansi)
+            .event_format(format)
+            .with_writer(move || buffer.make_writer())
+            .finish();
+        lines_of(subscriber, buffer, log)
     }
 
     #[test]
@@ -254,13 +264,12 @@ mod tests {
 
     /// The JSON lines `log` writes, by [`JsonLines`] or by tracing-subscriber's own format, without their times.
     fn json_lines(ours: bool, log: impl FnOnce()) -> Vec<serde_json::Value> {
-        let sink = Sink::default();
-        let writer = sink.clone();
-        let layer = tracing_subscriber::fmt::layer().json().with_writer(move || writer.clone());
+        let buffer = log_buffer();
+        let layer = tracing_subscriber::fmt::layer().json().with_writer(move || buffer.make_writer());
         let lines = if ours {
-            lines_of(Registry::default().with(layer.event_format(JsonLines::default())), &sink, log)
+            lines_of(Registry::default().with(layer.event_format(JsonLines::default())), buffer, log)
         } else {
-            lines_of(Registry::default().with(layer), &sink, log)
+            lines_of(Registry::default().with(layer), buffer, log)
         };
         lines
             .iter()

@@ -372,9 +372,10 @@ where
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::AtomicUsize;
-    use std::sync::Arc;
+    use std::sync::{Arc, Mutex};
 
     use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceState};
+    use tracing_subscriber::fmt::MakeWriter as _;
 
     use super::*;
 
@@ -459,13 +460,12 @@ mod tests {
     where
         Fields: for<'writer> FormatFields<'writer> + Send + Sync + 'static,
     {
-        let sink = Sink::default();
-        let writer = sink.clone();
+        let buffer = log_buffer();
         let subscriber = tracing_subscriber::fmt()
             .fmt_fields(fields)
             .without_time()
             .with_ansi(false)
-            .with_writer(move || writer.clone())
+            .with_writer(move || buffer.make_writer())
             .finish();
         tracing::subscriber::with_default(subscriber, || {
             let span = tracing::info_span!("request", request_id = "a1b2", method = "GET", path = %path);
@@ -473,30 +473,19 @@ mod tests {
             // An escape code in a value: it is written as the default fields write it.
             tracing::warn!(code = "unavailable", cause = %"no answer\u{1b}[31m in time", "request failed");
         });
-        sink.take()
+        take_lines(buffer)
     }
 
-    /// Log lines written in memory, for a test to read back.
-    #[derive(Clone, Default)]
-    pub(super) struct Sink(Arc<std::sync::Mutex<Vec<u8>>>);
-
-    impl Sink {
-        /// The lines written so far, taken.
-        pub(super) fn take(&self) -> String {
-            let bytes = std::mem::take(&mut *self.0.lock().expect("the lines"));
-            String::from_utf8(bytes).expect("utf-8 lines")
-        }
+    /// A buffer for the log lines of a test, which reads them back:
+    /// `move || buffer.make_writer()` writes to it. Leaked, so that the
+    /// subscriber may borrow it as long as it lives; a test's process is short.
+    pub(super) fn log_buffer() -> &'static Mutex<Vec<u8>> {
+        Box::leak(Box::default())
     }
 
-    impl std::io::Write for Sink {
-        fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-            self.0.lock().expect("the lines").extend_from_slice(bytes);
-            Ok(bytes.len())
-        }
-
-        fn flush(&mut self) -> std::io::Result<()> {
-            Ok(())
-        }
+    /// The lines written to `buffer` so far, taken.
+    pub(super) fn take_lines(buffer: &Mutex<Vec<u8>>) -> String {
+        String::from_utf8(std::mem::take(&mut *buffer.lock().expect("the lines"))).expect("utf-8 lines")
     }
 
     #[test]

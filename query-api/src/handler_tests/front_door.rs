@@ -20,32 +20,19 @@ async fn an_unreachable_hbase_answers_503_within_the_deadline() {
     }
 }
 
-/// A writer of log lines the test reads back.
-#[derive(Clone, Default)]
-struct LogLines(std::sync::Arc<std::sync::Mutex<Vec<u8>>>);
-
-impl std::io::Write for LogLines {
-    fn write(&mut self, bytes: &[u8]) -> std::io::Result<usize> {
-        self.0.lock().expect("the lines").extend_from_slice(bytes);
-        Ok(bytes.len())
-    }
-
-    fn flush(&mut self) -> std::io::Result<()> {
-        Ok(())
-    }
-}
-
 #[tokio::test]
 async fn a_requests_log_lines_name_its_request_id_method_and_path() {
     // The front door calls the layers beneath outside the request's log
     // context and polls their answer in it: the line the failure logs names
-    // the request, in the service's own format.
-    let lines = LogLines::default();
-    let writer = lines.clone();
+    // the request, in the service's own format. The lines' buffer is
+    // leaked, so that the subscriber may borrow it as long as it lives.
+    let lines: &'static std::sync::Mutex<Vec<u8>> = Box::leak(Box::default());
     let format = common::traces::LogFormat::Text { colour: false };
     let subscriber = tracing_subscriber::layer::SubscriberExt::with(
         tracing_subscriber::registry(),
-        common::traces::log_lines(format, Some("debug"), move || writer.clone()),
+        common::traces::log_lines(format, Some("debug"), move || {
+            tracing_subscriber::fmt::MakeWriter::make_writer(lines)
+        }),
     );
     let _logging = tracing::subscriber::set_default(subscriber);
     // `tracing` caches whether a call site is wanted, process-wide. With one
@@ -61,7 +48,7 @@ async fn a_requests_log_lines_name_its_request_id_method_and_path() {
         .body(Body::empty())
         .expect("request");
     send(&app, request).await.assert_error(StatusCode::SERVICE_UNAVAILABLE, "unavailable");
-    let logged = String::from_utf8(lines.0.lock().expect("the lines").clone()).expect("utf-8");
+    let logged = String::from_utf8(lines.lock().expect("the lines").clone()).expect("utf-8");
     // The failure's line, and the access line the front door logs last.
     for message in [": request failed", ": request route="] {
         let line = logged.lines().find(|line| line.contains(message)).unwrap_or_else(|| panic!("{logged}"));
