@@ -19,7 +19,6 @@ use std::sync::atomic::{AtomicBool, Ordering};
 use std::sync::OnceLock;
 use std::time::Duration;
 
-use arrayvec::ArrayString;
 use opentelemetry::propagation::TextMapPropagator as _;
 use opentelemetry::trace::{SpanKind, TraceContextExt as _, TraceId, TracerProvider as _};
 use opentelemetry_sdk::propagation::TraceContextPropagator;
@@ -27,10 +26,7 @@ use opentelemetry_sdk::trace::{Sampler, SamplingDecision, SdkTracerProvider, Sho
 use opentelemetry_sdk::Resource;
 use tracing::level_filters::LevelFilter;
 use tracing_opentelemetry::OpenTelemetrySpanExt as _;
-use tracing_subscriber::field::RecordFields;
 use tracing_subscriber::filter::Targets;
-use tracing_subscriber::fmt::format::{DefaultFields, Writer};
-use tracing_subscriber::fmt::FormatFields;
 use tracing_subscriber::layer::SubscriberExt as _;
 use tracing_subscriber::util::SubscriberInitExt as _;
 use tracing_subscriber::{EnvFilter, Layer as _, Registry};
@@ -174,9 +170,7 @@ where
     let lines = tracing_subscriber::fmt::layer().with_writer(writer);
     match format {
         LogFormat::Json => filter.over(lines.json().event_format(lines::JsonLines::default())),
-        LogFormat::Text { colour } => filter.over(
-            lines.with_ansi(colour).event_format(lines::TextLines::default()).fmt_fields(FieldsAtOnce::default()),
-        ),
+        LogFormat::Text { colour } => filter.over(lines.with_ansi(colour).event_format(lines::TextLines::default())),
     }
 }
 
@@ -309,38 +303,6 @@ impl Drop for RootDecision {
     }
 }
 
-/// The fields of a span or an event as the plain-text log lines write them
-/// (`tracing_subscriber`'s [`DefaultFields`]), formatted on the stack first
-/// and copied into the line's string at once.
-///
-/// The log layer formats every span's fields when the span is made, into a
-/// string of its own that starts empty, so a request's span (its id, method
-/// and path) would grow it four or five times, a reallocation each, on every
-/// request. Fields longer than the buffer, and lines in colour (whose escape
-/// codes the buffer's writer would drop), are formatted in place.
-#[derive(Debug, Default)]
-struct FieldsAtOnce(DefaultFields);
-
-/// The bytes of fields [`FieldsAtOnce`] formats on the stack: a request's
-/// span takes about a hundred.
-const FIELDS_ON_THE_STACK: usize = 512;
-
-impl<'writer> FormatFields<'writer> for FieldsAtOnce {
-    fn format_fields<Fields: RecordFields>(&self, mut writer: Writer<'writer>, fields: Fields) -> std::fmt::Result {
-        // A writer made here never colours and always escapes what a field
-        // holds; a line with other settings is formatted in place.
-        if writer.has_ansi_escapes() || !writer.sanitizes_ansi_escapes() {
-            return self.0.format_fields(writer, fields);
-        }
-        let mut on_the_stack = ArrayString::<FIELDS_ON_THE_STACK>::new();
-        match self.0.format_fields(Writer::new(&mut on_the_stack), &fields) {
-            Ok(()) => writer.write_str(&on_the_stack),
-            // Too long for the buffer: nothing was written to `writer` yet.
-            Err(_) => self.0.format_fields(writer, fields),
-        }
-    }
-}
-
 /// Whether the trace of a root span under `parent` (a remote caller's, or
 /// none) is kept, by the head sampler.
 fn kept(parent: &opentelemetry::Context) -> bool {
@@ -372,10 +334,9 @@ where
 #[cfg(test)]
 mod tests {
     use std::sync::atomic::AtomicUsize;
-    use std::sync::{Arc, Mutex};
+    use std::sync::Arc;
 
     use opentelemetry::trace::{SpanContext, SpanId, TraceFlags, TraceState};
-    use tracing_subscriber::fmt::MakeWriter as _;
 
     use super::*;
 
@@ -452,50 +413,6 @@ mod tests {
         let tenth = Sampler::TraceIdRatioBased(0.1);
         let kept = (0..10_000).filter(|_| sampled(&tenth, &opentelemetry::Context::new())).count();
         assert!((700..1_300).contains(&kept), "{kept} of 10,000 kept at 0.1");
-    }
-
-    /// The log lines a subscriber formatting fields with `fields` writes
-    /// for an event in a span whose path is `path`, without times or colour.
-    fn lines_with<Fields>(fields: Fields, path: &str) -> String
-    where
-        Fields: for<'writer> FormatFields<'writer> + Send + Sync + 'static,
-    {
-        let buffer = log_buffer();
-        let subscriber = tracing_subscriber::fmt()
-            .fmt_fields(fields)
-            .without_time()
-            .with_ansi(false)
-            .with_writer(move || buffer.make_writer())
-            .finish();
-        tracing::subscriber::with_default(subscriber, || {
-            let span = tracing::info_span!("request", request_id = "a1b2", method = "GET", path = %path);
-            let _entered = span.enter();
-            // An escape code in a value: it is written as the default fields write it.
-            tracing::warn!(code = "unavailable", cause = %"no answer\u{1b}[31m in time", "request failed");
-        });
-        take_lines(buffer)
-    }
-
-    /// A buffer for the log lines of a test, which reads them back:
-    /// `move || buffer.make_writer()` writes to it. Leaked, so that the
-    /// subscriber may borrow it as long as it lives; a test's process is short.
-    pub(super) fn log_buffer() -> &'static Mutex<Vec<u8>> {
-        Box::leak(Box::default())
-    }
-
-    /// The lines written to `buffer` so far, taken.
-    pub(super) fn take_lines(buffer: &Mutex<Vec<u8>>) -> String {
-        String::from_utf8(std::mem::take(&mut *buffer.lock().expect("the lines"))).expect("utf-8 lines")
-    }
-
-    #[test]
-    fn fields_formatted_at_once_read_as_the_default_fields_do_short_or_longer_than_the_stack_buffer() {
-        let long_path = format!("/v1/products/{}", "P".repeat(2 * FIELDS_ON_THE_STACK));
-        for path in ["/v1/products/P000000001/comments/ranked", long_path.as_str()] {
-            let at_once = lines_with(FieldsAtOnce::default(), path);
-            assert_eq!(at_once, lines_with(DefaultFields::new(), path));
-            assert!(at_once.contains(&format!("request_id=\"a1b2\" method=\"GET\" path={path}")), "{at_once}");
-        }
     }
 
     #[test]
