@@ -24,8 +24,8 @@ pub const SKIPPED_ROWS: &str = "reviews_skipped_rows_total";
 /// Operations refused at once because HBase was saturated, by reason (`queue_full`, `queue_timeout`).
 pub const HBASE_OVERLOADED: &str = "reviews_hbase_overloaded_total";
 /// Time an operation waited for a free HBase connection, when it had to,
-/// by whether its queue bound was lifted (`queue_bound`: `lifted`, `held`):
-/// a histogram.
+/// by whether it was sheltered, its queue bound lifted (`queue_bound`:
+/// `lifted`, `held`; `hbase::with_shelter`): a histogram.
 pub const HBASE_POOL_WAIT_SECONDS: &str = "reviews_hbase_pool_wait_seconds";
 /// Operations not started (or not retried) because their caller's deadline had passed.
 pub const HBASE_ABANDONED: &str = "reviews_hbase_abandoned_total";

@@ -116,6 +116,13 @@ pub struct Args {
     #[arg(long, env = "REVIEWS_API_HBASE_MAX_QUEUED", default_value_t = 64)]
     pub hbase_max_queued: usize,
 
+    /// HBase connections of each pool kept for the requests of clients
+    /// within their fair share while the service sheds (docs/pacing.md):
+    /// the other requests use the rest (at least one), so a flood's queue
+    /// never stands before a polite reader's read.
+    #[arg(long, env = "REVIEWS_API_HBASE_SHELTERED_CONNECTIONS", default_value_t = 4)]
+    pub hbase_sheltered_connections: u32,
+
     /// After SIGTERM or Ctrl-C, how long in-flight requests may finish before the service exits, in milliseconds.
     #[arg(long, env = "REVIEWS_API_DRAIN_DEADLINE_MS", default_value_t = 10_000)]
     pub drain_deadline_ms: u64,
@@ -330,6 +337,7 @@ impl Args {
         let config = HbaseConfig {
             queue_timeout: Some(Duration::from_millis(self.hbase_queue_timeout_ms)),
             max_queued: Some(self.hbase_max_queued),
+            sheltered_connections: self.hbase_sheltered_connections,
             read_consistency,
             ..self.hbase.hbase_config()
         };
@@ -468,6 +476,7 @@ mod tests {
         // Readers fail fast instead of queueing: a bounded wait, a bounded queue.
         assert_eq!(config.queue_timeout, Some(Duration::from_millis(500)));
         assert_eq!(config.max_queued, Some(64));
+        assert_eq!((config.sheltered_connections, config.unsheltered_connections()), (4, 28));
     }
 
     #[test]

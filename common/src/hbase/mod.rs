@@ -33,7 +33,9 @@
 //! can also bound the wait for a slot ([`HbaseConfig::queue_timeout`]) and the
 //! number of waiters ([`HbaseConfig::max_queued`]): beyond them an operation
 //! fails at once with [`Error::Overloaded`] instead of queueing. Work run
-//! with [`with_queue_bound_lifted`] waits past the second bound.
+//! [`with_shelter`] waits past the second bound, and has connections of its
+//! own ([`HbaseConfig::sheltered_connections`]) that the rest never takes,
+//! so it never waits behind a queue the rest has filled.
 
 mod connection;
 mod gateway;
@@ -108,6 +110,11 @@ pub struct HbaseConfig {
     /// with [`Error::Overloaded`] at once, so a backlog cannot grow memory.
     /// `None`: no bound.
     pub max_queued: Option<usize>,
+    /// Connections of each pool that only work run [`with_shelter`] may
+    /// take: the rest runs on the others (`pool_size` less these, at least
+    /// one), so sheltered work finds a connection free, or waits only
+    /// behind sheltered work, however long the rest's queue. 0: none kept.
+    pub sheltered_connections: u32,
     /// How the page reads of this pool ask for their rows: strong (from each
     /// region's primary, through Thrift1) or timeline (from a secondary
     /// replica when the primary does not answer in time, through Thrift2; see
@@ -128,8 +135,19 @@ impl Default for HbaseConfig {
             retry_backoff: Duration::from_millis(100),
             queue_timeout: None,
             max_queued: None,
+            sheltered_connections: 0,
             read_consistency: ReadConsistency::Strong,
         }
+    }
+}
+
+impl HbaseConfig {
+    /// The connections of each pool that work not run [`with_shelter`] may
+    /// take: the pool less those kept for sheltered work, at least one, so
+    /// the rest is never shut out.
+    pub fn unsheltered_connections(&self) -> u32 {
+        let size = self.pool_size.max(1);
+        size - self.sheltered_connections.min(size - 1)
     }
 }
 
@@ -167,6 +185,11 @@ struct Lane<C: GatewayClient> {
     pool: r2d2::Pool<GatewayManager<C>>,
     gateways: Arc<Gateways<C>>,
     permits: Arc<tokio::sync::Semaphore>,
+    /// The permits of work not run [`with_shelter`], fewer than `permits`
+    /// by [`HbaseConfig::sheltered_connections`]: such work takes one of
+    /// these first, and waits here, so it never holds the connections kept
+    /// for sheltered work. `None` when none are kept.
+    unsheltered: Option<Arc<tokio::sync::Semaphore>>,
 }
 
 impl<C: GatewayClient> Lane<C> {
@@ -190,8 +213,11 @@ impl<C: GatewayClient> Lane<C> {
             .connection_timeout(config.operation_timeout)
             .error_handler(Box::new(CountErrors))
             .build_unchecked(manager);
-        let permits = Arc::new(tokio::sync::Semaphore::new(config.pool_size.max(1) as usize));
-        Lane { pool, gateways, permits }
+        let size = config.pool_size.max(1);
+        let permits = Arc::new(tokio::sync::Semaphore::new(size as usize));
+        let unsheltered = config.unsheltered_connections();
+        let unsheltered = (unsheltered < size).then(|| Arc::new(tokio::sync::Semaphore::new(unsheltered as usize)));
+        Lane { pool, gateways, permits, unsheltered }
     }
 }
 
@@ -215,28 +241,38 @@ impl Pooled for Thrift2Client {
 tokio::task_local! {
     /// The deadline of the caller's whole piece of work (an HTTP request), set by [`with_deadline`].
     static CALLER_DEADLINE: Instant;
-    /// Set by [`with_queue_bound_lifted`].
-    static QUEUE_BOUND_LIFTED: ();
+    /// Set by [`with_shelter`].
+    static SHELTERED: ();
 }
 
 /// Runs `work` with `deadline` as the deadline of every HBase operation it
 /// starts (when earlier than the operation's own): an operation never outlives
 /// the request it serves, and a permit wait counts against the request's time.
 ///
-/// Not an `async fn`, nor is [`with_queue_bound_lifted`]: one would hold
+/// Not an `async fn`, nor is [`with_shelter`]: one would hold
 /// `work` twice, as its argument and inside the scope it awaits, and a
 /// request's future is that much larger at every layer it passes.
 pub fn with_deadline<F: Future>(deadline: Instant, work: F) -> impl Future<Output = F::Output> {
     CALLER_DEADLINE.scope(deadline, work)
 }
 
-/// Runs `work` with its operations exempt from [`HbaseConfig::max_queued`]:
-/// they wait for a pool slot however many wait already (still within the
-/// queue timeout and the deadline). query-api lifts the bound for the
-/// requests of clients within their fair share while it sheds a flood,
-/// whose own requests may have filled the queue a moment before.
-pub fn with_queue_bound_lifted<F: Future>(work: F) -> impl Future<Output = F::Output> {
-    QUEUE_BOUND_LIFTED.scope((), work)
+/// Runs `work` sheltered: its operations take a connection kept for
+/// sheltered work ([`HbaseConfig::sheltered_connections`]) when the others
+/// are busy, so they never queue behind the rest's operations, and when
+/// they must wait (every kept connection taken too) they wait however many
+/// wait already, exempt from [`HbaseConfig::max_queued`] (still within the
+/// queue timeout and the deadline). query-api shelters the requests of
+/// clients within their fair share while it sheds a flood, whose own
+/// requests may have filled the queue a moment before.
+pub fn with_shelter<F: Future>(work: F) -> impl Future<Output = F::Output> {
+    SHELTERED.scope((), work)
+}
+
+/// The pool slot an operation holds while it runs: a permit of its lane,
+/// and one of the unsheltered permits for work not run [`with_shelter`].
+struct Slot {
+    _permit: tokio::sync::OwnedSemaphorePermit,
+    _unsheltered: Option<tokio::sync::OwnedSemaphorePermit>,
 }
 
 /// Decrements a counter when dropped.
@@ -417,7 +453,7 @@ impl Hbase {
         let allowed = deadline.saturating_duration_since(Instant::now());
         let abandoned = Arc::new(AtomicBool::new(false));
         let _abandon = AbandonOnDrop(abandoned.clone());
-        let permit = self.wait_for_permit(&C::lane(&self.inner).permits, deadline).await?;
+        let slot = self.wait_for_slot(C::lane(&self.inner), deadline).await?;
         let hbase = self.clone();
         // The blocking thread works for the caller: its log lines and its
         // calls' spans belong under the caller's span (a request, a product),
@@ -427,7 +463,7 @@ impl Hbase {
         let work = tokio::task::spawn_blocking(move || {
             let _in_caller_span = caller_span.enter();
             let work = move || {
-                let _permit = permit;
+                let _slot = slot;
                 // The blocking pool may start this late; whoever asked may be gone by then.
                 if abandoned.load(Ordering::Relaxed) || Instant::now() >= deadline {
                     metrics::counter!(crate::telemetry::HBASE_ABANDONED).increment(1);
@@ -459,33 +495,41 @@ impl Hbase {
         }
     }
 
-    /// A pool slot, waited for at most until `deadline` (and the queue timeout),
-    /// or an overload error when too many operations wait already.
-    async fn wait_for_permit(
-        &self,
-        permits: &Arc<tokio::sync::Semaphore>,
-        deadline: Instant,
-    ) -> Result<tokio::sync::OwnedSemaphorePermit> {
+    /// A slot of `lane`, waited for at most until `deadline` (and the queue
+    /// timeout), or an overload error when too many operations wait already.
+    async fn wait_for_slot<C: GatewayClient>(&self, lane: &Lane<C>, deadline: Instant) -> Result<Slot> {
         let inner = &self.inner;
-        if let Ok(permit) = permits.clone().try_acquire_owned() {
-            return Ok(permit);
+        let sheltered = SHELTERED.try_with(|()| ()).is_ok();
+        let unsheltered = lane.unsheltered.as_ref().filter(|_| !sheltered);
+        if let Some(slot) = Self::free_slot(lane, unsheltered) {
+            return Ok(slot);
         }
         let queued = inner.queued.fetch_add(1, Ordering::Relaxed);
         let _queued = CountWhileAlive(&inner.queued);
-        let bounded = QUEUE_BOUND_LIFTED.try_with(|()| ()).is_err();
-        if bounded && inner.config.max_queued.is_some_and(|max_queued| queued >= max_queued) {
+        if !sheltered && inner.config.max_queued.is_some_and(|max_queued| queued >= max_queued) {
             metrics::counter!(crate::telemetry::HBASE_OVERLOADED, "reason" => "queue_full").increment(1);
             return Err(Error::Overloaded(format!("{queued} operations already wait for an HBase connection")));
         }
         let began = Instant::now();
         let queue_deadline = inner.config.queue_timeout.map_or(deadline, |wait| deadline.min(began + wait));
         let wait = queue_deadline.saturating_duration_since(began);
-        let waited = tokio::time::timeout(wait, permits.clone().acquire_owned()).await;
-        let queue_bound = if bounded { "held" } else { "lifted" };
+        // Unsheltered work queues for its own permits first: only then does
+        // it wait beside sheltered work, and only while the kept
+        // connections are taken too.
+        let slot = async {
+            let unsheltered = match unsheltered {
+                Some(permits) => Some(permits.clone().acquire_owned().await?),
+                None => None,
+            };
+            let permit = lane.permits.clone().acquire_owned().await?;
+            Ok::<_, tokio::sync::AcquireError>(Slot { _permit: permit, _unsheltered: unsheltered })
+        };
+        let waited = tokio::time::timeout(wait, slot).await;
+        let queue_bound = if sheltered { "lifted" } else { "held" };
         metrics::histogram!(crate::telemetry::HBASE_POOL_WAIT_SECONDS, "queue_bound" => queue_bound)
             .record(began.elapsed().as_secs_f64());
         match waited {
-            Ok(permit) => permit.map_err(|_| Error::Unavailable("the HBase pool is shut down".to_owned())),
+            Ok(slot) => slot.map_err(|_| Error::Unavailable("the HBase pool is shut down".to_owned())),
             Err(_) if queue_deadline < deadline => {
                 metrics::counter!(crate::telemetry::HBASE_OVERLOADED, "reason" => "queue_timeout").increment(1);
                 Err(Error::Overloaded(format!(
@@ -495,6 +539,16 @@ impl Hbase {
             }
             Err(_) => Err(Error::Unavailable("no HBase connection free before the deadline".to_owned())),
         }
+    }
+
+    /// A slot of `lane` free now, taking one of `unsheltered` too when given.
+    fn free_slot<C: GatewayClient>(lane: &Lane<C>, unsheltered: Option<&Arc<tokio::sync::Semaphore>>) -> Option<Slot> {
+        let unsheltered = match unsheltered {
+            Some(permits) => Some(permits.clone().try_acquire_owned().ok()?),
+            None => None,
+        };
+        let permit = lane.permits.clone().try_acquire_owned().ok()?;
+        Some(Slot { _permit: permit, _unsheltered: unsheltered })
     }
 
     /// Operations whose blocking work runs now (at most the two pools' sizes together).
@@ -514,12 +568,13 @@ impl Hbase {
     }
 
     /// Whether HBase is busy: an operation waits for a connection, or as
-    /// many run (on both gateways together) as one gateway's pool has
-    /// connections. The second is an early sign, before either pool is full,
-    /// so a service that sheds on it sheds before its readers queue.
+    /// many run (on both gateways together) as one gateway's pool lets
+    /// unsheltered work have. The second is an early sign, before either
+    /// pool is full, so a service that sheds on it sheds before its readers
+    /// queue.
     pub fn busy(&self) -> bool {
-        let pool = usize::try_from(self.inner.config.pool_size).unwrap_or(usize::MAX).max(1);
-        self.queued() > 0 || self.in_flight() >= pool
+        let unsheltered = usize::try_from(self.inner.config.unsheltered_connections()).unwrap_or(usize::MAX);
+        self.queued() > 0 || self.in_flight() >= unsheltered
     }
 
     /// How long operations hold their connection lately over their usual
@@ -649,7 +704,7 @@ mod tests {
         // With the bound lifted the same operation waits for a slot, here
         // until the queue timeout.
         let asked = Instant::now();
-        let lifted = with_queue_bound_lifted(hbase.run(Retry::Once, |connection| connection.ping())).await;
+        let lifted = with_shelter(hbase.run(Retry::Once, |connection| connection.ping())).await;
         assert!(matches!(lifted, Err(Error::Overloaded(_))), "{lifted:?}");
         assert!(asked.elapsed() >= Duration::from_millis(400), "waited: {:?}", asked.elapsed());
         let (outcome, waited) = waiter.await.expect("waiter");
@@ -657,5 +712,48 @@ mod tests {
         assert!(waited >= Duration::from_millis(400) && waited < Duration::from_millis(900), "{waited:?}");
         assert!(outcome.is_err_and(|error| error.is_transient()));
         busy.abort();
+    }
+
+    /// Waits until `condition` holds, for at most two seconds.
+    async fn until(what: &str, condition: impl Fn() -> bool) {
+        let began = Instant::now();
+        while !condition() {
+            assert!(began.elapsed() < Duration::from_secs(2), "never: {what}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
+    #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
+    async fn sheltered_work_takes_a_kept_connection_while_the_rests_work_queues() {
+        let (_gateway, address) = silent_gateway();
+        let hbase = Hbase::new(HbaseConfig {
+            thrift1_gateways: GatewayList::single(address),
+            pool_size: 2,
+            sheltered_connections: 1,
+            io_timeout: Duration::from_secs(3),
+            operation_timeout: Duration::from_secs(3),
+            ..HbaseConfig::default()
+        });
+        let ping = |hbase: &Hbase| {
+            let hbase = hbase.clone();
+            async move { hbase.run(Retry::Once, |connection| connection.ping()).await }
+        };
+        // The rest's work takes its one connection, and more of it queues.
+        let running = tokio::spawn(ping(&hbase));
+        until("the rest's first operation runs", || hbase.in_flight() == 1).await;
+        let queueing = tokio::spawn(ping(&hbase));
+        until("the rest's second operation waits", || hbase.queued() == 1).await;
+        assert!(hbase.busy(), "the rest's connections are all taken and its work waits");
+        // Sheltered work does not wait behind it: the kept connection is free.
+        let sheltered = tokio::spawn(with_shelter(ping(&hbase)));
+        until("the sheltered operation runs", || hbase.in_flight() == 2).await;
+        assert_eq!(hbase.queued(), 1, "only the rest's second operation waits");
+        // A second sheltered operation finds the kept connection taken and
+        // waits beside the rest's, past the queue's bound (none here).
+        let second_sheltered = tokio::spawn(with_shelter(ping(&hbase)));
+        until("the second sheltered operation waits", || hbase.queued() == 2).await;
+        for task in [running, queueing, sheltered, second_sheltered] {
+            task.abort();
+        }
     }
 }

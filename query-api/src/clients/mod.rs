@@ -385,10 +385,11 @@ pub struct Admission {
 impl Admission {
     /// Whether the service sheds and this request's client asks no more than
     /// an even share of what the service can serve, is known for a second or
-    /// more and is not an exempt key: its HBase operations may wait past the
-    /// queue's bound, which the others may have filled a moment before
-    /// (`common::hbase::with_queue_bound_lifted`). Work the request hands to
-    /// a task of its own (a batch of ranking loads) is not sheltered.
+    /// more and is not an exempt key: its HBase operations take the
+    /// connections kept for sheltered work when the others are busy, and
+    /// may wait past the queue's bound, which the others may have filled a
+    /// moment before (`common::hbase::with_shelter`). Work the request hands
+    /// to a task of its own (a batch of ranking loads) is not sheltered.
     pub fn sheltered(&self) -> bool {
         self.sheltered
     }

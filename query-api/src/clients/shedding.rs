@@ -6,7 +6,7 @@ use std::sync::Arc;
 use axum::extract::{ConnectInfo, Request};
 use axum::http::{header, HeaderValue};
 use axum::response::{IntoResponse, Response};
-use common::hbase::with_queue_bound_lifted;
+use common::hbase::with_shelter;
 use common::store::ReadStore;
 use futures_util::future::{self, Either};
 use futures_util::FutureExt as _;
@@ -73,11 +73,8 @@ impl Around for Shedding {
             Ok(mut admission) => {
                 let answer = beneath(request);
                 // Combinators, not an `async` block (see `crate::around`).
-                let answer = if admission.sheltered() {
-                    Either::Left(with_queue_bound_lifted(answer))
-                } else {
-                    Either::Right(answer)
-                };
+                let answer =
+                    if admission.sheltered() { Either::Left(with_shelter(answer)) } else { Either::Right(answer) };
                 Either::Left(answer.map(move |response| {
                     if !response.status().is_server_error() {
                         admission.served();
