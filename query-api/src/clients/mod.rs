@@ -73,6 +73,14 @@ use crate::telemetry;
 /// The most requests a client that came less than a second ago may have in
 /// flight while the service sheds: a page asks in pairs.
 const NEWCOMER_IN_FLIGHT: usize = 2;
+/// The most requests a client within an even share may have in flight
+/// beside the one it asks for, for that one to be sheltered: a page's pair
+/// on an HBase slow enough to hold the next pair behind it. A client asks
+/// at a low rate also when every answer is slow and it has many requests
+/// waiting (a crowd of fifty held by its own in-flight cap asked 20
+/// requests a second each, a reader's rate), and sheltering those put
+/// the whole crowd before the readers, past the queue's bound.
+const SHELTERED_IN_FLIGHT: usize = 3;
 /// The clients over their fair rates together may always have the pool's
 /// connections over this in flight, however low the limit falls: on a small
 /// machine the refusals and the flood's own load keep HBase's operations
@@ -310,7 +318,7 @@ impl Clients {
                     }
                     in_room = true;
                 } else {
-                    sheltered = rate <= even_rate;
+                    sheltered = rate <= even_rate && mine <= SHELTERED_IN_FLIGHT;
                 }
             }
             // Last, so a request refused for the above spends none of its
@@ -616,6 +624,8 @@ mod tests {
     #[derive(Debug, Default)]
     struct Got {
         admitted: usize,
+        /// Of those admitted, how many were sheltered.
+        sheltered: usize,
         /// When (ms) its requests were refused.
         refused: Vec<u64>,
         last_refusal: Option<Refusal>,
@@ -654,6 +664,7 @@ mod tests {
                 match clients.admit_at(&one.client, &load, Duration::from_millis(ms)) {
                     Ok(admission) => {
                         got[index].admitted += 1;
+                        got[index].sheltered += usize::from(admission.sheltered());
                         let takes = (one.takes_ms as f64 * load.latency_ratio).round() as u64;
                         running[index].push_back((ms + takes, admission));
                     }
@@ -739,6 +750,25 @@ mod tests {
     }
 
     #[test]
+    fn a_crowd_is_not_sheltered_when_its_members_become_known() {
+        let clients = clients(ClientPolicy::default());
+        // A reader of twenty pages a second, and a second on a crowd of 48
+        // asking 125 requests a second each, which come within a few
+        // milliseconds and so become known within a few milliseconds.
+        let mut asking = vec![Asking { client: address("192.0.2.1"), every_ms: 50, takes_ms: 5, from_ms: 0 }];
+        asking.extend((0..48).map(|n| Asking {
+            client: address(&format!("198.51.100.{}", n + 1)),
+            every_ms: 8,
+            takes_ms: 5,
+            from_ms: 1_000,
+        }));
+        let got = simulate(&clients, &asking, 0..4_000, crowded, |_, _| {});
+        let crowd_sheltered: usize = got[1..].iter().map(|got| got.sheltered).sum();
+        assert_eq!(crowd_sheltered, 0, "the crowd's requests went before the reader's");
+        assert!(got[0].sheltered > 0, "the reader, within an even share, is sheltered while the service sheds");
+    }
+
+    #[test]
     fn once_the_flood_asks_what_the_service_can_serve_its_shares_come_back() {
         let clients = clients(ClientPolicy::default());
         // On the crowded HBase a request of 30 ms takes longer the more run:
@@ -792,6 +822,18 @@ mod tests {
             assert!(!newcomer.sheltered(), "a newcomer is not sheltered");
             let known = clients.admit_at(&address("192.0.2.2"), &busy, at(2_020)).expect("within its rate");
             assert_eq!(known.sheltered(), fair_shedding, "fair shedding {fair_shedding}");
+            // Within its rate, with its three requests in flight and a
+            // fourth asked: a reader whose answers are slow, still
+            // sheltered. One more is admitted, no longer sheltered: a
+            // client with that many waiting asks at a low rate only because
+            // its answers are slow, as a crowd's clients do.
+            let more: Vec<Admission> = (0..3)
+                .map(|_| clients.admit_at(&address("192.0.2.2"), &busy, at(2_030)).expect("within its rate"))
+                .collect();
+            assert_eq!(more.last().map(Admission::sheltered), Some(fair_shedding), "fair shedding {fair_shedding}");
+            let fifth = clients.admit_at(&address("192.0.2.2"), &busy, at(2_040)).expect("admitted, within its rate");
+            assert!(!fifth.sheltered(), "fair shedding {fair_shedding}");
+            drop((known, more));
         }
     }
 

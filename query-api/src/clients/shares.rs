@@ -102,7 +102,7 @@ impl Window {
 }
 
 /// The fair rate ([`Counts::fair_rate`]), and the even share of what the
-/// service can serve among the clients known for a second or more, in
+/// service can serve among all the clients seen, newcomers included, in
 /// requests a second.
 #[derive(Debug, Default, Clone, Copy, PartialEq)]
 pub(super) struct Share {
@@ -273,7 +273,13 @@ impl Counts {
                 .map(|window| window.rate(before))
                 .collect();
             self.newcomers = self.requests.len() - rates.len();
-            let even_rate = capacity / rates.len().max(1) as f64;
+            // Newcomers count here: a crowd arriving at once turns known
+            // within a few milliseconds, and a share worked out while it was
+            // new (among the readers alone) would shelter its first known
+            // clients, whose admitted reads then made the service look able
+            // to serve them all (seen on bench/fairness.sh: the crowd
+            // sheltered, its reads before the readers').
+            let even_rate = capacity / self.requests.len().max(1) as f64;
             let fair_rate;
             (fair_rate, self.over_clients) = water_level(&mut rates, capacity);
             self.share = Share { fair_rate, even_rate };
