@@ -393,7 +393,8 @@ pub struct Admission {
 impl Admission {
     /// Whether the service sheds and this request's client asks no more than
     /// an even share of what the service can serve, is known for a second or
-    /// more and is not an exempt key: its HBase operations take the
+    /// more, has at most three other requests in flight (`SHELTERED_IN_FLIGHT`)
+    /// and is not an exempt key: its HBase operations take the
     /// connections kept for sheltered work when the others are busy, and
     /// may wait past the queue's bound, which the others may have filled a
     /// moment before (`common::hbase::with_shelter`). Work the request hands
