@@ -35,7 +35,7 @@
 //! fails at once with [`Error::Overloaded`] instead of queueing. Work run
 //! [`with_shelter`] waits past the second bound, and has connections of its
 //! own ([`HbaseConfig::sheltered_connections`]) that the rest never takes,
-//! so it never waits behind a queue the rest has filled.
+//! so while one of them is free it does not wait behind the rest's queue.
 
 mod connection;
 mod gateway;
@@ -112,8 +112,8 @@ pub struct HbaseConfig {
     pub max_queued: Option<usize>,
     /// Connections of each pool that only work run [`with_shelter`] may
     /// take: the rest runs on the others (`pool_size` less these, at least
-    /// one), so sheltered work finds a connection free, or waits only
-    /// behind sheltered work, however long the rest's queue. 0: none kept.
+    /// one), so sheltered work finds a connection free however long the
+    /// rest's queue, until it holds all these itself. 0: none kept.
     pub sheltered_connections: u32,
     /// How the page reads of this pool ask for their rows: strong (from each
     /// region's primary, through Thrift1) or timeline (from a secondary
@@ -258,9 +258,9 @@ pub fn with_deadline<F: Future>(deadline: Instant, work: F) -> impl Future<Outpu
 
 /// Runs `work` sheltered: its operations take a connection kept for
 /// sheltered work ([`HbaseConfig::sheltered_connections`]) when the others
-/// are busy, so they never queue behind the rest's operations, and when
-/// they must wait (every kept connection taken too) they wait however many
-/// wait already, exempt from [`HbaseConfig::max_queued`] (still within the
+/// are busy, without queueing behind the rest's operations, and when they
+/// must wait (every kept connection taken too) they wait however many wait
+/// already, exempt from [`HbaseConfig::max_queued`] (still within the
 /// queue timeout and the deadline). query-api shelters the requests of
 /// clients within their fair share while it sheds a flood, whose own
 /// requests may have filled the queue a moment before.

@@ -277,8 +277,7 @@ impl Counts {
             // within a few milliseconds, and a share worked out while it was
             // new (among the readers alone) would shelter its first known
             // clients, whose admitted reads then made the service look able
-            // to serve them all (seen on bench/fairness.sh: the crowd
-            // sheltered, its reads before the readers').
+            // to serve them all, and the whole crowd stayed sheltered.
             let even_rate = capacity / self.requests.len().max(1) as f64;
             let fair_rate;
             (fair_rate, self.over_clients) = water_level(&mut rates, capacity);
