@@ -11,7 +11,12 @@
 # - flood:   one greedy client, `soak --rate 6000` from 127.0.0.2;
 # - crowd10: ten clients at 600 req/s each (one `soak --rate 6000` sending
 #            from 127.0.2.1..10 in turn);
-# - crowd50: fifty clients at 120 req/s each (127.0.3.1..50).
+# - crowd50: fifty clients at 120 req/s each (127.0.3.1..50);
+# - crowd50-elsewhere: the same fifty clients sent to the anchor
+#            (bench/src/bin/anchor.rs, answering each a 404 and doing nothing
+#            else) on this machine instead: what the crowd costs the readers
+#            when the service never sees it (its load generator's CPU, the
+#            kernel's), the floor any rule in the service can reach here.
 #
 # A new service's readers first read FAIRNESS_WARMUP_SECS (5) unmeasured,
 # its caches being cold. Then for each condition the readers read, all at
@@ -33,9 +38,12 @@
 # FAIRNESS_DATA is `bench` (the bench_ tables, bench/load.sh; the default) or
 # `demo` (the demo's tables, loaded and ranked here if missing, as
 # scripts/demo.sh does). FAIRNESS_ROUNDS (5), FAIRNESS_SETTINGS ("true
-# false"), FAIRNESS_CONDITIONS ("alone flood crowd10 crowd50") and
-# FAIRNESS_READERS (all seven) narrow the run; FAIRNESS_API_FLAGS adds
-# query-api flags to every service.
+# false"), FAIRNESS_CONDITIONS ("alone flood crowd10 crowd50
+# crowd50-elsewhere") and FAIRNESS_READERS (all seven) narrow the run;
+# FAIRNESS_API_FLAGS adds query-api flags to every service;
+# FAIRNESS_GREEDY_RATE (6000) is what the greedy clients ask together, so a
+# crowd asking less (within its share: 500 is ten a second each of fifty)
+# shows what serving others costs the readers on this machine.
 #
 # Prints, per round, setting and condition, each reader's failures (answers
 # other than 200 and 304, and requests that got none) and p99, with the p99
@@ -53,6 +61,7 @@ set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
 source scripts/lib.sh
 polite_rate=${FAIRNESS_POLITE_RATE:-20}
+greedy_rate=${FAIRNESS_GREEDY_RATE:-6000}
 duration=${FAIRNESS_DURATION_SECS:-20}
 warmup=${FAIRNESS_WARMUP_SECS:-5}
 lead=${FAIRNESS_LEAD_SECS:-2}
@@ -60,7 +69,7 @@ rounds=${FAIRNESS_ROUNDS:-5}
 port=${FAIRNESS_PORT:-18095}
 data=${FAIRNESS_DATA:-bench}
 settings=${FAIRNESS_SETTINGS:-true false}
-conditions=${FAIRNESS_CONDITIONS:-alone flood crowd10 crowd50}
+conditions=${FAIRNESS_CONDITIONS:-alone flood crowd10 crowd50 crowd50-elsewhere}
 readers=${FAIRNESS_READERS:-page page-new timelines filtered walk listing html}
 out=bench/out/fairness
 rm -rf "$out"
@@ -87,12 +96,16 @@ case "$data" in
   *) echo "FAIRNESS_DATA is bench or demo, not $data" >&2; exit 2 ;;
 esac
 base="http://127.0.0.1:$port"
+elsewhere="http://127.0.0.1:$((port + 1))"
+echo '{}' >"$out/anchor-body"
+"$BIN/anchor" --listen "127.0.0.1:$((port + 1))" --body "$out/anchor-body" >"$out/anchor.log" 2>&1 &
+anchor_pid=$!
 api_pid=""
 greedy_pid=""
 polite_pids=()
 # A reader that already finished cannot be killed, and under `set -e` a
 # failed kill would end a complete run with status 1.
-trap 'for pid in "$sampler_pid" "$api_pid" "$greedy_pid" "${polite_pids[@]}"; do [ -n "$pid" ] && { kill -TERM "$pid" 2>/dev/null || true; }; done; wait 2>/dev/null || true' EXIT
+trap 'for pid in "$sampler_pid" "$anchor_pid" "$api_pid" "$greedy_pid" "${polite_pids[@]}"; do [ -n "$pid" ] && { kill -TERM "$pid" 2>/dev/null || true; }; done; wait 2>/dev/null || true' EXIT
 
 # pool_waits NAME: the service's HBase pool waits so far (a histogram,
 # cumulative since it started), to $out/pool-wait-NAME.txt.
@@ -142,7 +155,7 @@ addresses() {
   case "$1" in
     flood) echo 127.0.0.2 ;;
     crowd10) seq -s, -f '127.0.2.%g' 1 10 ;;
-    crowd50) seq -s, -f '127.0.3.%g' 1 50 ;;
+    crowd50 | crowd50-elsewhere) seq -s, -f '127.0.3.%g' 1 50 ;;
   esac
 }
 
@@ -163,7 +176,9 @@ for round in $(seq 1 "$rounds"); do
       polite "$name" $((lead + duration))
       sleep "$lead"
       if [ "$condition" != alone ]; then
-        "$BIN/soak" --base "$base" "${ids[@]}" --rate 6000 --max-in-flight 1024 \
+        greedy_base=$base
+        [ "$condition" = crowd50-elsewhere ] && greedy_base=$elsewhere
+        "$BIN/soak" --base "$greedy_base" "${ids[@]}" --rate "$greedy_rate" --max-in-flight 1024 \
           --duration-secs $((duration + 1)) --window-secs $((duration + 1)) \
           --local-address "$(addresses "$condition")" --report-only >"$out/$name-greedy.txt" 2>&1 &
         greedy_pid=$!
@@ -263,7 +278,9 @@ for row in table:
         ratio = f" ({seen['p99_over_alone']:.1f}x)" if "p99_over_alone" in seen and row["condition"] != "alone" else ""
         cells.append(f"{r} {seen['failed']}/{seen['count']} p99 {seen['p99']:.0f}{ratio}")
     print("  readers (failed/sent, p99 ms): " + "; ".join(cells))
-    if row["greedy"]:
+    if row["greedy"] and row["condition"].endswith("-elsewhere"):
+        print(f"  greedy (at the anchor): {row['greedy']['answered'] / (duration + 1):.0f} answered/s")
+    elif row["greedy"]:
         g = row["greedy"]
         print(f"  greedy: {g['served_per_s']:.0f} served/s, {g['refused']} refused (429), {g['errors']} 5xx, "
               f"{g['no_answer']} unanswered")
@@ -288,7 +305,8 @@ for condition in conditions:
         ratios = [seen["p99_over_alone"] for row in mine for seen in row["readers"].values() if "p99_over_alone" in seen]
         worst = f", worst p99 {max(ratios):.1f}x alone" if condition != "alone" and ratios else ""
         print(f"{condition}, shedding {shedding}: {failed} polite failures over {len(mine)} rounds{worst}")
-    if condition != "alone" and {"true", "false"} <= set(settings):
+    # The crowd at the anchor is served by neither setting.
+    if condition != "alone" and not condition.endswith("-elsewhere") and {"true", "false"} <= set(settings):
         kept = []
         for round in range(1, rounds + 1):
             on = next(row["greedy"] for row in rows if row["round"] == round and row["shedding"] == "true")

@@ -13,7 +13,7 @@ system) its processes used in that sample, about a second: the name
 `elapsed` gives its length in seconds. The names: each pid file's in
 RUN_DIR (master, rs-2, thrift, thrift2-2, zk-1, ...), read again every
 second since a process started again has a new pid; the commands
-query-api, haproxy, page-load, ranker and soak among the others; `other` for
+query-api, haproxy, page-load, ranker, soak and anchor among the others; `other` for
 every other process; `idle` for the machine's idle time (/proc/stat, all
 cores together: an idle two-core machine's is twice `elapsed`); `jit` for
 the JIT compiler threads of all the run's JVMs together, a part of what
@@ -28,7 +28,7 @@ import os
 import sys
 import time
 
-WATCHED_COMMANDS = ("query-api", "haproxy", "page-load", "ranker", "soak")
+WATCHED_COMMANDS = ("query-api", "haproxy", "page-load", "ranker", "soak", "anchor")
 TICKS = os.sysconf("SC_CLK_TCK")
 
 

@@ -5,35 +5,35 @@
 //!
 //! HBase connections are what the service runs short of: when every one is
 //! busy, a request queues, and past the queue's bound it is refused
-//! (`503 overloaded`). Without a notion of clients that refuses whoever comes
-//! next, so one client flooding the service takes every other client's
-//! product pages down with it. So while HBase is busy (as many operations
-//! running as the pool has connections, or one waiting, within the last
-//! second: `common::hbase::Hbase::busy`), the service works out each
-//! client's **fair rate**: the max-min fair share (`shares::water_level`) of
-//! what it can serve: the most it served in a second of the last ten,
-//! scaled to the whole pool by the part of it that second used (two to
-//! four times). A client asking no more than its fair rate (counted in requests a
-//! second, so however slow answers get and however many of its requests
-//! are in flight) is admitted as before. The clients asking more share a room of
-//! requests in flight, evenly, at least one each; beyond it they are refused
-//! with `429` and `Retry-After`, at once and at no cost to HBase, before
-//! HBase's own queue overflows onto everyone. The room is a limit less what
-//! the others have in flight, and at least a quarter of the pool. The limit
-//! starts at the pool's connections and adapts to how HBase keeps up: down
-//! by a fifth every tenth of a second while HBase is busy or its operations
-//! take one and a half times their usual time or more
-//! (`common::hbase::Hbase::latency_ratio`), up by one otherwise, because on
-//! a small machine a flood slows every operation long before it fills the
-//! pool. A client that came less than a second ago has asked too little to
-//! tell its rate by: until it can be, its first request is let in and a
-//! second takes a place in the room.
-//! Without that pressure, or without another client, nobody is refused for
-//! volume, so a lone client (a benchmark, a backfill) keeps the whole
-//! service. Fixed limits per client (requests per second, with `governor`'s
-//! keyed GCRA; requests in flight) are there for operators who want them,
-//! and a named API key can be exempted from all of it. The rule and its
-//! reasons are in docs/pacing.md.
+//! (`503 overloaded`). Without a notion of clients that refuses whoever comes next,
+//! so one client flooding the service takes every other client's product
+//! pages down with it. So while HBase is busy (as many operations running as
+//! the pool has connections, or one waiting, within the last second:
+//! `common::hbase::Hbase::busy`), the service works out each client's **fair
+//! rate**: the max-min fair share (`shares::water_level`) of what it can
+//! serve: the most it served in a second of the last ten, scaled to the whole
+//! pool by the part of it that second used (two to four times); a second that
+//! left admitted requests unserved (HBase's queue overflowed) counts what it
+//! served, and caps the seconds before it at that. A client asking no more
+//! than its fair rate (counted in requests a second, so however slow answers
+//! get and however many of its requests are in flight) is admitted as before.
+//! The clients asking more share a room of requests in flight, evenly, at
+//! least one each; beyond it they are refused with `429` and `Retry-After`,
+//! at once and at no cost to HBase, before HBase's own queue overflows onto
+//! everyone. The room is a limit less what the others have in flight, and at
+//! least a quarter of the pool. The limit starts at the pool's connections
+//! and adapts to how HBase keeps up: down by a fifth every tenth of a second
+//! while HBase is busy or its operations take one and a half times their
+//! usual time or more (`common::hbase::Hbase::latency_ratio`), up by one
+//! otherwise, because on a small machine a flood slows every operation long
+//! before it fills the pool. A client that came less than a second ago has
+//! asked too little to tell its rate by: until it can be, its first request
+//! is let in and a second takes a place in the room. Without that pressure,
+//! or without another client, nobody is refused for volume, so a lone client
+//! (a benchmark, a backfill) keeps the whole service. Fixed limits per client
+//! (requests per second, with `governor`'s keyed GCRA; requests in flight)
+//! are there for operators who want them, and a named API key can be exempted
+//! from all of it. The rule and its reasons are in docs/pacing.md.
 //!
 //! A client is its API key when it sends a configured one, otherwise its
 //! address: the peer's or, when the peer is a proxy the operator trusts, the
@@ -270,9 +270,9 @@ impl Clients {
         // admitted at once cannot both take the room's last place. (They are
         // lowered without it: a request finishing only frees room.)
         let (within, in_room_now) = (totals.within.load(Ordering::Relaxed), totals.in_room.load(Ordering::Relaxed));
-        let served = totals.served.load(Ordering::Relaxed);
+        let finished = totals.finished();
         let now_ms = u64::try_from(now.as_millis()).unwrap_or(u64::MAX);
-        counts.see(client, now_ms, served, load);
+        counts.see(client, now_ms, finished, load);
         if load.busy {
             counts.busy_until_ms = now_ms.saturating_add(BUSY_FOR.as_millis() as u64);
             counts.recovering = true;
@@ -296,7 +296,7 @@ impl Clients {
             }
             if policy.fair_shedding && shedding {
                 let (rate, new) = counts.rate_of(client, now_ms);
-                let Share { fair_rate, even_rate } = counts.fair_rate(now_ms, served, load.connections);
+                let Share { fair_rate, even_rate } = counts.fair_rate(now_ms, finished, load.connections);
                 let least = (load.connections / OVER_SHARE_ROOM_DIVISOR).max(1) as f64;
                 let room = (counts.limit - within as f64).max(least);
                 if new {
@@ -413,9 +413,8 @@ impl Drop for Admission {
     fn drop(&mut self) {
         self.count.fetch_sub(1, Ordering::Relaxed);
         self.totals.of(self.in_room).fetch_sub(1, Ordering::Relaxed);
-        if self.served {
-            self.totals.served.fetch_add(1, Ordering::Relaxed);
-        }
+        let finished = if self.served { &self.totals.served } else { &self.totals.unserved };
+        finished.fetch_add(1, Ordering::Relaxed);
     }
 }
 
@@ -428,7 +427,7 @@ fn whole_seconds(wait: Duration) -> u64 {
 mod tests {
     use axum::http::HeaderValue;
 
-    use super::shares::water_level;
+    use super::shares::{water_level, Finished};
     use super::*;
 
     fn headers(pairs: &[(&str, &str)]) -> HeaderMap {
@@ -852,25 +851,34 @@ mod tests {
         assert_eq!(water_level(&mut [], 0.0), (f64::INFINITY, 0));
     }
 
+    /// Seven readers at 20 requests a second beside a crowd of fifty asking
+    /// `crowd_rate` each, for three seconds, HBase running `operations`, and
+    /// the requests admitted finishing as `finished_at` says: the share then.
+    fn share_beside_a_crowd(crowd_rate: u64, operations: usize, finished_at: impl Fn(u64) -> Finished) -> Share {
+        let mut counts = Counts::default();
+        let readers: Vec<ClientId> = (1..=7).map(|n| address(&format!("192.0.2.{n}"))).collect();
+        let crowd: Vec<ClientId> = (1..=50).map(|n| address(&format!("198.51.100.{n}"))).collect();
+        let load = Load { busy: true, latency_ratio: 2.0, connections: 32, operations };
+        let ticks = 3 * crowd_rate;
+        for tick in 0..ticks {
+            let ms = tick * 1_000 / crowd_rate;
+            crowd.iter().for_each(|client| counts.see(client, ms, finished_at(ms), &load));
+            if tick * 20 / crowd_rate != (tick + 1) * 20 / crowd_rate {
+                readers.iter().for_each(|client| counts.see(client, ms, finished_at(ms), &load));
+            }
+        }
+        counts.fair_rate(2_995, finished_at(2_995), 32)
+    }
+
+    /// `served` requests a second served, and `unserved` not.
+    fn finishing(served: u64, unserved: u64) -> impl Fn(u64) -> Finished {
+        move |ms| Finished { served: ms * served / 1_000, unserved: ms * unserved / 1_000 }
+    }
+
     #[test]
     fn what_the_service_could_serve_counts_the_part_of_the_pool_it_left_unused() {
-        // Seven readers at 20 requests a second beside a crowd of fifty at
-        // 120 each, for three seconds, the service serving 500 a second.
-        let fair_rate_when = |operations: usize| {
-            let mut counts = Counts::default();
-            let readers: Vec<ClientId> = (1..=7).map(|n| address(&format!("192.0.2.{n}"))).collect();
-            let crowd: Vec<ClientId> = (1..=50).map(|n| address(&format!("198.51.100.{n}"))).collect();
-            let load = Load { busy: true, latency_ratio: 2.0, connections: 32, operations };
-            let served_at = |ms: u64| ms / 2;
-            for tick in 0..360_u64 {
-                let ms = tick * 1_000 / 120;
-                crowd.iter().for_each(|client| counts.see(client, ms, served_at(ms), &load));
-                if tick % 6 == 0 {
-                    readers.iter().for_each(|client| counts.see(client, ms, served_at(ms), &load));
-                }
-            }
-            counts.fair_rate(2_995, served_at(2_995), 32).fair_rate
-        };
+        // The service serving 500 a second.
+        let fair_rate_when = |operations: usize| share_beside_a_crowd(120, operations, finishing(500, 0)).fair_rate;
         // Held to a quarter of the pool, the service could serve four times
         // what it served: the readers are within their fair rate, the crowd
         // is not.
@@ -884,20 +892,38 @@ mod tests {
     }
 
     #[test]
+    fn a_second_whose_requests_overflowed_served_the_most_the_service_can() {
+        // A crowd let in slows every answer, and its members, each with only
+        // so many requests in flight, ask 50 a second: served 2,300 a second
+        // with the pool in full use, the service could serve twice that,
+        // and the crowd would be within an even share.
+        let crowd_rate = 50;
+        let calm = share_beside_a_crowd(crowd_rate, 32, finishing(2_300, 0));
+        assert!(calm.even_rate > f64::from(crowd_rate as u32), "{calm:?}");
+        // But it finished 2,900 a second unserved besides: what it served is
+        // the most it can, and the crowd is over its share.
+        let overflowing = share_beside_a_crowd(crowd_rate, 32, finishing(2_300, 2_900));
+        assert!(overflowing.even_rate < f64::from(crowd_rate as u32), "{overflowing:?}");
+        assert!(overflowing.fair_rate < f64::from(crowd_rate as u32), "{overflowing:?}");
+        // A few requests dropped by clients that hung up are no sign.
+        assert_eq!(share_beside_a_crowd(crowd_rate, 32, finishing(2_300, 5)), calm);
+    }
+
+    #[test]
     fn a_client_between_requests_counts_for_a_second_or_two() {
         let mut counts = Counts::default();
         let (a, b) = (address("192.0.2.1"), address("192.0.2.2"));
-        counts.see(&a, 0, 0, &load(false, 16));
-        counts.see(&b, 10, 0, &load(false, 16));
-        counts.see(&a, 20, 0, &load(false, 16));
+        counts.see(&a, 0, Finished::default(), &load(false, 16));
+        counts.see(&b, 10, Finished::default(), &load(false, 16));
+        counts.see(&a, 20, Finished::default(), &load(false, 16));
         assert_eq!(counts.clients(), 2);
         assert!(counts.rate_of(&a, 500).1, "new for a second");
-        counts.see(&a, 1_000, 0, &load(false, 16));
+        counts.see(&a, 1_000, Finished::default(), &load(false, 16));
         assert_eq!(counts.clients(), 2, "b was seen in the second before");
         assert_eq!(counts.rate_of(&a, 1_500), (2.0, false), "half the second before, and one now");
-        counts.see(&a, 2_000, 0, &load(false, 16));
+        counts.see(&a, 2_000, Finished::default(), &load(false, 16));
         assert_eq!(counts.clients(), 1, "b is forgotten two seconds on");
-        counts.see(&b, 9_000, 0, &load(false, 16));
+        counts.see(&b, 9_000, Finished::default(), &load(false, 16));
         assert_eq!(counts.clients(), 1, "after a gap, only what is seen now");
         assert_eq!(counts.rate_of(&a, 9_000), (0.0, true));
     }

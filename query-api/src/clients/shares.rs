@@ -3,7 +3,7 @@
 //! request rate, and the fair rate ([`Counts::fair_rate`]).
 
 use std::collections::{HashMap, VecDeque};
-use std::sync::atomic::{AtomicU64, AtomicUsize};
+use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
 use std::sync::Arc;
 use std::time::Duration;
 
@@ -54,15 +54,23 @@ const SERVED_HEADROOM_LEAST: f64 = 2.0;
 /// what it serves with shedding on under a flood (bench/fairness.sh).
 const SERVED_HEADROOM_MOST: f64 = 4.0;
 
+/// The share of a second's finished requests that, ended unserved, shows it
+/// past what the service can serve ([`Finished::overflowed`]), and the fewest
+/// such requests that do: a client that hangs up now and then is no sign.
+const OVERFLOWED_SHARE: f64 = 0.01;
+const OVERFLOWED_LEAST: u64 = 10;
+
 /// The service's requests in flight, by whether they were admitted within
 /// their client's fair rate or in the room (over it, or a newcomer's), and
-/// the requests it has served (answered without a 5xx): atomics, since
-/// every answer changes them and must not wait for the lock.
+/// the admitted requests it has finished, served (answered without a 5xx)
+/// or not (a 5xx, or dropped unanswered): atomics, since every answer
+/// changes them and must not wait for the lock.
 #[derive(Debug, Default)]
 pub(super) struct Totals {
     pub(super) within: AtomicUsize,
     pub(super) in_room: AtomicUsize,
     pub(super) served: AtomicU64,
+    pub(super) unserved: AtomicU64,
 }
 
 impl Totals {
@@ -74,6 +82,36 @@ impl Totals {
         } else {
             &self.within
         }
+    }
+
+    /// The admitted requests finished so far.
+    pub(super) fn finished(&self) -> Finished {
+        Finished { served: self.served.load(Ordering::Relaxed), unserved: self.unserved.load(Ordering::Relaxed) }
+    }
+}
+
+/// Admitted requests finished, served or not ([`Totals`]): counted since the
+/// service started, or, as the difference of two such counts, in a while.
+#[derive(Debug, Default, Clone, Copy, PartialEq)]
+pub(super) struct Finished {
+    pub(super) served: u64,
+    pub(super) unserved: u64,
+}
+
+impl Finished {
+    /// What was finished since `mark`, an earlier count.
+    fn since(self, mark: Finished) -> Finished {
+        Finished {
+            served: self.served.saturating_sub(mark.served),
+            unserved: self.unserved.saturating_sub(mark.unserved),
+        }
+    }
+
+    /// Whether so many of these ended unserved (HBase's queue full, the
+    /// deadline passed) that the service was past what it can serve.
+    fn overflowed(self) -> bool {
+        let finished = self.served.saturating_add(self.unserved);
+        self.unserved >= OVERFLOWED_LEAST && self.unserved as f64 >= finished as f64 * OVERFLOWED_SHARE
     }
 }
 
@@ -124,9 +162,9 @@ pub(super) struct Counts {
     requests: HashMap<ClientId, Window>,
     /// The current second, since `Inner::started`.
     second: u64,
-    /// [`Totals::served`] when the current second began, and what the
+    /// [`Totals::finished`] when the current second began, and what the
     /// service could have served in the second before ([`Counts::could_serve`]).
-    served_mark: u64,
+    finished_mark: Finished,
     could_before: f64,
     /// The HBase operations running, summed over the requests seen in the
     /// current second, and how many requests that is: their mean is how
@@ -184,18 +222,27 @@ impl Counts {
         }
     }
 
-    /// Counts a request of `client` at `now_ms`, when `served` requests were
-    /// served and HBase runs as `load` says; moves the window to a new second
-    /// first, keeping what the service could have served in the second that
-    /// ended.
-    pub(super) fn see(&mut self, client: &ClientId, now_ms: u64, served: u64, load: &Load) {
+    /// Counts a request of `client` at `now_ms`, when the admitted requests
+    /// `finished` so far and HBase runs as `load` says; moves the window to
+    /// a new second first, keeping what the service could have served in the
+    /// second that ended. A second that overflowed ([`Finished::overflowed`])
+    /// served the most the service can: no second remembered counts more.
+    /// Else, once a crowd's members were let in within a fair rate worked out
+    /// from a capacity above the truth, every answer slowed, their rates fell
+    /// with the answers (each has only so many requests in flight), they
+    /// stayed within an even share of twice what was served, and overflowed
+    /// HBase's queue onto the readers for as long as they read.
+    pub(super) fn see(&mut self, client: &ClientId, now_ms: u64, finished: Finished, load: &Load) {
         // Never back: a request that read the clock just before the second
         // turned may take the lock just after one that read it after, and
         // would otherwise look like a gap that forgets every client.
         let second = (now_ms / 1_000).max(self.second);
         if second != self.second {
             let next = second == self.second + 1;
-            let then = self.could_serve(served, load.connections);
+            let then = self.could_serve(finished, load.connections);
+            if finished.since(self.finished_mark).overflowed() {
+                self.served_by_second.iter_mut().for_each(|(_, could)| *could = could.min(then));
+            }
             self.served_by_second.push_back((self.second, then));
             while self.served_by_second.front().is_some_and(|(at, _)| at + SERVED_MEMORY_SECS < second) {
                 self.served_by_second.pop_front();
@@ -205,7 +252,7 @@ impl Counts {
                 window.before > 0
             });
             self.could_before = if next { then } else { 0.0 };
-            self.served_mark = served;
+            self.finished_mark = finished;
             (self.operations_seen, self.requests_seen) = (0, 0);
             self.second = second;
         }
@@ -221,15 +268,20 @@ impl Counts {
     }
 
     /// What the service could have served in the current second so far,
-    /// when `served` requests have been served and a gateway's pool has
+    /// when the admitted requests `finished` so far and a gateway's pool has
     /// `connections`: what it served, scaled to the whole pool by how much of
     /// it the second used on average (Little's law: at the same operation
     /// time, a pool used in full serves that many times more), between
-    /// [`SERVED_HEADROOM_LEAST`] and [`SERVED_HEADROOM_MOST`] times.
-    fn could_serve(&self, served: u64, connections: usize) -> f64 {
+    /// [`SERVED_HEADROOM_LEAST`] and [`SERVED_HEADROOM_MOST`] times; what it
+    /// served, no more, once the second has overflowed.
+    fn could_serve(&self, finished: Finished, connections: usize) -> f64 {
+        let lately = finished.since(self.finished_mark);
+        if lately.overflowed() {
+            return lately.served as f64;
+        }
         let used = self.operations_seen as f64 / self.requests_seen.max(1) as f64;
         let scale = (connections.max(1) as f64 / used.max(1.0)).clamp(SERVED_HEADROOM_LEAST, SERVED_HEADROOM_MOST);
-        served.saturating_sub(self.served_mark) as f64 * scale
+        lately.served as f64 * scale
     }
 
     /// The clients seen in the current second or the one before.
@@ -245,8 +297,8 @@ impl Counts {
             .map_or((0.0, true), |window| (window.rate(before_weight(now_ms)), window.is_new(now_ms)))
     }
 
-    /// The fair rate at `now_ms`, in requests a second (`served`: the
-    /// requests served so far; `connections`: a gateway's pool): the max-min
+    /// The fair rate at `now_ms`, in requests a second (`finished`: the
+    /// admitted requests finished so far; `connections`: a gateway's pool): the max-min
     /// fair share ([`water_level`]) of what the service can serve among the
     /// rates of the clients known for a second or more. A client asking less
     /// than an even share gets what it asks and leaves the rest to the
@@ -259,12 +311,12 @@ impl Counts {
     /// an even share from the readers known before it came. Worked out again
     /// every 10 ms, less often with many clients (the work grows with them):
     /// every 100 ms from 900 on.
-    pub(super) fn fair_rate(&mut self, now_ms: u64, served: u64, connections: usize) -> Share {
+    pub(super) fn fair_rate(&mut self, now_ms: u64, finished: Finished, connections: usize) -> Share {
         let every = (10 + self.clients() as u64 / 10).min(ADAPT_EVERY.as_millis() as u64);
         if self.leveled_ms.is_none_or(|at| now_ms >= at.saturating_add(every)) {
             self.leveled_ms = Some(now_ms);
             let before = before_weight(now_ms);
-            let lately = self.could_before * before + self.could_serve(served, connections);
+            let lately = self.could_before * before + self.could_serve(finished, connections);
             let capacity = self.served_by_second.iter().map(|(_, could)| *could).fold(lately, f64::max);
             let mut rates: Vec<f64> = self
                 .requests
