@@ -227,11 +227,11 @@ impl Counts {
     /// a new second first, keeping what the service could have served in the
     /// second that ended. A second that overflowed ([`Finished::overflowed`])
     /// served the most the service can: no second remembered counts more.
-    /// Else, once a crowd's members were let in within a fair rate worked out
-    /// from a capacity above the truth, every answer slowed, their rates fell
-    /// with the answers (each has only so many requests in flight), they
-    /// stayed within an even share of twice what was served, and overflowed
-    /// HBase's queue onto the readers for as long as they read.
+    /// Without that, a crowd let in under a capacity set above the truth
+    /// slows every answer; its clients, each holding only so many requests
+    /// in flight, ask less as their answers slow, stay within an even share
+    /// of twice what is served, and keep HBase's queue overflowing onto the
+    /// readers.
     pub(super) fn see(&mut self, client: &ClientId, now_ms: u64, finished: Finished, load: &Load) {
         // Never back: a request that read the clock just before the second
         // turned may take the lock just after one that read it after, and
