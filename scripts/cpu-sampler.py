@@ -13,14 +13,15 @@ system) its processes used in that sample, about a second: the name
 `elapsed` gives its length in seconds. The names: each pid file's in
 RUN_DIR (master, rs-2, thrift, thrift2-2, zk-1, ...), read again every
 second since a process started again has a new pid; the commands
-query-api, haproxy, page-load, ranker, soak and anchor among the others; `other` for
-every other process; `idle` for the machine's idle time (/proc/stat, all
-cores together: an idle two-core machine's is twice `elapsed`); `jit` for
-the JIT compiler threads of all the run's JVMs together, a part of what
-their names carry (a JVM's compilers catch up on the code a failure or a
-ranking run makes hot, and on a small machine take cores from its reads). What a
-process used in the second it ended is not seen: a fault run's processes
-live for minutes, but a build's short ones would go missing.
+query-api, haproxy, page-load, ranker, soak and anchor among the others;
+`other` for every other process; `idle` for the machine's idle time
+(/proc/stat, all cores together: an idle two-core machine's is twice
+`elapsed`); `jit` for the JIT compiler threads of all the run's JVMs
+together, a part of what their names carry (a JVM's compilers catch up on
+the code a failure or a ranking run makes hot, and on a small machine take
+cores from its reads). What a process used in the second it ended is not
+seen: a fault run's processes live for minutes, but a build's short ones
+would go missing.
 """
 
 import glob

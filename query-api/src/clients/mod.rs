@@ -5,35 +5,36 @@
 //!
 //! HBase connections are what the service runs short of: when every one is
 //! busy, a request queues, and past the queue's bound it is refused
-//! (`503 overloaded`). Without a notion of clients that refuses whoever comes next,
-//! so one client flooding the service takes every other client's product
-//! pages down with it. So while HBase is busy (as many operations running as
-//! the pool has connections, or one waiting, within the last second:
-//! `common::hbase::Hbase::busy`), the service works out each client's **fair
-//! rate**: the max-min fair share (`shares::water_level`) of what it can
-//! serve: the most it served in a second of the last ten, scaled to the whole
-//! pool by the part of it that second used (two to four times); a second that
-//! left admitted requests unserved (HBase's queue overflowed) counts what it
-//! served, and caps the seconds before it at that. A client asking no more
-//! than its fair rate (counted in requests a second, so however slow answers
-//! get and however many of its requests are in flight) is admitted as before.
-//! The clients asking more share a room of requests in flight, evenly, at
-//! least one each; beyond it they are refused with `429` and `Retry-After`,
-//! at once and at no cost to HBase, before HBase's own queue overflows onto
-//! everyone. The room is a limit less what the others have in flight, and at
-//! least a quarter of the pool. The limit starts at the pool's connections
-//! and adapts to how HBase keeps up: down by a fifth every tenth of a second
-//! while HBase is busy or its operations take one and a half times their
-//! usual time or more (`common::hbase::Hbase::latency_ratio`), up by one
-//! otherwise, because on a small machine a flood slows every operation long
-//! before it fills the pool. A client that came less than a second ago has
-//! asked too little to tell its rate by: until it can be, its first request
-//! is let in and a second takes a place in the room. Without that pressure,
-//! or without another client, nobody is refused for volume, so a lone client
-//! (a benchmark, a backfill) keeps the whole service. Fixed limits per client
-//! (requests per second, with `governor`'s keyed GCRA; requests in flight)
-//! are there for operators who want them, and a named API key can be exempted
-//! from all of it. The rule and its reasons are in docs/pacing.md.
+//! (`503 overloaded`). Without a notion of clients that refuses whoever comes
+//! next, so one client flooding the service takes every other client's
+//! product pages down with it. So while HBase is busy (as many operations
+//! running as the pool has connections, or one waiting, within the last
+//! second: `common::hbase::Hbase::busy`), the service works out each client's
+//! **fair rate**: the max-min fair share (`shares::water_level`) of what it
+//! can serve: the most it served in a second of the last ten, scaled to the
+//! whole pool by the part of it that second used (two to four times); a
+//! second that left admitted requests unserved (HBase's queue overflowed)
+//! counts what it served, and caps the seconds before it at that. A client
+//! asking no more than its fair rate (counted in requests a second, so
+//! however slow answers get and however many of its requests are in flight)
+//! is admitted as before. The clients asking more share a room of requests in
+//! flight, evenly, at least one each; beyond it they are refused with `429`
+//! and `Retry-After`, at once and at no cost to HBase, before HBase's own
+//! queue overflows onto everyone. The room is a limit less what the others
+//! have in flight, and at least a quarter of the pool. The limit starts at
+//! the pool's connections and adapts to how HBase keeps up: down by a fifth
+//! every tenth of a second while HBase is busy or its operations take one and
+//! a half times their usual time or more
+//! (`common::hbase::Hbase::latency_ratio`), up by one otherwise, because on a
+//! small machine a flood slows every operation long before it fills the pool.
+//! A client that came less than a second ago has asked too little to tell its
+//! rate by: until it can be, its first request is let in and a second takes a
+//! place in the room. Without that pressure, or without another client,
+//! nobody is refused for volume, so a lone client (a benchmark, a backfill)
+//! keeps the whole service. Fixed limits per client (requests per second,
+//! with `governor`'s keyed GCRA; requests in flight) are there for operators
+//! who want them, and a named API key can be exempted from all of it. The
+//! rule and its reasons are in docs/pacing.md.
 //!
 //! A client is its API key when it sends a configured one, otherwise its
 //! address: the peer's or, when the peer is a proxy the operator trusts, the
@@ -897,16 +898,16 @@ mod tests {
         // so many requests in flight, ask 50 a second: served 2,300 a second
         // with the pool in full use, the service could serve twice that,
         // and the crowd would be within an even share.
-        let crowd_rate = 50;
-        let calm = share_beside_a_crowd(crowd_rate, 32, finishing(2_300, 0));
-        assert!(calm.even_rate > f64::from(crowd_rate as u32), "{calm:?}");
+        let crowd_rate = 50_u32;
+        let calm = share_beside_a_crowd(crowd_rate.into(), 32, finishing(2_300, 0));
+        assert!(calm.even_rate > f64::from(crowd_rate), "{calm:?}");
         // But it finished 2,900 a second unserved besides: what it served is
         // the most it can, and the crowd is over its share.
-        let overflowing = share_beside_a_crowd(crowd_rate, 32, finishing(2_300, 2_900));
-        assert!(overflowing.even_rate < f64::from(crowd_rate as u32), "{overflowing:?}");
-        assert!(overflowing.fair_rate < f64::from(crowd_rate as u32), "{overflowing:?}");
+        let overflowing = share_beside_a_crowd(crowd_rate.into(), 32, finishing(2_300, 2_900));
+        assert!(overflowing.even_rate < f64::from(crowd_rate), "{overflowing:?}");
+        assert!(overflowing.fair_rate < f64::from(crowd_rate), "{overflowing:?}");
         // A few requests dropped by clients that hung up are no sign.
-        assert_eq!(share_beside_a_crowd(crowd_rate, 32, finishing(2_300, 5)), calm);
+        assert_eq!(share_beside_a_crowd(crowd_rate.into(), 32, finishing(2_300, 5)), calm);
     }
 
     #[test]
