@@ -239,8 +239,9 @@ impl Counts {
         let second = (now_ms / 1_000).max(self.second);
         if second != self.second {
             let next = second == self.second + 1;
-            let then = self.could_serve(finished, load.connections);
-            if finished.since(self.finished_mark).overflowed() {
+            let ended = finished.since(self.finished_mark);
+            let then = self.could_serve(ended, load.connections);
+            if ended.overflowed() {
                 self.served_by_second.iter_mut().for_each(|(_, could)| *could = could.min(then));
             }
             self.served_by_second.push_back((self.second, then));
@@ -268,14 +269,14 @@ impl Counts {
     }
 
     /// What the service could have served in the current second so far,
-    /// when the admitted requests `finished` so far and a gateway's pool has
-    /// `connections`: what it served, scaled to the whole pool by how much of
-    /// it the second used on average (Little's law: at the same operation
-    /// time, a pool used in full serves that many times more), between
+    /// when it has finished `lately` of the requests it admitted (since the
+    /// second began) and a gateway's pool has `connections`: what it served,
+    /// scaled to the whole pool by how much of it the second used on average
+    /// (Little's law: at the same operation time, a pool used in full serves
+    /// that many times more), between
     /// [`SERVED_HEADROOM_LEAST`] and [`SERVED_HEADROOM_MOST`] times; what it
     /// served, no more, once the second has overflowed.
-    fn could_serve(&self, finished: Finished, connections: usize) -> f64 {
-        let lately = finished.since(self.finished_mark);
+    fn could_serve(&self, lately: Finished, connections: usize) -> f64 {
         if lately.overflowed() {
             return lately.served as f64;
         }
@@ -316,7 +317,7 @@ impl Counts {
         if self.leveled_ms.is_none_or(|at| now_ms >= at.saturating_add(every)) {
             self.leveled_ms = Some(now_ms);
             let before = before_weight(now_ms);
-            let lately = self.could_before * before + self.could_serve(finished, connections);
+            let lately = self.could_before * before + self.could_serve(finished.since(self.finished_mark), connections);
             let capacity = self.served_by_second.iter().map(|(_, could)| *could).fold(lately, f64::max);
             let mut rates: Vec<f64> = self
                 .requests
