@@ -49,9 +49,13 @@
 # other than 200 and 304, and requests that got none) and p99, with the p99
 # over the same reader's alone in that round and setting; and the greedy
 # clients' answers a second that were not refused, and their 429s and 5xx;
-# and how many HBase operations found no connection free and waited, and
-# how long on average, of the clients within their fair share while the
-# service shed (`lifted`) and of the others (`held`); and the cores each
+# the service's HBase calls and their mean time; how many HBase operations
+# found no connection free and waited, and how long on average, of the
+# clients within their fair share while the service shed (`lifted`) and of
+# the others (`held`); the requests admitted, by kind (every client's:
+# readers and greedy clients are all told apart by address; `calm` while
+# the service did not shed, `sheltered`, `within`, `room`, `newcomer`:
+# query-api/README.md); and the cores each
 # process used meanwhile (scripts/cpu-sampler.py: HBase's by their pid
 # files, query-api, page-load for the readers, soak for the greedy clients,
 # `other`, the machine's `idle`).
@@ -107,10 +111,12 @@ polite_pids=()
 # failed kill would end a complete run with status 1.
 trap 'for pid in "$sampler_pid" "$anchor_pid" "$api_pid" "$greedy_pid" "${polite_pids[@]}"; do [ -n "$pid" ] && { kill -TERM "$pid" 2>/dev/null || true; }; done; wait 2>/dev/null || true' EXIT
 
-# pool_waits NAME: the service's HBase pool waits so far (a histogram,
-# cumulative since it started), to $out/pool-wait-NAME.txt.
+# pool_waits NAME: the service's HBase pool waits, its HBase calls' times and
+# its admissions by kind so far (cumulative since it started), to
+# $out/pool-wait-NAME.txt.
 pool_waits() {
-  curl -fsS "$base/metrics" | grep -E '^reviews_hbase_pool_wait_seconds' >"$out/pool-wait-$1.txt" || true
+  curl -fsS "$base/metrics" | grep -E '^reviews_(hbase_(pool_wait|call)_seconds|api_client_admissions_total)' \
+    >"$out/pool-wait-$1.txt" || true
 }
 
 # The routes and connection mode of each reader, and its address.
@@ -239,29 +245,39 @@ def cores(seen):
     return cpu_samples.cores(samples, min(start for start, _ in windows), max(end for _, end in windows))
 
 def pool_waits(name):
-    """The HBase pool's waits so far, {queue_bound: [count, seconds]}."""
-    waits = {}
+    """The HBase pool's waits so far, {queue_bound: [count, seconds]} (the
+    calls to HBase under `calls`, every operation summed), and the
+    admissions so far by kind, {kind: count} (every class summed)."""
+    waits, admissions = {}, {}
     path = f"{out}/pool-wait-{name}.txt"
     for line in open(path) if os.path.exists(path) else []:
         match = re.match(r'reviews_hbase_pool_wait_seconds_(count|sum)\{queue_bound="(\w+)"\} (\S+)', line)
         if match:
             part, bound, value = match.groups()
             waits.setdefault(bound, [0, 0.0])[0 if part == "count" else 1] = float(value)
-    return waits
+        match = re.match(r'reviews_hbase_call_seconds_(count|sum)\{.*\} (\S+)', line)
+        if match:
+            waits.setdefault("calls", [0, 0.0])[0 if match.group(1) == "count" else 1] += float(match.group(2))
+        match = re.match(r'reviews_api_client_admissions_total\{.*kind="(\w+)".*\} (\S+)', line)
+        if match:
+            admissions[match.group(1)] = admissions.get(match.group(1), 0) + float(match.group(2))
+    return waits, admissions
 
 samples = cpu_samples.read(f"{out}/cpu.csv")
 table = []
 for round in range(1, rounds + 1):
     for shedding in settings:
         alone = {r: reader(f"{round}-{shedding}-alone-{r}") for r in readers} if "alone" in conditions else {}
-        before = pool_waits(f"{round}-{shedding}-warm")
+        before, admitted_before = pool_waits(f"{round}-{shedding}-warm")
         for condition in conditions:
             name = f"{round}-{shedding}-{condition}"
             row = {"round": round, "shedding": shedding, "condition": condition, "readers": {}, "greedy": greedy(name)}
-            after = pool_waits(name)
+            after, admitted = pool_waits(name)
             row["pool_waits"] = {bound: [count - before.get(bound, [0, 0.0])[0], seconds - before.get(bound, [0, 0.0])[1]]
                                  for bound, (count, seconds) in after.items()}
-            before = after
+            row["hbase_calls"] = row["pool_waits"].pop("calls", [0, 0.0])
+            row["admissions"] = {kind: count - admitted_before.get(kind, 0) for kind, count in admitted.items()}
+            before, admitted_before = after, admitted
             for r in readers:
                 seen = reader(f"{name}-{r}")
                 if r in alone and alone[r]["p99"] > 0:
@@ -286,10 +302,18 @@ for row in table:
               f"{g['no_answer']} unanswered")
     # `lifted`: operations of clients within their fair share while the
     # service sheds; `held`: every other.
+    calls = row["hbase_calls"]
+    if calls[0] > 0:
+        print(f"  HBase calls: {int(calls[0])}, mean {1000 * calls[1] / calls[0]:.1f} ms")
     waits = [f"{bound} {int(count)}, mean {1000 * seconds / count:.0f} ms"
              for bound, (count, seconds) in sorted(row["pool_waits"].items()) if count > 0]
     if waits:
         print("  HBase operations that waited for a connection: " + "; ".join(waits))
+    # Every client's, readers' and greedy clients' alike (all are `address`).
+    admitted = [f"{kind} {int(count)}" for kind, count in sorted(row["admissions"].items(), key=lambda item: -item[1])
+                if count > 0]
+    if admitted:
+        print("  admitted, by kind: " + ", ".join(admitted))
     # `jit`: the JVMs' compiler threads, counted in their JVMs' figures too.
     used = [f"{process} {share:.2f}" for process, share in sorted(row["cores"].items(), key=lambda item: -item[1])
             if share >= 0.02]

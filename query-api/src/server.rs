@@ -189,6 +189,7 @@ pub async fn serve(
             every.tick().await;
             metrics.run_upkeep();
             clients.forget_idle();
+            clients.publish_tallies();
         }
     });
     serve_connections(listener, app(state), limits, drain_deadline, shutdown).await;

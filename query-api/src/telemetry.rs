@@ -35,6 +35,8 @@ pub const LAST_GOOD_BYTES: &str = "reviews_api_last_good_bytes";
 pub const CLIENT_REQUESTS: &str = "reviews_api_client_requests_total";
 /// Requests refused with 429, by client class and reason (`fair_share`, `in_flight`, `rate`).
 pub const CLIENT_REFUSALS: &str = "reviews_api_client_refusals_total";
+/// Requests admitted, by client class and kind (`crate::clients::ADMISSION_KINDS`).
+pub const CLIENT_ADMISSIONS: &str = "reviews_api_client_admissions_total";
 
 /// Connections open now.
 pub const CONNECTIONS_OPEN: &str = "reviews_api_connections_open";
@@ -123,6 +125,12 @@ fn describe_metrics() {
     metrics::describe_counter!(
         CLIENT_REQUESTS,
         "Requests by client class: a configured API key's name, address (by the client's address) or other"
+    );
+    metrics::describe_counter!(
+        CLIENT_ADMISSIONS,
+        "Requests admitted, by client class and kind: calm (the service was not shedding), sheltered (within the \
+         even share, its HBase work may take the kept connections), within (within its fair rate), room (over its \
+         fair rate, a place in the room), newcomer (come less than a second ago) or exempt"
     );
     metrics::describe_counter!(
         CLIENT_REFUSALS,

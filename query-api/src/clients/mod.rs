@@ -63,11 +63,14 @@ use ipnet::IpNet;
 mod identity;
 mod shares;
 mod shedding;
+mod tallies;
 
 pub use identity::{parse_trusted_proxy, ApiKey, ClientId, ForwardedHeader, ADDRESS_CLASS, OTHER_CLASS};
 pub use shares::Load;
 use shares::{Counts, Share, Totals, BUSY_FOR};
 pub(crate) use shedding::Shedding;
+pub use tallies::ADMISSION_KINDS;
+use tallies::{Admitted, ClassCounters, Tallies};
 
 use crate::telemetry;
 
@@ -183,23 +186,26 @@ struct Inner {
     /// Secret → key name.
     keys: HashMap<String, Arc<str>>,
     exempt: HashSet<Arc<str>>,
-    counts: Mutex<Counts>,
+    counts: Mutex<Locked>,
     totals: Arc<Totals>,
     limiter: Option<DefaultKeyedRateLimiter<ClientId>>,
-    /// Each class's counters, registered once: a request only increments.
-    /// Hashed with `foldhash`: the classes are the configured keys' names
-    /// and two fixed ones, none chosen by a client, and std's SipHash of the
-    /// class showed in a cached read's profile.
-    counters: foldhash::HashMap<String, ClassCounters>,
+    /// Each class's counters, registered once, in the order of the policy's classes.
+    counters: Vec<ClassCounters>,
+    /// Class → its index in `counters`. Hashed with `foldhash`: the classes
+    /// are the configured keys' names and two fixed ones, none chosen by a
+    /// client, and std's SipHash of the class showed in a cached read's profile.
+    class_index: foldhash::HashMap<Arc<str>, usize>,
     /// Seconds of [`Counts::second`] and [`Counts::busy_until_ms`] are counted from here.
     started: Instant,
 }
 
-/// The counters of one client class.
-struct ClassCounters {
-    requests: metrics::Counter,
-    /// By reason, in the order of [`REFUSAL_REASONS`].
-    refusals: [metrics::Counter; 3],
+/// What the admission lock guards: the counts the shares are worked out
+/// from, and the admissions' tallies, counted there because the admission
+/// holds the lock anyway.
+#[derive(Debug, Default)]
+struct Locked {
+    counts: Counts,
+    tallies: Tallies,
 }
 
 impl std::fmt::Debug for Clients {
@@ -215,11 +221,11 @@ impl Clients {
             policy.api_keys.iter().map(|key| (key.secret.clone(), Arc::<str>::from(key.name.as_str()))).collect();
         let exempt = policy.exempt_keys.iter().map(|name| Arc::<str>::from(name.as_str())).collect();
         let limiter = policy.rate_per_second.map(|rate| RateLimiter::keyed(Quota::per_second(rate)));
-        let counts = Mutex::new(Counts::default());
+        let counts = Mutex::default();
         let totals = Arc::default();
         // Every class's counters exist from zero, so a rate over them exists
         // before the first refusal.
-        let counters = policy
+        let counters: Vec<ClassCounters> = policy
             .classes()
             .into_iter()
             .map(|class| {
@@ -227,13 +233,19 @@ impl Clients {
                 let refusals = REFUSAL_REASONS.map(|reason| {
                     metrics::counter!(telemetry::CLIENT_REFUSALS, "class" => class.clone(), "reason" => reason)
                 });
+                let admissions = ADMISSION_KINDS.map(
+                    |kind| metrics::counter!(telemetry::CLIENT_ADMISSIONS, "class" => class.clone(), "kind" => kind),
+                );
                 requests.increment(0);
-                refusals.iter().for_each(|counter| counter.increment(0));
-                (class, ClassCounters { requests, refusals })
+                refusals.iter().chain(&admissions).for_each(|counter| counter.increment(0));
+                ClassCounters { class: class.into(), requests, refusals, admissions }
             })
             .collect();
+        let class_index =
+            counters.iter().enumerate().map(|(index, counters)| (counters.class.clone(), index)).collect();
         let started = Instant::now();
-        Clients { inner: Arc::new(Inner { policy, keys, exempt, counts, totals, limiter, counters, started }) }
+        let inner = Inner { policy, keys, exempt, counts, totals, limiter, counters, class_index, started };
+        Clients { inner: Arc::new(inner) }
     }
 
     /// Who a request from `peer` carrying `headers` is from.
@@ -266,7 +278,8 @@ impl Clients {
     fn admit_at(&self, client: &ClientId, load: &Load, now: Duration) -> Result<Admission, Refusal> {
         let exempt = matches!(client, ClientId::Key(name) if self.inner.exempt.contains(name));
         let totals = &self.inner.totals;
-        let mut counts = self.inner.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut locked = self.inner.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        let Locked { counts, tallies } = &mut *locked;
         // Read under the lock, and raised under it below, so two requests
         // admitted at once cannot both take the room's last place. (They are
         // lowered without it: a request finishing only frees room.)
@@ -289,6 +302,7 @@ impl Clients {
         }
         let mine = counts.in_flight.get(client).map_or(0, |count| count.load(Ordering::Relaxed));
         let (mut in_room, mut sheltered) = (false, false);
+        let mut kind = if exempt { Admitted::Exempt } else { Admitted::Calm };
         if !exempt {
             let policy = &self.inner.policy;
             if let Some(most) = policy.max_in_flight.filter(|most| mine >= *most) {
@@ -309,7 +323,7 @@ impl Clients {
                     if mine >= NEWCOMER_IN_FLIGHT || (mine > 0 && in_room_now as f64 >= room) {
                         return Err(Refusal { why: Why::Newcomer { in_flight: mine }, retry_after_secs: 1 });
                     }
-                    in_room = true;
+                    (in_room, kind) = (true, Admitted::Newcomer);
                 } else if rate > fair_rate {
                     // Newcomers count too, so a known flood leaves them room.
                     let sharing = (counts.over_clients + counts.newcomers).max(1);
@@ -317,9 +331,10 @@ impl Clients {
                     if in_room_now as f64 >= room || mine as f64 >= each {
                         return Err(Refusal { why: Why::FairShare { rate, fair_rate }, retry_after_secs: 1 });
                     }
-                    in_room = true;
+                    (in_room, kind) = (true, Admitted::Room);
                 } else {
                     sheltered = rate <= even_rate && mine <= SHELTERED_IN_FLIGHT;
+                    kind = if sheltered { Admitted::Sheltered } else { Admitted::Within };
                 }
             }
             // Last, so a request refused for the above spends none of its
@@ -338,7 +353,10 @@ impl Clients {
         // Under the lock: `forget_idle` drops a count at zero only there.
         count.fetch_add(1, Ordering::Relaxed);
         totals.of(in_room).fetch_add(1, Ordering::Relaxed);
-        drop(counts);
+        if let Some(class) = self.inner.class_index.get(client.class()) {
+            tallies.admitted(*class, kind);
+        }
+        drop(locked);
         Ok(Admission { count, totals: Arc::clone(totals), in_room, sheltered, served: false })
     }
 
@@ -346,31 +364,42 @@ impl Clients {
     /// of clients idle long enough that it no longer limits them, so memory
     /// follows the clients of the last seconds.
     pub fn forget_idle(&self) {
-        let mut counts = self.inner.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut locked = self.inner.counts.lock().unwrap_or_else(PoisonError::into_inner);
         // A count that is zero can only rise again under the lock (in `admit`).
-        counts.in_flight.retain(|_, count| count.load(Ordering::Relaxed) > 0);
-        drop(counts);
+        locked.counts.in_flight.retain(|_, count| count.load(Ordering::Relaxed) > 0);
+        drop(locked);
         if let Some(limiter) = &self.inner.limiter {
             limiter.retain_recent();
             limiter.shrink_to_fit();
         }
     }
 
-    /// Counts a request of `client`, and its refusal when there is one.
-    fn count(&self, client: &ClientId, refusal: Option<&Refusal>) {
-        let Some(counters) = self.inner.counters.get(client.class()) else { return };
+    /// Counts a refused request of `client`, and why. (An admitted one is
+    /// tallied under the admission's lock: [`Clients::publish_tallies`].)
+    fn count_refusal(&self, client: &ClientId, refusal: &Refusal) {
+        let Some(&class) = self.inner.class_index.get(client.class()) else { return };
+        let counters = &self.inner.counters[class];
         counters.requests.increment(1);
-        if let Some(index) =
-            refusal.and_then(|refusal| REFUSAL_REASONS.iter().position(|reason| *reason == refusal.reason()))
-        {
+        if let Some(index) = REFUSAL_REASONS.iter().position(|reason| *reason == refusal.reason()) {
             counters.refusals[index].increment(1);
+        }
+    }
+
+    /// Adds the admissions tallied since the last call to the Prometheus
+    /// counters (`reviews_api_client_requests_total` and
+    /// `reviews_api_client_admissions_total`): called before the metrics
+    /// are rendered, and by the service's upkeep.
+    pub fn publish_tallies(&self) {
+        let taken = self.inner.counts.lock().unwrap_or_else(PoisonError::into_inner).tallies.take();
+        for (counters, tally) in self.inner.counters.iter().zip(&taken) {
+            counters.publish(tally);
         }
     }
 
     #[cfg(test)]
     fn in_flight_of(&self, client: &ClientId) -> usize {
-        let counts = self.inner.counts.lock().unwrap_or_else(PoisonError::into_inner);
-        counts.in_flight.get(client).map_or(0, |count| count.load(Ordering::Relaxed))
+        let locked = self.inner.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        locked.counts.in_flight.get(client).map_or(0, |count| count.load(Ordering::Relaxed))
     }
 }
 
@@ -839,6 +868,55 @@ mod tests {
     }
 
     #[test]
+    fn each_admission_is_tallied_by_its_class_and_kind_until_taken() {
+        let at = Duration::from_millis;
+        let shop_web = ApiKey { name: "shop-web".to_owned(), secret: "0123456789abcdef".to_owned() };
+        let policy = ClientPolicy {
+            api_keys: vec![shop_web],
+            exempt_keys: vec!["shop-web".to_owned()],
+            ..ClientPolicy::default()
+        };
+        let clients = clients(policy);
+        // The tallies of `classes`, every class's taken at once.
+        fn tallied<const N: usize>(clients: &Clients, classes: [&str; N]) -> [[u64; ADMISSION_KINDS.len()]; N] {
+            let taken = clients.inner.counts.lock().expect("lock").tallies.take();
+            classes.map(|class| {
+                taken.get(clients.inner.class_index[class]).map_or([0; ADMISSION_KINDS.len()], |tally| tally.admitted)
+            })
+        }
+        let kinds = |pairs: &[(&str, u64)]| {
+            ADMISSION_KINDS.map(|kind| pairs.iter().find(|(named, _)| *named == kind).map_or(0, |(_, count)| *count))
+        };
+        // HBase keeps up: nobody's share is asked.
+        drop(clients.admit_at(&address("192.0.2.2"), &load(false, 16), at(0)).expect("admitted"));
+        assert_eq!(tallied(&clients, [ADDRESS_CLASS]), [kinds(&[("calm", 1)])]);
+        // A flood beside a polite reader on the crowded HBase: the flood is
+        // let in over its fair rate, in the room, and its first requests as a newcomer's.
+        let polite = Asking { client: address("192.0.2.2"), every_ms: 100, takes_ms: 5, from_ms: 0 };
+        let greedy = Asking { client: address("192.0.2.1"), every_ms: 1, takes_ms: 30, from_ms: 0 };
+        let got = simulate(&clients, &[polite, greedy], 0..2_000, crowded, |_, _| {});
+        let [during] = tallied(&clients, [ADDRESS_CLASS]);
+        let admitted: usize = got.iter().map(|got| got.admitted).sum();
+        assert_eq!(during.iter().sum::<u64>(), admitted as u64, "every admission tallied once: {during:?}");
+        for kind in ["room", "newcomer"] {
+            assert!(during[ADMISSION_KINDS.iter().position(|named| *named == kind).expect("a kind")] > 0, "{during:?}");
+        }
+        // HBase busy: the polite reader is sheltered, a third client a
+        // newcomer, and the exempt key exempt, in its own class.
+        let busy = load(true, 16);
+        let held = [
+            clients.admit_at(&address("192.0.2.2"), &busy, at(2_000)).expect("within its rate"),
+            clients.admit_at(&address("192.0.2.3"), &busy, at(2_010)).expect("a newcomer's first"),
+            clients.admit_at(&ClientId::Key("shop-web".into()), &busy, at(2_020)).expect("exempt"),
+        ];
+        assert_eq!(
+            tallied(&clients, [ADDRESS_CLASS, "shop-web"]),
+            [kinds(&[("sheltered", 1), ("newcomer", 1)]), kinds(&[("exempt", 1)])]
+        );
+        drop(held);
+    }
+
+    #[test]
     fn the_fair_rate_is_the_max_min_fair_share() {
         // The polite clients get what they ask, the others split the rest.
         let mut rates = [600.0, 20.0, 600.0, 5.0];
@@ -937,10 +1015,10 @@ mod tests {
         let still = clients.admit(&address("192.0.2.7"), &load(false, 4)).expect("ok");
         drop(admissions);
         clients.forget_idle();
-        assert_eq!(clients.inner.counts.lock().expect("lock").in_flight.len(), 1, "192.0.2.7 has one in flight");
+        assert_eq!(clients.inner.counts.lock().expect("lock").counts.in_flight.len(), 1, "192.0.2.7 has one in flight");
         assert_eq!(clients.in_flight_of(&address("192.0.2.7")), 1);
         drop(still);
         clients.forget_idle();
-        assert!(clients.inner.counts.lock().expect("lock").in_flight.is_empty());
+        assert!(clients.inner.counts.lock().expect("lock").counts.in_flight.is_empty());
     }
 }

@@ -50,16 +50,10 @@ impl Shedding {
             connections: store.hbase_connections(),
             operations: store.hbase_operations(),
         };
-        match clients.admit(&client, &load) {
-            Ok(admission) => {
-                clients.count(&client, None);
-                Ok(admission)
-            }
-            Err(refusal) => {
-                clients.count(&client, Some(&refusal));
-                Err((client, refusal))
-            }
-        }
+        clients.admit(&client, &load).map_err(|refusal| {
+            clients.count_refusal(&client, &refusal);
+            (client, refusal)
+        })
     }
 }
 

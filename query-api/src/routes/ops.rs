@@ -53,6 +53,8 @@ pub async fn readyz(State(state): State<AppState>) -> Result<Json<Status>, ApiEr
     responses((status = 200, description = "Prometheus text format.", content_type = "text/plain"))
 )]
 pub async fn metrics(State(state): State<AppState>) -> Response {
+    // The admissions are tallied under the admission's lock, not counted one by one.
+    state.clients().publish_tallies();
     let body = state.metrics().render();
     ([(header::CONTENT_TYPE, HeaderValue::from_static("text/plain; version=0.0.4"))], body).into_response()
 }

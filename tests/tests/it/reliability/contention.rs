@@ -492,6 +492,8 @@ async fn a_flooding_client_is_refused_with_429_while_another_is_served() {
     assert_eq!(counter(&metrics, r#"reviews_api_client_refusals_total{class="address",reason="fair_share"}"#), 4);
     assert_eq!(counter(&metrics, r#"reviews_api_client_requests_total{class="shop-web"}"#), 1);
     assert_eq!(counter(&metrics, r#"reviews_api_client_refusals_total{class="shop-web",reason="fair_share"}"#), 0);
+    // Let in as what it was: new to the service while it shed.
+    assert_eq!(counter(&metrics, r#"reviews_api_client_admissions_total{class="shop-web",kind="newcomer"}"#), 1);
     proxy.set_mode(ProxyMode::Pass);
     held.abort_all();
     alone.abort();
