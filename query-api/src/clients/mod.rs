@@ -301,7 +301,6 @@ impl Clients {
             counts.stop_shedding();
         }
         let mine = counts.in_flight.get(client).map_or(0, |count| count.load(Ordering::Relaxed));
-        let (mut in_room, mut sheltered) = (false, false);
         let mut kind = if exempt { Admitted::Exempt } else { Admitted::Calm };
         if !exempt {
             let policy = &self.inner.policy;
@@ -323,7 +322,7 @@ impl Clients {
                     if mine >= NEWCOMER_IN_FLIGHT || (mine > 0 && in_room_now as f64 >= room) {
                         return Err(Refusal { why: Why::Newcomer { in_flight: mine }, retry_after_secs: 1 });
                     }
-                    (in_room, kind) = (true, Admitted::Newcomer);
+                    kind = Admitted::Newcomer;
                 } else if rate > fair_rate {
                     // Newcomers count too, so a known flood leaves them room.
                     let sharing = (counts.over_clients + counts.newcomers).max(1);
@@ -331,10 +330,11 @@ impl Clients {
                     if in_room_now as f64 >= room || mine as f64 >= each {
                         return Err(Refusal { why: Why::FairShare { rate, fair_rate }, retry_after_secs: 1 });
                     }
-                    (in_room, kind) = (true, Admitted::Room);
+                    kind = Admitted::Room;
+                } else if rate <= even_rate && mine <= SHELTERED_IN_FLIGHT {
+                    kind = Admitted::Sheltered;
                 } else {
-                    sheltered = rate <= even_rate && mine <= SHELTERED_IN_FLIGHT;
-                    kind = if sheltered { Admitted::Sheltered } else { Admitted::Within };
+                    kind = Admitted::Within;
                 }
             }
             // Last, so a request refused for the above spends none of its
@@ -352,12 +352,12 @@ impl Clients {
         let count = Arc::clone(counts.in_flight.entry(client.clone()).or_default());
         // Under the lock: `forget_idle` drops a count at zero only there.
         count.fetch_add(1, Ordering::Relaxed);
-        totals.of(in_room).fetch_add(1, Ordering::Relaxed);
+        totals.of(kind.in_room()).fetch_add(1, Ordering::Relaxed);
         if let Some(class) = self.inner.class_index.get(client.class()) {
             tallies.admitted(*class, kind);
         }
         drop(locked);
-        Ok(Admission { count, totals: Arc::clone(totals), in_room, sheltered, served: false })
+        Ok(Admission { count, totals: Arc::clone(totals), kind, served: false })
     }
 
     /// Forgets the clients with nothing in flight, and the rate-limit state
@@ -409,11 +409,9 @@ pub struct Admission {
     /// Its client's count of requests in flight.
     count: Arc<AtomicUsize>,
     totals: Arc<Totals>,
-    /// Whether it was admitted in the room: its client asked more than its
-    /// fair rate, or was a newcomer.
-    in_room: bool,
-    /// [`Admission::sheltered`].
-    sheltered: bool,
+    /// How it was let in: in the room (its client asked more than its fair
+    /// rate, or was a newcomer), sheltered ([`Admission::sheltered`]), ...
+    kind: Admitted,
     /// Whether it was answered without a 5xx. Only such answers say what
     /// the service can serve: a refusal of HBase's queue is quick, and would
     /// make the service look able to serve a flood.
@@ -430,7 +428,7 @@ impl Admission {
     /// moment before (`common::hbase::with_shelter`). Work the request hands
     /// to a task of its own (a batch of ranking loads) is not sheltered.
     pub fn sheltered(&self) -> bool {
-        self.sheltered
+        self.kind == Admitted::Sheltered
     }
 
     /// Marks the request answered without a 5xx: counted among those served.
@@ -442,8 +440,17 @@ impl Admission {
 impl Drop for Admission {
     fn drop(&mut self) {
         self.count.fetch_sub(1, Ordering::Relaxed);
-        self.totals.of(self.in_room).fetch_sub(1, Ordering::Relaxed);
-        let finished = if self.served { &self.totals.served } else { &self.totals.unserved };
+        self.totals.of(self.kind.in_room()).fetch_sub(1, Ordering::Relaxed);
+        let finished = match (self.served, self.kind) {
+            (true, _) => &self.totals.served,
+            // A newcomer's first requests are let in whatever the room holds,
+            // so a crowd arriving at once may overflow HBase's queue for a
+            // moment: that says what its arrival cost, not what the service
+            // can serve the clients it knows, and counted it would lower
+            // their fair rate for a second (`Finished::overflowed`).
+            (false, Admitted::Newcomer) => return,
+            (false, _) => &self.totals.unserved,
+        };
         finished.fetch_add(1, Ordering::Relaxed);
     }
 }
@@ -914,6 +921,26 @@ mod tests {
             [kinds(&[("sheltered", 1), ("newcomer", 1)]), kinds(&[("exempt", 1)])]
         );
         drop(held);
+    }
+
+    #[test]
+    fn a_newcomers_unserved_request_is_no_sign_that_the_service_overflowed() {
+        let at = Duration::from_millis;
+        let clients = clients(ClientPolicy::default());
+        let polite = Asking { client: address("192.0.2.2"), every_ms: 100, takes_ms: 5, from_ms: 0 };
+        let greedy = Asking { client: address("192.0.2.1"), every_ms: 1, takes_ms: 30, from_ms: 0 };
+        simulate(&clients, &[polite, greedy], 0..2_000, crowded, |_, _| {});
+        let before = clients.inner.totals.finished();
+        // While the service sheds, a client that has just come and the
+        // known reader are let in, and neither is served (a 503, the
+        // deadline, or dropped).
+        let busy = load(true, 16);
+        let newcomer = clients.admit_at(&address("192.0.2.3"), &busy, at(2_000)).expect("a newcomer's first");
+        let known = clients.admit_at(&address("192.0.2.2"), &busy, at(2_010)).expect("within its rate");
+        drop((newcomer, known));
+        let after = clients.inner.totals.finished();
+        let ended = (after.served - before.served, after.unserved - before.unserved);
+        assert_eq!(ended, (0, 1), "the reader's request counts as unserved, the newcomer's not at all");
     }
 
     #[test]

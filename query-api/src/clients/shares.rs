@@ -63,8 +63,9 @@ const OVERFLOWED_LEAST: u64 = 10;
 /// The service's requests in flight, by whether they were admitted within
 /// their client's fair rate or in the room (over it, or a newcomer's), and
 /// the admitted requests it has finished, served (answered without a 5xx)
-/// or not (a 5xx, or dropped unanswered): atomics, since every answer
-/// changes them and must not wait for the lock.
+/// or not (a 5xx, or dropped unanswered; a newcomer's not counted:
+/// `Admission`'s drop): atomics, since every answer changes them and must
+/// not wait for the lock.
 #[derive(Debug, Default)]
 pub(super) struct Totals {
     pub(super) within: AtomicUsize,

@@ -37,6 +37,12 @@ impl Admitted {
     fn index(self) -> usize {
         self as usize
     }
+
+    /// Whether it takes a place in the room the clients over their fair
+    /// rate and the newcomers share.
+    pub(super) fn in_room(self) -> bool {
+        matches!(self, Admitted::Room | Admitted::Newcomer)
+    }
 }
 
 /// What one class's requests did since the tallies were last taken.
