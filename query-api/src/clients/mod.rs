@@ -186,7 +186,8 @@ struct Inner {
     /// Secret → key name.
     keys: HashMap<String, Arc<str>>,
     exempt: HashSet<Arc<str>>,
-    counts: Mutex<Locked>,
+    /// The admission's lock.
+    locked: Mutex<Locked>,
     totals: Arc<Totals>,
     limiter: Option<DefaultKeyedRateLimiter<ClientId>>,
     /// Each class's counters, registered once, in the order of the policy's classes.
@@ -221,7 +222,7 @@ impl Clients {
             policy.api_keys.iter().map(|key| (key.secret.clone(), Arc::<str>::from(key.name.as_str()))).collect();
         let exempt = policy.exempt_keys.iter().map(|name| Arc::<str>::from(name.as_str())).collect();
         let limiter = policy.rate_per_second.map(|rate| RateLimiter::keyed(Quota::per_second(rate)));
-        let counts = Mutex::default();
+        let locked = Mutex::default();
         let totals = Arc::default();
         // Every class's counters exist from zero, so a rate over them exists
         // before the first refusal.
@@ -244,7 +245,7 @@ impl Clients {
         let class_index =
             counters.iter().enumerate().map(|(index, counters)| (counters.class.clone(), index)).collect();
         let started = Instant::now();
-        let inner = Inner { policy, keys, exempt, counts, totals, limiter, counters, class_index, started };
+        let inner = Inner { policy, keys, exempt, locked, totals, limiter, counters, class_index, started };
         Clients { inner: Arc::new(inner) }
     }
 
@@ -278,7 +279,7 @@ impl Clients {
     fn admit_at(&self, client: &ClientId, load: &Load, now: Duration) -> Result<Admission, Refusal> {
         let exempt = matches!(client, ClientId::Key(name) if self.inner.exempt.contains(name));
         let totals = &self.inner.totals;
-        let mut locked = self.inner.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut locked = self.inner.locked.lock().unwrap_or_else(PoisonError::into_inner);
         let Locked { counts, tallies } = &mut *locked;
         // Read under the lock, and raised under it below, so two requests
         // admitted at once cannot both take the room's last place. (They are
@@ -364,7 +365,7 @@ impl Clients {
     /// of clients idle long enough that it no longer limits them, so memory
     /// follows the clients of the last seconds.
     pub fn forget_idle(&self) {
-        let mut locked = self.inner.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        let mut locked = self.inner.locked.lock().unwrap_or_else(PoisonError::into_inner);
         // A count that is zero can only rise again under the lock (in `admit`).
         locked.counts.in_flight.retain(|_, count| count.load(Ordering::Relaxed) > 0);
         drop(locked);
@@ -390,7 +391,7 @@ impl Clients {
     /// `reviews_api_client_admissions_total`): called before the metrics
     /// are rendered, and by the service's upkeep.
     pub fn publish_tallies(&self) {
-        let taken = self.inner.counts.lock().unwrap_or_else(PoisonError::into_inner).tallies.take();
+        let taken = self.inner.locked.lock().unwrap_or_else(PoisonError::into_inner).tallies.take();
         for (counters, tally) in self.inner.counters.iter().zip(&taken) {
             counters.publish(tally);
         }
@@ -398,7 +399,7 @@ impl Clients {
 
     #[cfg(test)]
     fn in_flight_of(&self, client: &ClientId) -> usize {
-        let locked = self.inner.counts.lock().unwrap_or_else(PoisonError::into_inner);
+        let locked = self.inner.locked.lock().unwrap_or_else(PoisonError::into_inner);
         locked.counts.in_flight.get(client).map_or(0, |count| count.load(Ordering::Relaxed))
     }
 }
@@ -409,8 +410,10 @@ pub struct Admission {
     /// Its client's count of requests in flight.
     count: Arc<AtomicUsize>,
     totals: Arc<Totals>,
-    /// How it was let in: in the room (its client asked more than its fair
-    /// rate, or was a newcomer), sheltered ([`Admission::sheltered`]), ...
+    /// How it was let in: whether it holds a place in the room (its client
+    /// asked more than its fair rate, or was a newcomer), whether it is
+    /// sheltered ([`Admission::sheltered`]), and whether its failure counts
+    /// towards an overflowed second (not a newcomer's).
     kind: Admitted,
     /// Whether it was answered without a 5xx. Only such answers say what
     /// the service can serve: a refusal of HBase's queue is quick, and would
@@ -886,7 +889,7 @@ mod tests {
         let clients = clients(policy);
         // The tallies of `classes`, every class's taken at once.
         fn tallied<const N: usize>(clients: &Clients, classes: [&str; N]) -> [[u64; ADMISSION_KINDS.len()]; N] {
-            let taken = clients.inner.counts.lock().expect("lock").tallies.take();
+            let taken = clients.inner.locked.lock().expect("lock").tallies.take();
             classes.map(|class| {
                 taken.get(clients.inner.class_index[class]).map_or([0; ADMISSION_KINDS.len()], |tally| tally.admitted)
             })
@@ -1042,10 +1045,10 @@ mod tests {
         let still = clients.admit(&address("192.0.2.7"), &load(false, 4)).expect("ok");
         drop(admissions);
         clients.forget_idle();
-        assert_eq!(clients.inner.counts.lock().expect("lock").counts.in_flight.len(), 1, "192.0.2.7 has one in flight");
+        assert_eq!(clients.inner.locked.lock().expect("lock").counts.in_flight.len(), 1, "192.0.2.7 has one in flight");
         assert_eq!(clients.in_flight_of(&address("192.0.2.7")), 1);
         drop(still);
         clients.forget_idle();
-        assert!(clients.inner.counts.lock().expect("lock").counts.in_flight.is_empty());
+        assert!(clients.inner.locked.lock().expect("lock").counts.in_flight.is_empty());
     }
 }
