@@ -245,10 +245,10 @@ def cores(seen):
     return cpu_samples.cores(samples, min(start for start, _ in windows), max(end for _, end in windows))
 
 def pool_waits(name):
-    """The HBase pool's waits so far, {queue_bound: [count, seconds]} (the
-    calls to HBase under `calls`, every operation summed), and the
-    admissions so far by kind, {kind: count} (every class summed)."""
-    waits, admissions = {}, {}
+    """The HBase pool's waits so far, {queue_bound: [count, seconds]}; the
+    calls to HBase, [count, seconds] (every operation summed); and the
+    admissions by kind, {kind: count} (every class summed)."""
+    waits, calls, admissions = {}, [0, 0.0], {}
     path = f"{out}/pool-wait-{name}.txt"
     for line in open(path) if os.path.exists(path) else []:
         match = re.match(r'reviews_hbase_pool_wait_seconds_(count|sum)\{queue_bound="(\w+)"\} (\S+)', line)
@@ -257,27 +257,27 @@ def pool_waits(name):
             waits.setdefault(bound, [0, 0.0])[0 if part == "count" else 1] = float(value)
         match = re.match(r'reviews_hbase_call_seconds_(count|sum)\{.*\} (\S+)', line)
         if match:
-            waits.setdefault("calls", [0, 0.0])[0 if match.group(1) == "count" else 1] += float(match.group(2))
+            calls[0 if match.group(1) == "count" else 1] += float(match.group(2))
         match = re.match(r'reviews_api_client_admissions_total\{.*kind="(\w+)".*\} (\S+)', line)
         if match:
             admissions[match.group(1)] = admissions.get(match.group(1), 0) + float(match.group(2))
-    return waits, admissions
+    return waits, calls, admissions
 
 samples = cpu_samples.read(f"{out}/cpu.csv")
 table = []
 for round in range(1, rounds + 1):
     for shedding in settings:
         alone = {r: reader(f"{round}-{shedding}-alone-{r}") for r in readers} if "alone" in conditions else {}
-        before, admitted_before = pool_waits(f"{round}-{shedding}-warm")
+        before, calls_before, admitted_before = pool_waits(f"{round}-{shedding}-warm")
         for condition in conditions:
             name = f"{round}-{shedding}-{condition}"
             row = {"round": round, "shedding": shedding, "condition": condition, "readers": {}, "greedy": greedy(name)}
-            after, admitted = pool_waits(name)
+            after, calls, admitted = pool_waits(name)
             row["pool_waits"] = {bound: [count - before.get(bound, [0, 0.0])[0], seconds - before.get(bound, [0, 0.0])[1]]
                                  for bound, (count, seconds) in after.items()}
-            row["hbase_calls"] = row["pool_waits"].pop("calls", [0, 0.0])
+            row["hbase_calls"] = [calls[0] - calls_before[0], calls[1] - calls_before[1]]
             row["admissions"] = {kind: count - admitted_before.get(kind, 0) for kind, count in admitted.items()}
-            before, admitted_before = after, admitted
+            before, calls_before, admitted_before = after, calls, admitted
             for r in readers:
                 seen = reader(f"{name}-{r}")
                 if r in alone and alone[r]["p99"] > 0:
