@@ -226,8 +226,9 @@ impl Clients {
         let totals = Arc::default();
         // Every class's counters exist from zero, so a rate over them exists
         // before the first refusal.
-        let counters: Vec<ClassCounters> = policy
-            .classes()
+        let classes = policy.classes();
+        let class_index = classes.iter().enumerate().map(|(index, class)| (Arc::from(class.as_str()), index)).collect();
+        let counters = classes
             .into_iter()
             .map(|class| {
                 let requests = metrics::counter!(telemetry::CLIENT_REQUESTS, "class" => class.clone());
@@ -239,11 +240,9 @@ impl Clients {
                 );
                 requests.increment(0);
                 refusals.iter().chain(&admissions).for_each(|counter| counter.increment(0));
-                ClassCounters { class: class.into(), requests, refusals, admissions }
+                ClassCounters { requests, refusals, admissions }
             })
             .collect();
-        let class_index =
-            counters.iter().enumerate().map(|(index, counters)| (counters.class.clone(), index)).collect();
         let started = Instant::now();
         let inner = Inner { policy, keys, exempt, locked, totals, limiter, counters, class_index, started };
         Clients { inner: Arc::new(inner) }
@@ -279,6 +278,8 @@ impl Clients {
     fn admit_at(&self, client: &ClientId, load: &Load, now: Duration) -> Result<Admission, Refusal> {
         let exempt = matches!(client, ClientId::Key(name) if self.inner.exempt.contains(name));
         let totals = &self.inner.totals;
+        // Looked up before the lock: the classes never change.
+        let class = self.inner.class_index.get(client.class()).copied();
         let mut locked = self.inner.locked.lock().unwrap_or_else(PoisonError::into_inner);
         let Locked { counts, tallies } = &mut *locked;
         // Read under the lock, and raised under it below, so two requests
@@ -354,8 +355,8 @@ impl Clients {
         // Under the lock: `forget_idle` drops a count at zero only there.
         count.fetch_add(1, Ordering::Relaxed);
         totals.of(kind.in_room()).fetch_add(1, Ordering::Relaxed);
-        if let Some(class) = self.inner.class_index.get(client.class()) {
-            tallies.admitted(*class, kind);
+        if let Some(class) = class {
+            tallies.admitted(class, kind);
         }
         drop(locked);
         Ok(Admission { count, totals: Arc::clone(totals), kind, served: false })
@@ -890,9 +891,7 @@ mod tests {
         // The tallies of `classes`, every class's taken at once.
         fn tallied<const N: usize>(clients: &Clients, classes: [&str; N]) -> [[u64; ADMISSION_KINDS.len()]; N] {
             let taken = clients.inner.locked.lock().expect("lock").tallies.take();
-            classes.map(|class| {
-                taken.get(clients.inner.class_index[class]).map_or([0; ADMISSION_KINDS.len()], |tally| tally.admitted)
-            })
+            classes.map(|class| taken.get(clients.inner.class_index[class]).copied().unwrap_or_default())
         }
         let kinds = |pairs: &[(&str, u64)]| {
             ADMISSION_KINDS.map(|kind| pairs.iter().find(|(named, _)| *named == kind).map_or(0, |(_, count)| *count))
