@@ -57,25 +57,6 @@ pub(crate) trait Around: Clone + Send + Sync + 'static {
     ) -> impl AnswerFuture;
 }
 
-/// Two middlewares as one: `.0` around `.1` around the service beneath.
-///
-/// Each `route_layer` of axum is a boxed service of its own, cloned, called
-/// through a `oneshot` and its future boxed on every request; two
-/// middlewares of the same routes put in one layer pay that once.
-#[derive(Clone)]
-pub(crate) struct Nested<Outer, Inner>(pub(crate) Outer, pub(crate) Inner);
-
-impl<Outer: Around, Inner: Around> Around for Nested<Outer, Inner> {
-    fn around<Beneath: AnswerFuture>(
-        &self,
-        request: Request,
-        beneath: impl FnOnce(Request) -> Beneath,
-    ) -> impl AnswerFuture {
-        let Nested(outer, inner) = self;
-        outer.around(request, |request| inner.around(request, beneath))
-    }
-}
-
 /// The layer that wraps a router's services in an [`Around`].
 #[derive(Clone)]
 pub(crate) struct AroundLayer<M>(pub(crate) M);
@@ -187,45 +168,6 @@ mod tests {
         let body = axum::body::to_bytes(answer.into_body(), 1024).await.expect("a body");
         assert_eq!(&body[..], b"tagged");
         assert_eq!(answered, 1);
-    }
-
-    /// Appends its name to the request's `x-in` on the way in and to the
-    /// answer's `x-out` on the way out.
-    #[derive(Clone)]
-    struct Naming(&'static str);
-
-    impl Around for Naming {
-        fn around<Beneath: AnswerFuture>(
-            &self,
-            mut request: Request,
-            beneath: impl FnOnce(Request) -> Beneath,
-        ) -> impl AnswerFuture {
-            let name = self.0;
-            append(request.headers_mut(), "x-in", name);
-            let answer = beneath(request);
-            async move {
-                let mut answer = answer.await;
-                append(answer.headers_mut(), "x-out", name);
-                answer
-            }
-        }
-    }
-
-    fn append(headers: &mut axum::http::HeaderMap, header: &'static str, name: &str) {
-        let before = headers.get(header).map(|value| value.to_str().expect("ascii").to_owned()).unwrap_or_default();
-        headers.insert(header, HeaderValue::from_str(&format!("{before}{name}")).expect("a header value"));
-    }
-
-    #[tokio::test]
-    async fn nested_middlewares_run_outer_first_on_the_way_in_and_last_on_the_way_out() {
-        let router = Router::new()
-            .route("/echo", get(|request: Request| async move { request.headers()["x-in"].as_bytes().to_vec() }))
-            .layer(AroundLayer(Nested(Naming("outer,"), Naming("inner,"))));
-        let answer =
-            router.oneshot(Request::get("/echo").body(Body::empty()).expect("a request")).await.expect("infallible");
-        assert_eq!(answer.headers()["x-out"], "inner,outer,");
-        let body = axum::body::to_bytes(answer.into_body(), 1024).await.expect("a body");
-        assert_eq!(&body[..], b"outer,inner,");
     }
 
     #[tokio::test]

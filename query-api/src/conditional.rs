@@ -1,7 +1,7 @@
-//! The route layer of the comment reads: the variant of a prepared answer
-//! that the request accepts ([`encoding::serve_prepared`]), tagged
-//! ([`crate::etag`]), and 304 without a body when the request already holds
-//! that tag.
+//! The conditional GET of the comment reads (`crate::route_handling`): the
+//! variant of a prepared answer that the request accepts
+//! ([`encoding::serve_prepared`]), tagged ([`crate::etag`]), and 304 without
+//! a body when the request already holds that tag.
 
 use std::future::{ready, Future, Ready};
 

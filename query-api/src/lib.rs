@@ -8,7 +8,8 @@
 //!
 //! - [`server`] builds the router ([`app`]) with its middleware and serves it
 //!   with a bounded graceful shutdown ([`serve`]); [`front_door`] gives every
-//!   request its id, span and metrics; [`connections`] accepts and
+//!   request its id, span and metrics; `route_handling` holds the reads to
+//!   the clients' limits and answers their conditional GETs; [`connections`] accepts and
 //!   keeps connections within their timeouts and cap; [`clients`] tells
 //!   clients apart and, when the service must shed, refuses the ones over
 //!   their fair share first.
@@ -47,6 +48,7 @@ pub mod prepared_ranking;
 pub mod ranked_cache;
 pub mod ranking_batches;
 pub mod ranking_reads;
+mod route_handling;
 pub mod routes;
 pub mod server;
 pub mod state;

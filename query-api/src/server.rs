@@ -14,13 +14,13 @@ use tower_http::cors::{AllowOrigin, CorsLayer};
 use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
 
-use crate::around::{AroundLayer, Nested};
+use crate::around::AroundLayer;
 use crate::clients;
-use crate::conditional::ConditionalGet;
 use crate::connections::serve_connections;
 use crate::error::{ApiError, ErrorCode};
 use crate::front_door::{FrontDoor, REPLICA_READ_HEADER, REQUEST_ID_HEADER};
 use crate::openapi::{self, ApiDoc, TypedParameters};
+use crate::route_handling::{ByRoute, HandledRoutes, Handling, RouteHandling};
 use crate::routes;
 use crate::routes::answers::{documented, Answers};
 use crate::routes::seed::SeedIndex;
@@ -31,50 +31,49 @@ const METRICS_UPKEEP_EVERY: Duration = Duration::from_secs(5);
 
 /// The whole service as a router, ready for `axum::serve` or `tower::ServiceExt::oneshot`.
 pub fn app(state: AppState) -> Router {
-    let routes = routes(&state);
-    with_middleware(routes, state)
+    let (routes, handling) = routes(&state);
+    with_middleware(routes, handling, state)
 }
 
-/// The service's routes, before the middleware every request gets. Each
-/// route is registered once: its path and OpenAPI operation come from its
-/// handler's `utoipa::path`, and what it answers beyond its body from the
-/// [`Answers`] it is registered with. The reads and the demo pages are
-/// limited per client (`crate::clients`); the probes, `/metrics` and the
-/// API's documentation, registered after that layer, never are.
-fn routes(state: &AppState) -> Router<AppState> {
+/// The service's routes, before the middleware every request gets, and
+/// what that middleware does to each one's reads beyond the front door.
+/// Each route is registered once: its path and OpenAPI operation come from
+/// its handler's `utoipa::path`, what it answers beyond its body from the
+/// [`Answers`] it is registered with, and its [`Handling`] with it. The
+/// reads and the demo pages are limited per client (`crate::clients`); the
+/// probes, `/metrics` and the API's documentation never are.
+fn routes(state: &AppState) -> (Router<AppState>, RouteHandling) {
     use routes::{ops, seed, v1, widget};
+    use Handling::{Limited, LimitedAndConditional};
     let settings = state.settings();
-    let shedding = clients::Shedding::new(state.clients().clone(), state.store().clone());
     // The comment reads answer conditional GETs (ETag, If-None-Match → 304).
-    let comment_reads = OpenApiRouter::with_openapi(ApiDoc::openapi())
-        .routes(documented(utoipa_axum::routes!(v1::v1_product_comments), Answers::PAGE))
-        .routes(documented(utoipa_axum::routes!(v1::v1_user_comments), Answers::PAGE))
-        .routes(documented(utoipa_axum::routes!(v1::v1_review), Answers::PAGE))
-        .routes(documented(utoipa_axum::routes!(v1::v1_ranked_comments), Answers::RANKED))
-        .routes(documented(utoipa_axum::routes!(v1::v1_review_summary), Answers::RANKED))
-        .routes(documented(utoipa_axum::routes!(v1::v1_summaries), Answers::RANKED))
-        .routes(documented(utoipa_axum::routes!(widget::product_reviews_html), Answers::RANKED))
-        .routes(documented(utoipa_axum::routes!(seed::seed_product_latest), Answers::SEED_PAGE))
-        .routes(documented(utoipa_axum::routes!(seed::seed_user_latest), Answers::SEED_PAGE))
-        .routes(documented(utoipa_axum::routes!(seed::seed_ranked), Answers::SEED_RANKED))
-        .route(widget::SCRIPT_PATH, get(widget::widget_script))
-        // Limited per client; then the variant a request accepts, and 304
-        // when it holds that variant's tag. One layer for both (`Nested`).
-        .route_layer(AroundLayer(Nested(shedding.clone(), ConditionalGet)));
-    // Documented by `ApiDoc` from `seed_next`: one operation, two indexes.
-    let other_reads = OpenApiRouter::new()
-        .route(SeedIndex::Product.next_page_path(), seed::next_page_route(SeedIndex::Product))
-        .route(SeedIndex::User.next_page_path(), seed::next_page_route(SeedIndex::User));
+    let reads = HandledRoutes::new(OpenApiRouter::with_openapi(ApiDoc::openapi()))
+        .routes(documented(utoipa_axum::routes!(v1::v1_product_comments), Answers::PAGE), LimitedAndConditional)
+        .routes(documented(utoipa_axum::routes!(v1::v1_user_comments), Answers::PAGE), LimitedAndConditional)
+        .routes(documented(utoipa_axum::routes!(v1::v1_review), Answers::PAGE), LimitedAndConditional)
+        .routes(documented(utoipa_axum::routes!(v1::v1_ranked_comments), Answers::RANKED), LimitedAndConditional)
+        .routes(documented(utoipa_axum::routes!(v1::v1_review_summary), Answers::RANKED), LimitedAndConditional)
+        .routes(documented(utoipa_axum::routes!(v1::v1_summaries), Answers::RANKED), LimitedAndConditional)
+        .routes(documented(utoipa_axum::routes!(widget::product_reviews_html), Answers::RANKED), LimitedAndConditional)
+        .routes(documented(utoipa_axum::routes!(seed::seed_product_latest), Answers::SEED_PAGE), LimitedAndConditional)
+        .routes(documented(utoipa_axum::routes!(seed::seed_user_latest), Answers::SEED_PAGE), LimitedAndConditional)
+        .routes(documented(utoipa_axum::routes!(seed::seed_ranked), Answers::SEED_RANKED), LimitedAndConditional)
+        .route(widget::SCRIPT_PATH, get(widget::widget_script), LimitedAndConditional)
+        // Documented by `ApiDoc` from `seed_next`: one operation, two indexes.
+        .route(SeedIndex::Product.next_page_path(), seed::next_page_route(SeedIndex::Product), Limited)
+        .route(SeedIndex::User.next_page_path(), seed::next_page_route(SeedIndex::User), Limited);
     // The demo pages read HBase like the reads, and are limited like them.
-    let other_reads = if settings.demo_pages {
-        other_reads
-            .route("/demo/products/{productId}", get(widget::demo_product_page))
-            .route("/demo/listing", get(widget::demo_listing_page))
+    let reads = if settings.demo_pages {
+        reads.route("/demo/products/{productId}", get(widget::demo_product_page), Limited).route(
+            "/demo/listing",
+            get(widget::demo_listing_page),
+            Limited,
+        )
     } else {
-        other_reads
+        reads
     };
-    let mut router = comment_reads
-        .merge(other_reads.route_layer(AroundLayer(shedding)))
+    let (reads, handling) = reads.into_parts();
+    let mut router = reads
         .routes(documented(utoipa_axum::routes!(ops::healthz), Answers::OPERATIONS))
         .routes(documented(utoipa_axum::routes!(ops::readyz), Answers::OPERATIONS));
     // `/metrics` is documented wherever it is served: here, or on its own listener.
@@ -87,29 +86,34 @@ fn routes(state: &AppState) -> Router<AppState> {
     let (router, mut openapi) = router.split_for_parts();
     openapi.merge(metrics_docs);
     TypedParameters.modify(&mut openapi);
-    router
+    let router = router
         .merge(openapi::docs(openapi))
         .fallback(routes::not_found)
-        .method_not_allowed_fallback(routes::method_not_allowed)
+        .method_not_allowed_fallback(routes::method_not_allowed);
+    (router, handling)
 }
 
 /// Wraps `routes` in the service's middleware, outermost first: CORS (when
 /// origins are configured), the front door (request id, span, deadline,
-/// metrics, per-request compression), and innermost the panic catcher.
-/// Tests wrap routes of their own in it to reach what no real route does (a
-/// handler that panics).
-pub(crate) fn with_middleware(routes: Router<AppState>, state: AppState) -> Router {
+/// metrics, per-request compression), the panic catcher, and innermost each
+/// route's [`Handling`] (its client limits and conditional GET). One layer
+/// of the router's, so one boxed route around each handler (see
+/// `crate::route_handling`). Tests wrap routes of their own in it to reach
+/// what no real route does (a handler that panics).
+pub(crate) fn with_middleware(routes: Router<AppState>, handling: RouteHandling, state: AppState) -> Router {
     let request_timeout = state.settings().request_timeout;
     let cors = cors_layer(&state.settings().cors_origins, &state.settings().clients.api_key_header);
+    let shedding = clients::Shedding::new(state.clients().clone(), state.store().clone());
     let middleware = ServiceBuilder::new()
         // Outermost, so every answer a browser may read carries its headers,
         // the front door's 503 for a late answer among them. A preflight is
         // answered here, before the front door: it is not counted.
         .option_layer(cors)
         .layer(AroundLayer(FrontDoor { deadline: request_timeout }))
-        // Innermost, so a panic becomes a 500 that the layers above still log,
-        // count and tag with the request id.
-        .layer(CatchPanicLayer::custom(panic_response));
+        // Below the front door, so a panic becomes a 500 that the layers
+        // above still log, count and tag with the request id.
+        .layer(CatchPanicLayer::custom(panic_response))
+        .layer(AroundLayer(ByRoute { handling, shedding }));
     routes.layer(middleware).with_state(state)
 }
 

@@ -1,7 +1,8 @@
 //! Metrics and request tracing: the Prometheus recorder, the per-request
 //! metrics middleware and the span every request's log lines carry.
 
-use std::sync::{LazyLock, OnceLock, PoisonError, RwLock};
+use std::cell::RefCell;
+use std::sync::{LazyLock, OnceLock};
 use std::time::Duration;
 
 use axum::extract::{MatchedPath, Request};
@@ -207,8 +208,12 @@ pub fn record_answer(span: &tracing::Span, route: &str, method: &Method, elapsed
 static OTHER_METHOD: LazyLock<Method> = LazyLock::new(|| Method::from_bytes(b"OTHER").unwrap_or(Method::GET));
 
 /// The latency histogram and the request counter of one route, method and
-/// status, registered the first time they answer and kept: counting a
-/// request is then a lookup, not a registration with freshly built labels.
+/// status, registered the first time they answer on a thread and kept by
+/// it: counting a request is then a lookup, not a registration with freshly
+/// built labels. Each thread keeps its own handles (to the same series: the
+/// recorder registers a name and labels once), so a lookup writes nothing
+/// another thread reads; one map behind a lock had every request of both
+/// workers take that lock's cache line in turn.
 #[derive(Debug)]
 struct RequestMetrics {
     seconds: metrics::Histogram,
@@ -221,29 +226,31 @@ struct RequestMetrics {
 /// the service answers, none of them chosen by a client.
 type RequestMetricsByRoute = foldhash::HashMap<Box<str>, foldhash::HashMap<(Method, u16), RequestMetrics>>;
 
+thread_local! {
+    static KNOWN_ON_THIS_THREAD: RefCell<RequestMetricsByRoute> = RefCell::default();
+}
+
 impl RequestMetrics {
     /// Runs `record` with the metrics of `route`, `method` and `status`.
     fn of(route: &str, method: &Method, status: u16, record: impl FnOnce(&RequestMetrics)) {
-        static KNOWN: LazyLock<RwLock<RequestMetricsByRoute>> = LazyLock::new(RwLock::default);
-        let known = KNOWN.read().unwrap_or_else(PoisonError::into_inner);
-        if let Some(metrics) = known.get(route).and_then(|by_status| by_status.get(&(method.clone(), status))) {
-            return record(metrics);
-        }
-        drop(known);
-        let mut known = KNOWN.write().unwrap_or_else(PoisonError::into_inner);
-        let metrics = known.entry(route.into()).or_default().entry((method.clone(), status)).or_insert_with(|| {
-            let labels = [("method", method.as_str().to_owned()), ("route", route.to_owned())];
-            RequestMetrics {
-                seconds: metrics::histogram!(HTTP_REQUEST_SECONDS, &labels),
-                requests: metrics::counter!(
-                    HTTP_REQUESTS,
-                    "method" => method.as_str().to_owned(),
-                    "route" => route.to_owned(),
-                    "status" => status.to_string()
-                ),
+        KNOWN_ON_THIS_THREAD.with_borrow_mut(|known| {
+            if let Some(metrics) = known.get(route).and_then(|by_status| by_status.get(&(method.clone(), status))) {
+                return record(metrics);
             }
+            let metrics = known.entry(route.into()).or_default().entry((method.clone(), status)).or_insert_with(|| {
+                let labels = [("method", method.as_str().to_owned()), ("route", route.to_owned())];
+                RequestMetrics {
+                    seconds: metrics::histogram!(HTTP_REQUEST_SECONDS, &labels),
+                    requests: metrics::counter!(
+                        HTTP_REQUESTS,
+                        "method" => method.as_str().to_owned(),
+                        "route" => route.to_owned(),
+                        "status" => status.to_string()
+                    ),
+                }
+            });
+            record(metrics);
         });
-        record(metrics);
     }
 }
 

@@ -19,8 +19,8 @@ use crate::error::{ApiError, ErrorCode};
 /// The fair-shedding middleware ([`Around`]): it counts every request by
 /// its client's class, refuses the one [`Clients::admit`] refuses with
 /// `429 too_many_requests` and `Retry-After`, and holds the admission of the
-/// others until their answer is ready. It wraps the reads only
-/// (`crate::server::routes`): the probes and `/metrics` must show the
+/// others until their answer is ready. It holds the reads only
+/// (`crate::route_handling`): the probes and `/metrics` must show the
 /// service as it is, not as one of its clients.
 ///
 /// It holds the clients and HBase's load behind one `Arc`, since axum

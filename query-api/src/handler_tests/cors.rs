@@ -78,7 +78,7 @@ async fn a_browser_can_read_the_503_of_an_answer_later_than_the_deadline() {
         cors_origins: vec!["https://shop.example".to_owned()],
         ..Settings::default()
     };
-    let router = crate::server::with_middleware(routes, AppState::new(store, settings));
+    let router = crate::server::with_middleware(routes, Default::default(), AppState::new(store, settings));
     let answer = send(&router, read_from("https://shop.example", "/slow")).await;
     answer.assert_error(StatusCode::SERVICE_UNAVAILABLE, "timeout");
     assert_eq!(answer.headers[header::ACCESS_CONTROL_ALLOW_ORIGIN], "https://shop.example");

@@ -129,7 +129,7 @@ async fn a_panicking_handler_answers_a_generic_500_through_the_services_middlewa
         }),
     );
     let store = ReadStore::new(Hbase::new(HbaseConfig::default()), Tables::with_prefix("panic_").expect("prefix"));
-    let router = crate::server::with_middleware(routes, AppState::new(store, Settings::default()));
+    let router = crate::server::with_middleware(routes, Default::default(), AppState::new(store, Settings::default()));
     let answer = get(&router, "/boom").await;
     answer.assert_error(StatusCode::INTERNAL_SERVER_ERROR, "internal");
     assert!(!answer.text().contains("secret"), "{}", answer.text());
