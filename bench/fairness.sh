@@ -55,7 +55,9 @@
 # the others (`held`); the requests admitted, by kind (every client's:
 # readers and greedy clients are all told apart by address; `calm` while
 # the service did not shed, `sheltered`, `within`, `room`, `newcomer`:
-# query-api/README.md); and the cores each
+# query-api/README.md); the seconds whose admitted requests overflowed
+# (docs/pacing.md: each lowers what the shares are worked out from, and its
+# time is in the service's log); and the cores each
 # process used meanwhile (scripts/cpu-sampler.py: HBase's by their pid
 # files, query-api, page-load for the readers, soak for the greedy clients,
 # `other`, the machine's `idle`).
@@ -111,11 +113,11 @@ polite_pids=()
 # failed kill would end a complete run with status 1.
 trap 'for pid in "$sampler_pid" "$anchor_pid" "$api_pid" "$greedy_pid" "${polite_pids[@]}"; do [ -n "$pid" ] && { kill -TERM "$pid" 2>/dev/null || true; }; done; wait 2>/dev/null || true' EXIT
 
-# pool_waits NAME: the service's HBase pool waits, its HBase calls' times and
-# its admissions by kind so far (cumulative since it started), to
-# $out/pool-wait-NAME.txt.
+# pool_waits NAME: the service's HBase pool waits, its HBase calls' times,
+# its admissions by kind and its overflowed seconds so far (cumulative since
+# it started), to $out/pool-wait-NAME.txt.
 pool_waits() {
-  curl -fsS "$base/metrics" | grep -E '^reviews_(hbase_(pool_wait|call)_seconds|api_client_admissions_total)' \
+  curl -fsS "$base/metrics" | grep -E '^reviews_(hbase_(pool_wait|call)_seconds|api_(client_admissions|overflowed_seconds)_total)' \
     >"$out/pool-wait-$1.txt" || true
 }
 
@@ -246,9 +248,10 @@ def cores(seen):
 
 def pool_waits(name):
     """The HBase pool's waits so far, {queue_bound: [count, seconds]}; the
-    calls to HBase, [count, seconds] (every operation summed); and the
-    admissions by kind, {kind: count} (every class summed)."""
-    waits, calls, admissions = {}, [0, 0.0], {}
+    calls to HBase, [count, seconds] (every operation summed); the
+    admissions by kind, {kind: count} (every class summed); and the seconds
+    whose admitted requests overflowed."""
+    waits, calls, admissions, overflowed = {}, [0, 0.0], {}, 0.0
     path = f"{out}/pool-wait-{name}.txt"
     for line in open(path) if os.path.exists(path) else []:
         match = re.match(r'reviews_hbase_pool_wait_seconds_(count|sum)\{queue_bound="(\w+)"\} (\S+)', line)
@@ -261,23 +264,27 @@ def pool_waits(name):
         match = re.match(r'reviews_api_client_admissions_total\{.*kind="(\w+)".*\} (\S+)', line)
         if match:
             admissions[match.group(1)] = admissions.get(match.group(1), 0) + float(match.group(2))
-    return waits, calls, admissions
+        match = re.match(r'reviews_api_overflowed_seconds_total (\S+)', line)
+        if match:
+            overflowed = float(match.group(1))
+    return waits, calls, admissions, overflowed
 
 samples = cpu_samples.read(f"{out}/cpu.csv")
 table = []
 for round in range(1, rounds + 1):
     for shedding in settings:
         alone = {r: reader(f"{round}-{shedding}-alone-{r}") for r in readers} if "alone" in conditions else {}
-        before, calls_before, admitted_before = pool_waits(f"{round}-{shedding}-warm")
+        before, calls_before, admitted_before, overflowed_before = pool_waits(f"{round}-{shedding}-warm")
         for condition in conditions:
             name = f"{round}-{shedding}-{condition}"
             row = {"round": round, "shedding": shedding, "condition": condition, "readers": {}, "greedy": greedy(name)}
-            after, calls, admitted = pool_waits(name)
+            after, calls, admitted, overflowed = pool_waits(name)
             row["pool_waits"] = {bound: [count - before.get(bound, [0, 0.0])[0], seconds - before.get(bound, [0, 0.0])[1]]
                                  for bound, (count, seconds) in after.items()}
             row["hbase_calls"] = [calls[0] - calls_before[0], calls[1] - calls_before[1]]
             row["admissions"] = {kind: count - admitted_before.get(kind, 0) for kind, count in admitted.items()}
-            before, calls_before, admitted_before = after, calls, admitted
+            row["overflowed_seconds"] = int(overflowed - overflowed_before)
+            before, calls_before, admitted_before, overflowed_before = after, calls, admitted, overflowed
             for r in readers:
                 seen = reader(f"{name}-{r}")
                 if r in alone and alone[r]["p99"] > 0:
@@ -314,6 +321,9 @@ for row in table:
                 if count > 0]
     if admitted:
         print("  admitted, by kind: " + ", ".join(admitted))
+    # Each lowers what the fair shares are worked out from (docs/pacing.md).
+    if row["overflowed_seconds"]:
+        print(f"  seconds whose admitted requests overflowed: {row['overflowed_seconds']}")
     # `jit`: the JVMs' compiler threads, counted in their JVMs' figures too.
     used = [f"{process} {share:.2f}" for process, share in sorted(row["cores"].items(), key=lambda item: -item[1])
             if share >= 0.02]

@@ -1,5 +1,5 @@
-//! Which routes' reads the clients' limits hold ([`Shedding`]) and which
-//! answer conditional GETs ([`ConditionalGet`]), recorded as the routes are
+//! Which routes the clients' limits hold ([`Shedding`]) and which answer
+//! conditional GETs ([`ConditionalGet`]), recorded as the routes are
 //! registered ([`HandledRoutes`]), and the middleware that applies them by
 //! the route a request matched ([`ByRoute`]).
 //!
@@ -22,7 +22,7 @@ use crate::clients::Shedding;
 use crate::conditional::ConditionalGet;
 use crate::state::AppState;
 
-/// What the service does to a route's reads beyond what every request gets.
+/// What the service does to a route's requests beyond what every request gets.
 #[derive(Debug, Clone, Copy, PartialEq, Eq)]
 pub(crate) enum Handling {
     /// Limited per client ([`Shedding`]).

@@ -38,6 +38,8 @@ pub const CLIENT_REQUESTS: &str = "reviews_api_client_requests_total";
 pub const CLIENT_REFUSALS: &str = "reviews_api_client_refusals_total";
 /// Requests admitted, by client class and kind (`crate::clients::ADMISSION_KINDS`).
 pub const CLIENT_ADMISSIONS: &str = "reviews_api_client_admissions_total";
+/// Seconds whose admitted requests overflowed what the service could serve (`crate::clients`).
+pub const OVERFLOWED_SECONDS: &str = "reviews_api_overflowed_seconds_total";
 
 /// Connections open now.
 pub const CONNECTIONS_OPEN: &str = "reviews_api_connections_open";
@@ -132,6 +134,11 @@ fn describe_metrics() {
         "Requests admitted, by client class and kind: calm (the service was not shedding), sheltered (within the \
          even share, its HBase work may take the kept connections), within (within its fair rate), room (over its \
          fair rate, a place in the room), newcomer (come less than a second ago) or exempt"
+    );
+    metrics::describe_counter!(
+        OVERFLOWED_SECONDS,
+        "Seconds in which one in a hundred of the admitted requests (and ten or more) ended unserved while the \
+         service shed: what it served then counts, for a while, as the most it can serve"
     );
     metrics::describe_counter!(
         CLIENT_REFUSALS,

@@ -597,17 +597,19 @@ impl Hbase {
 mod tests {
     use super::*;
 
-    /// A "gateway" that accepts connections and never answers (a hung
-    /// process): every call on it blocks until a socket timeout.
-    fn silent_gateway() -> (std::net::TcpListener, String) {
+    /// A pool configured as `config` says, on a "gateway" that accepts
+    /// connections and never answers (a hung process): every call on it
+    /// blocks until a socket timeout. The gateway lives as long as the
+    /// listener returned with it.
+    fn on_silent_gateway(config: HbaseConfig) -> (std::net::TcpListener, Hbase) {
         let listener = std::net::TcpListener::bind("127.0.0.1:0").expect("bind");
         let address = listener.local_addr().expect("address").to_string();
-        (listener, address)
+        (listener, Hbase::new(HbaseConfig { thrift1_gateways: GatewayList::single(address), ..config }))
     }
 
-    fn patient_pool(address: String) -> Hbase {
-        Hbase::new(HbaseConfig {
-            thrift1_gateways: GatewayList::single(address),
+    /// One connection, patient for five seconds, three tries.
+    fn patient_pool_on_silent_gateway() -> (std::net::TcpListener, Hbase) {
+        on_silent_gateway(HbaseConfig {
             pool_size: 1,
             io_timeout: Duration::from_secs(5),
             operation_timeout: Duration::from_secs(5),
@@ -616,10 +618,24 @@ mod tests {
         })
     }
 
+    /// A ping through `hbase`, as a task's future.
+    fn ping(hbase: &Hbase) -> impl Future<Output = Result<()>> + Send + 'static {
+        let hbase = hbase.clone();
+        async move { hbase.run(Retry::Once, |connection| connection.ping()).await }
+    }
+
+    /// Waits until `condition` holds, for at most two seconds.
+    async fn until(what: &str, condition: impl Fn() -> bool) {
+        let began = Instant::now();
+        while !condition() {
+            assert!(began.elapsed() < Duration::from_secs(2), "never: {what}");
+            tokio::time::sleep(Duration::from_millis(5)).await;
+        }
+    }
+
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn work_ends_by_the_callers_deadline_not_a_fresh_timeout_of_its_own() {
-        let (_gateway, address) = silent_gateway();
-        let hbase = patient_pool(address);
+        let (_gateway, hbase) = patient_pool_on_silent_gateway();
         let asked = Instant::now();
         let deadline = asked + Duration::from_millis(300);
         let outcome = with_deadline(deadline, hbase.run(Retry::Idempotent, |connection| connection.ping())).await;
@@ -637,18 +653,10 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn work_whose_caller_has_gone_is_not_started() {
-        let (_gateway, address) = silent_gateway();
-        let hbase = patient_pool(address);
+        let (_gateway, hbase) = patient_pool_on_silent_gateway();
         // The one connection is busy for a second.
-        let busy = {
-            let hbase = hbase.clone();
-            tokio::spawn(with_deadline(Instant::now() + Duration::from_secs(1), async move {
-                hbase.run(Retry::Idempotent, |connection| connection.ping()).await
-            }))
-        };
-        while hbase.in_flight() == 0 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        let busy = tokio::spawn(with_deadline(Instant::now() + Duration::from_secs(1), ping(&hbase)));
+        until("the busy operation runs", || hbase.in_flight() == 1).await;
         // A caller with 200 ms to spare waits for it, and gives up.
         let started = Arc::new(AtomicBool::new(false));
         let flag = started.clone();
@@ -670,9 +678,7 @@ mod tests {
 
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn a_bounded_queue_refuses_at_once_unless_lifted_and_a_queue_timeout_refuses_in_time() {
-        let (_gateway, address) = silent_gateway();
-        let hbase = Hbase::new(HbaseConfig {
-            thrift1_gateways: GatewayList::single(address),
+        let (_gateway, hbase) = on_silent_gateway(HbaseConfig {
             pool_size: 1,
             io_timeout: Duration::from_secs(3),
             operation_timeout: Duration::from_secs(3),
@@ -680,23 +686,16 @@ mod tests {
             max_queued: Some(1),
             ..HbaseConfig::default()
         });
-        let busy = {
-            let hbase = hbase.clone();
-            tokio::spawn(async move { hbase.run(Retry::Once, |connection| connection.ping()).await })
-        };
-        while hbase.in_flight() == 0 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        let busy = tokio::spawn(ping(&hbase));
+        until("the busy operation runs", || hbase.in_flight() == 1).await;
         let waiter = {
-            let hbase = hbase.clone();
+            let waiting = ping(&hbase);
             tokio::spawn(async move {
                 let asked = Instant::now();
-                (hbase.run(Retry::Once, |connection| connection.ping()).await, asked.elapsed())
+                (waiting.await, asked.elapsed())
             })
         };
-        while hbase.queued() == 0 {
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
+        until("the waiter queues", || hbase.queued() == 1).await;
         let asked = Instant::now();
         let refused = hbase.run(Retry::Once, |connection| connection.ping()).await;
         assert!(matches!(refused, Err(Error::Overloaded(_))), "{refused:?}");
@@ -714,30 +713,15 @@ mod tests {
         busy.abort();
     }
 
-    /// Waits until `condition` holds, for at most two seconds.
-    async fn until(what: &str, condition: impl Fn() -> bool) {
-        let began = Instant::now();
-        while !condition() {
-            assert!(began.elapsed() < Duration::from_secs(2), "never: {what}");
-            tokio::time::sleep(Duration::from_millis(5)).await;
-        }
-    }
-
     #[tokio::test(flavor = "multi_thread", worker_threads = 2)]
     async fn sheltered_work_takes_a_kept_connection_while_the_rests_work_queues() {
-        let (_gateway, address) = silent_gateway();
-        let hbase = Hbase::new(HbaseConfig {
-            thrift1_gateways: GatewayList::single(address),
+        let (_gateway, hbase) = on_silent_gateway(HbaseConfig {
             pool_size: 2,
             sheltered_connections: 1,
             io_timeout: Duration::from_secs(3),
             operation_timeout: Duration::from_secs(3),
             ..HbaseConfig::default()
         });
-        let ping = |hbase: &Hbase| {
-            let hbase = hbase.clone();
-            async move { hbase.run(Retry::Once, |connection| connection.ping()).await }
-        };
         // The rest's work takes its one connection, and more of it queues.
         let running = tokio::spawn(ping(&hbase));
         until("the rest's first operation runs", || hbase.in_flight() == 1).await;

@@ -196,6 +196,8 @@ struct Inner {
     /// are the configured keys' names and two fixed ones, none chosen by a
     /// client, and std's SipHash of the class showed in a cached read's profile.
     class_index: foldhash::HashMap<Arc<str>, usize>,
+    /// The seconds whose admitted requests overflowed ([`Counts::see`]).
+    overflowed_seconds: metrics::Counter,
     /// Seconds of [`Counts::second`] and [`Counts::busy_until_ms`] are counted from here.
     started: Instant,
 }
@@ -243,8 +245,11 @@ impl Clients {
                 ClassCounters { requests, refusals, admissions }
             })
             .collect();
+        let overflowed_seconds = metrics::counter!(telemetry::OVERFLOWED_SECONDS);
+        overflowed_seconds.increment(0);
         let started = Instant::now();
-        let inner = Inner { policy, keys, exempt, locked, totals, limiter, counters, class_index, started };
+        let inner =
+            Inner { policy, keys, exempt, locked, totals, limiter, counters, class_index, overflowed_seconds, started };
         Clients { inner: Arc::new(inner) }
     }
 
@@ -288,7 +293,18 @@ impl Clients {
         let (within, in_room_now) = (totals.within.load(Ordering::Relaxed), totals.in_room.load(Ordering::Relaxed));
         let finished = totals.finished();
         let now_ms = u64::try_from(now.as_millis()).unwrap_or(u64::MAX);
-        counts.see(client, now_ms, finished, load);
+        if let Some(ended) = counts.see(client, now_ms, finished, load) {
+            // Once a second at most: what the fair shares are worked out
+            // from has just been lowered, and the clients asking most are
+            // refused first from now on.
+            self.inner.overflowed_seconds.increment(1);
+            tracing::info!(
+                served = ended.served,
+                unserved = ended.unserved,
+                "a second's admitted requests overflowed what the service could serve: no second it remembers counts \
+                 as able to serve more than that one served"
+            );
+        }
         if load.busy {
             counts.busy_until_ms = now_ms.saturating_add(BUSY_FOR.as_millis() as u64);
             counts.recovering = true;
@@ -970,9 +986,13 @@ mod tests {
         let ticks = 3 * crowd_rate;
         for tick in 0..ticks {
             let ms = tick * 1_000 / crowd_rate;
-            crowd.iter().for_each(|client| counts.see(client, ms, finished_at(ms), &load));
+            crowd.iter().for_each(|client| {
+                counts.see(client, ms, finished_at(ms), &load);
+            });
             if tick * 20 / crowd_rate != (tick + 1) * 20 / crowd_rate {
-                readers.iter().for_each(|client| counts.see(client, ms, finished_at(ms), &load));
+                readers.iter().for_each(|client| {
+                    counts.see(client, ms, finished_at(ms), &load);
+                });
             }
         }
         counts.fair_rate(2_995, finished_at(2_995), 32)
@@ -1015,6 +1035,20 @@ mod tests {
         assert!(overflowing.fair_rate < f64::from(crowd_rate), "{overflowing:?}");
         // A few requests dropped by clients that hung up are no sign.
         assert_eq!(share_beside_a_crowd(crowd_rate.into(), 32, finishing(2_300, 5)), calm);
+    }
+
+    #[test]
+    fn a_second_that_overflowed_is_told_once_when_it_ends() {
+        let mut counts = Counts::default();
+        let client = address("192.0.2.1");
+        let busy = load(true, 32);
+        let finished = |served, unserved| Finished { served, unserved };
+        assert_eq!(counts.see(&client, 0, finished(0, 0), &busy), None);
+        assert_eq!(counts.see(&client, 500, finished(100, 20), &busy), None, "the second has not ended");
+        assert_eq!(counts.see(&client, 1_000, finished(200, 20), &busy), Some(finished(200, 20)));
+        assert_eq!(counts.see(&client, 1_500, finished(300, 20), &busy), None, "told once");
+        // Five unserved of 1,105 finished in the next second: no overflow.
+        assert_eq!(counts.see(&client, 2_000, finished(1_300, 25), &busy), None);
     }
 
     #[test]

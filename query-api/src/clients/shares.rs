@@ -232,18 +232,21 @@ impl Counts {
     /// slows every answer; its clients, each holding only so many requests
     /// in flight, ask less as their answers slow, stay within an even share
     /// of twice what is served, and keep HBase's queue overflowing onto the
-    /// readers.
-    pub(super) fn see(&mut self, client: &ClientId, now_ms: u64, finished: Finished, load: &Load) {
+    /// readers. Returns what the second that ended finished when it
+    /// overflowed, for the service to say so.
+    pub(super) fn see(&mut self, client: &ClientId, now_ms: u64, finished: Finished, load: &Load) -> Option<Finished> {
         // Never back: a request that read the clock just before the second
         // turned may take the lock just after one that read it after, and
         // would otherwise look like a gap that forgets every client.
         let second = (now_ms / 1_000).max(self.second);
+        let mut overflowed = None;
         if second != self.second {
             let next = second == self.second + 1;
             let ended = finished.since(self.finished_mark);
             let then = self.could_serve(ended, load.connections);
             if ended.overflowed() {
                 self.served_by_second.iter_mut().for_each(|(_, could)| *could = could.min(then));
+                overflowed = Some(ended);
             }
             self.served_by_second.push_back((self.second, then));
             while self.served_by_second.front().is_some_and(|(at, _)| at + SERVED_MEMORY_SECS < second) {
@@ -267,6 +270,7 @@ impl Counts {
                 self.requests.insert(client.clone(), Window { now: 1, before: 0, first_ms: now_ms });
             }
         }
+        overflowed
     }
 
     /// What the service could have served in the current second so far,
