@@ -16,10 +16,11 @@
 //!
 //! The load is open-loop (requests go out on schedule whatever the answers'
 //! latency). Each answer is one JSON line in `--out`: when its request was
-//! due (Unix milliseconds), its route, status, latency, error code, whether it
-//! was a stale copy (it had an `Age`), whether it was read from a secondary
-//! region replica (`X-Replica-Read`), and for a stale copy whether its body
-//! equals, byte for byte, the last fresh answer this tool saw for that URL.
+//! due (Unix milliseconds), its route, status, latency, error code and
+//! message (a refusal's says why), whether it was a stale copy (it had an
+//! `Age`), whether it was read from a secondary region replica
+//! (`X-Replica-Read`), and for a stale copy whether its body equals, byte
+//! for byte, the last fresh answer this tool saw for that URL.
 //!
 //! With `--snapshot` it instead reads every product's ranked reviews,
 //! summary and whole latest list (walked with its cursors) once, and writes
@@ -156,6 +157,7 @@ struct Pages {
 struct Seen {
     status: u16,
     code: Option<String>,
+    message: Option<String>,
     stale: bool,
     /// Whether it was read (in part) from a secondary region replica.
     replica: bool,
@@ -218,7 +220,9 @@ impl Pages {
         let replica = response.headers().contains_key("x-replica-read");
         let body = response.bytes().await.map_err(|error| error.to_string())?.to_vec();
         let parsed: Option<serde_json::Value> = serde_json::from_slice(&body).ok();
-        let code = parsed.as_ref().and_then(|value| value["error"]["code"].as_str().map(str::to_owned));
+        let error_field =
+            |field: &str| parsed.as_ref().and_then(|value| value["error"][field].as_str().map(str::to_owned));
+        let (code, message) = (error_field("code"), error_field("message"));
         let mut same_as_last_fresh = None;
         if status == 200 {
             let mut last_fresh = self.last_fresh.lock().map_err(|_| "poisoned".to_owned())?;
@@ -236,7 +240,7 @@ impl Pages {
                 ids.insert(product, id.to_owned());
             }
         }
-        Ok(Seen { status, code, stale, replica, same_as_last_fresh })
+        Ok(Seen { status, code, message, stale, replica, same_as_last_fresh })
     }
 
     /// GETs `path` and returns its status and JSON body.
@@ -374,7 +378,7 @@ async fn main() -> anyhow::Result<()> {
                     let line = match seen {
                         Ok(seen) => json!({
                             "due_ms": due_unix_ms, "route": route.name(), "status": seen.status,
-                            "latency_ms": latency_ms, "code": seen.code, "stale": seen.stale,
+                            "latency_ms": latency_ms, "code": seen.code, "message": seen.message, "stale": seen.stale,
                             "replica": seen.replica, "same_as_last_fresh": seen.same_as_last_fresh,
                         }),
                         Err(error) => json!({
