@@ -9,7 +9,6 @@
 //! it, and calls through a `oneshot` on every request, and on a cached read
 //! that showed in the CPU time.
 
-use std::collections::HashMap;
 use std::sync::Arc;
 
 use axum::extract::{MatchedPath, Request};
@@ -32,10 +31,14 @@ pub(crate) enum Handling {
     LimitedAndConditional,
 }
 
+/// Route template -> its [`Handling`]. Hashed with `foldhash`: the keys are
+/// the router's templates, none chosen by a client.
+type HandlingByRoute = foldhash::HashMap<Box<str>, Handling>;
+
 /// The [`Handling`] of each route template that has one; any other route's
 /// requests get the front door's only.
 #[derive(Debug, Clone, Default)]
-pub(crate) struct RouteHandling(Arc<HashMap<Box<str>, Handling, foldhash::fast::RandomState>>);
+pub(crate) struct RouteHandling(Arc<HandlingByRoute>);
 
 impl RouteHandling {
     /// The handling of a request: its route's, whatever its method (a
@@ -52,12 +55,12 @@ impl RouteHandling {
 /// route is.
 pub(crate) struct HandledRoutes {
     router: OpenApiRouter<AppState>,
-    handling: HashMap<Box<str>, Handling, foldhash::fast::RandomState>,
+    handling: HandlingByRoute,
 }
 
 impl HandledRoutes {
     pub(crate) fn new(router: OpenApiRouter<AppState>) -> HandledRoutes {
-        HandledRoutes { router, handling: HashMap::default() }
+        HandledRoutes { router, handling: HandlingByRoute::default() }
     }
 
     /// Registers a documented route (its paths from its handler's `utoipa::path`).

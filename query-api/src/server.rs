@@ -36,7 +36,7 @@ pub fn app(state: AppState) -> Router {
 }
 
 /// The service's routes, before the middleware every request gets, and
-/// what that middleware does to each one's reads beyond the front door.
+/// what that middleware does to each one's requests beyond the front door.
 /// Each route is registered once: its path and OpenAPI operation come from
 /// its handler's `utoipa::path`, what it answers beyond its body from the
 /// [`Answers`] it is registered with, and its [`Handling`] with it. The
