@@ -48,7 +48,7 @@ pub async fn listing_summaries(
     let mut read_at = Instant::now();
     let mut found: HashMap<Id, Option<ReviewSummaryView>> = HashMap::new();
     for product in products {
-        if let Some(ranking) = state.ranked_cache().fresh(product).await {
+        if let Some(ranking) = state.ranked_cache().fresh(product) {
             ranking.note_origin();
             read_at = read_at.min(ranking.read_at());
             found.insert(*product, ranking.summary().cloned());
