@@ -14,6 +14,7 @@
 //! body; a request id comes from the thread's random generator, not from a
 //! system call.
 
+use std::cell::RefCell;
 use std::future::Future;
 use std::pin::Pin;
 use std::task::{Context, Poll};
@@ -25,6 +26,8 @@ use axum::response::{IntoResponse, Response};
 use common::traces::RequestContext;
 use futures_util::FutureExt as _;
 use pin_project_lite::pin_project;
+use rand::rngs::SmallRng;
+use rand::{Rng as _, SeedableRng as _};
 
 use crate::around::{AnswerFuture, Around};
 use crate::encoding::{self, AcceptedCodings};
@@ -168,10 +171,19 @@ fn within_deadline(
 /// whose rows may lag the primary's by about a second: `X-Replica-Read: stale`.
 pub const REPLICA_READ_HEADER: &str = "x-replica-read";
 
+thread_local! {
+    /// Each thread's generator of request ids, seeded from the thread's
+    /// cryptographic generator. A request id must be unique, not
+    /// unpredictable: 122 random bits from a small fast generator are a few
+    /// nanoseconds, where ChaCha12's were a sixtieth of a cached read.
+    static REQUEST_IDS: RefCell<SmallRng> = RefCell::new(SmallRng::from_rng(&mut rand::rng()));
+}
+
 /// A new request id: a random (version 4) UUID, from the thread's
-/// generator (seeded from the operating system, and reseeded by it).
+/// generator of request ids.
 fn new_request_id() -> HeaderValue {
-    let uuid = uuid::Builder::from_random_bytes(rand::random()).into_uuid();
+    let bytes = REQUEST_IDS.with(|generator| generator.borrow_mut().random());
+    let uuid = uuid::Builder::from_random_bytes(bytes).into_uuid();
     let mut text = uuid::Uuid::encode_buffer();
     HeaderValue::from_str(uuid.hyphenated().encode_lower(&mut text))
         .unwrap_or_else(|_| unreachable!("a UUID's text is a valid header value"))
@@ -189,5 +201,11 @@ mod tests {
         let parsed = uuid::Uuid::parse_str(first.to_str().expect("ascii")).expect("a UUID");
         assert_eq!(parsed.get_version_num(), 4);
         assert_eq!(first.len(), 36);
+    }
+
+    #[test]
+    fn request_ids_made_on_two_threads_differ() {
+        let elsewhere = std::thread::spawn(new_request_id).join().expect("a request id");
+        assert_ne!(new_request_id(), elsewhere, "each thread's generator is seeded apart");
     }
 }

@@ -318,7 +318,13 @@ impl Clients {
         if !shedding {
             counts.stop_shedding();
         }
-        let mine = counts.in_flight.get(client).map_or(0, |count| count.load(Ordering::Relaxed));
+        // Looked up once, and made here for a new client: one refused stays
+        // at zero, which `forget_idle` drops (under the lock, as here).
+        let count = match counts.in_flight.get(client) {
+            Some(count) => Arc::clone(count),
+            None => Arc::clone(counts.in_flight.entry(client.clone()).or_default()),
+        };
+        let mine = count.load(Ordering::Relaxed);
         let mut kind = if exempt { Admitted::Exempt } else { Admitted::Calm };
         if !exempt {
             let policy = &self.inner.policy;
@@ -367,7 +373,6 @@ impl Clients {
                 }
             }
         }
-        let count = Arc::clone(counts.in_flight.entry(client.clone()).or_default());
         // Under the lock: `forget_idle` drops a count at zero only there.
         count.fetch_add(1, Ordering::Relaxed);
         totals.of(kind.in_room()).fetch_add(1, Ordering::Relaxed);
