@@ -233,7 +233,7 @@ impl RankedCache {
         };
         // A failed load drops the guard: a request waiting for it loads next.
         let ranking = load().await?;
-        // Refused only when it weighs more than a shard holds: served uncached.
+        // Refused only when a refresh put a ranking in meanwhile, which stays.
         let _ = guard.insert(Weighed::new(Arc::clone(&ranking)));
         metrics::gauge!(telemetry::RANKED_CACHE_BYTES).set(cache.weight() as f64);
         self.results.miss.increment(1);
