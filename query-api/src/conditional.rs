@@ -1,7 +1,7 @@
-//! The conditional GET of the comment reads (`crate::route_handling`): the
-//! variant of a prepared answer that the request accepts
-//! ([`encoding::serve_prepared`]), tagged ([`crate::etag`]), and 304 without
-//! a body when the request already holds that tag.
+//! The conditional GET of the comment reads (`crate::route_handling`): an
+//! answer tagged ([`crate::etag`]; a prepared answer comes tagged in the
+//! variant its request accepts, [`crate::encoding::Prepared::response`]),
+//! and 304 without a body when the request already holds that tag.
 
 use std::future::{ready, Future, Ready};
 
@@ -13,18 +13,13 @@ use futures_util::future::Either;
 use futures_util::FutureExt as _;
 
 use crate::around::{AnswerFuture, Around};
-use crate::encoding::{self, AcceptedCodings};
+use crate::encoding;
 use crate::etag::{entity_tag, none_match_hits};
 
-/// Middleware for GET routes: answers a prepared answer's variant that the
-/// request accepts ([`encoding::serve_prepared`]), tags a 200 answer, and
-/// turns it into a 304 with no body when the request already holds that
-/// tag. An answer that comes with its `ETag` (computed once with a kept
-/// body) keeps it, unhashed.
-///
-/// One middleware for both, not a layer each: every layer boxes its future
-/// on each request, and on a cached read that bookkeeping is a good part of
-/// the cost.
+/// Middleware for GET routes: tags a 200 answer, and turns it into a 304
+/// with no body when the request already holds that tag. An answer that
+/// comes with its `ETag` (a prepared answer's, in the variant its request
+/// accepts) keeps it, unhashed.
 #[derive(Debug, Clone, Copy)]
 pub struct ConditionalGet;
 
@@ -34,29 +29,23 @@ impl Around for ConditionalGet {
         request: Request,
         beneath: impl FnOnce(Request) -> Beneath,
     ) -> impl AnswerFuture {
-        let accepted = AcceptedCodings::of(request.headers());
         // Only the validators, and only when sent: most requests send none.
         let mut conditions = HeaderMap::new();
         for value in request.headers().get_all(header::IF_NONE_MATCH) {
             conditions.append(header::IF_NONE_MATCH, value.clone());
         }
         // Combinators, not an `async` block (see `crate::around`).
-        beneath(request).then(move |response| tagged(accepted, conditions, response))
+        beneath(request).then(move |response| tagged(conditions, response))
     }
 }
 
-/// `response` as [`ConditionalGet`] answers it to a request that accepts
-/// `accepted` and sent the validators `conditions`: at once when it is no
-/// 200 or comes tagged (a prepared answer), else once its body is hashed.
-fn tagged(
-    accepted: AcceptedCodings,
-    conditions: HeaderMap,
-    response: Response,
-) -> Either<Ready<Response>, impl Future<Output = Response>> {
+/// `response` as [`ConditionalGet`] answers it to a request that sent the
+/// validators `conditions`: at once when it is no 200 or comes tagged (a
+/// prepared answer), else once its body is hashed.
+fn tagged(conditions: HeaderMap, response: Response) -> Either<Ready<Response>, impl Future<Output = Response>> {
     if response.status() != StatusCode::OK {
         return Either::Left(ready(response));
     }
-    let response = encoding::serve_prepared(accepted, response);
     if let Some(tag) = response.headers().get(header::ETAG).cloned() {
         let answer = if none_match_hits(&conditions, &tag) { not_modified(response.headers(), tag) } else { response };
         return Either::Left(ready(answer));

@@ -1,6 +1,7 @@
 //! Answers prepared once with their compressed variants ([`Prepared`]), and
 //! serving each request the variant its `Accept-Encoding` asks for
-//! ([`serve_prepared`], called by [`crate::conditional::ConditionalGet`]).
+//! ([`Prepared::response`], by the handler, which takes the request's
+//! [`AcceptedCodings`] as an extractor).
 //!
 //! Every browser sends `Accept-Encoding: gzip, deflate, br, zstd`. An answer
 //! the service serves again and again (a cached ranking's answers, a rendered
@@ -22,11 +23,14 @@
 //! added), so a cache or browser holding one variant revalidates that one,
 //! and every answer with variants says `Vary: Accept-Encoding`.
 
+use std::convert::Infallible;
 use std::io::Write;
 use std::sync::atomic::{AtomicU64, AtomicUsize, Ordering};
-use std::sync::{Arc, OnceLock};
+use std::sync::OnceLock;
 
 use axum::body::{Body, Bytes};
+use axum::extract::FromRequestParts;
+use axum::http::request::Parts;
 use axum::http::{header, HeaderMap, HeaderValue};
 use axum::response::{IntoResponse, Response};
 
@@ -225,13 +229,28 @@ impl Prepared {
         Some(Variant { coding, etag: variant_tag(&self.etag, coding), body: Bytes::from(compressed) })
     }
 
-    /// Marks `response`, whose body is this answer's identity bytes, with its
-    /// `ETag` and, when it offers variants, for [`serve_prepared`] to pick one.
-    pub fn mark(self: &Arc<Self>, response: &mut Response) {
-        response.headers_mut().insert(header::ETAG, self.etag.clone());
+    /// This answer to a request that accepts `accepted`, as `content_type`:
+    /// the variant it asks for ([`Prepared::for_codings`]) with that
+    /// variant's `ETag` and `Content-Encoding`, and `Vary: Accept-Encoding`
+    /// when the answer offers variants. Chosen by the handler, before the
+    /// conditional GET compares tags (`crate::conditional`), so a 304 is
+    /// judged against the variant's tag.
+    pub fn response(&self, accepted: AcceptedCodings, content_type: HeaderValue) -> Response {
+        let (body, etag, coding) = self.for_codings(accepted);
+        let mut response = Response::new(Body::from(body.clone()));
+        let headers = response.headers_mut();
+        // Room for what the layers above add (the request id, the length,
+        // `Cache-Control`) without growing the map.
+        headers.reserve(8);
+        headers.insert(header::CONTENT_TYPE, content_type);
+        headers.insert(header::ETAG, etag.clone());
         if self.offers_variants() {
-            response.extensions_mut().insert(PreparedAnswer(Arc::clone(self)));
+            headers.insert(header::VARY, HeaderValue::from_static("accept-encoding"));
         }
+        if let Some(coding) = coding {
+            headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static(coding.token()));
+        }
+        response
     }
 
     /// The bytes held, the room of the variants included (made or not):
@@ -327,6 +346,17 @@ impl AcceptedCodings {
     }
 }
 
+/// A handler takes its request's `Accept-Encoding` as an argument, to answer
+/// a [`Prepared`] answer in the variant the request accepts. It never
+/// rejects: a header it cannot read names no coding, and identity is sent.
+impl<S: Send + Sync> FromRequestParts<S> for AcceptedCodings {
+    type Rejection = Infallible;
+
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<AcceptedCodings, Infallible> {
+        Ok(AcceptedCodings::of(&parts.headers))
+    }
+}
+
 /// `body` in `coding` at `effort`, its buffer no larger than its bytes (a
 /// cache weighs a variant by its length); `None` should the encoder fail.
 fn compress(body: &[u8], coding: Coding, effort: Effort) -> Option<Vec<u8>> {
@@ -367,37 +397,6 @@ fn variant_tag(identity: &HeaderValue, coding: Coding) -> HeaderValue {
     HeaderValue::from_str(&tag).unwrap_or_else(|_| identity.clone())
 }
 
-/// A response's prepared answer, for [`serve_prepared`]: the handler answers
-/// the identity bytes and attaches this.
-#[derive(Debug, Clone)]
-pub struct PreparedAnswer(pub Arc<Prepared>);
-
-/// The variant of a prepared answer that `accepted` asks for (called by
-/// [`crate::conditional::ConditionalGet`] for the routes that answer prepared
-/// bytes): swaps a response carrying a [`PreparedAnswer`] with variants for
-/// that variant, with its `Content-Encoding` and `ETag`, and says
-/// `Vary: Accept-Encoding`; any other response is left as it is. Picked
-/// before the conditional GET compares tags, so a 304 is judged against the
-/// variant's tag.
-pub fn serve_prepared(accepted: AcceptedCodings, mut response: Response) -> Response {
-    let Some(PreparedAnswer(prepared)) = response.extensions().get::<PreparedAnswer>() else {
-        return response;
-    };
-    let (body, etag, coding) = prepared.for_codings(accepted);
-    let variant = coding.map(|coding| (body.clone(), etag.clone(), coding));
-    response.headers_mut().append(header::VARY, HeaderValue::from_static("accept-encoding"));
-    let Some((body, etag, coding)) = variant else {
-        // The identity bytes and their `ETag` are the response's already
-        // (`Prepared::mark`): nothing to take apart and build again.
-        return response;
-    };
-    let (mut parts, _) = response.into_parts();
-    parts.headers.insert(header::ETAG, etag);
-    parts.headers.insert(header::CONTENT_ENCODING, HeaderValue::from_static(coding.token()));
-    parts.headers.remove(header::CONTENT_LENGTH);
-    Response::from_parts(parts, Body::from(body))
-}
-
 /// The bytes of an answer's body, or the 500 to answer when it cannot be
 /// read. The service's answers are built in memory (a page of 100 comments
 /// at most; the documentation's assets), so buffering costs a copy at most.
@@ -409,8 +408,10 @@ pub(crate) async fn buffered(body: Body) -> Result<Bytes, Response> {
 
 /// For every answer (called by [`crate::front_door`]): gzips `response`
 /// when it is at least [`MIN_COMPRESSED_BYTES`] and its request accepted gzip
-/// (by its q-values, `accepted`), unless it is already encoded, carries
-/// prepared variants ([`serve_prepared`] sends those), or is not text.
+/// (by its q-values, `accepted`), unless it is already encoded, was chosen
+/// by the request's `Accept-Encoding` already (a prepared answer with
+/// variants, [`Prepared::response`], says `Vary: Accept-Encoding`), or is
+/// not text.
 pub async fn compress_per_request(accepted: AcceptedCodings, mut response: Response) -> Response {
     let compressible = response.headers().get(header::CONTENT_TYPE).and_then(|value| value.to_str().ok()).is_some_and(
         |content_type| {
@@ -419,10 +420,9 @@ pub async fn compress_per_request(accepted: AcceptedCodings, mut response: Respo
                 || content_type.starts_with("application/javascript")
         },
     );
-    if !compressible
-        || response.headers().contains_key(header::CONTENT_ENCODING)
-        || response.extensions().get::<PreparedAnswer>().is_some()
-    {
+    let chosen_by_coding =
+        response.headers().get_all(header::VARY).iter().any(|value| value.as_bytes() == b"accept-encoding");
+    if !compressible || response.headers().contains_key(header::CONTENT_ENCODING) || chosen_by_coding {
         return response;
     }
     // Whether this answer is compressed depends on the request's header, so

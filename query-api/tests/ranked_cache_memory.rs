@@ -7,12 +7,10 @@
 use std::sync::Arc;
 use std::time::Duration;
 
-use axum::body::Body;
 use axum::http::{header, HeaderMap, HeaderValue};
-use axum::response::Response;
 use common::model::{Comment, Record};
 use common::Id;
-use query_api::encoding::{serve_prepared, AcceptedCodings};
+use query_api::encoding::AcceptedCodings;
 use query_api::prepared_ranking::Ranking;
 use query_api::ranked_cache::RankedCache;
 use query_api::views::RankedComment;
@@ -87,9 +85,7 @@ fn large_ranking(product: usize) -> Ranking {
         let mut headers = HeaderMap::new();
         headers.insert(header::ACCEPT_ENCODING, HeaderValue::from_static(coding));
         for answer in [&seed, &ranked] {
-            let mut response = Response::new(Body::from(answer.body().clone()));
-            answer.mark(&mut response);
-            let served = serve_prepared(AcceptedCodings::of(&headers), response);
+            let served = answer.response(AcceptedCodings::of(&headers), HeaderValue::from_static("application/json"));
             // Brotli's variant is always kept here; gzip's, as long again,
             // fits beside it only in text that compresses better than this.
             if coding == "br" {

@@ -24,7 +24,7 @@ use futures_util::future::Either;
 use futures_util::FutureExt as _;
 use utoipa::IntoResponses;
 
-use crate::encoding::Prepared;
+use crate::encoding::{AcceptedCodings, Prepared};
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::last_good::{self, Answer, PageRead};
 use crate::state::AppState;
@@ -71,11 +71,12 @@ const STALE_ANSWER_MARGIN: Duration = Duration::from_millis(250);
 pub(crate) fn answer_kept<'state>(
     state: &'state AppState,
     read: PageRead,
+    accepted: AcceptedCodings,
     fresh: impl Future<Output = Result<Answer, ApiError>> + 'state,
 ) -> impl Future<Output = Result<Response, ApiError>> + 'state {
     let Some(last_good) = state.last_good() else {
         // Nothing kept, nothing to leave time for: the front door's deadline bounds the read.
-        return Either::Left(fresh.map(|outcome| outcome.map(fresh_response)));
+        return Either::Left(fresh.map(move |outcome| outcome.map(|answer| fresh_response(answer, accepted))));
     };
     let request_timeout = state.settings().request_timeout;
     let deadline = request_timeout.saturating_sub(STALE_ANSWER_MARGIN.min(request_timeout / 4));
@@ -83,13 +84,13 @@ pub(crate) fn answer_kept<'state>(
         match outcome.unwrap_or_else(|_| Err(ApiError::timeout(deadline))) {
             Ok(answer) => {
                 last_good.remember(read, &answer);
-                Ok(fresh_response(answer))
+                Ok(fresh_response(answer, accepted))
             }
             Err(error) if error.code().is_store_failure() => match last_good.recall(&read) {
                 Some(kept) => {
                     // Counted by route in reviews_api_stale_answers_total; one line per answer would flood the log in an outage.
                     tracing::debug!(cause = %error, "HBase failed; answering the last good copy");
-                    Ok(stale_response(&kept, last_good.keep_for()))
+                    Ok(stale_response(&kept, last_good.keep_for(), accepted))
                 }
                 None => Err(error),
             },
@@ -100,13 +101,11 @@ pub(crate) fn answer_kept<'state>(
 
 /// A fresh answer: its body, `Content-Type`, `Cache-Control` and (when
 /// computed with it) `ETag`.
-fn fresh_response(answer: Answer) -> Response {
-    let content_type = HeaderValue::from_static(answer.content_type);
-    let mut response = ([(header::CONTENT_TYPE, content_type)], answer.body.body().clone()).into_response();
+fn fresh_response(answer: Answer, accepted: AcceptedCodings) -> Response {
+    let mut response = answer.body.response(accepted, HeaderValue::from_static(answer.content_type));
     if let Some(cache_control) = answer.cache_control {
         response.headers_mut().insert(header::CACHE_CONTROL, cache_control);
     }
-    answer.body.mark(&mut response);
     response
 }
 
@@ -119,22 +118,20 @@ pub(crate) fn json_response(body: Bytes) -> Response {
 /// with its stale notice shown), its `Age` (since the read behind it began),
 /// and a `Cache-Control` saying it is stale and may be served while errors
 /// last (RFC 5861), for as long as this service keeps it.
-fn stale_response(kept: &Answer, keep_for: Duration) -> Response {
+fn stale_response(kept: &Answer, keep_for: Duration, accepted: AcceptedCodings) -> Response {
     let age = kept.read_at.elapsed().as_secs();
     let cache_control = format!("public, max-age=0, stale-if-error={}", keep_for.as_secs());
     let headers = [
-        (header::CONTENT_TYPE, HeaderValue::from_static(kept.content_type)),
         (header::CACHE_CONTROL, HeaderValue::from_str(&cache_control).unwrap_or(HeaderValue::from_static("no-cache"))),
         (header::AGE, HeaderValue::from(age)),
     ];
+    let content_type = HeaderValue::from_static(kept.content_type);
     // A widget's view shows its stale notice: other bytes, compressed as they go.
-    if kept.content_type == last_good::HTML {
-        let mut response = (headers, shown_stale(kept.body.body())).into_response();
-        response.extensions_mut().insert(ServedStale);
-        return response;
-    }
-    let mut response = (headers, kept.body.body().clone()).into_response();
-    kept.body.mark(&mut response);
+    let mut response = if kept.content_type == last_good::HTML {
+        ([(header::CONTENT_TYPE, content_type)], headers, shown_stale(kept.body.body())).into_response()
+    } else {
+        (headers, kept.body.response(accepted, content_type)).into_response()
+    };
     response.extensions_mut().insert(ServedStale);
     response
 }

@@ -17,6 +17,7 @@ use utoipa::Modify;
 
 use super::answers::Answers;
 use super::{answer_kept, json_response, page_answer, prepared_answer, Unavailable};
+use crate::encoding::AcceptedCodings;
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{JsonBody, LimitQuery, ProductId, RawLimitQuery, UserId};
 use crate::last_good::PageRead;
@@ -50,11 +51,12 @@ const MAX_START_INDEX_KEY_CHARS: usize = 128;
 )]
 pub async fn seed_product_latest(
     State(state): State<AppState>,
+    accepted: AcceptedCodings,
     ProductId(product): ProductId,
     LimitQuery(limit): LimitQuery,
 ) -> Result<Response, ApiError> {
     let limit = limit.get();
-    answer_kept(&state, PageRead::SeedLatest { product, limit }, async {
+    answer_kept(&state, PageRead::SeedLatest { product, limit }, accepted, async {
         let read_at = Instant::now();
         let body = seed_page(&state, IndexKind::Product, keys::product_comment_prefix(&product), None, limit).await?;
         Ok(page_answer(body, read_at))
@@ -76,11 +78,12 @@ pub async fn seed_product_latest(
 )]
 pub async fn seed_user_latest(
     State(state): State<AppState>,
+    accepted: AcceptedCodings,
     UserId(user): UserId,
     LimitQuery(limit): LimitQuery,
 ) -> Result<Response, ApiError> {
     let limit = limit.get();
-    answer_kept(&state, PageRead::SeedUserLatest { user, limit }, async {
+    answer_kept(&state, PageRead::SeedUserLatest { user, limit }, accepted, async {
         let read_at = Instant::now();
         let body = seed_page(&state, IndexKind::User, keys::user_comment_prefix(&user), None, limit).await?;
         Ok(page_answer(body, read_at))
@@ -164,11 +167,12 @@ impl Modify for NextPageDocs {
 )]
 pub async fn seed_ranked(
     State(state): State<AppState>,
+    accepted: AcceptedCodings,
     ProductId(product): ProductId,
     LimitQuery(limit): LimitQuery,
 ) -> Result<Response, ApiError> {
     let limit = limit.get();
-    answer_kept(&state, PageRead::SeedRanked { product, limit }, async {
+    answer_kept(&state, PageRead::SeedRanked { product, limit }, accepted, async {
         let ranking = ranking_reads::ranking(&state, product).await?;
         let prepared = pages::seed_ranked(&state, product, &ranking, limit)?;
         Ok(prepared_answer(&state, prepared, ranking.read_at()))

@@ -12,6 +12,7 @@ use common::store::stars::StarList;
 use common::store::IndexKind;
 
 use super::{answer_kept, page_answer, prepared_answer, ranked_answer, Unavailable};
+use crate::encoding::AcceptedCodings;
 use crate::error::{ApiError, ErrorBody, ErrorCode};
 use crate::extract::{
     CommentOrder, IncludeQuery, PageQuery, ProductId, ProductPageQuery, RankedQuery, RawIncludeQuery, RawPageQuery,
@@ -43,6 +44,7 @@ use crate::views::{render, render_error, CommentView, CommentsPage, RankedPage, 
 )]
 pub async fn v1_product_comments(
     State(state): State<AppState>,
+    accepted: AcceptedCodings,
     ProductId(product): ProductId,
     query: ProductPageQuery,
 ) -> Result<Response, ApiError> {
@@ -50,7 +52,7 @@ pub async fn v1_product_comments(
     let limit = limit.get();
     let list = (stars.is_some() || order != CommentOrder::Newest).then_some(StarList { stars, order });
     let read = PageRead::ProductPage { product, list, cursor: cursor.as_deref().map(Box::from), limit, authors };
-    answer_kept(&state, read, async {
+    answer_kept(&state, read, accepted, async {
         let read_at = Instant::now();
         let cursor = cursor.as_deref();
         let page = match list {
@@ -79,13 +81,14 @@ pub async fn v1_product_comments(
 )]
 pub async fn v1_user_comments(
     State(state): State<AppState>,
+    accepted: AcceptedCodings,
     UserId(user): UserId,
     query: PageQuery,
 ) -> Result<Response, ApiError> {
     let PageQuery { limit, cursor, include_author: authors } = query;
     let limit = limit.get();
     let read = PageRead::UserPage { user, cursor: cursor.as_deref().map(Box::from), limit, authors };
-    answer_kept(&state, read, async {
+    answer_kept(&state, read, accepted, async {
         let read_at = Instant::now();
         let prefix = keys::user_comment_prefix(&user);
         let page = pages::v1_page(&state, IndexKind::User, prefix, cursor.as_deref(), limit, authors).await?;
@@ -109,6 +112,7 @@ pub async fn v1_user_comments(
 )]
 pub async fn v1_review(
     State(state): State<AppState>,
+    accepted: AcceptedCodings,
     ReviewId(key): ReviewId,
     query: IncludeQuery,
 ) -> Result<Response, ApiError> {
@@ -117,7 +121,7 @@ pub async fn v1_review(
         return Err(no_review());
     };
     let authors = query.include_author;
-    answer_kept(&state, PageRead::Review { review, authors }, async {
+    answer_kept(&state, PageRead::Review { review, authors }, accepted, async {
         let read_at = Instant::now();
         let view = pages::review(&state, review, authors).await?.ok_or_else(no_review)?;
         Ok(page_answer(render(&view)?, read_at))
@@ -144,12 +148,13 @@ fn no_review() -> ApiError {
 )]
 pub async fn v1_ranked_comments(
     State(state): State<AppState>,
+    accepted: AcceptedCodings,
     ProductId(product): ProductId,
     query: RankedQuery,
 ) -> Result<Response, ApiError> {
     let limit = query.limit.get();
     let read = PageRead::Ranked { product, limit, authors: query.include_author };
-    answer_kept(&state, read, async {
+    answer_kept(&state, read, accepted, async {
         let ranking = ranking_reads::ranking(&state, product).await?;
         // The answer is as old as the ranking it shows, however recently its authors were read.
         if query.include_author {
@@ -180,9 +185,10 @@ pub async fn v1_ranked_comments(
 )]
 pub async fn v1_review_summary(
     State(state): State<AppState>,
+    accepted: AcceptedCodings,
     ProductId(product): ProductId,
 ) -> Result<Response, ApiError> {
-    answer_kept(&state, PageRead::Summary { product }, async {
+    answer_kept(&state, PageRead::Summary { product }, accepted, async {
         let ranking = ranking_reads::ranking(&state, product).await?;
         let Some(body) = ranking.summary_body() else {
             return Err(ApiError::new(ErrorCode::NoSummary, format!("product {product} has no review to summarise")));
@@ -208,10 +214,11 @@ pub async fn v1_review_summary(
 )]
 pub async fn v1_summaries(
     State(state): State<AppState>,
+    accepted: AcceptedCodings,
     SummariesQuery(products): SummariesQuery,
 ) -> Result<Response, ApiError> {
     let read = PageRead::Summaries { products: products.clone().into() };
-    answer_kept(&state, read, async {
+    answer_kept(&state, read, accepted, async {
         // As old as the oldest cached summary it shows.
         let (summaries, read_at) = ranking_reads::listing_summaries(&state, &products).await?;
         Ok(ranked_answer(&state, render(&SummariesPage { summaries })?, read_at))

@@ -13,6 +13,7 @@ use maud::{html, Markup, PreEscaped, DOCTYPE};
 use percent_encoding::{utf8_percent_encode, NON_ALPHANUMERIC};
 
 use super::{answer_kept, prepared_answer, Unavailable};
+use crate::encoding::AcceptedCodings;
 use crate::error::{ApiError, ErrorBody};
 use crate::extract::{ProductId, RawWidgetQuery, SummariesQuery, WidgetQuery};
 use crate::last_good::{self, Answer, PageRead};
@@ -27,13 +28,9 @@ pub const SCRIPT_PATH: &str = "/widget/v1/reviews.js";
 
 /// The widgets' script: long-cached, revalidated by its `ETag`, sent in the
 /// variant the browser accepts.
-pub async fn widget_script() -> Response {
-    let headers = [
-        (header::CONTENT_TYPE, HeaderValue::from_static("text/javascript; charset=utf-8")),
-        (header::CACHE_CONTROL, SCRIPT_CACHE_CONTROL),
-    ];
-    let mut response = (headers, SCRIPT.body().clone()).into_response();
-    SCRIPT.mark(&mut response);
+pub async fn widget_script(accepted: AcceptedCodings) -> Response {
+    let mut response = SCRIPT.response(accepted, HeaderValue::from_static("text/javascript; charset=utf-8"));
+    response.headers_mut().insert(header::CACHE_CONTROL, SCRIPT_CACHE_CONTROL);
     response
 }
 
@@ -57,11 +54,12 @@ pub async fn widget_script() -> Response {
 )]
 pub async fn product_reviews_html(
     State(state): State<AppState>,
+    accepted: AcceptedCodings,
     ProductId(product): ProductId,
     query: WidgetQuery,
 ) -> Result<Response, ApiError> {
     let key = ViewKey::new(product, Lang::from_tag(query.lang.as_deref()), query.limit.get(), query.name.as_deref());
-    answer_kept(&state, PageRead::Widget(key.clone()), async {
+    answer_kept(&state, PageRead::Widget(key.clone()), accepted, async {
         let (view, read_at) = first_view(&state, key).await?;
         // As old as the ranking it shows, like the ranked read.
         let answer = prepared_answer(&state, Arc::clone(&view.prepared), read_at);
