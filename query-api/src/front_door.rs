@@ -1,8 +1,9 @@
 //! What every request (but a CORS preflight) gets on its way in and its
 //! answer on its way out, in one middleware: its request id, the context its
 //! log lines name it by (a span when its trace is exported), its deadline,
-//! its metrics and access line, and the per-request compression of its
-//! answer.
+//! its metrics and access line, the per-request compression of its answer,
+//! a generic 500 should its handler panic, and its route's [`ByRoute`]
+//! handling (its client's limits, the conditional GET).
 //!
 //! One middleware, not a layer for each: every layer boxes its future on
 //! each request, and on a cached read, whose own work is a cache lookup,
@@ -14,8 +15,10 @@
 //! body; a request id comes from the thread's random generator, not from a
 //! system call.
 
+use std::any::Any;
 use std::cell::RefCell;
 use std::future::Future;
+use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
@@ -24,6 +27,7 @@ use axum::extract::Request;
 use axum::http::{HeaderName, HeaderValue, StatusCode};
 use axum::response::{IntoResponse, Response};
 use common::traces::RequestContext;
+use futures_util::future::Either;
 use futures_util::FutureExt as _;
 use pin_project_lite::pin_project;
 use rand::rngs::SmallRng;
@@ -31,20 +35,24 @@ use rand::{Rng as _, SeedableRng as _};
 
 use crate::around::{AnswerFuture, Around};
 use crate::encoding::{self, AcceptedCodings};
-use crate::error::ApiError;
+use crate::error::{ApiError, ErrorCode};
+use crate::route_handling::ByRoute;
 use crate::telemetry;
 
 /// The header naming a request, taken from the client or made here, and sent back.
 pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id");
 
 /// The middleware, outermost of the service's but CORS: every answer, an
-/// error or a refusal included, carries the request's id and is counted by
-/// route; none takes longer than its `deadline` ([`within_deadline`]). A CORS
-/// preflight, answered by the CORS layer before it, is the one exception.
-#[derive(Debug, Clone, Copy)]
-pub struct FrontDoor {
+/// error, a refusal or a panic's 500 included, carries the request's id and
+/// is counted by route; none takes longer than its `deadline`
+/// ([`within_deadline`]). A CORS preflight, answered by the CORS layer
+/// before it, is the one exception.
+#[derive(Clone)]
+pub(crate) struct FrontDoor {
     /// How long a request may take, the service's `--request-timeout`.
-    pub deadline: Duration,
+    pub(crate) deadline: Duration,
+    /// What each route's requests get beyond the front door.
+    pub(crate) by_route: ByRoute,
 }
 
 impl Around for FrontDoor {
@@ -72,7 +80,8 @@ impl Around for FrontDoor {
         // Outside the request's log context and span: what the layers
         // beneath log, they log in the answer's future, which is polled in
         // them.
-        let answer = beneath(request);
+        let by_route = &self.by_route;
+        let answer = catching_panics(|| by_route.around(request, beneath));
         // Combinators, not an `async` block (see `crate::around`).
         let answer = within_deadline(started, deadline, answer)
             .then(move |response| encoding::compress_per_request(accepted, response));
@@ -87,6 +96,30 @@ impl Around for FrontDoor {
             }),
         }
     }
+}
+
+/// The answer `make` makes, with a panic in making it or in polling its
+/// future answered by [`panic_response`]: what `tower_http`'s
+/// `CatchPanicLayer` does, inside the front door rather than as a layer of
+/// its own, so a panic's 500 is logged, counted and tagged with the
+/// request's id like any other answer.
+fn catching_panics<Answer: AnswerFuture>(make: impl FnOnce() -> Answer) -> impl AnswerFuture {
+    match std::panic::catch_unwind(AssertUnwindSafe(make)) {
+        Ok(answer) => {
+            Either::Left(AssertUnwindSafe(answer).catch_unwind().map(|outcome| outcome.unwrap_or_else(panic_response)))
+        }
+        Err(panic) => Either::Right(std::future::ready(panic_response(panic))),
+    }
+}
+
+/// The answer when a handler panicked: a generic 500; the panic goes to the log.
+fn panic_response(panic: Box<dyn Any + Send + 'static>) -> Response {
+    let message = panic
+        .downcast_ref::<String>()
+        .map(String::as_str)
+        .or_else(|| panic.downcast_ref::<&str>().copied())
+        .unwrap_or("a non-string panic payload");
+    ApiError::new(ErrorCode::Internal, format!("handler panicked: {message}")).into_response()
 }
 
 pin_project! {

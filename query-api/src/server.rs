@@ -4,12 +4,10 @@ use std::future::Future;
 use std::time::Duration;
 
 use axum::http::{header, HeaderName, HeaderValue, Method};
-use axum::response::{IntoResponse, Response};
 use axum::routing::get;
 use axum::Router;
 use tokio::net::TcpListener;
 use tower::ServiceBuilder;
-use tower_http::catch_panic::CatchPanicLayer;
 use tower_http::cors::{AllowOrigin, CorsLayer};
 use utoipa::{Modify, OpenApi};
 use utoipa_axum::router::OpenApiRouter;
@@ -17,7 +15,6 @@ use utoipa_axum::router::OpenApiRouter;
 use crate::around::AroundLayer;
 use crate::clients;
 use crate::connections::serve_connections;
-use crate::error::{ApiError, ErrorCode};
 use crate::front_door::{FrontDoor, REPLICA_READ_HEADER, REQUEST_ID_HEADER};
 use crate::openapi::{self, ApiDoc, TypedParameters};
 use crate::route_handling::{ByRoute, HandledRoutes, Handling, RouteHandling};
@@ -94,12 +91,12 @@ fn routes(state: &AppState) -> (Router<AppState>, RouteHandling) {
 }
 
 /// Wraps `routes` in the service's middleware, outermost first: CORS (when
-/// origins are configured), the front door (request id, span, deadline,
-/// metrics, per-request compression), the panic catcher, and innermost each
-/// route's [`Handling`] (its client limits and conditional GET). One layer
-/// of the router's, so one boxed route around each handler (see
-/// `crate::route_handling`). Tests wrap routes of their own in it to reach
-/// what no real route does (a handler that panics).
+/// origins are configured), then the front door (request id, span, deadline,
+/// metrics, per-request compression, the panic's 500), which applies each
+/// route's [`Handling`] (its client limits and conditional GET) within it.
+/// One layer of the router's, so one boxed route around each handler (see
+/// `crate::route_handling`), and one boxed future. Tests wrap routes of
+/// their own in it to reach what no real route does (a handler that panics).
 pub(crate) fn with_middleware(routes: Router<AppState>, handling: RouteHandling, state: AppState) -> Router {
     let request_timeout = state.settings().request_timeout;
     let cors = cors_layer(&state.settings().cors_origins, &state.settings().clients.api_key_header);
@@ -109,11 +106,7 @@ pub(crate) fn with_middleware(routes: Router<AppState>, handling: RouteHandling,
         // the front door's 503 for a late answer among them. A preflight is
         // answered here, before the front door: it is not counted.
         .option_layer(cors)
-        .layer(AroundLayer(FrontDoor { deadline: request_timeout }))
-        // Below the front door, so a panic becomes a 500 that the layers
-        // above still log, count and tag with the request id.
-        .layer(CatchPanicLayer::custom(panic_response))
-        .layer(AroundLayer(ByRoute { handling, shedding }));
+        .layer(AroundLayer(FrontDoor { deadline: request_timeout, by_route: ByRoute { handling, shedding } }));
     routes.layer(middleware).with_state(state)
 }
 
@@ -163,16 +156,6 @@ fn cors_layer(origins: &[String], api_key_header: &axum::http::HeaderName) -> Op
         ])
         .max_age(Duration::from_secs(3_600));
     Some(layer)
-}
-
-/// The answer when a handler panicked: a generic 500; the panic goes to the log.
-pub(crate) fn panic_response(panic: Box<dyn std::any::Any + Send + 'static>) -> Response {
-    let message = panic
-        .downcast_ref::<String>()
-        .map(String::as_str)
-        .or_else(|| panic.downcast_ref::<&str>().copied())
-        .unwrap_or("a non-string panic payload");
-    ApiError::new(ErrorCode::Internal, format!("handler panicked: {message}")).into_response()
 }
 
 /// Serves `state` on `listener` until `shutdown` completes, then stops
