@@ -609,6 +609,43 @@ mod tests {
     }
 
     #[test]
+    fn a_response_carries_the_variant_its_request_accepts_with_that_variants_tag_and_coding() {
+        let prepared = Prepared::compressed(json(10_000), Effort::Prepared);
+        let json_type = HeaderValue::from_static("application/json");
+        let browser = prepared.response(AcceptedCodings::of(&accepting("gzip, deflate, br, zstd")), json_type.clone());
+        let headers = browser.headers();
+        assert_eq!(headers[header::CONTENT_ENCODING], "br");
+        assert_eq!(headers[header::CONTENT_TYPE], "application/json");
+        assert_eq!(headers[header::VARY], "accept-encoding");
+        assert_ne!(&headers[header::ETAG], prepared.etag(), "the variant's own tag");
+        let plain = prepared.response(AcceptedCodings::of(&HeaderMap::new()), json_type.clone());
+        assert!(plain.headers().get(header::CONTENT_ENCODING).is_none());
+        assert_eq!(&plain.headers()[header::ETAG], prepared.etag());
+        assert_eq!(plain.headers()[header::VARY], "accept-encoding", "identity chosen by the header varies too");
+        let small = Prepared::compressed(json(500), Effort::Prepared);
+        let small = small.response(AcceptedCodings::of(&accepting("br")), json_type);
+        assert!(small.headers().get(header::VARY).is_none(), "no variants: nothing varies");
+        assert!(small.headers().get(header::CONTENT_ENCODING).is_none());
+    }
+
+    #[tokio::test]
+    async fn an_answer_chosen_by_its_coding_is_not_gzipped_again_per_request() {
+        let body = json(10_000);
+        let prepared = Prepared::compressed(body.clone(), Effort::Prepared);
+        let chosen = prepared
+            .response(AcceptedCodings::of(&accepting("identity")), HeaderValue::from_static("application/json"));
+        let served = compress_per_request(AcceptedCodings::of(&accepting("gzip")), chosen).await;
+        assert!(served.headers().get(header::CONTENT_ENCODING).is_none());
+        assert_eq!(served.headers().get_all(header::VARY).iter().count(), 1, "said once");
+        assert_eq!(buffered(served.into_body()).await.expect("a body"), body);
+        // The same bytes not chosen by their coding are gzipped.
+        let mut plain = Response::new(Body::from(body));
+        plain.headers_mut().insert(header::CONTENT_TYPE, HeaderValue::from_static("application/json"));
+        let gzipped = compress_per_request(AcceptedCodings::of(&accepting("gzip")), plain).await;
+        assert_eq!(gzipped.headers()[header::CONTENT_ENCODING], "gzip");
+    }
+
+    #[test]
     fn a_small_answer_has_no_variants() {
         let prepared = Prepared::compressed(json(500), Effort::Smallest);
         assert!(prepared.body().len() < MIN_COMPRESSED_BYTES && !prepared.offers_variants());

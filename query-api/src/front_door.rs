@@ -20,6 +20,7 @@ use std::cell::RefCell;
 use std::future::Future;
 use std::panic::AssertUnwindSafe;
 use std::pin::Pin;
+use std::sync::Arc;
 use std::task::{Context, Poll};
 use std::time::{Duration, Instant};
 
@@ -51,8 +52,10 @@ pub const REQUEST_ID_HEADER: HeaderName = HeaderName::from_static("x-request-id"
 pub(crate) struct FrontDoor {
     /// How long a request may take, the service's `--request-timeout`.
     pub(crate) deadline: Duration,
-    /// What each route's requests get beyond the front door.
-    pub(crate) by_route: ByRoute,
+    /// What each route's requests get beyond the front door. Behind one
+    /// `Arc`: axum clones the layered route on every request, and each
+    /// reference count it raises is a write both workers make to one line.
+    pub(crate) by_route: Arc<ByRoute>,
 }
 
 impl Around for FrontDoor {
@@ -225,6 +228,16 @@ fn new_request_id() -> HeaderValue {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[tokio::test]
+    async fn a_panic_in_making_the_answer_or_in_polling_it_is_answered_500() {
+        let in_making = catching_panics(|| -> std::future::Ready<Response> { panic!("in making it") });
+        assert_eq!(in_making.await.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let in_polling = catching_panics(|| futures_util::future::lazy(|_| -> Response { panic!("in polling it") }));
+        assert_eq!(in_polling.await.status(), StatusCode::INTERNAL_SERVER_ERROR);
+        let answered = catching_panics(|| std::future::ready(StatusCode::OK.into_response()));
+        assert_eq!(answered.await.status(), StatusCode::OK);
+    }
 
     #[test]
     fn request_ids_are_version_4_uuids_and_differ() {

@@ -1,6 +1,7 @@
 //! The router with its middleware, and serving it with a graceful, bounded shutdown.
 
 use std::future::Future;
+use std::sync::Arc;
 use std::time::Duration;
 
 use axum::http::{header, HeaderName, HeaderValue, Method};
@@ -106,7 +107,10 @@ pub(crate) fn with_middleware(routes: Router<AppState>, handling: RouteHandling,
         // the front door's 503 for a late answer among them. A preflight is
         // answered here, before the front door: it is not counted.
         .option_layer(cors)
-        .layer(AroundLayer(FrontDoor { deadline: request_timeout, by_route: ByRoute { handling, shedding } }));
+        .layer(AroundLayer(FrontDoor {
+            deadline: request_timeout,
+            by_route: Arc::new(ByRoute { handling, shedding }),
+        }));
     routes.layer(middleware).with_state(state)
 }
 

@@ -29,6 +29,7 @@ async fn a_prepared_answer_is_sent_in_the_variant_asked_for_and_revalidated_as_t
     assert_eq!(identity.status, StatusCode::OK);
     assert!(identity.headers.get(header::CONTENT_ENCODING).is_none());
     assert_eq!(identity.headers[header::VARY], "accept-encoding");
+    assert_eq!(identity.headers.get_all(header::VARY).iter().count(), 1, "said once, not again by the compression");
     let browser = script(Some("gzip, deflate, br, zstd"), None).await;
     assert_eq!(browser.headers[header::CONTENT_ENCODING], "br", "a browser gets brotli");
     let mut decoded = Vec::new();
