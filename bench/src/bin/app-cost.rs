@@ -17,6 +17,10 @@
 //! service's again (A N N A), and prints their nanoseconds per request (the
 //! thread's CPU time) and the service's cost beyond the anchor.
 //!
+//! With `--only service` (or `anchor`) each round runs that router twice
+//! and nothing else: `bench/app-instructions.sh` counts the instructions
+//! of each under callgrind, a figure this machine's noise does not move.
+//!
 //! The service's flags follow `--`, parsed as query-api parses them (its
 //! defaults included); unless they name `--ranked-cache-ttl-ms`, a ranking
 //! is kept for an hour, so that no measured read reloads it (that flag then
@@ -45,6 +49,15 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// How long a ranking is kept unless the service's flags say otherwise: longer than any run.
 const RANKED_CACHE_TTL_MS: &str = "3600000";
 
+/// The router `--only` runs.
+#[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
+enum Only {
+    /// query-api's.
+    Service,
+    /// The anchor's.
+    Anchor,
+}
+
 /// Flags of the benchmark; the service's own follow `--`.
 #[derive(Debug, Parser)]
 #[command(name = "app-cost", about = "CPU time per request of query-api's router and of the anchor's, in process.")]
@@ -65,6 +78,10 @@ struct AppCostArgs {
     /// Rounds of A N N A.
     #[arg(long, default_value_t = 5, value_parser = clap::value_parser!(u32).range(1..))]
     rounds: u32,
+
+    /// Run one router only, twice a round (A A or N N).
+    #[arg(long, value_enum)]
+    only: Option<Only>,
 
     /// query-api's flags (`--table-prefix`, `--ranked-cache-ttl-ms`, ...).
     #[arg(last = true)]
@@ -101,9 +118,15 @@ async fn measure(args: &AppCostArgs, service_args: &query_api::Args) -> anyhow::
     let anchor = bench::anchor_router(body.clone());
     println!("bytes per answer: {}; {} requests per run; ns per request (thread CPU time)", body.len(), args.requests);
     for round in 1..=args.rounds {
-        let mut service_ns = 0.0;
-        let mut anchor_ns = 0.0;
-        for (who, path) in [("A", args.path.as_str()), ("N", "/anchor"), ("N", "/anchor"), ("A", args.path.as_str())] {
+        let (service_run, anchor_run) = (("A", args.path.as_str()), ("N", "/anchor"));
+        let runs = match args.only {
+            None => vec![service_run, anchor_run, anchor_run, service_run],
+            Some(Only::Service) => vec![service_run; 2],
+            Some(Only::Anchor) => vec![anchor_run; 2],
+        };
+        // Each router's nanoseconds per request, summed over its runs.
+        let (mut service_ns, mut anchor_ns) = (0.0, 0.0);
+        for (who, path) in runs {
             let router = if who == "A" { &service } else { &anchor };
             let ns = run(args, router, path).await? / 2.0;
             // What the service's upkeep task does every few seconds: fold
@@ -115,11 +138,15 @@ async fn measure(args: &AppCostArgs, service_args: &query_api::Args) -> anyhow::
                 anchor_ns += ns;
             }
         }
-        println!(
-            "round {round}: query-api {service_ns:.0}, anchor {anchor_ns:.0}, beyond the anchor {:.0}, ratio {:.2}",
-            service_ns - anchor_ns,
-            service_ns / anchor_ns
-        );
+        match args.only {
+            None => println!(
+                "round {round}: query-api {service_ns:.0}, anchor {anchor_ns:.0}, beyond the anchor {:.0}, ratio {:.2}",
+                service_ns - anchor_ns,
+                service_ns / anchor_ns
+            ),
+            Some(Only::Service) => println!("round {round}: query-api {service_ns:.0}"),
+            Some(Only::Anchor) => println!("round {round}: anchor {anchor_ns:.0}"),
+        }
     }
     Ok(())
 }

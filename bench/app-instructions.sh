@@ -1,0 +1,41 @@
+#!/usr/bin/env bash
+# The instructions query-api's router and the anchor's each execute per
+# cached read, in process (app-cost, one thread), counted by valgrind's
+# callgrind: a figure that, unlike CPU time on this machine, does not move
+# from run to run, so a change worth 1 % of a request shows in one run.
+# Instructions are not time (a copy of a large future is a few instructions;
+# two workers contending for one cache line are none): confirm what matters
+# with bench/wrk-ab.sh.
+#
+# Each router runs twice at N and at 2N requests (--only); the difference
+# leaves out the set-up (reading the ranking once, compressing the widget
+# script), so per request = (at 2N - at N) / 2N.
+#
+#   bench/app-instructions.sh [APP_COST_BIN] [-- query-api flags]
+#
+# APP_COST_BIN defaults to target/release/app-cost (built here when it is
+# that one); the flags default to `--table-prefix bench_` (bench/load.sh,
+# then `ranker run --table-prefix bench_ --product P000000001`). Needs
+# valgrind (Debian: `apt-get install valgrind`); about two minutes.
+set -euo pipefail
+cd "$(dirname "${BASH_SOURCE[0]}")/.."
+bin=target/release/app-cost
+if [[ $# -gt 0 && $1 != -- ]]; then bin=$1; shift; else cargo build --release --locked -p bench --bin app-cost; fi
+[[ ${1:-} == -- ]] && shift
+flags=("$@")
+[[ ${#flags[@]} -eq 0 ]] && flags=(--table-prefix bench_)
+command -v valgrind >/dev/null || { echo "app-instructions: needs valgrind (apt-get install valgrind)" >&2; exit 2; }
+requests=10000
+# instructions ONLY N: callgrind's count of a whole app-cost run.
+instructions() {
+  valgrind --tool=callgrind --callgrind-out-file=/dev/null "$bin" --only "$1" --rounds 1 --requests "$2" \
+    -- "${flags[@]}" 2>&1 >/dev/null | awk '/Collected :/ { gsub(",", "", $NF); print $NF }'
+}
+declare -A per_request
+for only in service anchor; do
+  small=$(instructions "$only" "$requests")
+  large=$(instructions "$only" $((2 * requests)))
+  per_request[$only]=$(((large - small) / (2 * requests)))
+done
+awk -v service="${per_request[service]}" -v anchor="${per_request[anchor]}" \
+  'BEGIN { printf "instructions per request: query-api %d, anchor %d, ratio %.2f\n", service, anchor, service / anchor }'
