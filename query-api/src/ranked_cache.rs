@@ -391,6 +391,30 @@ mod tests {
     }
 
     #[tokio::test]
+    async fn a_failed_shared_load_fails_its_own_request_and_the_waiting_request_loads_again() {
+        let cache = cache();
+        let (loads, running, most_running) = (AtomicUsize::new(0), AtomicUsize::new(0), AtomicUsize::new(0));
+        let ranking = ranking_read(Duration::ZERO);
+        // The first load fails once the second request waits for it; the second succeeds.
+        let load = || async {
+            let attempt = loads.fetch_add(1, Ordering::Relaxed);
+            most_running.fetch_max(running.fetch_add(1, Ordering::Relaxed) + 1, Ordering::Relaxed);
+            tokio::time::sleep(Duration::from_millis(50)).await;
+            running.fetch_sub(1, Ordering::Relaxed);
+            if attempt == 0 {
+                return Err(common::Error::Unavailable("the gateway went away".to_owned()));
+            }
+            Ok(Arc::clone(&ranking))
+        };
+        let (first, second) = tokio::join!(cache.get_or_load(product(), load), cache.get_or_load(product(), load));
+        assert_eq!(first.expect_err("its load failed").code(), crate::error::ErrorCode::Unavailable);
+        assert!(Arc::ptr_eq(&second.expect("loaded by the request that waited"), &ranking));
+        assert_eq!(loads.load(Ordering::Relaxed), 2);
+        assert_eq!(most_running.load(Ordering::Relaxed), 1, "one after the other, not at once");
+        assert!(Arc::ptr_eq(&cache.fresh(&product()).expect("cached"), &ranking));
+    }
+
+    #[tokio::test]
     async fn an_expired_ranking_is_served_while_one_request_reloads_it() {
         let cache = cache();
         let expiring = ranking_read(TTL + TTL / 2);
