@@ -49,9 +49,9 @@ static GLOBAL: tikv_jemallocator::Jemalloc = tikv_jemallocator::Jemalloc;
 /// How long a ranking is kept unless the service's flags say otherwise: longer than any run.
 const RANKED_CACHE_TTL_MS: &str = "3600000";
 
-/// The router `--only` runs.
+/// One of the two routers measured; `--only` names one.
 #[derive(Debug, Clone, Copy, PartialEq, Eq, clap::ValueEnum)]
-enum Only {
+enum Measured {
     /// query-api's.
     Service,
     /// The anchor's.
@@ -81,7 +81,7 @@ struct AppCostArgs {
 
     /// Run one router only, twice a round (A A or N N).
     #[arg(long, value_enum)]
-    only: Option<Only>,
+    only: Option<Measured>,
 
     /// query-api's flags (`--table-prefix`, `--ranked-cache-ttl-ms`, ...).
     #[arg(last = true)]
@@ -118,24 +118,24 @@ async fn measure(args: &AppCostArgs, service_args: &query_api::Args) -> anyhow::
     let anchor = bench::anchor_router(body.clone());
     println!("bytes per answer: {}; {} requests per run; ns per request (thread CPU time)", body.len(), args.requests);
     for round in 1..=args.rounds {
-        let (service_run, anchor_run) = (("A", args.path.as_str()), ("N", "/anchor"));
         let runs = match args.only {
-            None => vec![service_run, anchor_run, anchor_run, service_run],
-            Some(Only::Service) => vec![service_run; 2],
-            Some(Only::Anchor) => vec![anchor_run; 2],
+            None => vec![Measured::Service, Measured::Anchor, Measured::Anchor, Measured::Service],
+            Some(only) => vec![only; 2],
         };
         // Each router's nanoseconds per request, summed over its runs.
         let (mut service_ns, mut anchor_ns) = (0.0, 0.0);
-        for (who, path) in runs {
-            let router = if who == "A" { &service } else { &anchor };
+        for measured in runs {
+            let (router, path) = match measured {
+                Measured::Service => (&service, args.path.as_str()),
+                Measured::Anchor => (&anchor, "/anchor"),
+            };
             let ns = run(args, router, path).await? / 2.0;
             // What the service's upkeep task does every few seconds: fold
             // the latency samples into the histograms (outside the timing).
             state.metrics().run_upkeep();
-            if who == "A" {
-                service_ns += ns;
-            } else {
-                anchor_ns += ns;
+            match measured {
+                Measured::Service => service_ns += ns,
+                Measured::Anchor => anchor_ns += ns,
             }
         }
         match args.only {
@@ -144,8 +144,8 @@ async fn measure(args: &AppCostArgs, service_args: &query_api::Args) -> anyhow::
                 service_ns - anchor_ns,
                 service_ns / anchor_ns
             ),
-            Some(Only::Service) => println!("round {round}: query-api {service_ns:.0}"),
-            Some(Only::Anchor) => println!("round {round}: anchor {anchor_ns:.0}"),
+            Some(Measured::Service) => println!("round {round}: query-api {service_ns:.0}"),
+            Some(Measured::Anchor) => println!("round {round}: anchor {anchor_ns:.0}"),
         }
     }
     Ok(())
