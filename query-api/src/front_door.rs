@@ -218,8 +218,11 @@ thread_local! {
 /// A new request id: a random (version 4) UUID, from the thread's
 /// generator of request ids.
 fn new_request_id() -> HeaderValue {
-    let bytes = REQUEST_IDS.with(|generator| generator.borrow_mut().random());
-    let uuid = uuid::Builder::from_random_bytes(bytes).into_uuid();
+    // One 128-bit number, two of the generator's 64-bit steps: `random()`
+    // into `[u8; 16]` draws each byte alone, sixteen steps, which was half
+    // of what making a request id cost.
+    let random = REQUEST_IDS.with(|generator| generator.borrow_mut().random::<u128>());
+    let uuid = uuid::Builder::from_random_bytes(random.to_le_bytes()).into_uuid();
     let mut text = uuid::Uuid::encode_buffer();
     HeaderValue::from_str(uuid.hyphenated().encode_lower(&mut text))
         .unwrap_or_else(|_| unreachable!("a UUID's text is a valid header value"))
