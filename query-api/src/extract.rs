@@ -166,7 +166,7 @@ impl<S: Send + Sync> FromRequestParts<S> for ReviewId {
 
 /// The query parameters of a page request, as sent (validated by
 /// [`PageQuery`]); they document the page routes' parameters.
-#[derive(Debug, Deserialize, IntoParams)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct RawPageQuery {
     /// Page size, 1 to 100 (default 20).
@@ -198,8 +198,8 @@ pub struct PageQuery {
 impl<S: Send + Sync> FromRequestParts<S> for PageQuery {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        let Query(raw) = Query::<RawPageQuery>::from_request_parts(parts, state).await.map_err(query_rejection)?;
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        let raw = raw_query::<RawPageQuery>(parts)?;
         Ok(PageQuery {
             limit: Limit::from_query(raw.limit.as_deref())?,
             cursor: raw.cursor,
@@ -236,7 +236,7 @@ fn parse_order(text: Option<&str>) -> Result<CommentOrder, ApiError> {
 
 /// The query parameters of a product's comment pages, as sent (validated by
 /// [`ProductPageQuery`]).
-#[derive(Debug, Deserialize, IntoParams)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct RawProductPageQuery {
     /// Page size, 1 to 100 (default 20). A filtered or rating-ordered page
@@ -280,9 +280,8 @@ pub struct ProductPageQuery {
 impl<S: Send + Sync> FromRequestParts<S> for ProductPageQuery {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        let Query(raw) =
-            Query::<RawProductPageQuery>::from_request_parts(parts, state).await.map_err(query_rejection)?;
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        let raw = raw_query::<RawProductPageQuery>(parts)?;
         Ok(ProductPageQuery {
             page: PageQuery {
                 limit: Limit::from_query(raw.limit.as_deref())?,
@@ -313,7 +312,7 @@ fn parse_stars(text: &str) -> Result<StarSet, ApiError> {
 }
 
 /// The query parameters of a ranked read, as sent (validated by [`RankedQuery`]).
-#[derive(Debug, Deserialize, IntoParams)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct RawRankedQuery {
     /// Page size, 1 to 100 (default 20); ranked reads return at most the 10 ranked comments.
@@ -337,8 +336,8 @@ pub struct RankedQuery {
 impl<S: Send + Sync> FromRequestParts<S> for RankedQuery {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        let Query(raw) = Query::<RawRankedQuery>::from_request_parts(parts, state).await.map_err(query_rejection)?;
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        let raw = raw_query::<RawRankedQuery>(parts)?;
         Ok(RankedQuery {
             limit: Limit::from_query(raw.limit.as_deref())?,
             include_author: include_author(raw.include.as_deref())?,
@@ -347,7 +346,7 @@ impl<S: Send + Sync> FromRequestParts<S> for RankedQuery {
 }
 
 /// The query parameters of a one-review read, as sent (validated by [`IncludeQuery`]).
-#[derive(Debug, Deserialize, IntoParams)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct RawIncludeQuery {
     /// `author` adds the comment's `author` (`{"nickname"}` from the user's
@@ -366,8 +365,8 @@ pub struct IncludeQuery {
 impl<S: Send + Sync> FromRequestParts<S> for IncludeQuery {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        let Query(raw) = Query::<RawIncludeQuery>::from_request_parts(parts, state).await.map_err(query_rejection)?;
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        let raw = raw_query::<RawIncludeQuery>(parts)?;
         Ok(IncludeQuery { include_author: include_author(raw.include.as_deref())? })
     }
 }
@@ -376,7 +375,7 @@ impl<S: Send + Sync> FromRequestParts<S> for IncludeQuery {
 pub const MAX_PRODUCT_NAME_CHARS: usize = 200;
 
 /// The query parameters of a server-rendered widget, as sent (validated by [`WidgetQuery`]).
-#[derive(Debug, Deserialize, IntoParams)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct RawWidgetQuery {
     /// The language shown: `ko` (and its regions) in Korean, anything else in English (default `en`).
@@ -408,8 +407,8 @@ const DEFAULT_WIDGET_LIMIT: &str = "10";
 impl<S: Send + Sync> FromRequestParts<S> for WidgetQuery {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        let Query(raw) = Query::<RawWidgetQuery>::from_request_parts(parts, state).await.map_err(query_rejection)?;
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        let raw = raw_query::<RawWidgetQuery>(parts)?;
         if let Some(name) = &raw.name {
             let chars = name.chars().count();
             if chars == 0 || chars > MAX_PRODUCT_NAME_CHARS || name.chars().any(char::is_control) {
@@ -441,7 +440,7 @@ impl<S: Send + Sync> FromRequestParts<S> for WidgetQuery {
 pub const MAX_SUMMARY_PRODUCTS: usize = 100;
 
 /// The query parameters of `/v1/summaries`, as sent (validated by [`SummariesQuery`]).
-#[derive(Debug, Deserialize, IntoParams)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct RawSummariesQuery {
     /// 1 to 100 product ids, comma-separated (repeats allowed; each answered
@@ -463,8 +462,8 @@ pub struct SummariesQuery(pub Vec<Id>);
 impl<S: Send + Sync> FromRequestParts<S> for SummariesQuery {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        let Query(raw) = Query::<RawSummariesQuery>::from_request_parts(parts, state).await.map_err(query_rejection)?;
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        let raw = raw_query::<RawSummariesQuery>(parts)?;
         let Some(text) = raw.product_ids else {
             return Err(ApiError::new(ErrorCode::InvalidQuery, "productIds is required"));
         };
@@ -482,7 +481,7 @@ impl<S: Send + Sync> FromRequestParts<S> for SummariesQuery {
 
 /// The query parameters of a one-page read, as sent (validated by
 /// [`LimitQuery`]); they document those routes' parameters.
-#[derive(Debug, Deserialize, IntoParams)]
+#[derive(Debug, Default, Deserialize, IntoParams)]
 #[into_params(parameter_in = Query)]
 pub struct RawLimitQuery {
     /// Page size, 1 to 100 (default 20); ranked reads return at most the 10 ranked comments.
@@ -498,9 +497,21 @@ pub struct LimitQuery(pub Limit);
 impl<S: Send + Sync> FromRequestParts<S> for LimitQuery {
     type Rejection = ApiError;
 
-    async fn from_request_parts(parts: &mut Parts, state: &S) -> Result<Self, ApiError> {
-        let Query(raw) = Query::<RawLimitQuery>::from_request_parts(parts, state).await.map_err(query_rejection)?;
+    async fn from_request_parts(parts: &mut Parts, _state: &S) -> Result<Self, ApiError> {
+        let raw = raw_query::<RawLimitQuery>(parts)?;
         Ok(LimitQuery(Limit::from_query(raw.limit.as_deref())?))
+    }
+}
+
+/// The query string of `parts` as `Raw`, a string that does not parse
+/// answered 400 `invalid_query`. A request without one (most first pages and
+/// ranked reads) gets `Raw::default()` without the deserializer: every field
+/// of a `Raw*Query` is optional, so that is what deserializing nothing
+/// gives, and on a cached read the deserializer was a tenth of the handler.
+fn raw_query<Raw: DeserializeOwned + Default>(parts: &Parts) -> Result<Raw, ApiError> {
+    match parts.uri.query() {
+        None | Some("") => Ok(Raw::default()),
+        Some(_) => Query::try_from_uri(&parts.uri).map(|Query(raw)| raw).map_err(query_rejection),
     }
 }
 
@@ -584,5 +595,22 @@ mod tests {
         }
         let error = Limit::from_json(Some(&serde_json::json!("x".repeat(10_000)))).expect_err("string limit");
         assert!(error.to_string().len() < 200);
+    }
+
+    /// The request parts of `uri`.
+    fn parts(uri: &str) -> Parts {
+        Request::get(uri).body(()).expect("a request").into_parts().0
+    }
+
+    #[test]
+    fn a_query_string_absent_or_empty_reads_as_nothing_asked_and_one_that_does_not_parse_is_invalid() {
+        for uri in ["/page", "/page?"] {
+            let raw = raw_query::<RawPageQuery>(&parts(uri)).expect(uri);
+            assert_eq!((raw.limit, raw.cursor, raw.include), (None, None, None), "{uri}");
+        }
+        let raw = raw_query::<RawPageQuery>(&parts("/page?limit=5&include=author")).expect("parses");
+        assert_eq!((raw.limit.as_deref(), raw.cursor, raw.include.as_deref()), (Some("5"), None, Some("author")));
+        let error = raw_query::<RawPageQuery>(&parts("/page?limit=5&limit=6")).expect_err("a field twice");
+        assert_eq!(error.code(), ErrorCode::InvalidQuery);
     }
 }
