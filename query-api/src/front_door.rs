@@ -74,10 +74,13 @@ impl Around for FrontDoor {
         let method = telemetry::method_label(request.method());
         let accepted = AcceptedCodings::of(request.headers());
         let span = telemetry::request_span(&request, &request_id, &route);
-        // An exported request's lines name its span; any other's, this.
-        let log_context = span
-            .is_none()
-            .then(|| RequestContext::new(request_id.clone(), request.method().clone(), request.uri().clone()));
+        // An exported request's lines name its span; any other's, this,
+        // which holds the request id until the answer takes it.
+        let (log_context, request_id) = if span.is_none() {
+            (Some(RequestContext::new(request_id, request.method().clone(), request.uri().clone())), None)
+        } else {
+            (None, Some(request_id))
+        };
         let started = Instant::now();
         let deadline = self.deadline;
         // Outside the request's log context and span: what the layers
@@ -92,10 +95,9 @@ impl Around for FrontDoor {
             answer,
             span,
             log_context,
-            finish: Some(move |span: &tracing::Span, mut response: Response| {
-                telemetry::record_answer(span, route.as_str(), &method, started.elapsed(), &response);
-                response.headers_mut().insert(REQUEST_ID_HEADER, request_id);
-                response
+            request_id,
+            record: Some(move |span: &tracing::Span, response: &Response| {
+                telemetry::record_answer(span, route.as_str(), &method, started.elapsed(), response);
             }),
         }
     }
@@ -127,43 +129,57 @@ fn panic_response(panic: Box<dyn Any + Send + 'static>) -> Response {
 
 pin_project! {
     /// The answer's future polled in the request's log context (or its
-    /// exported span), and its answer finished by `finish`, with the span at
-    /// hand: what [`tracing::Instrument`] and a `map` reading
-    /// `Span::current()` would do, for less. `Instrument` enters the span
-    /// once more to drop the future, which completes in its last poll, and
-    /// the current span is a lookup and a reference count: on every request,
-    /// for nothing. A future dropped unfinished (its client went away) drops
-    /// outside both; nothing beneath logs when dropped.
-    struct InRequestScope<Answer, Finish> {
+    /// exported span), its answer recorded by `record` there, with the span
+    /// at hand, and given the request's id: what [`tracing::Instrument`]
+    /// and a `map` reading `Span::current()` would do, for less.
+    /// `Instrument` enters the span once more to drop the future, which
+    /// completes in its last poll, and the current span is a lookup and a
+    /// reference count: on every request, for nothing. A future dropped
+    /// unfinished (its client went away) drops outside both; nothing beneath
+    /// logs when dropped.
+    struct InRequestScope<Answer, Record> {
         #[pin]
         answer: Answer,
         span: tracing::Span,
+        // The request's id is in the log context when there is one, here
+        // when there is not: never cloned, since a generated id's first
+        // clone allocates.
         log_context: Option<RequestContext>,
+        request_id: Option<HeaderValue>,
         // Taken when the answer is ready.
-        finish: Option<Finish>,
+        record: Option<Record>,
     }
 }
 
-impl<Answer, Finish> Future for InRequestScope<Answer, Finish>
+impl<Answer, Record> Future for InRequestScope<Answer, Record>
 where
     Answer: Future<Output = Response>,
-    Finish: FnOnce(&tracing::Span, Response) -> Response,
+    Record: FnOnce(&tracing::Span, &Response),
 {
     type Output = Response;
 
     fn poll(self: Pin<&mut Self>, context: &mut Context<'_>) -> Poll<Response> {
         let this = self.project();
         let _entered = this.span.enter();
-        let poll_and_finish = || {
-            let response = std::task::ready!(this.answer.poll(context));
-            let finish =
-                this.finish.take().unwrap_or_else(|| unreachable!("the front door's future polled after its answer"));
-            Poll::Ready(finish(this.span, response))
+        let (answer, record, span) = (this.answer, this.record, &*this.span);
+        let poll_and_record = || {
+            let response = std::task::ready!(answer.poll(context));
+            let record =
+                record.take().unwrap_or_else(|| unreachable!("the front door's future polled after its answer"));
+            record(span, &response);
+            Poll::Ready(response)
         };
-        match this.log_context {
-            Some(log_context) => log_context.in_scope(poll_and_finish),
-            None => poll_and_finish(),
-        }
+        let polled = match this.log_context {
+            Some(log_context) => log_context.in_scope(poll_and_record),
+            None => poll_and_record(),
+        };
+        let mut response = std::task::ready!(polled);
+        let request_id = match this.log_context.take() {
+            Some(log_context) => log_context.into_request_id(),
+            None => this.request_id.take().unwrap_or_else(|| unreachable!("a request's id is in one of the two")),
+        };
+        response.headers_mut().insert(REQUEST_ID_HEADER, request_id);
+        Poll::Ready(response)
     }
 }
 

@@ -49,6 +49,11 @@ impl RequestContext {
         CURRENT_REQUEST.is_set().then(|| CURRENT_REQUEST.with(RequestContext::clone))
     }
 
+    /// The request's id, this context done with: what its answer carries.
+    pub fn into_request_id(self) -> http::HeaderValue {
+        self.request_id
+    }
+
     /// The id as the lines write it: `-` for one that is not visible ASCII.
     fn request_id(&self) -> &str {
         self.request_id.to_str().unwrap_or("-")
