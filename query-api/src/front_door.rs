@@ -74,12 +74,11 @@ impl Around for FrontDoor {
         let method = telemetry::method_label(request.method());
         let accepted = AcceptedCodings::of(request.headers());
         let span = telemetry::request_span(&request, &request_id, &route);
-        // An exported request's lines name its span; any other's, this,
-        // which holds the request id until the answer takes it.
-        let (log_context, request_id) = if span.is_none() {
-            (Some(RequestContext::new(request_id, request.method().clone(), request.uri().clone())), None)
+        // An exported request's lines name its span; any other's, a log context.
+        let naming = if span.is_none() {
+            Naming::Context(RequestContext::new(request_id, request.method().clone(), request.uri().clone()))
         } else {
-            (None, Some(request_id))
+            Naming::Span(request_id)
         };
         let started = Instant::now();
         let deadline = self.deadline;
@@ -94,8 +93,7 @@ impl Around for FrontDoor {
         InRequestScope {
             answer,
             span,
-            log_context,
-            request_id,
+            naming: Some(naming),
             record: Some(move |span: &tracing::Span, response: &Response| {
                 telemetry::record_answer(span, route.as_str(), &method, started.elapsed(), response);
             }),
@@ -141,14 +139,19 @@ pin_project! {
         #[pin]
         answer: Answer,
         span: tracing::Span,
-        // The request's id is in the log context when there is one, here
-        // when there is not: never cloned, since a generated id's first
-        // clone allocates.
-        log_context: Option<RequestContext>,
-        request_id: Option<HeaderValue>,
-        // Taken when the answer is ready.
+        // Both taken when the answer is ready.
+        naming: Option<Naming>,
         record: Option<Record>,
     }
+}
+
+/// What names a request's log lines, holding its id until its answer takes
+/// it: the id is never cloned, since a generated id's first clone allocates.
+enum Naming {
+    /// Its lines name it by this context.
+    Context(RequestContext),
+    /// Its exported span names its lines; its id waits here.
+    Span(HeaderValue),
 }
 
 impl<Answer, Record> Future for InRequestScope<Answer, Record>
@@ -169,14 +172,15 @@ where
             record(span, &response);
             Poll::Ready(response)
         };
-        let polled = match this.log_context {
-            Some(log_context) => log_context.in_scope(poll_and_record),
-            None => poll_and_record(),
+        let polled = match this.naming {
+            Some(Naming::Context(log_context)) => log_context.in_scope(poll_and_record),
+            Some(Naming::Span(_)) | None => poll_and_record(),
         };
         let mut response = std::task::ready!(polled);
-        let request_id = match this.log_context.take() {
-            Some(log_context) => log_context.into_request_id(),
-            None => this.request_id.take().unwrap_or_else(|| unreachable!("a request's id is in one of the two")),
+        let request_id = match this.naming.take() {
+            Some(Naming::Context(log_context)) => log_context.into_request_id(),
+            Some(Naming::Span(request_id)) => request_id,
+            None => unreachable!("the front door's future polled after its answer"),
         };
         response.headers_mut().insert(REQUEST_ID_HEADER, request_id);
         Poll::Ready(response)
