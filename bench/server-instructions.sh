@@ -34,7 +34,8 @@ trap '[ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true' EXIT
 # count NAME URL -- COMMAND...: COMMAND under callgrind; once URL answers, 200
 # requests warm it (the ranking read and cached, the connections' first
 # allocations), the counts are zeroed, wrk runs, the counts are dumped.
-# Prints "NAME instructions requests".
+# Sets `counted` to "instructions requests" (not printed for a command
+# substitution: the EXIT trap that stops the server is not a subshell's).
 count() {
   local name=$1 url=$2
   shift 3
@@ -58,7 +59,7 @@ count() {
     exit 1
   fi
   # The dump after zeroing is the one whose name ends in .1.
-  echo "$name $(callgrind_annotate "$out/$name".*.1 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }') \
+  counted="$(callgrind_annotate "$out/$name".*.1 2>/dev/null | awk '/PROGRAM TOTALS/ { gsub(",", "", $1); print $1 }') \
 $(awk '/requests in/ { print $1 }' "$out/$name.wrk")"
 }
 
@@ -67,13 +68,15 @@ start_query_api 18142 "$out/body.log" --table-prefix "$prefix"
 curl -fsS "http://127.0.0.1:18142$path" -o "$out/anchor-body"
 kill -TERM "$api_pid"
 wait "$api_pid" 2>/dev/null || true
-service=$(RUST_LOG=info count query-api "http://127.0.0.1:18141$path" -- target/release/query-api \
-  --listen 127.0.0.1:18141 --table-prefix "$prefix" --pool-size 32 --ranked-cache-ttl-ms 3600000)
-anchor=$(count anchor "http://127.0.0.1:18143/anchor" -- target/release/anchor --listen 127.0.0.1:18143 \
-  --body "$out/anchor-body")
+RUST_LOG=info count query-api "http://127.0.0.1:18141$path" -- target/release/query-api \
+  --listen 127.0.0.1:18141 --table-prefix "$prefix" --pool-size 32 --ranked-cache-ttl-ms 3600000
+service=$counted
+count anchor "http://127.0.0.1:18143/anchor" -- target/release/anchor --listen 127.0.0.1:18143 \
+  --body "$out/anchor-body"
+anchor=$counted
 awk -v service="$service" -v anchor="$anchor" 'BEGIN {
   split(service, s, " "); split(anchor, a, " ")
-  per_service = s[2] / s[3]; per_anchor = a[2] / a[3]
+  per_service = s[1] / s[2]; per_anchor = a[1] / a[2]
   printf "instructions per request over HTTP: query-api %d (%d requests), anchor %d (%d requests), difference %d, ratio %.2f\n",
-    per_service, s[3], per_anchor, a[3], per_service - per_anchor, per_service / per_anchor
+    per_service, s[2], per_anchor, a[2], per_service - per_anchor, per_service / per_anchor
 }'
