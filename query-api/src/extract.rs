@@ -505,9 +505,8 @@ impl<S: Send + Sync> FromRequestParts<S> for LimitQuery {
 
 /// The query string of `parts` as `Raw`, a string that does not parse
 /// answered 400 `invalid_query`. A request without one (most first pages and
-/// ranked reads) gets `Raw::default()` without the deserializer: every field
-/// of a `Raw*Query` is optional, so that is what deserializing nothing
-/// gives, and on a cached read the deserializer was a tenth of the handler.
+/// ranked reads) gets `Raw::default()`, what deserializing nothing gives
+/// (every field of a `Raw*Query` is optional), without the deserializer's work.
 fn raw_query<Raw: DeserializeOwned + Default>(parts: &Parts) -> Result<Raw, ApiError> {
     match parts.uri.query() {
         None | Some("") => Ok(Raw::default()),

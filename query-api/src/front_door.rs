@@ -239,8 +239,7 @@ thread_local! {
 /// generator of request ids.
 fn new_request_id() -> HeaderValue {
     // One 128-bit number, two of the generator's 64-bit steps: `random()`
-    // into `[u8; 16]` draws each byte alone, sixteen steps, which was half
-    // of what making a request id cost.
+    // into `[u8; 16]` would draw each byte alone, sixteen steps.
     let random = REQUEST_IDS.with(|generator| generator.borrow_mut().random::<u128>());
     let uuid = uuid::Builder::from_random_bytes(random.to_le_bytes()).into_uuid();
     let mut text = uuid::Uuid::encode_buffer();
