@@ -3,9 +3,9 @@
 # cached read, in process (app-cost, one thread), counted by valgrind's
 # callgrind inside app-cost's `answer` only (the router's call and the
 # answer's body): not the request's making, nor the runtime's other tasks,
-# whose ticks, more under callgrind's slowness, moved a whole-process count
-# by 1 to 3 % from run to run. Counted so, a figure repeats to a few
-# instructions, so a change worth 1 % of a request shows in one run.
+# which tick by the clock and so count more the slower callgrind runs.
+# Counted so, a figure repeats to a few instructions, so a change worth 1 %
+# of a request shows in one run.
 # Instructions are not time (a copy of a large future is a few instructions;
 # two workers contending for one cache line are none): confirm what matters
 # with bench/wrk-ab.sh; bench/server-instructions.sh counts whole processes
@@ -19,16 +19,17 @@
 #
 # APP_COST_BIN defaults to target/release/app-cost (built here when it is
 # that one); the flags default to `--table-prefix bench_` (bench/load.sh,
-# then `ranker run --table-prefix bench_ --product P000000001`). Needs
-# valgrind (Debian: `apt-get install valgrind`); about a minute.
+# then `ranker run --table-prefix bench_ --product P000000001`); installs
+# valgrind from Debian's packages when it is missing; about a minute.
 set -euo pipefail
 cd "$(dirname "${BASH_SOURCE[0]}")/.."
+source scripts/lib.sh
 bin=target/release/app-cost
 if [[ $# -gt 0 && $1 != -- ]]; then bin=$1; shift; else cargo build --release --locked -p bench --bin app-cost; fi
 [[ ${1:-} == -- ]] && shift
 flags=("$@")
 [[ ${#flags[@]} -eq 0 ]] && flags=(--table-prefix bench_)
-command -v valgrind >/dev/null || { echo "app-instructions: needs valgrind (apt-get install valgrind)" >&2; exit 2; }
+ensure_debian_package valgrind valgrind
 requests=10000
 # instructions ONLY N: what callgrind counted inside `answer` in an app-cost run.
 instructions() {

@@ -31,9 +31,10 @@ rm -rf "$out" && mkdir -p "$out"
 server_pid=""
 trap '[ -n "$server_pid" ] && kill "$server_pid" 2>/dev/null || true' EXIT
 
-# count NAME URL -- COMMAND...: COMMAND under callgrind; once URL answers, 200
-# requests warm it (the ranking read and cached, the connections' first
-# allocations), the counts are zeroed, wrk runs, the counts are dumped.
+# count NAME URL -- COMMAND...: COMMAND under callgrind; once URL answers
+# (its answer kept in $out/NAME.body), 200 requests warm it (the ranking read
+# and cached, the connections' first allocations), the counts are zeroed, wrk
+# runs, the counts are dumped.
 # Sets `counted` to "instructions requests" (not printed for a command
 # substitution: the EXIT trap that stops the server is not a subshell's).
 count() {
@@ -43,7 +44,7 @@ count() {
   server_pid=$!
   local _
   for _ in $(seq 1 120); do
-    curl -fsS "$url" -o /dev/null 2>/dev/null && break
+    curl -fsS "$url" -o "$out/$name.body" 2>/dev/null && break
     sleep 1
   done
   for _ in $(seq 1 200); do curl -fsS "$url" -o /dev/null; done
@@ -63,16 +64,12 @@ count() {
 $(awk '/requests in/ { print $1 }' "$out/$name.wrk")"
 }
 
-# The anchor answers the bytes query-api answers, as identity.
-start_query_api 18142 "$out/body.log" --table-prefix "$prefix"
-curl -fsS "http://127.0.0.1:18142$path" -o "$out/anchor-body"
-kill -TERM "$api_pid"
-wait "$api_pid" 2>/dev/null || true
 RUST_LOG=info count query-api "http://127.0.0.1:18141$path" -- target/release/query-api \
   --listen 127.0.0.1:18141 --table-prefix "$prefix" --pool-size 32 --ranked-cache-ttl-ms 3600000
 service=$counted
+# The anchor answers the bytes query-api answered, as identity.
 count anchor "http://127.0.0.1:18143/anchor" -- target/release/anchor --listen 127.0.0.1:18143 \
-  --body "$out/anchor-body"
+  --body "$out/query-api.body"
 anchor=$counted
 awk -v service="$service" -v anchor="$anchor" 'BEGIN {
   split(service, s, " "); split(anchor, a, " ")
